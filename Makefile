@@ -1,0 +1,35 @@
+# zsl-harness: `make demo` (set up + run the demo + print the site path), `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/zsl demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
+
+pytest: install
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) leaderboard/site
+
+bench: install
+	$(BIN)/python bench/run.py --out bench/report.json

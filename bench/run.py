@@ -1,0 +1,91 @@
+"""Performance benchmarks (not tests): ``make bench`` writes ``bench/report.json``.
+
+Measured here: demo generation (target < 10 s), preparing the frozen demo (generation + hashing
++ verification), and each shipped submission end to end on the demo. Each figure is the best of
+``--repeat`` runs, in a fresh ``ZSL_HOME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "report.json")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="zsl-bench-"))
+    os.environ["ZSL_HOME"] = str(work / "home")
+    from harness.data.demo import DemoParams, generate
+    from harness.data.prepare import load_benchmark, prepare
+    from harness.hierarchy import Hierarchy
+    from harness.pipeline import generate_prediction_files, run_submission
+    from harness.spec import load_spec
+    from harness.submission.package import load_package
+
+    spec_path = REPO / "specs" / "demo.yaml"
+    spec = load_spec(spec_path)
+    hierarchy = Hierarchy.load_json(REPO / "specs" / "demo" / "hierarchy.json")
+    results: dict[str, dict[str, float | str]] = {}
+
+    seconds = best_of(
+        args.repeat,
+        lambda: generate(hierarchy, DemoParams(), feature_dim=128, embedding_dim=64),
+    )
+    results["demo_generate"] = {"seconds": seconds, "target_seconds": 10.0}
+
+    def fresh_prepare() -> None:
+        shutil.rmtree(work / "home", ignore_errors=True)
+        prepare(spec)
+
+    results["demo_prepare"] = {"seconds": best_of(args.repeat, fresh_prepare)}
+    bench = load_benchmark(spec)
+    db = f"sqlite:///{work / 'runs.sqlite3'}"
+    for package_dir in sorted((REPO / "submissions").glob("*/submission.yaml")):
+        copy = work / "submissions" / package_dir.parent.name
+        shutil.copytree(package_dir.parent, copy, dirs_exist_ok=True)
+        package = load_package(copy)
+        if package.manifest.kind == "predictions":
+            generate_prediction_files(package, bench)
+        seconds = best_of(
+            args.repeat, lambda c=copy: run_submission(c, spec_path, database_url=db, quiet=True)
+        )
+        results[f"run_{package.name}"] = {"seconds": seconds}
+
+    report = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count() or 0},
+        "repeat": args.repeat,
+        "results": results,
+        "targets_met": all(
+            r["seconds"] < r["target_seconds"] for r in results.values() if "target_seconds" in r
+        ),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(report, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+"""zsl-harness: declarative zero-shot learning benchmarks, honest scoring, a static leaderboard."""
+
+__version__ = "0.1.0"

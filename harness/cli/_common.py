@@ -1,0 +1,44 @@
+"""What every CLI command shares: one-line errors on stderr, exit codes, --debug, progress."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from harness.errors import HarnessError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+
+class _State:
+    debug = False
+
+
+state = _State()
+
+
+def reports_errors(command: F) -> F:
+    """Turn a :class:`HarnessError` into one line on stderr and its exit code (1 user, 2 integrity).
+
+    With ``zsl --debug`` the traceback is kept.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except HarnessError as err:
+            if state.debug:
+                raise
+            stderr.print(Text.assemble(("error: ", "bold red"), str(err)), soft_wrap=True)
+            raise typer.Exit(code=err.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]

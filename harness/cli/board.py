@@ -1,0 +1,64 @@
+"""`zsl leaderboard`: build the static leaderboard site from the run store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli._common import reports_errors, stdout
+from harness.site import build_site
+from harness.store import load_runs, open_store
+
+app = typer.Typer(
+    help="Build the static leaderboard site from the store.",
+    no_args_is_help=True,
+)
+
+
+@app.callback()
+def _group() -> None:
+    # Keeps `build` a named subcommand even while it is the only one.
+    pass
+
+
+BUILD_EPILOG = """
+Examples:
+
+  zsl leaderboard build                        # into leaderboard/site
+
+  zsl leaderboard build --out /tmp/site
+
+  ZSL_DATABASE_URL=postgresql://zsl@db/board zsl leaderboard build
+
+The site is plain HTML with relative links: open index.html from disk or serve the folder.
+An existing --out folder is replaced only if it was built by this command (or is empty).
+"""
+
+
+@app.command(epilog=BUILD_EPILOG)
+@reports_errors
+def build(
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="Folder to write the site to; replaced as a whole."),
+    ] = Path("leaderboard/site"),
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            "--database-url",
+            envvar="ZSL_DATABASE_URL",
+            help="SQLAlchemy URL of the store (default: zsl.sqlite3 under ZSL_HOME).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Render every stored run into a static site and print the path of its index.html."""
+    engine = open_store(database_url)
+    try:
+        records = load_runs(engine)
+    finally:
+        engine.dispose()
+    index = build_site(records, out)
+    stdout.print(str(index), soft_wrap=True)

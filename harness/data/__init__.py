@@ -1,0 +1,7 @@
+"""Data: adapters per raw source, the frozen artifact format, and ``prepare``."""
+
+from harness.data import demo as _demo  # noqa: F401  (registers the 'demo' adapter)
+from harness.data.adapters import RawBenchmark, adapters
+from harness.data.artifacts import FrozenBenchmark, zsl_home
+
+__all__ = ["FrozenBenchmark", "RawBenchmark", "adapters", "zsl_home"]

@@ -1,0 +1,225 @@
+"""Frozen benchmarks on disk: ``manifest.json`` plus one ``.npy`` per artifact.
+
+Layout (under ``ZSL_HOME``, default ``~/.cache/zsl-harness``)::
+
+    benchmarks/<benchmark>/v<version>/
+        manifest.json            format, benchmark, version, spec data hash, artifacts, hash
+        features.npy             ...one file per artifact, named by its posix key
+
+Each manifest entry records the artifact's shape, dtype and the sha256 of its *content*
+(:func:`harness.hashing.array_sha256`); the benchmark hash is the hash of the canonical list of
+entries. Writing goes to a temporary sibling directory that is verified and then renamed into
+place, so a crash never leaves a half-written benchmark. Every read verifies what it reads and
+refuses a mismatch with the file, the expected and actual values and the likely causes; nothing
+is ever silently rebuilt or overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.errors import HarnessError, IntegrityError
+from harness.hashing import array_sha256, json_sha256
+
+MANIFEST = "manifest.json"
+FORMAT = "zsl-frozen/1"
+MMAP_THRESHOLD_BYTES = 64 << 20
+
+
+def zsl_home() -> Path:
+    """The cache root: ``ZSL_HOME`` or ``~/.cache/zsl-harness``."""
+    return Path(os.environ.get("ZSL_HOME") or Path.home() / ".cache" / "zsl-harness")
+
+
+def benchmark_dir(benchmark: str, version: int, home: Path | None = None) -> Path:
+    return (home or zsl_home()) / "benchmarks" / benchmark / f"v{version}"
+
+
+@dataclass(frozen=True)
+class ArtifactEntry:
+    shape: tuple[int, ...]
+    dtype: str
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "dtype": self.dtype, "sha256": self.sha256}
+
+
+def entries_hash(entries: dict[str, ArtifactEntry]) -> str:
+    return json_sha256({name: entries[name].to_json() for name in sorted(entries)})
+
+
+def _artifact_path(root: Path, name: str) -> Path:
+    if name.startswith("/") or ".." in name.split("/") or not name:
+        raise ValueError(f"bad artifact name {name!r}")
+    return root.joinpath(*name.split("/")).with_suffix(".npy")
+
+
+CacheAction = Literal["create", "use", "conflict"]
+
+
+def cache_action(root: Path, data_hash: str) -> CacheAction:
+    """Decide what ``prepare`` must do with ``root``; decides only, never acts.
+
+    ``create`` when nothing is there, ``use`` when a manifest for the same spec data is there,
+    ``conflict`` when a manifest made from different spec data is there.
+    """
+    manifest = root / MANIFEST
+    if not manifest.exists():
+        return "create"
+    try:
+        recorded = json.loads(manifest.read_text()).get("spec_data_hash")
+    except (OSError, ValueError):
+        return "use"  # let the verifying open() report the damage precisely
+    return "use" if recorded == data_hash else "conflict"
+
+
+def write_frozen(
+    root: Path,
+    arrays: dict[str, np.ndarray],
+    *,
+    benchmark: str,
+    version: int,
+    spec_data_hash: str,
+    meta: dict[str, Any] | None = None,
+) -> FrozenBenchmark:
+    """Write ``arrays`` as a frozen benchmark at ``root``, atomically; ``root`` must not exist."""
+    if root.exists():
+        raise IntegrityError(f"{root} already exists; refusing to overwrite a frozen benchmark")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    try:
+        entries: dict[str, ArtifactEntry] = {}
+        for name in sorted(arrays):
+            array = np.asarray(arrays[name])
+            if array.dtype.hasobject:
+                raise TypeError(f"artifact {name!r} has an object dtype; it cannot be frozen")
+            path = _artifact_path(tmp, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.save(path, array, allow_pickle=False)
+            entries[name] = ArtifactEntry(
+                tuple(int(s) for s in array.shape), array.dtype.str, array_sha256(array)
+            )
+        manifest = {
+            "format": FORMAT,
+            "benchmark": benchmark,
+            "version": version,
+            "spec_data_hash": spec_data_hash,
+            "meta": meta or {},
+            "artifacts": {name: entries[name].to_json() for name in sorted(entries)},
+            "hash": entries_hash(entries),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        FrozenBenchmark(tmp).verify()
+        os.replace(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return FrozenBenchmark(root)
+
+
+class FrozenBenchmark:
+    """Read access to a frozen benchmark directory; every array read is verified."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        manifest_path = self.root / MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except FileNotFoundError:
+            raise HarnessError(
+                f"no frozen benchmark at {self.root} (missing {MANIFEST}); run `zsl data prepare`"
+            ) from None
+        except (OSError, ValueError) as err:
+            raise IntegrityError(f"{manifest_path} is unreadable or not JSON: {err}") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+            raise IntegrityError(f"{manifest_path}: not a '{FORMAT}' manifest")
+        try:
+            self.entries = {
+                name: ArtifactEntry(tuple(e["shape"]), str(e["dtype"]), str(e["sha256"]))
+                for name, e in manifest["artifacts"].items()
+            }
+            self.hash: str = manifest["hash"]
+            self.benchmark: str = manifest["benchmark"]
+            self.version: int = int(manifest["version"])
+            self.spec_data_hash: str = manifest["spec_data_hash"]
+            self.meta: dict[str, Any] = manifest.get("meta", {})
+        except (KeyError, TypeError, ValueError) as err:
+            raise IntegrityError(f"{manifest_path}: malformed manifest ({err!r})") from None
+        actual = entries_hash(self.entries)
+        if actual != self.hash:
+            raise IntegrityError(
+                f"{manifest_path}: manifest hash mismatch: recorded {self.hash}, computed {actual}."
+                " The manifest was edited; delete the directory and run `zsl data prepare` again."
+            )
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.entries
+
+    def names(self, prefix: str = "") -> list[str]:
+        return sorted(n for n in self.entries if n.startswith(prefix))
+
+    def path(self, name: str) -> Path:
+        return _artifact_path(self.root, name)
+
+    def array(self, name: str) -> np.ndarray:
+        """Load, verify and cache one artifact (memory-mapped read-only when large)."""
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        try:
+            entry = self.entries[name]
+        except KeyError:
+            raise IntegrityError(
+                f"{self.root}: artifact {name!r} is not in the manifest"
+                f" (have: {', '.join(sorted(self.entries))})"
+            ) from None
+        path = self.path(name)
+        expected_bytes = int(np.prod(entry.shape, dtype=np.int64)) * np.dtype(entry.dtype).itemsize
+        mmap: Literal["r"] | None = "r" if expected_bytes >= MMAP_THRESHOLD_BYTES else None
+        try:
+            array = np.load(path, allow_pickle=False, mmap_mode=mmap)
+        except FileNotFoundError:
+            raise IntegrityError(f"{path}: artifact file is missing") from None
+        except (ValueError, OSError, EOFError) as err:
+            raise IntegrityError(
+                f"{path}: artifact file is truncated or corrupt ({err}). Delete {self.root}"
+                " and run `zsl data prepare` again."
+            ) from None
+        problem = None
+        if tuple(array.shape) != entry.shape:
+            problem = f"shape {tuple(array.shape)} instead of {entry.shape}"
+        elif array.dtype.str != entry.dtype:
+            problem = f"dtype {array.dtype.str} instead of {entry.dtype}"
+        else:
+            actual = array_sha256(array)
+            if actual != entry.sha256:
+                problem = f"content hash {actual} instead of {entry.sha256}"
+        if problem is not None:
+            raise IntegrityError(
+                f"{path}: artifact {name!r} does not match the manifest: {problem}. The file was"
+                f" modified or damaged after freezing. Delete {self.root} and run"
+                " `zsl data prepare` again; it is never rebuilt silently."
+            )
+        if mmap is None:
+            array.setflags(write=False)
+        self._cache[name] = array
+        return array
+
+    def verify(self) -> list[str]:
+        """Re-hash every artifact; return the names checked or raise on the first mismatch."""
+        checked = []
+        for name in sorted(self.entries):
+            self._cache.pop(name, None)
+            self.array(name)
+            checked.append(name)
+        return checked

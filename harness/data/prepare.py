@@ -1,0 +1,240 @@
+"""``prepare``: spec → adapter → checks → frozen benchmark; and a typed view of one.
+
+The checks here are the protocol of DESIGN §Conventions made executable: validation classes are
+disjoint from training classes, unseen classes from seen ones, every image sits in at most one
+split, test_seen images belong to seen classes and never to training or validation.
+
+The frozen benchmark also fixes the row order of prediction files (test images, shuffled with a
+seed derived from the benchmark id so seen and unseen rows are interleaved in GZSL) and the column
+order (candidate classes per setting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from pydantic import ValidationError
+
+from harness.data.adapters import SPLIT_CLASS_KEYS, SPLIT_IMAGE_KEYS, RawBenchmark, adapters
+from harness.data.artifacts import (
+    FrozenBenchmark,
+    benchmark_dir,
+    cache_action,
+    write_frozen,
+)
+from harness.errors import IntegrityError, SpecError
+from harness.hashing import strings_sha256
+from harness.hierarchy import Hierarchy
+from harness.registry import RegistryError
+from harness.spec import Spec
+
+
+def check_raw(raw: RawBenchmark, spec: Spec) -> None:
+    """Refuse raw data that breaks the protocol or the spec's declarations."""
+    where = f"{spec.benchmark} (adapter '{spec.data.adapter}')"
+    n_images, n_classes = len(raw.labels), len(raw.class_ids)
+    if raw.features.ndim != 2 or raw.features.shape[0] != n_images:
+        raise SpecError(f"{where}: features must be [n_images={n_images}, dim]")
+    if raw.features.shape[1] != spec.features.dim:
+        raise SpecError(
+            f"{spec.path}: features.dim is {spec.features.dim} but the data have"
+            f" {raw.features.shape[1]} dimensions"
+        )
+    if not np.isfinite(raw.features).all():
+        raise SpecError(f"{where}: features contain NaN or inf")
+    if len(np.unique(raw.class_ids)) != n_classes:
+        raise SpecError(f"{where}: class ids are not unique")
+    for emb in spec.class_embeddings:
+        table = raw.embeddings.get(emb.name)
+        if table is None:
+            raise SpecError(
+                f"{spec.path}: class_embeddings: '{emb.name}' is not provided by the adapter"
+                f" (it has {sorted(raw.embeddings)})"
+            )
+        if table.shape != (n_classes, emb.dim):
+            raise SpecError(
+                f"{spec.path}: class embedding '{emb.name}' has shape {table.shape},"
+                f" expected ({n_classes}, {emb.dim}) from 'dim'"
+            )
+    missing = [k for k in (*SPLIT_CLASS_KEYS, *SPLIT_IMAGE_KEYS) if k not in raw.splits]
+    if missing:
+        raise SpecError(f"{where}: the adapter produced no {missing}")
+    cls = {k: set(raw.splits[k].tolist()) for k in SPLIT_CLASS_KEYS}
+    if cls["train_classes"] & cls["val_classes"]:
+        raise SpecError(f"{where}: validation classes overlap training classes")
+    seen = cls["train_classes"] | cls["val_classes"]
+    if seen & cls["unseen_classes"]:
+        raise SpecError(f"{where}: unseen classes overlap seen classes")
+    imgs = {k: raw.splits[k] for k in SPLIT_IMAGE_KEYS}
+    all_imgs = np.concatenate(list(imgs.values()))
+    if len(np.unique(all_imgs)) != len(all_imgs):
+        raise SpecError(f"{where}: an image belongs to more than one split")
+    allowed = {
+        "train_images": cls["train_classes"],
+        "val_images": cls["val_classes"],
+        "test_seen_images": seen,
+        "test_unseen_images": cls["unseen_classes"],
+    }
+    for key, classes in allowed.items():
+        labels = set(raw.labels[imgs[key]].tolist())
+        if not labels <= classes:
+            raise SpecError(f"{where}: {key} contains images of classes outside its class set")
+    expect = spec.splits.expect
+    if expect is not None:
+        actual = {k: len(raw.splits[k]) for k in (*SPLIT_CLASS_KEYS, *SPLIT_IMAGE_KEYS)}
+        for key, wanted in expect.model_dump(exclude_none=True).items():
+            if actual[key] != wanted:
+                raise SpecError(
+                    f"{spec.path}: splits.expect.{key} is {wanted} but the data give {actual[key]}"
+                )
+
+
+def _order_seed(benchmark: str, version: int) -> int:
+    digest = hashlib.sha256(f"{benchmark}/v{version}/test-order".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
+    """Every artifact of the frozen benchmark, by name."""
+    arrays: dict[str, np.ndarray] = {
+        "features": raw.features,
+        "labels": raw.labels.astype(np.int64),
+        "class_ids": raw.class_ids.astype(str),
+        "class_names": raw.class_names.astype(str),
+    }
+    for name, table in raw.embeddings.items():
+        arrays[f"embeddings/{name}"] = table.astype(np.float32)
+    for key, value in raw.splits.items():
+        arrays[f"splits/{key}"] = np.sort(value.astype(np.int64))
+    for key, value in raw.extra.items():
+        arrays[f"extra/{key}"] = value
+    rng = np.random.Generator(np.random.PCG64(_order_seed(spec.benchmark, spec.version)))
+    unseen_imgs = arrays["splits/test_unseen_images"]
+    gzsl_imgs = np.concatenate([arrays["splits/test_seen_images"], unseen_imgs])
+    arrays["order/zsl/rows"] = unseen_imgs[np.argsort(rng.random(len(unseen_imgs)), kind="stable")]
+    arrays["order/gzsl/rows"] = gzsl_imgs[np.argsort(rng.random(len(gzsl_imgs)), kind="stable")]
+    arrays["order/zsl/columns"] = arrays["splits/unseen_classes"]
+    arrays["order/gzsl/columns"] = np.sort(
+        np.concatenate(
+            [
+                arrays["splits/train_classes"],
+                arrays["splits/val_classes"],
+                arrays["splits/unseen_classes"],
+            ]
+        )
+    )
+    hierarchy_path = spec.hierarchy_path()
+    if hierarchy_path is not None:
+        hierarchy = Hierarchy.load_json(hierarchy_path)
+        known = set(hierarchy.node_ids.tolist())
+        missing = [c for c in arrays["class_ids"].tolist() if c not in known]
+        if missing:
+            raise SpecError(
+                f"{spec.path}: hierarchy.file has no node for {len(missing)} class(es),"
+                f" first {missing[0]!r}"
+            )
+        for key, value in hierarchy.to_arrays().items():
+            arrays[f"hierarchy/{key}"] = value
+    return arrays
+
+
+def prepare(spec: Spec) -> FrozenBenchmark:
+    """Freeze ``spec``'s benchmark under ``ZSL_HOME`` (or verify and reuse the frozen copy)."""
+    root = benchmark_dir(spec.benchmark, spec.version)
+    data_hash = spec.data_hash()
+    action = cache_action(root, data_hash)
+    if action == "conflict":
+        raise IntegrityError(
+            f"{root} holds {spec.benchmark} v{spec.version} frozen from different spec data."
+            f" A spec's data must not change within a version: bump 'version' in {spec.path}"
+            f" (or delete {root} if you are developing the spec)."
+        )
+    if action == "use":
+        frozen = FrozenBenchmark(root)
+        frozen.verify()
+    else:
+        try:
+            adapter = adapters.get(spec.data.adapter)
+        except RegistryError as err:
+            raise SpecError(f"{spec.path}: data.adapter: {err}") from None
+        try:
+            params = adapter.params.model_validate(spec.data.params)
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise SpecError(
+                f"{spec.path}: data.params.{loc}: {first['msg']}"
+                f" ({len(err.errors())} problem(s) in data.params)"
+            ) from None
+        raw = adapter.load(spec, params)
+        check_raw(raw, spec)
+        frozen = write_frozen(
+            root,
+            freeze_arrays(raw, spec),
+            benchmark=spec.benchmark,
+            version=spec.version,
+            spec_data_hash=data_hash,
+            meta=raw.meta,
+        )
+    if spec.data.checksum is not None and frozen.hash != spec.data.checksum:
+        raise IntegrityError(
+            f"{spec.benchmark} v{spec.version}: the frozen data hash {frozen.hash} differs from"
+            f" data.checksum {spec.data.checksum} in {spec.path}. The raw files or the generator"
+            f" changed; the frozen copy at {root} is kept for inspection."
+        )
+    return frozen
+
+
+@dataclass
+class Benchmark:
+    """A typed view of a frozen benchmark for one spec: splits, orders, candidates, hierarchy."""
+
+    spec: Spec
+    frozen: FrozenBenchmark
+
+    @property
+    def hash(self) -> str:
+        return self.frozen.hash
+
+    def a(self, name: str) -> np.ndarray:
+        return self.frozen.array(name)
+
+    @cached_property
+    def class_ids(self) -> np.ndarray:
+        return self.a("class_ids")
+
+    @cached_property
+    def seen_classes(self) -> np.ndarray:
+        return np.sort(
+            np.concatenate([self.a("splits/train_classes"), self.a("splits/val_classes")])
+        )
+
+    def rows(self, setting: str) -> np.ndarray:
+        """Image indices of the prediction rows of ``setting``, in file order."""
+        return self.a(f"order/{setting}/rows")
+
+    def columns(self, setting: str) -> np.ndarray:
+        """Class indices of the prediction columns of ``setting``, in file order."""
+        return self.a(f"order/{setting}/columns")
+
+    def class_order_hash(self, setting: str) -> str:
+        return strings_sha256(self.class_ids[self.columns(setting)])
+
+    def row_order_hash(self, setting: str) -> str:
+        return strings_sha256(self.rows(setting).tolist())
+
+    @cached_property
+    def hierarchy(self) -> Hierarchy | None:
+        if "hierarchy/node_ids" not in self.frozen:
+            return None
+        return Hierarchy.from_arrays(
+            {k: self.a(f"hierarchy/{k}") for k in ("node_ids", "names", "edges")}
+        )
+
+
+def load_benchmark(spec: Spec) -> Benchmark:
+    """Prepare (or reuse) and return the typed view."""
+    return Benchmark(spec, prepare(spec))

@@ -1,0 +1,42 @@
+"""Errors the harness raises on purpose.
+
+Each one carries a message a user can act on: what is wrong, where (file, key, row), and what to
+do. The CLI prints the message on one line and exits with ``exit_code``; anything else is a bug
+and keeps its traceback.
+"""
+
+
+class HarnessError(Exception):
+    """A known failure caused by the input (a spec, a package, a file): exit code 1."""
+
+    exit_code = 1
+
+
+class SpecError(HarnessError):
+    """A benchmark spec is malformed."""
+
+
+class IntegrityError(HarnessError):
+    """A frozen artifact or a record does not match its recorded hash: exit code 2."""
+
+    exit_code = 2
+
+
+class HierarchyError(HarnessError):
+    """A hierarchy is malformed (unknown node, cycle) or a query is impossible."""
+
+
+class SubmissionError(HarnessError):
+    """A submission package is malformed or was refused."""
+
+
+class PredictionError(SubmissionError):
+    """A prediction file was refused."""
+
+
+class RunnerError(HarnessError):
+    """Model code failed, timed out or broke the protocol."""
+
+
+class MetricError(HarnessError, ValueError):
+    """A metric got input it cannot score."""

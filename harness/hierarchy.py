@@ -1,0 +1,1031 @@
+"""Frozen class hierarchies: a directed acyclic graph of classes and the queries metrics need.
+
+A :class:`Hierarchy` is immutable once built. It is a DAG, never assumed to be a tree: WordNet
+gives many synsets two or more hypernyms (``dog.n.01`` is both a canine and a domestic animal),
+and every query here is defined for that case.
+
+Terms
+-----
+node
+    A class, or a concept above classes, with a string *id* (a WordNet id such as ``n02084071``
+    where one exists) and a human-readable *name*. Nodes are stored sorted by id; a node's
+    *index* is its position in that order, and every query takes and returns indices.
+edge
+    A pair ``(parent, child)``, read "child is-a parent" (hypernym → hyponym). A node may have any
+    number of parents and children.
+root, leaf
+    A root has no parent; a leaf has no child. A DAG may have several roots.
+ancestor, descendant
+    ``a`` is an *ancestor* of ``b`` (and ``b`` a *descendant* of ``a``) when a directed path of one
+    or more edges leads from ``a`` down to ``b``. "Ancestor-or-self" also admits ``a == b``.
+depth
+    The *shortest* number of edges on a path from any root down to the node. Roots have depth 0.
+max_depth
+    The *longest* number of edges on a path from any root down to the node (its topological
+    level). ``max_depth >= depth``; the two differ only where paths of different lengths meet.
+height
+    The longest number of edges on a path from the node down to a leaf. Leaves have height 0, and
+    ``height[parent] >= height[child] + 1`` for every edge.
+LCA height
+    For nodes ``a`` and ``b``: the minimum height over their common ancestors-or-self. In a tree
+    this is the height of their lowest common ancestor. In a DAG two nodes may have several
+    lowest common ancestors; the minimum height is that of the most specific one, measured from
+    the bottom. ``lca_height(a, a) == height[a]``, and it is ``-1`` when ``a`` and ``b`` share no
+    ancestor (they hang below disjoint roots).
+hop
+    One edge traversed in either direction (hypernym or hyponym). The *hop distance* between two
+    nodes is the fewest hops on an undirected path between them, ``inf`` when there is none.
+
+Derived arrays (ancestor matrix, depths, heights) are computed on first use and cached on the
+instance. The ancestor matrix is built level by level (nodes grouped by ``max_depth``) with one
+sparse product per level, so the ~82,000 WordNet noun synsets take a few seconds.
+
+Examples
+--------
+>>> h = Hierarchy(["animal", "pet", "dog", "cat"],
+...               [("animal", "dog"), ("animal", "cat"), ("pet", "dog")])
+>>> h.node_ids.tolist()
+['animal', 'cat', 'dog', 'pet']
+>>> h.node_ids[h.parents(h.index("dog"))].tolist()
+['animal', 'pet']
+>>> h.height.tolist(), h.depth.tolist()
+([1, 0, 0, 1], [0, 1, 1, 0])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from harness.errors import HierarchyError
+
+__all__ = ["FORMAT", "Hierarchy"]
+
+#: The ``format`` tag of a hierarchy JSON file.
+FORMAT = "zsl-hierarchy/1"
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+StrArray = npt.NDArray[np.str_]
+
+# Gathered ancestor entries per chunk in the vectorized LCA queries (bounds peak memory).
+_CHUNK_ENTRIES = 1 << 22
+
+
+def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    array.flags.writeable = False
+    return array
+
+
+def _str_array(values: Any, what: str) -> StrArray:
+    """Return ``values`` as a 1-D unicode array, refusing anything that is not a string."""
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise HierarchyError(f"{what} must be 1-D; got an array of shape {values.shape}")
+        if values.dtype.kind == "U":
+            return values.astype(str, copy=True)
+        if values.dtype.kind != "O":
+            raise HierarchyError(f"{what} must hold strings; got an array of dtype {values.dtype}")
+        values = values.tolist()
+    if isinstance(values, str):
+        raise HierarchyError(f"{what} must be a sequence of strings, not one string {values!r}")
+    items = list(values)
+    for pos, item in enumerate(items):
+        if not isinstance(item, str):
+            raise HierarchyError(
+                f"{what}[{pos}] must be a string; got {type(item).__name__} {item!r}"
+            )
+    if not items:
+        return np.empty(0, dtype="<U1")
+    return np.array(items, dtype=str)
+
+
+def _edge_id_array(edges: Any) -> StrArray:
+    """Return ``edges`` as a unicode array of shape ``[E, 2]`` of (parent id, child id)."""
+    if isinstance(edges, np.ndarray):
+        if edges.dtype.kind in "iub":
+            raise HierarchyError(
+                "edges hold integers; Hierarchy() takes (parent_id, child_id) string pairs. "
+                "Use Hierarchy.from_arrays() for index edges."
+            )
+        if edges.size == 0:
+            return np.empty((0, 2), dtype="<U1")
+        if edges.ndim != 2 or edges.shape[1] != 2:
+            raise HierarchyError(
+                f"edges must have shape [E, 2] (parent_id, child_id); got {edges.shape}"
+            )
+        if edges.dtype.kind == "U":
+            return edges.astype(str, copy=True)
+        edges = edges.tolist()
+    pairs = list(edges)
+    for pos, pair in enumerate(pairs):
+        if (
+            isinstance(pair, str)
+            or not isinstance(pair, Sequence | np.ndarray)
+            or len(pair) != 2
+            or not all(isinstance(x, str) for x in pair)
+        ):
+            raise HierarchyError(
+                f"edges[{pos}] must be a (parent_id, child_id) pair of strings; got {pair!r}"
+            )
+    if not pairs:
+        return np.empty((0, 2), dtype="<U1")
+    return np.array([(p, c) for p, c in pairs], dtype=str).reshape(-1, 2)
+
+
+def _pair(pairs: StrArray, pos: int) -> str:
+    return f"edge {pos} ({str(pairs[pos, 0])!r}, {str(pairs[pos, 1])!r})"
+
+
+def _gather_rows(
+    indptr: IntArray, indices: npt.NDArray[Any], rows: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Concatenate CSR rows ``rows``: return ``(owner, values)`` where owner[k] is the position in
+    ``rows`` the k-th value came from (owners ascend, so each row's values are contiguous)."""
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    total = int(lengths.sum())
+    owner = np.repeat(np.arange(rows.size, dtype=np.int64), lengths)
+    offsets = np.cumsum(lengths) - lengths
+    values = indices[np.arange(total, dtype=np.int64) - offsets[owner] + starts[owner]]
+    return owner, values.astype(np.int64, copy=False)
+
+
+class Hierarchy:
+    """A frozen directed acyclic graph of classes.
+
+    Parameters
+    ----------
+    node_ids : sequence of str
+        Unique, non-empty node ids, in any order; they are stored sorted.
+    edges : sequence of (str, str) pairs or array of shape (E, 2)
+        ``(parent_id, child_id)`` pairs. Both ends must be in ``node_ids``.
+    names : sequence of str, default=None
+        Human-readable names aligned with ``node_ids`` (as given, before sorting). ``None`` uses
+        the ids.
+    source : str, default=""
+        Where the graph came from (provenance only: it is not part of :meth:`content_hash`).
+
+    Raises
+    ------
+    HierarchyError
+        On duplicate node ids, an edge naming an unknown node, a self loop, a duplicate edge, or
+        a cycle. Messages name the offending position and ids.
+
+    Examples
+    --------
+    >>> h = Hierarchy(["b", "a"], [("a", "b")], names=["bee", "ay"], source="toy")
+    >>> h.node_ids.tolist(), h.names.tolist(), h.edges.tolist()
+    (['a', 'b'], ['ay', 'bee'], [[0, 1]])
+    >>> h.summary()["leaves"]
+    1
+    """
+
+    def __init__(
+        self,
+        node_ids: Sequence[str] | npt.NDArray[Any],
+        edges: Sequence[tuple[str, str]] | npt.NDArray[Any],
+        names: Sequence[str] | npt.NDArray[Any] | None = None,
+        *,
+        source: str = "",
+    ) -> None:
+        if not isinstance(source, str):
+            raise HierarchyError(f"source must be a string; got {type(source).__name__}")
+        ids = _str_array(node_ids, "node_ids")
+        if ids.size == 0:
+            raise HierarchyError("a hierarchy needs at least one node; node_ids is empty")
+        empty = np.flatnonzero(ids == "")
+        if empty.size:
+            raise HierarchyError(f"node_ids[{empty[0]}] is an empty string; give every node an id")
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+        if dup.size:
+            bad = str(sorted_ids[dup[0]])
+            where = np.flatnonzero(ids == bad)
+            raise HierarchyError(
+                f"node id {bad!r} appears {where.size} times in node_ids (positions "
+                f"{', '.join(map(str, where[:5]))}); node ids must be unique"
+            )
+        n = int(ids.size)
+        if names is None:
+            sorted_names = sorted_ids.copy()
+        else:
+            name_arr = _str_array(names, "names")
+            if name_arr.size != n:
+                raise HierarchyError(
+                    f"names has {name_arr.size} entries but node_ids has {n}; give one name "
+                    "per node id, in the same order"
+                )
+            sorted_names = name_arr[order]
+
+        pairs = _edge_id_array(edges)
+        parent, child = self._edge_indices(sorted_ids, pairs)
+        loops = np.flatnonzero(parent == child)
+        if loops.size:
+            pos = int(loops[0])
+            raise HierarchyError(
+                f"{_pair(pairs, pos)} is a self loop; a node cannot be its own parent"
+            )
+        keys = parent * n + child
+        key_order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[key_order]
+        dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
+        if dup.size:
+            first, again = int(key_order[dup[0]]), int(key_order[dup[0] + 1])
+            raise HierarchyError(
+                f"{_pair(pairs, again)} repeats edge {first}; "
+                "each (parent, child) pair may appear once"
+            )
+        edge_arr = np.stack([parent[key_order], child[key_order]], axis=1).astype(np.int64)
+        edge_arr = edge_arr.reshape(-1, 2)
+
+        self._node_ids: StrArray = _readonly(sorted_ids)
+        self._names: StrArray = _readonly(sorted_names)
+        self._edges: IntArray = _readonly(edge_arr)
+        self._n = n
+        self._source = source
+        p, c = edge_arr[:, 0], edge_arr[:, 1]
+        self._child_indptr: IntArray = np.concatenate(
+            [[0], np.cumsum(np.bincount(p, minlength=n))]
+        ).astype(np.int64)
+        self._child_indices: IntArray = _readonly(c.copy())
+        by_child = np.lexsort((p, c))
+        self._parent_indptr: IntArray = np.concatenate(
+            [[0], np.cumsum(np.bincount(c, minlength=n))]
+        ).astype(np.int64)
+        self._parent_indices: IntArray = _readonly(p[by_child].copy())
+        self._level: IntArray = _readonly(self._levels())
+
+    @staticmethod
+    def _edge_indices(sorted_ids: StrArray, pairs: StrArray) -> tuple[IntArray, IntArray]:
+        n = sorted_ids.size
+        out = []
+        for column in (0, 1):
+            wanted = pairs[:, column]
+            idx = np.searchsorted(sorted_ids, wanted)
+            clipped = np.minimum(idx, n - 1)
+            known = (idx < n) & (sorted_ids[clipped] == wanted)
+            out.append((clipped.astype(np.int64), known))
+        known_both = out[0][1] & out[1][1]
+        if not known_both.all():
+            bad_edges = np.flatnonzero(~known_both)
+            pos = int(bad_edges[0])
+            unknown = str(pairs[pos, 0] if not out[0][1][pos] else pairs[pos, 1])
+            raise HierarchyError(
+                f"{_pair(pairs, pos)} names {unknown!r}, which is "
+                f"not in node_ids ({bad_edges.size} edge(s) name unknown nodes); add the node "
+                "or drop the edge"
+            )
+        return out[0][0], out[1][0]
+
+    def _levels(self) -> IntArray:
+        """Longest path from a root per node (Kahn's algorithm by layers); raise on a cycle."""
+        n = self._n
+        remaining = np.diff(self._parent_indptr).copy()
+        level = np.full(n, -1, dtype=np.int64)
+        frontier = np.flatnonzero(remaining == 0).astype(np.int64)
+        depth = 0
+        while frontier.size:
+            level[frontier] = depth
+            _, kids = _gather_rows(self._child_indptr, self._child_indices, frontier)
+            if kids.size == 0:
+                break
+            remaining -= np.bincount(kids, minlength=n)
+            kids = np.unique(kids)
+            frontier = kids[remaining[kids] == 0]
+            depth += 1
+        stuck = np.flatnonzero(level < 0)
+        if stuck.size:
+            cycle = self._find_cycle(stuck)
+            names = " -> ".join(repr(str(self._node_ids[i])) for i in cycle)
+            raise HierarchyError(
+                f"the edges contain a cycle: {names} ({stuck.size} node(s) lie on or below "
+                "cycles); a hierarchy must be acyclic, so drop one of these edges"
+            )
+        return level
+
+    def _find_cycle(self, stuck: IntArray) -> list[int]:
+        """One cycle among ``stuck`` nodes, each of which has a parent that is also stuck."""
+        in_stuck = np.zeros(self._n, dtype=bool)
+        in_stuck[stuck] = True
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        node = int(stuck[0])
+        while node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            parents = self._parent_indices[
+                self._parent_indptr[node] : self._parent_indptr[node + 1]
+            ]
+            node = int(parents[in_stuck[parents]][0])
+        cycle = path[seen[node] :]
+        cycle.reverse()  # parent before child
+        return [*cycle, cycle[0]]
+
+    # ------------------------------------------------------------------ basic attributes
+
+    @property
+    def node_ids(self) -> StrArray:
+        """Node ids, sorted (read-only unicode array of shape ``(n_nodes,)``)."""
+        return self._node_ids
+
+    @property
+    def names(self) -> StrArray:
+        """Node names aligned with :attr:`node_ids` (read-only unicode array)."""
+        return self._names
+
+    @property
+    def edges(self) -> IntArray:
+        """``(parent_index, child_index)`` rows, sorted (read-only int64 array ``[E, 2]``)."""
+        return self._edges
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes."""
+        return self._n
+
+    @property
+    def n_edges(self) -> int:
+        """Number of edges."""
+        return int(self._edges.shape[0])
+
+    @property
+    def source(self) -> str:
+        """Provenance string given at construction."""
+        return self._source
+
+    def __repr__(self) -> str:
+        return f"Hierarchy(n_nodes={self._n}, n_edges={self.n_edges}, source={self._source!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Hierarchy):
+            return NotImplemented
+        return (
+            self._source == other._source
+            and np.array_equal(self._node_ids, other._node_ids)
+            and np.array_equal(self._names, other._names)
+            and np.array_equal(self._edges, other._edges)
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.content_hash())
+
+    # ------------------------------------------------------------------ lookups
+
+    def index(self, node_id: str) -> int:
+        """Index of one node id.
+
+        Parameters
+        ----------
+        node_id : str
+            A node id.
+
+        Returns
+        -------
+        int
+            Its position in :attr:`node_ids`.
+
+        Raises
+        ------
+        HierarchyError
+            If ``node_id`` is not a node.
+
+        Examples
+        --------
+        >>> Hierarchy(["x", "a"], []).index("x")
+        1
+        """
+        return int(self.indices([node_id])[0])
+
+    def indices(self, ids: Sequence[str] | npt.NDArray[Any]) -> IntArray:
+        """Indices of many node ids, vectorized (``searchsorted`` on the sorted ids).
+
+        Parameters
+        ----------
+        ids : sequence of str or unicode array of any shape
+            Node ids.
+
+        Returns
+        -------
+        ndarray of int64, same shape as ``ids``
+
+        Raises
+        ------
+        HierarchyError
+            Naming the first unknown id, its position and how many are unknown.
+
+        Examples
+        --------
+        >>> Hierarchy(["c", "a", "b"], []).indices(["b", "c"]).tolist()
+        [1, 2]
+        """
+        arr = np.asarray(ids)
+        if arr.size == 0:
+            return np.zeros(arr.shape, dtype=np.int64)
+        if arr.dtype.kind not in "UO":
+            raise HierarchyError(f"ids must be strings; got an array of dtype {arr.dtype}")
+        arr = arr.astype(str)
+        flat = arr.reshape(-1)
+        idx = np.searchsorted(self._node_ids, flat)
+        clipped = np.minimum(idx, self._n - 1)
+        known = (idx < self._n) & (self._node_ids[clipped] == flat)
+        if not known.all():
+            bad = np.flatnonzero(~known)
+            raise HierarchyError(
+                f"{bad.size} of {flat.size} ids are not nodes of this hierarchy; the first is "
+                f"{str(flat[bad[0]])!r} at position {int(bad[0])}. Check the class list "
+                f"against the hierarchy (source: {self._source or 'unknown'})"
+            )
+        return clipped.astype(np.int64).reshape(arr.shape)
+
+    def _node(self, i: Any, what: str = "i") -> int:
+        if isinstance(i, bool | np.bool_):
+            raise HierarchyError(f"{what} must be a node index (int); got bool {i!r}")
+        try:
+            value = operator.index(i)
+        except TypeError:
+            raise HierarchyError(
+                f"{what} must be a node index (int); got {type(i).__name__} {i!r}"
+            ) from None
+        if not 0 <= value < self._n:
+            raise HierarchyError(
+                f"{what}={value} is out of range; node indices run from 0 to {self._n - 1}"
+            )
+        return value
+
+    def _index_array(self, x: Any, what: str) -> IntArray:
+        arr = np.asarray(x)
+        if arr.size == 0:
+            return np.zeros(arr.shape, dtype=np.int64)
+        if arr.dtype.kind not in "iu":
+            raise HierarchyError(
+                f"{what} must hold node indices (integers); got dtype {arr.dtype}. Use "
+                "Hierarchy.indices() to turn ids into indices"
+            )
+        bad = np.flatnonzero(((arr < 0) | (arr >= self._n)).reshape(-1))
+        if bad.size:
+            raise HierarchyError(
+                f"{what} holds {bad.size} index(es) out of range 0..{self._n - 1}; the first is "
+                f"{int(arr.reshape(-1)[bad[0]])} at flat position {int(bad[0])}"
+            )
+        return arr.astype(np.int64, copy=False)
+
+    def parents(self, i: int) -> IntArray:
+        """Indices of the parents of node ``i``, ascending (read-only).
+
+        Examples
+        --------
+        >>> h = Hierarchy(["a", "b", "c"], [("a", "c"), ("b", "c")])
+        >>> h.parents(2).tolist(), h.parents(0).tolist()
+        ([0, 1], [])
+        """
+        k = self._node(i)
+        return self._parent_indices[self._parent_indptr[k] : self._parent_indptr[k + 1]]
+
+    def children(self, i: int) -> IntArray:
+        """Indices of the children of node ``i``, ascending (read-only)."""
+        k = self._node(i)
+        return self._child_indices[self._child_indptr[k] : self._child_indptr[k + 1]]
+
+    @cached_property
+    def roots(self) -> IntArray:
+        """Indices of the nodes without a parent, ascending."""
+        return _readonly(np.flatnonzero(np.diff(self._parent_indptr) == 0).astype(np.int64))
+
+    @cached_property
+    def leaves(self) -> IntArray:
+        """Indices of the nodes without a child, ascending."""
+        return _readonly(np.flatnonzero(np.diff(self._child_indptr) == 0).astype(np.int64))
+
+    @cached_property
+    def topological_order(self) -> IntArray:
+        """All node indices, parents before children (by :attr:`max_depth`, then index)."""
+        return _readonly(np.argsort(self._level, kind="stable").astype(np.int64))
+
+    # ------------------------------------------------------------------ depth and height
+
+    @cached_property
+    def depth(self) -> IntArray:
+        """Shortest number of edges from any root down to each node (roots: 0).
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("a", "b"), ("r", "b")])
+        >>> h.node_ids.tolist(), h.depth.tolist(), h.max_depth.tolist()
+        (['a', 'b', 'r'], [1, 1, 0], [1, 2, 0])
+        """
+        dist = dijkstra(
+            self._child_graph(), directed=True, indices=self.roots, unweighted=True, min_only=True
+        )
+        return _readonly(np.asarray(dist).astype(np.int64))
+
+    @property
+    def max_depth(self) -> IntArray:
+        """Longest number of edges from any root down to each node (its topological level)."""
+        return self._level
+
+    @cached_property
+    def height(self) -> IntArray:
+        """Longest number of edges from each node down to a leaf (leaves: 0)."""
+        height = np.zeros(self._n, dtype=np.int64)
+        p, c = self._edges[:, 0], self._edges[:, 1]
+        parent_level = self._level[p]
+        order = np.argsort(parent_level, kind="stable")
+        p, c, parent_level = p[order], c[order], parent_level[order]
+        bounds = np.searchsorted(parent_level, np.arange(int(self._level.max()) + 2))
+        # Every child sits on a deeper level than its parent, so walking levels bottom-up sees
+        # each child's final height before its parents use it.
+        for lvl in range(int(self._level.max()) - 1, -1, -1):
+            s, e = bounds[lvl], bounds[lvl + 1]
+            if s < e:
+                np.maximum.at(height, p[s:e], height[c[s:e]] + 1)
+        return _readonly(height)
+
+    # ------------------------------------------------------------------ ancestry
+
+    def _child_graph(self) -> sp.csr_array:
+        data = np.ones(self.n_edges, dtype=np.float64)
+        return sp.csr_array(
+            (data, self._child_indices, self._child_indptr), shape=(self._n, self._n)
+        )
+
+    @cached_property
+    def ancestor_matrix(self) -> sp.csr_array:
+        """Reflexive ancestor relation, ``csr_array`` of bool ``[n, n]``.
+
+        Row ``i`` marks ``i`` and every ancestor of ``i`` (columns sorted). Built level by level
+        in topological order: a level's rows are the node itself OR'd with its parents' rows,
+        one sparse product per level.
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("a", "b")])
+        >>> h.ancestor_matrix.toarray().astype(int).tolist()
+        [[1, 0, 1], [1, 1, 1], [0, 0, 1]]
+        """
+        n = self._n
+        order = self.topological_order
+        position = np.empty(n, dtype=np.int64)
+        position[order] = np.arange(n, dtype=np.int64)
+        levels = self._level[order]
+        bounds = np.searchsorted(levels, np.arange(int(levels.max()) + 2))
+
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        capacity = max(4 * n, 1024)
+        indices = np.empty(capacity, dtype=np.int64)
+        ones = np.ones(capacity, dtype=np.int32)
+        first = int(bounds[1])
+        indices[:first] = order[:first]  # roots: only themselves
+        indptr[1 : first + 1] = np.arange(1, first + 1)
+        nnz = first
+        for lvl in range(1, len(bounds) - 1):
+            s, e = int(bounds[lvl]), int(bounds[lvl + 1])
+            nodes = order[s:e]
+            owner, parent = _gather_rows(self._parent_indptr, self._parent_indices, nodes)
+            pick = sp.csr_array(
+                (np.ones(owner.size, dtype=np.int32), (owner, position[parent])), shape=(e - s, s)
+            )
+            above = sp.csr_array((ones[:nnz], indices[:nnz], indptr[: s + 1]), shape=(s, n))
+            rows = pick @ above
+            rows = rows + sp.csr_array(
+                (np.ones(e - s, dtype=np.int32), (np.arange(e - s), nodes)), shape=(e - s, n)
+            )
+            rows.sum_duplicates()
+            rows.sort_indices()
+            add = int(rows.nnz)
+            if nnz + add > capacity:
+                capacity = max(2 * capacity, nnz + add)
+                indices = np.resize(indices, capacity)
+                ones = np.ones(capacity, dtype=np.int32)
+            indices[nnz : nnz + add] = rows.indices
+            indptr[s + 1 : e + 1] = nnz + np.asarray(rows.indptr[1:], dtype=np.int64)
+            nnz += add
+        by_position = sp.csr_array(
+            (np.ones(nnz, dtype=bool), indices[:nnz].copy(), indptr), shape=(n, n)
+        )
+        matrix = by_position[position]
+        matrix.sort_indices()
+        return matrix
+
+    @cached_property
+    def descendant_matrix(self) -> sp.csr_array:
+        """Reflexive descendant relation: the transpose of :attr:`ancestor_matrix` (csr, bool)."""
+        matrix = self.ancestor_matrix.T.tocsr()
+        matrix.sort_indices()
+        return matrix
+
+    @cached_property
+    def _ancestor_keys(self) -> IntArray:
+        """``row * n + col`` for every entry of the ancestor matrix, ascending."""
+        a = self.ancestor_matrix
+        rows = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(a.indptr))
+        return _readonly(rows * self._n + a.indices.astype(np.int64))
+
+    def ancestors(self, i: int) -> IntArray:
+        """Indices of all ancestors of node ``i`` (excluding ``i``), ascending.
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("a", "b")])
+        >>> h.ancestors(h.index("b")).tolist()
+        [0, 2]
+        """
+        k = self._node(i)
+        a = self.ancestor_matrix
+        row = np.asarray(a.indices[a.indptr[k] : a.indptr[k + 1]], dtype=np.int64)
+        return row[row != k]
+
+    def descendants(self, i: int) -> IntArray:
+        """Indices of all descendants of node ``i`` (excluding ``i``), ascending."""
+        k = self._node(i)
+        d = self.descendant_matrix
+        row = np.asarray(d.indices[d.indptr[k] : d.indptr[k + 1]], dtype=np.int64)
+        return row[row != k]
+
+    def is_ancestor_or_self(self, a: Any, b: Any) -> BoolArray:
+        """Whether ``a`` is ``b`` or an ancestor of ``b``, elementwise.
+
+        Parameters
+        ----------
+        a, b : int or array of int
+            Node indices; broadcast against each other.
+
+        Returns
+        -------
+        ndarray of bool, the broadcast shape
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("a", "b")])
+        >>> h.is_ancestor_or_self(2, [0, 1, 2]).tolist()
+        [True, True, True]
+        >>> h.is_ancestor_or_self([0, 1], 2).tolist()
+        [False, False]
+        """
+        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
+        query = bb.astype(np.int64) * self._n + aa
+        keys = self._ancestor_keys
+        pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+        return np.asarray(keys[pos] == query)
+
+    def lca_height(self, a: Any, b: Any) -> IntArray:
+        """Height of a lowest common ancestor of ``a`` and ``b``, elementwise.
+
+        The minimum :attr:`height` over the common ancestors-or-self of ``a`` and ``b``; ``-1``
+        where they share no ancestor. Vectorized: the ancestor rows of ``a`` are gathered in
+        chunks and tested for membership in the rows of ``b``.
+
+        Parameters
+        ----------
+        a, b : int or array of int
+            Node indices; broadcast against each other.
+
+        Returns
+        -------
+        ndarray of int64, the broadcast shape
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c", "z"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> i = h.indices(["b", "c", "a", "z"])
+        >>> h.lca_height(i[0], i).tolist()  # b with b, c, a, z
+        [0, 2, 1, -1]
+        """
+        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
+        shape = aa.shape
+        flat_a = aa.reshape(-1).astype(np.int64)
+        flat_b = bb.reshape(-1).astype(np.int64)
+        out = np.full(flat_a.size, -1, dtype=np.int64)
+        if flat_a.size == 0:
+            return out.reshape(shape)
+        matrix = self.ancestor_matrix
+        indptr = matrix.indptr.astype(np.int64)
+        keys = self._ancestor_keys
+        height = self.height
+        sentinel = np.iinfo(np.int64).max
+        lengths = np.diff(indptr)[flat_a]
+        cum = np.cumsum(lengths)
+        start = 0
+        while start < flat_a.size:
+            done = int(cum[start - 1]) if start else 0
+            stop = int(np.searchsorted(cum, done + _CHUNK_ENTRIES, side="right"))
+            stop = max(stop, start + 1)
+            owner, anc = _gather_rows(indptr, matrix.indices, flat_a[start:stop])
+            query = flat_b[start:stop][owner] * self._n + anc
+            pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+            common = keys[pos] == query
+            h = np.where(common, height[anc], sentinel)
+            seg = np.concatenate([[0], np.cumsum(lengths[start:stop])[:-1]])
+            best = np.minimum.reduceat(h, seg)  # every row holds at least the node itself
+            out[start:stop] = np.where(best == sentinel, -1, best)
+            start = stop
+        return out.reshape(shape)
+
+    def lca_height_matrix(self, idx: Any) -> IntArray:
+        """Pairwise :meth:`lca_height` of the nodes ``idx``, an int64 array ``[m, m]``.
+
+        Computed by height: for ``h = 0, 1, ...`` one sparse product finds the pairs that share
+        an ancestor-or-self of height ``h``; the first ``h`` that appears is the answer.
+
+        Parameters
+        ----------
+        idx : array of int, shape (m,)
+            Node indices (for instance the candidate classes of a benchmark).
+
+        Returns
+        -------
+        ndarray of int64, shape (m, m)
+            Symmetric; ``-1`` where two nodes share no ancestor.
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> h.lca_height_matrix(h.indices(["b", "c"])).tolist()
+        [[0, 2], [2, 0]]
+        """
+        rows = self._index_array(idx, "idx")
+        if rows.ndim != 1:
+            raise HierarchyError(f"idx must be 1-D; got shape {rows.shape}")
+        m = rows.size
+        out = np.full((m, m), -1, dtype=np.int64)
+        if m == 0:
+            return out
+        sub = self.ancestor_matrix[rows].astype(np.int32)
+        used = np.unique(sub.indices)
+        sub = sub[:, used].tocsc()
+        heights = self.height[used]
+        chunk = max(1, _CHUNK_ENTRIES // max(m, 1))
+        for h in np.unique(heights):
+            cols = np.flatnonzero(heights == h)
+            part = sub[:, cols].tocsr()
+            part_t = part.T.tocsr()
+            for s in range(0, m, chunk):
+                block = out[s : s + chunk]
+                shared = (part[s : s + chunk] @ part_t).toarray() > 0
+                block[(block < 0) & shared] = h
+        return out
+
+    def hop_distance(self, sources: Any, radius: int | None = None) -> FloatArray:
+        """Undirected hop distances from ``sources`` to every node.
+
+        Parameters
+        ----------
+        sources : int or array of int, shape (k,)
+            Node indices to measure from.
+        radius : int, default=None
+            Largest distance to compute; nodes farther away (or unreachable) get ``inf``.
+            ``None`` computes all distances.
+
+        Returns
+        -------
+        ndarray of float64, shape (k, n_nodes)
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> h.hop_distance([h.index("b")]).tolist()
+        [[1.0, 0.0, 3.0, 2.0]]
+        >>> h.hop_distance([h.index("b")], radius=1).tolist()
+        [[1.0, 0.0, inf, inf]]
+        """
+        src = np.atleast_1d(self._index_array(sources, "sources"))
+        if src.ndim != 1:
+            raise HierarchyError(f"sources must be 1-D; got shape {src.shape}")
+        if radius is not None and (
+            isinstance(radius, bool) or not isinstance(radius, int | np.integer) or radius < 0
+        ):
+            raise HierarchyError(f"radius must be a non-negative int or None; got {radius!r}")
+        if src.size == 0:
+            return np.zeros((0, self._n), dtype=np.float64)
+        limit = np.inf if radius is None else float(radius)
+        dist = dijkstra(
+            self._child_graph(), directed=False, indices=src, unweighted=True, limit=limit
+        )
+        return np.asarray(dist, dtype=np.float64).reshape(src.size, self._n)
+
+    # ------------------------------------------------------------------ serialization
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form: ``{"format", "source", "nodes", "edges"}`` (see :meth:`save_json`).
+
+        Examples
+        --------
+        >>> Hierarchy(["b", "a"], [("a", "b")]).to_dict()["edges"]
+        [['a', 'b']]
+        """
+        ids = self._node_ids.tolist()
+        return {
+            "format": FORMAT,
+            "source": self._source,
+            "nodes": [
+                {"id": i, "name": nm} for i, nm in zip(ids, self._names.tolist(), strict=True)
+            ],
+            "edges": [[ids[p], ids[c]] for p, c in self._edges.tolist()],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Hierarchy:
+        """Build a hierarchy from :meth:`to_dict` output, validating its shape.
+
+        Raises
+        ------
+        HierarchyError
+            On a missing or unknown key, a wrong format tag, or a malformed node or edge.
+        """
+        return cls._from_dict(d, "hierarchy")
+
+    @classmethod
+    def _from_dict(cls, d: Any, where: str) -> Hierarchy:
+        if not isinstance(d, Mapping):
+            raise HierarchyError(f"{where}: expected a JSON object; got {type(d).__name__}")
+        expected = {"format", "source", "nodes", "edges"}
+        missing = sorted(expected - set(d))
+        extra = sorted(set(d) - expected)
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing key(s) {missing}")
+            if extra:
+                parts.append(f"unknown key(s) {extra}")
+            raise HierarchyError(
+                f"{where}: {' and '.join(parts)}; expected keys {sorted(expected)}"
+            )
+        if d["format"] != FORMAT:
+            raise HierarchyError(
+                f"{where}: format is {d['format']!r}; this harness reads {FORMAT!r}"
+            )
+        if not isinstance(d["source"], str):
+            raise HierarchyError(f"{where}: source must be a string; got {d['source']!r}")
+        nodes, edges = d["nodes"], d["edges"]
+        if not isinstance(nodes, list) or not isinstance(edges, list):
+            raise HierarchyError(f"{where}: nodes and edges must be lists")
+        ids: list[str] = []
+        names: list[str] = []
+        for pos, node in enumerate(nodes):
+            if (
+                not isinstance(node, Mapping)
+                or set(node) != {"id", "name"}
+                or not isinstance(node["id"], str)
+                or not isinstance(node["name"], str)
+            ):
+                raise HierarchyError(
+                    f'{where}: nodes[{pos}] must be {{"id": str, "name": str}}; got {node!r}'
+                )
+            ids.append(node["id"])
+            names.append(node["name"])
+        for pos, edge in enumerate(edges):
+            if (
+                not isinstance(edge, list)
+                or len(edge) != 2
+                or not all(isinstance(x, str) for x in edge)
+            ):
+                raise HierarchyError(
+                    f"{where}: edges[{pos}] must be [parent_id, child_id]; got {edge!r}"
+                )
+        try:
+            return cls(ids, [(p, c) for p, c in edges], names, source=d["source"])
+        except HierarchyError as err:
+            raise HierarchyError(f"{where}: {err}") from None
+
+    def to_json(self) -> str:
+        """The file text written by :meth:`save_json` (indent 1, sorted keys, final newline)."""
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+    def save_json(self, path: str | os.PathLike[str]) -> None:
+        """Write the hierarchy as JSON, atomically (temporary file, then rename).
+
+        The format is ``{"format": "zsl-hierarchy/1", "source": str, "nodes": [{"id", "name"},
+        ...] sorted by id, "edges": [[parent_id, child_id], ...] sorted}``, indented by one space
+        with sorted keys and a final newline, so that diffs review well.
+        """
+        target = Path(path)
+        if not target.parent.is_dir():
+            raise HierarchyError(
+                f"cannot write {target}: directory {target.parent} does not exist; create it first"
+            )
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(self.to_json())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load_json(cls, path: str | os.PathLike[str]) -> Hierarchy:
+        """Read a file written by :meth:`save_json`; errors name the file and the problem."""
+        source = Path(path)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise HierarchyError(f"{source}: no such hierarchy file") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise HierarchyError(f"{source}: cannot read it ({err})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise HierarchyError(
+                f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
+            ) from None
+        return cls._from_dict(data, str(source))
+
+    def to_arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """Plain arrays (no object dtype, safe for ``np.save`` without pickle).
+
+        Returns
+        -------
+        dict
+            ``node_ids`` and ``names`` (unicode, sorted by id) and ``edges`` (int64 ``[E, 2]``
+            of parent and child indices).
+        """
+        return {
+            "node_ids": self._node_ids.copy(),
+            "names": self._names.copy(),
+            "edges": self._edges.copy(),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, npt.NDArray[Any]], source: str = "") -> Hierarchy:
+        """Rebuild a hierarchy from :meth:`to_arrays` output (``edges`` index ``node_ids``).
+
+        Examples
+        --------
+        >>> h = Hierarchy(["b", "a"], [("a", "b")])
+        >>> Hierarchy.from_arrays(h.to_arrays()) == h
+        True
+        """
+        missing = sorted({"node_ids", "names", "edges"} - set(arrays))
+        if missing:
+            raise HierarchyError(
+                f"hierarchy arrays lack {missing}; expected node_ids, names, edges"
+            )
+        ids = np.asarray(arrays["node_ids"])
+        names = np.asarray(arrays["names"])
+        edges = np.asarray(arrays["edges"])
+        for key, arr in (("node_ids", ids), ("names", names)):
+            if arr.dtype.kind != "U" or arr.ndim != 1:
+                raise HierarchyError(
+                    f"hierarchy array {key!r} must be a 1-D unicode array; got dtype "
+                    f"{arr.dtype}, shape {arr.shape}"
+                )
+        if edges.size == 0:
+            edges = np.zeros((0, 2), dtype=np.int64)
+        if edges.dtype.kind not in "iu" or edges.ndim != 2 or edges.shape[1] != 2:
+            raise HierarchyError(
+                "hierarchy array 'edges' must be integers of shape [E, 2]; got dtype "
+                f"{edges.dtype}, shape {edges.shape}"
+            )
+        bad = np.flatnonzero(((edges < 0) | (edges >= ids.size)).any(axis=1))
+        if bad.size:
+            raise HierarchyError(
+                f"hierarchy array 'edges' row {int(bad[0])} {edges[bad[0]].tolist()} indexes "
+                f"past node_ids (size {ids.size})"
+            )
+        return cls(ids, ids[edges], names, source=source)
+
+    def content_hash(self) -> str:
+        """``"sha256:<hex>"`` of the canonical JSON of the format, nodes and edges.
+
+        :attr:`source` is provenance and is left out, so the same graph built by another tool
+        version hashes the same.
+        """
+        d = self.to_dict()
+        del d["source"]
+        text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def summary(self) -> dict[str, Any]:
+        """Counts that describe the graph.
+
+        Returns
+        -------
+        dict
+            ``source``, ``nodes``, ``edges``, ``roots``, ``leaves``, ``multi_parent_nodes``
+            (nodes with two or more parents), ``max_depth`` (longest root-to-node path) and
+            ``content_hash``.
+        """
+        return {
+            "source": self._source,
+            "nodes": self._n,
+            "edges": self.n_edges,
+            "roots": int(self.roots.size),
+            "leaves": int(self.leaves.size),
+            "multi_parent_nodes": int((np.diff(self._parent_indptr) > 1).sum()),
+            "max_depth": int(self._level.max()),
+            "content_hash": self.content_hash(),
+        }

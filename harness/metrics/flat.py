@@ -1,0 +1,411 @@
+r"""Flat (hierarchy-free) top-k accuracy: pure numpy functions over dense scores.
+
+Every function follows validate -> count -> reduce: inputs go through
+:mod:`harness.metrics._validation`, :func:`top_k_correct` decides which images are correct,
+:func:`per_class_counts` turns that into per-class hit and image counts (the stored statistic),
+and the accuracies reduce from those counts. Options are keyword-only. Accuracy means the mean of
+per-class accuracies unless the name says ``per_image``.
+
+Inputs
+------
+``y_true[i]`` is the candidate column of image i's true class and ``scores[i, j]`` the score of
+candidate column j for image i (higher is better). Scores must be finite.
+
+Tie policy
+----------
+Ties count against the true class. Image i is correct at k if and only if fewer than k *other*
+candidates score at least as high as the true class:
+
+.. math::
+
+    \mathrm{correct}_i(k) = \Big[\, \big|\{\, j \ne y_i : s_{ij} \ge s_{i y_i} \}\big| < k
+    \,\Big]
+
+So a true class tied with another class for the top score is wrong at k = 1 and right at k = 2,
+and the result never depends on the order of the candidate columns. (scikit-learn's
+``top_k_accuracy_score`` breaks ties by column order instead, so the two agree only without
+ties.)
+
+Empty classes
+-------------
+Per-class means run over an explicit ``classes`` list, never inferred from ``y_true``. A listed
+class with no test image is excluded from the mean and reported (never counted as 0 or NaN); if no
+listed class has an image, the mean is undefined and a :class:`~harness.errors.MetricError` is
+raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from harness.errors import MetricError
+from harness.metrics._validation import (
+    check_classes,
+    check_k,
+    check_scores_and_targets,
+    check_targets,
+    chunk_rows,
+)
+
+__all__ = [
+    "per_class_counts",
+    "per_class_top_k_accuracy",
+    "per_class_top_k_accuracy_details",
+    "per_image_top_k_accuracy",
+    "top_k_correct",
+]
+
+
+def top_k_correct_checked(
+    y_true: npt.NDArray[np.int64], scores: npt.NDArray[Any], k: int
+) -> npt.NDArray[np.bool_]:
+    """:func:`top_k_correct` on already-checked inputs, in row chunks of bounded size.
+
+    For sibling metric modules that validate once and reduce several ways (e.g. GZSL).
+    """
+    n_images, n_candidates = scores.shape
+    correct = np.empty(n_images, dtype=bool)
+    starts = chunk_rows(n_images, n_candidates)
+    for start in starts:
+        stop = min(start + starts.step, n_images)
+        block = np.asarray(scores[start:stop])
+        true_scores = block[np.arange(stop - start), y_true[start:stop]]
+        # Candidates scoring >= the true class, minus the true class itself (scores are finite).
+        n_at_least = np.count_nonzero(block >= true_scores[:, None], axis=1) - 1
+        correct[start:stop] = n_at_least < k
+    return correct
+
+
+def top_k_correct(
+    y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k: int = 1
+) -> npt.NDArray[np.bool_]:
+    r"""Which images have their true class among the top ``k`` candidates, ties counting against.
+
+    .. math::
+
+        \mathrm{correct}_i(k) = \Big[\, \big|\{\, j \ne y_i : s_{ij} \ge s_{i y_i}
+        \}\big| < k \,\Big]
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores, higher is better.
+    k : int, default=1
+        How many top candidates count, ``1 <= k <= n_candidates``.
+
+    Returns
+    -------
+    correct : ndarray of bool of shape (n_images,)
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range) or
+        ``k`` is not in ``[1, n_candidates]``.
+
+    Notes
+    -----
+    Vectorized over images; rows are processed in chunks of bounded size so memory stays bounded
+    for large score matrices (memory-mapped ones included). See the module docstring for the tie
+    policy.
+
+    Examples
+    --------
+    Image 0's true class (column 0) ties with column 1 at the top; image 1's true class
+    (column 1) ties with column 2. One other candidate is >= the true score in each row, so both
+    are wrong at k = 1 (1 < 1 is false) and right at k = 2 (1 < 2):
+
+    >>> scores = [[0.5, 0.5, 0.1], [0.2, 0.9, 0.9]]
+    >>> top_k_correct([0, 1], scores, k=1)
+    array([False, False])
+    >>> top_k_correct([0, 1], scores, k=2)
+    array([ True,  True])
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    checked_k = check_k(k, checked_scores.shape[1])
+    return top_k_correct_checked(checked_y, checked_scores, checked_k)
+
+
+def per_class_counts(
+    y_true: npt.ArrayLike, correct: npt.ArrayLike, *, n_classes: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    r"""Per-class numbers of correct images and of images.
+
+    .. math::
+
+        \mathrm{hits}_c = \sum_i [y_i = c]\,\mathrm{correct}_i, \qquad
+        \mathrm{totals}_c = \sum_i [y_i = c]
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class, in ``[0, n_classes)``.
+    correct : array-like of bool of shape (n_images,)
+        Whether each image was classified correctly (e.g. from :func:`top_k_correct`).
+    n_classes : int
+        Number of classes (candidate columns); the length of both outputs.
+
+    Returns
+    -------
+    hits : ndarray of int64 of shape (n_classes,)
+        Correct images per class.
+    totals : ndarray of int64 of shape (n_classes,)
+        Images per class; 0 for a class with no test image.
+
+    Raises
+    ------
+    MetricError
+        If ``y_true`` is malformed or out of range, or ``correct`` is not a 1D bool array of the
+        same length.
+
+    Examples
+    --------
+    Class 0 has images 0 and 2 (one correct), class 1 has image 1 (correct), class 2 none:
+
+    >>> hits, totals = per_class_counts([0, 1, 0], [True, True, False], n_classes=3)
+    >>> hits, totals
+    (array([1, 1, 0]), array([2, 1, 0]))
+    """
+    checked_y = check_targets(y_true, n_classes)
+    mask = np.asarray(correct)
+    if mask.ndim != 1 or mask.dtype.kind != "b":
+        raise MetricError(
+            "Expected `correct` to be a 1D bool array, one entry per image, but got shape "
+            f"{mask.shape} and dtype {mask.dtype}."
+        )
+    if mask.shape[0] != checked_y.shape[0]:
+        raise MetricError(
+            f"Expected `correct` to have one entry per image in `y_true` "
+            f"({checked_y.shape[0]} images), but got {mask.shape[0]}."
+        )
+    return class_counts_checked(checked_y, mask, n_classes)
+
+
+def class_counts_checked(
+    y_true: npt.NDArray[np.int64], correct: npt.NDArray[np.bool_], n_classes: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`per_class_counts` on already-checked inputs."""
+    hits = np.bincount(y_true[correct], minlength=n_classes).astype(np.int64, copy=False)
+    totals = np.bincount(y_true, minlength=n_classes).astype(np.int64, copy=False)
+    return hits, totals
+
+
+def reduce_per_class(
+    hits: npt.NDArray[np.int64],
+    totals: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int64],
+    *,
+    what: str = "`classes`",
+) -> dict[str, Any]:
+    """Mean of per-class accuracies over ``classes`` with images; the shared reduce step.
+
+    Checked inputs only. Returns the same dictionary as
+    :func:`per_class_top_k_accuracy_details` (without ``k``); ``what`` names the class list in
+    the error raised when none of its classes has an image.
+    """
+    class_totals = totals[classes]
+    present = class_totals > 0
+    if not present.any():
+        raise MetricError(
+            f"Expected at least one test image whose true class is among {what} "
+            f"({classes.shape[0]} classes), but none of the {int(totals.sum())} images is. "
+            "The mean of per-class accuracies is undefined; check `classes` and `y_true`."
+        )
+    accuracies = hits[classes][present] / class_totals[present]
+    per_class: list[float | None] = [None] * classes.shape[0]
+    for position, accuracy in zip(
+        np.flatnonzero(present).tolist(), accuracies.tolist(), strict=True
+    ):
+        per_class[position] = float(accuracy)
+    return {
+        "value": float(np.mean(accuracies)),
+        "per_class": per_class,
+        "classes": classes.tolist(),
+        "excluded_classes": classes[~present].tolist(),
+        "n_images": int(class_totals.sum()),
+    }
+
+
+def per_class_top_k_accuracy_details(
+    y_true: npt.ArrayLike,
+    scores: npt.ArrayLike,
+    *,
+    classes: npt.ArrayLike,
+    k: int = 1,
+) -> dict[str, Any]:
+    """Per-class top-k accuracy with its per-class values and excluded classes.
+
+    Same definition as :func:`per_class_top_k_accuracy`; see there for the formula.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores, higher is better.
+    classes : array-like of int of shape (n_classes,)
+        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
+    k : int, default=1
+        How many top candidates count, ``1 <= k <= n_candidates``.
+
+    Returns
+    -------
+    details : dict
+        ``value`` (float in [0, 1]): the mean over classes with images;
+        ``per_class`` (list of float or None, aligned with ``classes``): each class's accuracy,
+        None for a class with no test image;
+        ``classes`` (list of int): the columns averaged over, as given;
+        ``excluded_classes`` (list of int): the listed columns with no test image;
+        ``n_images`` (int): number of images whose true class is listed;
+        ``k`` (int).
+
+    Raises
+    ------
+    MetricError
+        As :func:`per_class_top_k_accuracy`.
+
+    Examples
+    --------
+    Class 0: image 0 correct (1/1). Class 1: image 1 wrong, image 2 correct (1/2). Class 2 has no
+    image and is excluded. Mean (1 + 0.5) / 2 = 0.75:
+
+    >>> scores = [[0.9, 0.1, 0.0], [0.8, 0.2, 0.0], [0.3, 0.7, 0.0]]
+    >>> details = per_class_top_k_accuracy_details([0, 1, 1], scores, classes=[0, 1, 2])
+    >>> details["value"], details["per_class"], details["excluded_classes"]
+    (0.75, [1.0, 0.5, None], [2])
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    n_candidates = checked_scores.shape[1]
+    checked_classes = check_classes(classes, n_candidates)
+    checked_k = check_k(k, n_candidates)
+    correct = top_k_correct_checked(checked_y, checked_scores, checked_k)
+    hits, totals = class_counts_checked(checked_y, correct, n_candidates)
+    details = reduce_per_class(hits, totals, checked_classes)
+    details["k"] = checked_k
+    return details
+
+
+def per_class_top_k_accuracy(
+    y_true: npt.ArrayLike,
+    scores: npt.ArrayLike,
+    *,
+    classes: npt.ArrayLike,
+    k: int = 1,
+) -> float:
+    r"""Mean over ``classes`` of per-class top-k accuracy (the ZSL accuracy of Xian et al.).
+
+    .. math::
+
+        \mathrm{acc}_c = \frac{1}{|I_c|} \sum_{i \in I_c} \mathrm{correct}_i(k), \qquad
+        \mathrm{acc} = \frac{1}{|C'|} \sum_{c \in C'} \mathrm{acc}_c
+
+    where :math:`I_c = \{i : y_i = c\}` and :math:`C' = \{c \in \mathrm{classes} : |I_c| > 0\}`.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores, higher is better. Images are ranked over all candidate columns, not only
+        over ``classes``.
+    classes : array-like of int of shape (n_classes,)
+        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
+    k : int, default=1
+        How many top candidates count, ``1 <= k <= n_candidates``.
+
+    Returns
+    -------
+    accuracy : float in [0, 1]
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` or ``classes``
+        out of range, duplicate or missing ``classes``), ``k`` is not in ``[1, n_candidates]``,
+        or no listed class has a test image.
+
+    See Also
+    --------
+    per_class_top_k_accuracy_details : the same, with per-class values and excluded classes.
+    per_image_top_k_accuracy : the plain fraction of correct images.
+
+    Notes
+    -----
+    Images whose true class is not listed in ``classes`` do not contribute. A listed class with
+    no test image is excluded from the mean (reported by the details variant), never counted as
+    0 or NaN; scikit-learn's ``recall_score(average="macro", labels=...)`` counts it as 0. Ties
+    count against the true class (module docstring). Per-class averaging follows the ZSL
+    protocol of [1]_.
+
+    References
+    ----------
+    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
+       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.2.
+
+    Examples
+    --------
+    Class 0 has image 0 (argmax column 0: correct), class 1 has images 1 (argmax 0: wrong) and
+    2 (argmax 1: correct). Per-class accuracies 1 and 1/2, mean 0.75; at k = 2 every image is
+    correct:
+
+    >>> y_true = [0, 1, 1]
+    >>> scores = [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]
+    >>> per_class_top_k_accuracy(y_true, scores, classes=[0, 1])
+    0.75
+    >>> per_class_top_k_accuracy(y_true, scores, classes=[0, 1], k=2)
+    1.0
+    """
+    value: float = per_class_top_k_accuracy_details(y_true, scores, classes=classes, k=k)["value"]
+    return value
+
+
+def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k: int = 1) -> float:
+    r"""Fraction of images whose true class is among the top ``k`` candidates (not per-class).
+
+    .. math::
+
+        \mathrm{acc}_{\mathrm{img}} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{correct}_i(k)
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores, higher is better.
+    k : int, default=1
+        How many top candidates count, ``1 <= k <= n_candidates``.
+
+    Returns
+    -------
+    accuracy : float in [0, 1]
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed or ``k`` is not in ``[1, n_candidates]``.
+
+    Notes
+    -----
+    Frequent classes weigh more than rare ones; ZSL papers report the per-class mean
+    (:func:`per_class_top_k_accuracy`) instead [1]_. Ties count against the true class; without
+    ties this equals scikit-learn's ``top_k_accuracy_score``.
+
+    References
+    ----------
+    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
+       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.2.
+
+    Examples
+    --------
+    Images 0, 2 and 3 have their true class at the top (columns 0, 1, 1); image 1 (true class 1,
+    argmax 0) does not. Three of four images are correct:
+
+    >>> per_image_top_k_accuracy([0, 1, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0, 1]])
+    0.75
+    """
+    return float(np.mean(top_k_correct(y_true, scores, k=k)))

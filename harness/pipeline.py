@@ -1,0 +1,217 @@
+"""``zsl run``: prepare → validate → run → score → store, one submission on one benchmark.
+
+Each step is a call into the module that owns it; this module only composes them, times them,
+shows progress, and assembles the :class:`RunRecord`. Nothing is stored unless every step
+succeeded, and the store writes the record in one transaction.
+"""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from rich.console import Console
+
+import harness
+from harness.data.prepare import Benchmark, load_benchmark
+from harness.errors import RunnerError, SubmissionError
+from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
+from harness.registry import freeze_all
+from harness.runners import RunJob, runners
+from harness.runners.base import run_process
+from harness.scoring import score
+from harness.spec import Spec, load_spec
+from harness.submission.package import Package, load_package
+from harness.submission.predictions import Predictions, read_predictions
+from harness.tasks import write_bundle
+
+_console = Console(stderr=True, highlight=False)
+
+
+class Steps:
+    """Times named steps and shows a spinner on a terminal while each runs."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.timings: dict[str, float] = {}
+        self.quiet = quiet
+
+    @contextmanager
+    def __call__(self, name: str, label: str) -> Iterator[None]:
+        start = time.perf_counter()
+        if self.quiet:
+            yield
+        else:
+            with _console.status(f"{label}…"):
+                yield
+        self.timings[name] = round(time.perf_counter() - start, 4)
+        if not self.quiet:
+            _console.print(f"  [green]✓[/] {label} ({self.timings[name]:.1f} s)")
+
+
+def environment() -> dict[str, str]:
+    env = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+    for dist in ("numpy", "scipy", "scikit-learn", "safetensors"):
+        try:
+            env[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return env
+
+
+def _run_model(bench: Benchmark, package: Package, runner: str, work: Path) -> dict[str, Path]:
+    model = package.manifest.model
+    assert model is not None
+    bundle = write_bundle(bench, work / "bundle")
+    out = work / "out"
+    out.mkdir()
+    resources = package.manifest.resources
+    job = RunJob(
+        bundle=bundle,
+        package=package.root,
+        entrypoint=model.entrypoint,
+        out=out,
+        seed=package.manifest.seed,
+        timeout_s=float(resources.time_s),
+        memory_gb=resources.memory_gb,
+        cpus=resources.cpus,
+        gpus=resources.gpus,
+    )
+    outcome = runners.get(runner).run(job)
+    if not outcome.ok:
+        tail = outcome.stderr.strip().splitlines()[-3:]
+        raise RunnerError(
+            f"{package.name} on runner '{runner}': {outcome.reason}"
+            + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
+        )
+    return {s: out / f"{s}.safetensors" for s in bench.spec.settings}
+
+
+def generate_prediction_files(
+    package: Package, bench: Benchmark, *, timeout_s: float = 600
+) -> None:
+    """Run a predictions package's (trusted, shipped) generator to write its prediction files."""
+    files = package.manifest.prediction_files
+    if files.generator is None:
+        raise SubmissionError(f"{package.root}: predictions.generator is not set")
+    with tempfile.TemporaryDirectory(prefix="zsl-gen-") as tmp:
+        work = Path(tmp)
+        bundle = write_bundle(bench, work / "bundle")
+        out = work / "out"
+        out.mkdir()
+        argv = [sys.executable, str(package.root / files.generator), str(bundle), str(out)]
+        outcome = run_process(
+            argv, env={"PATH": "/usr/bin:/bin", "HOME": str(work)}, cwd=work, timeout_s=timeout_s
+        )
+        if not outcome.ok:
+            raise RunnerError(f"{package.name} generator: {outcome.reason}\n{outcome.stderr}")
+        for setting in bench.spec.settings:
+            made = out / f"{setting}.safetensors"
+            if not made.is_file():
+                raise RunnerError(f"{package.name} generator wrote no {made.name}")
+            target = package.prediction_path(bench.spec.benchmark, setting)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(made, target)
+
+
+def read_all(bench: Benchmark, paths: dict[str, Path]) -> dict[str, Predictions]:
+    return {
+        setting: read_predictions(
+            path,
+            benchmark_hash=bench.hash,
+            class_order_hash=bench.class_order_hash(setting),
+            setting=setting,
+            shape=(len(bench.rows(setting)), len(bench.columns(setting))),
+        )
+        for setting, path in paths.items()
+    }
+
+
+def benchmark_info(spec: Spec, bench: Benchmark) -> BenchmarkInfo:
+    return BenchmarkInfo(
+        id=spec.benchmark,
+        version=spec.version,
+        title=spec.title,
+        hash=bench.hash,
+        spec_hash=spec.spec_hash(),
+        primary=dict(spec.primary),
+        n_classes=len(bench.class_ids),
+        n_seen=len(bench.seen_classes),
+        n_unseen=len(bench.a("splits/unseen_classes")),
+    )
+
+
+def submission_info(package: Package) -> SubmissionInfo:
+    m = package.manifest
+    return SubmissionInfo(
+        name=m.name,
+        version=m.version,
+        kind=m.kind,
+        package_hash=package.hash(),
+        authors=list(m.authors),
+        paper=m.paper,
+        url=m.url,
+        description=m.description,
+        declarations=m.declarations.model_dump(mode="json"),
+    )
+
+
+def run_submission(
+    package_path: str | Path,
+    spec_path: str | Path,
+    *,
+    runner: str = "local",
+    database_url: str | None = None,
+    store: bool = True,
+    quiet: bool = False,
+) -> RunRecord:
+    """Score one package on one benchmark and store the record (one transaction)."""
+    freeze_all()
+    steps = Steps(quiet)
+    spec = load_spec(spec_path)
+    with steps("prepare", f"prepare {spec.benchmark} v{spec.version}"):
+        bench = load_benchmark(spec)
+    with steps("validate", f"validate {package_path}"):
+        package = load_package(package_path)
+        if package.manifest.kind == "model":
+            runners.get(runner)  # unknown runner names fail before any work
+    with tempfile.TemporaryDirectory(prefix="zsl-run-") as tmp:
+        if package.manifest.kind == "model":
+            with steps("run", f"run {package.name} ({runner} runner)"):
+                paths = _run_model(bench, package, runner, Path(tmp))
+        else:
+            paths = {s: package.prediction_path(spec.benchmark, s) for s in spec.settings}
+        with steps("score", "score"):
+            predictions = read_all(bench, paths)
+            scores = score(bench, predictions)
+    record = RunRecord(
+        benchmark=benchmark_info(spec, bench),
+        submission=submission_info(package),
+        predictions_hashes={s: p.sha256 for s, p in predictions.items()},
+        harness_version=harness.__version__,
+        runner=runner if package.manifest.kind == "model" else "predictions",
+        environment=environment(),
+        timings=steps.timings,
+        scores=scores,
+        created_at=datetime.now(UTC).replace(microsecond=0),
+    )
+    if store:
+        from harness.store import create_tables, make_engine, save_run
+        from harness.store.db import database_url as default_url
+
+        with steps("store", "store"):
+            engine = make_engine(database_url or default_url())
+            create_tables(engine)
+            save_run(engine, record)
+    return record

@@ -1,0 +1,79 @@
+"""The run record: everything a score needs to be reproduced, as one JSON-serializable object.
+
+The scorer produces a :class:`RunRecord`; the store persists it; the site renders it. The record
+binds the benchmark hash, the package hash, the prediction hashes, the harness and metric
+versions, the runner, the environment and the timings.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Setting = Literal["zsl", "gzsl"]
+
+
+class ScoreEntry(BaseModel):
+    """One metric's result in one setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    setting: Setting
+    metric: str = Field(description="name as written in the spec, with parameters, e.g. 'top1'")
+    function: str = Field(description="registry name of the metric function")
+    version: str
+    value: float
+    higher_is_better: bool = True
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class BenchmarkInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int
+    title: str
+    hash: str
+    spec_hash: str
+    primary: dict[str, str] = Field(default_factory=dict, description="setting -> metric key")
+    n_classes: int = 0
+    n_seen: int = 0
+    n_unseen: int = 0
+
+
+class SubmissionInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    version: str
+    kind: Literal["predictions", "model"]
+    package_hash: str
+    authors: list[str] = Field(default_factory=list)
+    paper: str | None = None
+    url: str | None = None
+    description: str = ""
+    declarations: dict[str, Any] = Field(default_factory=dict)
+
+
+class RunRecord(BaseModel):
+    """A scored run of one submission on one benchmark version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: BenchmarkInfo
+    submission: SubmissionInfo
+    predictions_hashes: dict[str, str] = Field(description="setting -> sha256 of the scores")
+    harness_version: str
+    runner: str
+    environment: dict[str, str] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict, description="step -> seconds")
+    scores: list[ScoreEntry]
+    created_at: datetime
+
+    def score(self, setting: str, metric: str) -> ScoreEntry | None:
+        for entry in self.scores:
+            if entry.setting == setting and entry.metric == metric:
+                return entry
+        return None

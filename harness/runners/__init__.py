@@ -1,0 +1,6 @@
+"""Isolation backends for model code, behind one interface (see ``base``)."""
+
+from harness.runners import local as _local  # noqa: F401  (registers 'local')
+from harness.runners.base import RunJob, Runner, RunOutcome, runners
+
+__all__ = ["RunJob", "RunOutcome", "Runner", "runners"]

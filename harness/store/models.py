@@ -1,0 +1,105 @@
+"""The store's tables: benchmarks, submissions, runs and their scores.
+
+One :class:`RunRow` per (benchmark version, submission version): re-running the same package on
+the same benchmark version updates that row and replaces its :class:`ScoreRow` set. The run row
+keeps the package hash it was made with, because a submission row holds only the latest
+metadata of ``name@version``. Dictionaries and lists live in JSON columns.
+
+The public schema of a stored run is :class:`harness.records.RunRecord`; these rows are never
+handed out of :mod:`harness.store.service`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def _json_column() -> Any:
+    return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class BenchmarkRow(SQLModel, table=True):
+    """One frozen benchmark version; ``hash`` and ``spec_hash`` never change for a version."""
+
+    __tablename__ = "zsl_benchmark"
+    __table_args__ = (UniqueConstraint("benchmark", "version", name="uq_benchmark_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    benchmark: str = Field(index=True, description="benchmark id from the spec")
+    version: int
+    hash: str
+    title: str
+    spec_hash: str
+    primary: dict[str, str] = _json_column()
+    n_classes: int = 0
+    n_seen: int = 0
+    n_unseen: int = 0
+
+
+class SubmissionRow(SQLModel, table=True):
+    """The latest metadata of one submission package version (``name@version``)."""
+
+    __tablename__ = "zsl_submission"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_submission_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True)
+    version: str
+    kind: str
+    package_hash: str = Field(description="hash of the package last saved under name@version")
+    authors: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    paper: str | None = None
+    url: str | None = None
+    description: str = ""
+    declarations: dict[str, Any] = _json_column()
+
+
+class RunRow(SQLModel, table=True):
+    """A scored run of one submission version on one benchmark version."""
+
+    __tablename__ = "zsl_run"
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "submission_id", name="uq_run_benchmark_submission"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    benchmark_id: int = Field(foreign_key="zsl_benchmark.id", index=True, ondelete="RESTRICT")
+    submission_id: int = Field(foreign_key="zsl_submission.id", index=True, ondelete="RESTRICT")
+    package_hash: str = Field(description="hash of the package this run was made with")
+    predictions_hashes: dict[str, str] = _json_column()
+    harness_version: str
+    runner: str
+    environment: dict[str, str] = _json_column()
+    timings: dict[str, float] = _json_column()
+    created_at: datetime = Field(
+        sa_column=Column(DateTime(timezone=True), nullable=False),
+        description="when the run was scored (RunRecord.created_at), UTC",
+    )
+    updated_at: datetime = Field(
+        sa_column=Column(DateTime(timezone=True), nullable=False),
+        description="when this row was last written, UTC",
+    )
+
+
+class ScoreRow(SQLModel, table=True):
+    """One metric's result in one setting of a run; ``position`` keeps the record's order."""
+
+    __tablename__ = "zsl_score"
+    __table_args__ = (
+        UniqueConstraint("run_id", "setting", "metric", name="uq_score_run_setting_metric"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="zsl_run.id", index=True, ondelete="CASCADE")
+    position: int
+    setting: str
+    metric: str
+    function: str
+    version: str
+    value: float
+    higher_is_better: bool = True
+    details: dict[str, Any] = _json_column()

@@ -1,0 +1,23 @@
+"""Shared fixtures: every test gets its own ZSL_HOME and never touches the user's cache or DB."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SPECS = REPO / "specs"
+SUBMISSIONS = REPO / "submissions"
+SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    home = tmp_path_factory.mktemp("zsl-home")
+    monkeypatch.setenv("ZSL_HOME", str(home))
+    monkeypatch.delenv("ZSL_DATABASE_URL", raising=False)
+    return home

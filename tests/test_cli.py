@@ -1,0 +1,123 @@
+"""The CLI: one-line help everywhere, clean errors with exit codes, and the demo end to end."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.main import app
+from tests.conftest import SPECS, SUBMISSIONS
+
+runner = CliRunner()
+COMMANDS = [
+    ["spec"],
+    ["spec", "validate"],
+    ["spec", "schema"],
+    ["data"],
+    ["data", "prepare"],
+    ["data", "verify"],
+    ["hierarchy"],
+    ["hierarchy", "build"],
+    ["hierarchy", "show"],
+    ["submission"],
+    ["submission", "validate"],
+    ["submission", "generate"],
+    ["leaderboard"],
+    ["leaderboard", "build"],
+    ["run"],
+    ["demo"],
+]
+
+
+def test_top_level_help_lists_every_command_with_a_line() -> None:
+    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name in ("spec", "data", "hierarchy", "submission", "leaderboard", "run", "demo"):
+        match = re.search(rf"^\W*{name}\s+(\w.*?)\s*\W*$", result.output, flags=re.M)
+        assert match is not None, (name, result.output)
+        assert len(match.group(1)) > 15, match.group(0)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_subcommand_has_help(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = [line.strip(" │") for line in result.output.splitlines()]
+    usage = next(i for i, line in enumerate(lines) if line.startswith("Usage:"))
+    description = next(line for line in lines[usage + 1 :] if line)
+    assert not description.startswith("╭") and len(description) > 15, result.output
+
+
+def test_spec_validate_and_schema(tmp_path: Path) -> None:
+    ok = runner.invoke(app, ["spec", "validate", str(SPECS / "demo.yaml")])
+    assert ok.exit_code == 0 and "ok" in ok.output
+    bad = tmp_path / "bad.yaml"
+    shutil.copytree(SPECS / "demo", tmp_path / "demo")
+    bad.write_text((SPECS / "demo.yaml").read_text().replace("version: 1", "version: one"))
+    result = runner.invoke(app, ["spec", "validate", str(bad)])
+    assert result.exit_code == 1
+    assert "version: Input should be a valid integer" in result.output
+    assert "Traceback" not in result.output
+    schema = runner.invoke(app, ["spec", "schema"])
+    assert schema.exit_code == 0 and '"benchmark"' in schema.output
+
+
+def test_data_prepare_verify_and_tamper_exit_2(isolated_home: Path) -> None:
+    spec = str(SPECS / "demo.yaml")
+    first = runner.invoke(app, ["data", "prepare", spec])
+    assert first.exit_code == 0, first.output
+    assert "sha256:" in first.output
+    assert runner.invoke(app, ["data", "verify", spec]).exit_code == 0
+    features = isolated_home / "benchmarks" / "demo" / "v1" / "features.npy"
+    data = np.load(features)
+    data[0, 0] += 1
+    np.save(features, data)
+    result = runner.invoke(app, ["data", "verify", spec])
+    assert result.exit_code == 2
+    assert "features.npy" in result.output and "does not match the manifest" in result.output
+
+
+def test_demo_builds_a_site_with_both_submissions(tmp_path: Path) -> None:
+    submissions = tmp_path / "submissions"
+    shutil.copytree(
+        SUBMISSIONS, submissions, ignore=shutil.ignore_patterns("__pycache__", "predictions")
+    )
+    out = tmp_path / "site"
+    result = runner.invoke(
+        app,
+        [
+            "demo",
+            "--spec",
+            str(SPECS / "demo.yaml"),
+            "--submissions",
+            str(submissions),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert f"leaderboard: {(out / 'index.html').resolve()}" in result.output.replace("\n", "")
+    page = (out / "benchmarks" / "demo-v1.html").read_text()
+    assert "eszsl" in page and "nearest-seen-class-transfer" in page
+    assert "top1" in page and "H" in page
+
+
+def test_run_unknown_runner_is_a_clean_error() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            str(SUBMISSIONS / "eszsl"),
+            "--spec",
+            str(SPECS / "demo.yaml"),
+            "--runner",
+            "lcoal",
+        ],
+    )
+    assert result.exit_code == 1
+    assert "unknown runner 'lcoal'. Did you mean 'local'?" in result.output

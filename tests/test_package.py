@@ -1,0 +1,84 @@
+"""Submission packages: the shipped ones validate; malformed ones get one clear message."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SubmissionError
+from harness.submission.package import load_package
+from tests.conftest import SUBMISSIONS
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SUBMISSIONS.iterdir() if p.is_dir()))
+def test_shipped_packages_validate(name: str) -> None:
+    package = load_package(SUBMISSIONS / name)
+    assert package.name == name
+    assert package.hash().startswith("sha256:")
+
+
+def _copy(tmp_path: Path) -> Path:
+    dest = tmp_path / "eszsl"
+    shutil.copytree(SUBMISSIONS / "eszsl", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def test_hash_covers_every_file(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    before = load_package(root).hash()
+    (root / "notes.txt").write_text("x")
+    assert load_package(root).hash() != before
+    (root / "notes.txt").unlink()
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"cache")
+    assert load_package(root).hash() == before
+
+
+@pytest.mark.parametrize(
+    ("edit", "pattern"),
+    [
+        (
+            lambda t: t.replace("kind: model", "kind: modle"),
+            r"kind: Input should be 'predictions' or 'model'",
+        ),
+        (lambda t: t + "colour: red\n", r"colour: unknown key"),
+        (
+            lambda t: t.replace("entrypoint: model:ESZSL", "entrypoint: missing:ESZSL"),
+            r"module 'missing' not found",
+        ),
+        (
+            lambda t: t.replace("entrypoint: model:ESZSL", "entrypoint: model"),
+            r"model\.entrypoint: String should match",
+        ),
+        (lambda t: t.replace("name: eszsl", "name: ../evil"), r"name: String should match"),
+        (
+            lambda t: t.replace("  memory_gb: 2", "  memory_gb: -2"),
+            r"resources\.memory_gb: Input should be greater than 0",
+        ),
+        (
+            lambda t: t.replace("kind: model", "kind: [model"),
+            r"submission\.yaml:\d+: not valid YAML",
+        ),
+        (
+            lambda t: t.replace("kind: model", "kind: predictions"),
+            r"kind 'predictions' must not have a 'model' section",
+        ),
+    ],
+)
+def test_malformed_manifests(tmp_path: Path, edit, pattern: str) -> None:  # type: ignore[no-untyped-def]
+    root = _copy(tmp_path)
+    manifest = root / "submission.yaml"
+    manifest.write_text(edit(manifest.read_text()))
+    with pytest.raises(SubmissionError, match=pattern):
+        load_package(root)
+
+
+def test_links_and_missing_manifest_are_refused(tmp_path: Path) -> None:
+    root = _copy(tmp_path)
+    (root / "link").symlink_to("/etc/passwd")
+    with pytest.raises(SubmissionError, match="link is a symbolic link"):
+        load_package(root)
+    with pytest.raises(SubmissionError, match=r"no submission\.yaml"):
+        load_package(tmp_path)

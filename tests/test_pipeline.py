@@ -1,0 +1,117 @@
+"""End to end on the demo: run, score, store; idempotent re-runs; failures store nothing."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.data.prepare import load_benchmark
+from harness.errors import PredictionError, RunnerError
+from harness.pipeline import generate_prediction_files, run_submission
+from harness.spec import load_spec
+from harness.store import count_runs, create_tables, load_runs, make_engine
+from harness.submission.package import load_package
+from harness.submission.predictions import write_predictions
+from tests.conftest import SPECS, SUBMISSIONS
+
+DEMO = SPECS / "demo.yaml"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(
+        SUBMISSIONS / name, dest, ignore=shutil.ignore_patterns("__pycache__", "predictions")
+    )
+    return dest
+
+
+def _value(record, setting: str, metric: str) -> float:  # type: ignore[no-untyped-def]
+    entry = record.score(setting, metric)
+    assert entry is not None, (setting, metric)
+    return float(entry.value)
+
+
+def test_eszsl_beats_the_baseline_and_reruns_update_one_record(tmp_path: Path, db: str) -> None:
+    eszsl = run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=db, quiet=True)
+    baseline_dir = _copy("nearest-seen-class-transfer", tmp_path)
+    generate_prediction_files(load_package(baseline_dir), load_benchmark(load_spec(DEMO)))
+    baseline = run_submission(baseline_dir, DEMO, database_url=db, quiet=True)
+
+    for record in (eszsl, baseline):
+        assert {(e.setting, e.metric) for e in record.scores} == {
+            ("zsl", "top1"),
+            ("zsl", "top5"),
+            ("gzsl", "top1"),
+            ("gzsl", "seen"),
+            ("gzsl", "unseen"),
+            ("gzsl", "H"),
+        }
+        assert record.benchmark.hash == load_spec(DEMO).data.checksum
+        assert set(record.predictions_hashes) == {"zsl", "gzsl"}
+    # ESZSL must beat the untuned baseline on unseen classes by far more than noise
+    # (20 unseen classes of 40-80 images: a per-class accuracy has a standard error of a few points).
+    assert _value(eszsl, "zsl", "top1") > _value(baseline, "zsl", "top1") + 0.10
+    assert _value(eszsl, "zsl", "top1") > 3 / 20  # far above chance (1/20)
+    assert _value(eszsl, "gzsl", "H") > 0
+
+    engine = make_engine(db)
+    create_tables(engine)
+    assert count_runs(engine) == 2
+    again = run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=db, quiet=True)
+    assert count_runs(engine) == 2
+    assert again.predictions_hashes == eszsl.predictions_hashes  # seeded, deterministic
+    names = sorted(r.submission.name for r in load_runs(engine))
+    assert names == ["eszsl", "nearest-seen-class-transfer"]
+
+
+def test_failing_model_stores_nothing(tmp_path: Path, db: str) -> None:
+    package = _copy("eszsl", tmp_path)
+    (package / "model.py").write_text(
+        "class ESZSL:\n"
+        "    def fit(self, task):\n        raise RuntimeError('diverged at epoch 3')\n"
+        "    def predict(self, features, candidates):\n        return None\n"
+    )
+    with pytest.raises(
+        RunnerError, match=r"exited with code 3; stderr ends: .*diverged at epoch 3"
+    ):
+        run_submission(package, DEMO, database_url=db, quiet=True)
+    engine = make_engine(db)
+    create_tables(engine)
+    assert count_runs(engine) == 0
+
+
+def test_wrong_prediction_shape_is_a_protocol_error(tmp_path: Path, db: str) -> None:
+    package = _copy("eszsl", tmp_path)
+    (package / "model.py").write_text(
+        "import numpy as np\n"
+        "class ESZSL:\n"
+        "    def fit(self, task):\n        pass\n"
+        "    def predict(self, features, candidates):\n        return np.zeros((len(features), 2))\n"
+    )
+    with pytest.raises(RunnerError, match="exited with code 4"):
+        run_submission(package, DEMO, database_url=db, quiet=True)
+
+
+def test_stale_prediction_files_are_refused(tmp_path: Path, db: str) -> None:
+    package_dir = _copy("nearest-seen-class-transfer", tmp_path)
+    package = load_package(package_dir)
+    bench = load_benchmark(load_spec(DEMO))
+    for setting in ("zsl", "gzsl"):
+        shape = (len(bench.rows(setting)), len(bench.columns(setting)))
+        write_predictions(
+            package.prediction_path("demo", setting),
+            np.zeros(shape, "float32"),
+            benchmark_hash="sha256:" + "0" * 64,
+            class_order_hash=bench.class_order_hash(setting),
+            setting=setting,
+        )
+    with pytest.raises(PredictionError, match="made for benchmark_hash 'sha256:0000"):
+        run_submission(package_dir, DEMO, database_url=db, quiet=True)
