@@ -207,11 +207,8 @@ def run_submission(
         created_at=datetime.now(UTC).replace(microsecond=0),
     )
     if store:
-        from harness.store import create_tables, make_engine, save_run
-        from harness.store.db import database_url as default_url
+        from harness.store import open_store, save_run
 
         with steps("store", "store"):
-            engine = make_engine(database_url or default_url())
-            create_tables(engine)
-            save_run(engine, record)
+            save_run(open_store(database_url), record)
     return record

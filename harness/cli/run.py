@@ -73,8 +73,7 @@ def demo(
 ) -> None:
     """Run every shipped submission on the demo benchmark and build the leaderboard site."""
     from harness.site.builder import build_site
-    from harness.store import create_tables, load_runs, make_engine
-    from harness.store.db import database_url as default_url
+    from harness.store import load_runs, open_store
 
     if not spec.is_file() or not submissions.is_dir():
         raise SubmissionError(
@@ -86,7 +85,5 @@ def demo(
         _ensure_predictions(package, spec)
         record = run_submission(package, spec, database_url=database_url)
         stdout.print(_summary(record))
-    engine = make_engine(database_url or default_url())
-    create_tables(engine)
-    index = build_site(load_runs(engine), out)
+    index = build_site(load_runs(open_store(database_url)), out)
     stdout.print(f"leaderboard: {index.resolve()}")
