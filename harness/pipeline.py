@@ -95,7 +95,7 @@ def _run_model(bench: Benchmark, package: Package, runner: str, work: Path) -> d
             f"{package.name} on runner '{runner}': {outcome.reason}"
             + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
         )
-    return {s: out / f"{s}.safetensors" for s in bench.spec.settings}
+    return {s: out / f"{s}.safetensors" for s in prediction_settings(bench.spec)}
 
 
 def generate_prediction_files(
@@ -116,7 +116,7 @@ def generate_prediction_files(
         )
         if not outcome.ok:
             raise RunnerError(f"{package.name} generator: {outcome.reason}\n{outcome.stderr}")
-        for setting in bench.spec.settings:
+        for setting in prediction_settings(bench.spec):
             made = out / f"{setting}.safetensors"
             if not made.is_file():
                 raise RunnerError(f"{package.name} generator wrote no {made.name}")
@@ -125,7 +125,14 @@ def generate_prediction_files(
             shutil.copyfile(made, target)
 
 
+def prediction_settings(spec: Spec) -> list[str]:
+    """Every prediction file a run needs: test settings, then validation settings."""
+    return [*spec.settings, *spec.validation_settings()]
+
+
 def read_all(bench: Benchmark, paths: dict[str, Path]) -> dict[str, Predictions]:
+    """Read and check the prediction file of every setting (validation ones are dense)."""
+    fmt = bench.spec.predictions
     return {
         setting: read_predictions(
             path,
@@ -133,6 +140,7 @@ def read_all(bench: Benchmark, paths: dict[str, Path]) -> dict[str, Predictions]
             class_order_hash=bench.class_order_hash(setting),
             setting=setting,
             shape=(len(bench.rows(setting)), len(bench.columns(setting))),
+            topk=fmt.k if fmt.format == "topk" and not setting.endswith("_val") else None,
         )
         for setting, path in paths.items()
     }
@@ -191,7 +199,9 @@ def run_submission(
             with steps("run", f"run {package.name} ({runner} runner)"):
                 paths = _run_model(bench, package, runner, Path(tmp))
         else:
-            paths = {s: package.prediction_path(spec.benchmark, s) for s in spec.settings}
+            paths = {
+                s: package.prediction_path(spec.benchmark, s) for s in prediction_settings(spec)
+            }
         with steps("score", "score"):
             predictions = read_all(bench, paths)
             scores = score(bench, predictions)

@@ -15,6 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 Setting = Literal["zsl", "gzsl"]
 
 
+class Interval(BaseModel):
+    """A bootstrap confidence interval of a score."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lo: float
+    hi: float
+    level: float = 0.95
+    scheme: str = Field(description="'images_within_class' or 'classes'")
+    n_boot: int
+    method: str = Field("percentile", description="how the interval was read off the samples")
+
+
 class ScoreEntry(BaseModel):
     """One metric's result in one setting."""
 
@@ -27,6 +40,7 @@ class ScoreEntry(BaseModel):
     value: float
     higher_is_better: bool = True
     details: dict[str, Any] = Field(default_factory=dict)
+    interval: Interval | None = None
 
 
 class BenchmarkInfo(BaseModel):

@@ -1,57 +1,212 @@
-"""Scoring: frozen benchmark + checked predictions → score entries, through the metric registry.
+"""Scoring: frozen benchmark + checked predictions → score entries with intervals.
 
 The scorer runs in the harness process, outside any isolation; it is the only place where test
-labels meet predictions.
+labels meet predictions. For each setting it builds the metric input (dense scores in one piece,
+or top-K predictions streamed in row chunks), attaches the calibration model's validation
+predictions where a metric needs them, calls every metric the spec declares through the
+registry, and attaches a bootstrap interval to every scalar (spec ``uncertainty``).
+
+Streaming: a metric registered as ``chunkable`` returns, per chunk, a per-image decomposition of
+its value (plus optional per-image auxiliary arrays); the chunks' decompositions are concatenated
+and reduced once, so top-K files of millions of rows never sit in memory as a whole.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from harness.data.prepare import Benchmark
 from harness.errors import MetricError
-from harness.metrics import MetricInput, metrics
-from harness.records import ScoreEntry
-from harness.submission.predictions import Predictions
+from harness.metrics import Metric, MetricInput, MetricResult, metrics
+from harness.metrics.uncertainty import (
+    bootstrap_interval,
+    bootstrap_recompute,
+    concatenate,
+    confidence_interval,
+    point_estimate,
+)
+from harness.records import Interval, ScoreEntry
+from harness.spec import MetricSpec, Uncertainty
+from harness.submission.predictions import CHUNK_ROWS, Predictions
 
 
-def metric_input(bench: Benchmark, setting: str, scores: np.ndarray) -> MetricInput:
-    """Align the test labels with the prediction columns of ``setting``."""
+def _y_true(bench: Benchmark, setting: str) -> np.ndarray:
     columns = bench.columns(setting)
-    labels = bench.a("labels")[bench.rows(setting)]
     column_of = np.full(len(bench.class_ids), -1, dtype=np.int64)
     column_of[columns] = np.arange(len(columns))
-    y_true = column_of[labels]
+    y_true = column_of[bench.a("labels")[bench.rows(setting)]]
     if (y_true < 0).any():
-        raise MetricError(f"{bench.spec.benchmark}: a test image's class is not a candidate")
-    seen = np.isin(columns, bench.seen_classes)
+        raise MetricError(
+            f"{bench.spec.benchmark}/{setting}: a test image's class is not a candidate"
+        )
+    return y_true
+
+
+def _candidate_nodes(bench: Benchmark, setting: str) -> np.ndarray | None:
+    if bench.hierarchy is None:
+        return None
+    return bench.hierarchy.indices(bench.class_ids[bench.columns(setting)])
+
+
+def metric_input(
+    bench: Benchmark,
+    setting: str,
+    scores: np.ndarray | None,
+    *,
+    rows: slice | None = None,
+    topk: tuple[np.ndarray, np.ndarray] | None = None,
+    validation: MetricInput | None = None,
+) -> MetricInput:
+    """Align the test labels with the prediction columns of ``setting`` (optionally a row chunk)."""
+    columns = bench.columns(setting)
+    y_true = _y_true(bench, setting)
+    if rows is not None:
+        y_true = y_true[rows]
     return MetricInput(
-        setting=setting,  # type: ignore[arg-type]
+        setting=setting.removesuffix("_val"),  # type: ignore[arg-type]
         y_true=y_true,
         scores=scores,
         candidates=bench.class_ids[columns],
-        seen=seen,
+        seen=np.isin(columns, bench.seen_for(setting)),
         hierarchy=bench.hierarchy,
+        topk_indices=None if topk is None else topk[0],
+        topk_scores=None if topk is None else topk[1],
+        candidate_nodes=_candidate_nodes(bench, setting),
+        validation=validation,
     )
 
 
+def _chunks(
+    bench: Benchmark, setting: str, predictions: Predictions, validation: MetricInput | None
+) -> Iterator[MetricInput]:
+    if predictions.scores is not None:
+        yield metric_input(bench, setting, predictions.scores, validation=validation)
+        return
+    for start, indices, scores in predictions.topk_chunks(CHUNK_ROWS):
+        rows = slice(start, start + len(indices))
+        yield metric_input(
+            bench, setting, None, rows=rows, topk=(indices, scores), validation=validation
+        )
+
+
+@dataclass
+class _Accumulator:
+    """Per-chunk results of one metric entry, reduced once at the end."""
+
+    metric: Metric
+    entry: MetricSpec
+    results: list[MetricResult]
+
+    def final(self) -> MetricResult:
+        if len(self.results) == 1:
+            return self.results[0]
+        parts = [r.decomposition for r in self.results]
+        if any(p is None for p in parts):
+            raise MetricError(
+                f"metric '{self.metric.name}' has no per-image decomposition; it cannot be"
+                " scored over streamed chunks"
+            )
+        combined = concatenate([p for p in parts if p is not None])
+        details: dict[str, Any] = {"n_images": int(combined.values.shape[0]), "streamed": True}
+        aux_names = set().union(*(r.details.get("_aux", {}).keys() for r in self.results))
+        for name in sorted(aux_names):
+            arrays = [np.asarray(r.details["_aux"][name]) for r in self.results]
+            details[name] = float(np.mean(np.concatenate(arrays)))
+        return MetricResult(float(np.asarray(point_estimate(combined))), details, combined)
+
+
+def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) -> Interval | None:
+    """Bootstrap interval from the decomposition, else by recomputation on resampled images."""
+    if unc.n_boot == 0:
+        return None
+    if result.decomposition is not None:
+        ci = bootstrap_interval(
+            result.decomposition,
+            scheme=unc.scheme,
+            n_boot=unc.n_boot,
+            seed=unc.seed,
+            level=unc.level,
+        )
+        lo, hi = float(ci["lo"]), float(ci["hi"])
+    elif result.resample is not None and data is not None:
+        samples = bootstrap_recompute(
+            result.resample,
+            data.y_true,
+            n_classes=data.n_candidates,
+            scheme=unc.scheme,
+            n_boot=unc.n_boot,
+            seed=unc.seed,
+        )
+        lo, hi = (float(v) for v in confidence_interval(samples, level=unc.level))
+    else:
+        return None
+    return Interval(lo=lo, hi=hi, level=unc.level, scheme=unc.scheme, n_boot=unc.n_boot)
+
+
+def _public(details: dict[str, Any]) -> dict[str, Any]:
+    """Details without the scorer's private keys (``_aux``: per-image arrays for streaming)."""
+    return {k: v for k, v in details.items() if not k.startswith("_")}
+
+
+def score_setting(
+    setting: str,
+    chunks: Iterable[MetricInput],
+    entries: list[MetricSpec],
+    uncertainty: Uncertainty,
+) -> list[ScoreEntry]:
+    """Score one setting: every entry on every chunk, reduced once, each with its interval."""
+    accumulators = [_Accumulator(metrics.get(e.name), e, []) for e in entries]
+    whole: MetricInput | None = None
+    for n_chunks, chunk in enumerate(chunks, start=1):
+        whole = chunk if n_chunks == 1 else None
+        for acc in accumulators:
+            if n_chunks > 1 and not acc.metric.chunkable:
+                raise MetricError(
+                    f"metric '{acc.metric.name}' needs all predictions at once; use dense"
+                    " predictions for this benchmark"
+                )
+            params = acc.metric.params.model_validate(acc.entry.params)
+            acc.results.append(acc.metric(chunk, params))
+    out = []
+    for acc in accumulators:
+        result = acc.final()
+        out.append(
+            ScoreEntry(
+                setting=setting,
+                metric=acc.entry.result_key,
+                function=acc.metric.name,
+                version=acc.metric.version,
+                value=float(result.value),
+                higher_is_better=acc.metric.higher_is_better,
+                details=_public(result.details),
+                interval=_interval(uncertainty, result, whole),
+            )
+        )
+    return out
+
+
 def score(bench: Benchmark, predictions: dict[str, Predictions]) -> list[ScoreEntry]:
-    """Every metric the spec declares, per setting, in spec order."""
+    """Every metric the spec declares, per setting, in spec order, each with its interval."""
     entries: list[ScoreEntry] = []
     for setting in bench.spec.settings:
-        data = metric_input(bench, setting, predictions[setting].scores)
-        for entry in bench.spec.metrics_for(setting):
-            metric = metrics.get(entry.name)
-            result = metric(data, metric.params.model_validate(entry.params))
-            entries.append(
-                ScoreEntry(
-                    setting=setting,
-                    metric=entry.result_key,
-                    function=metric.name,
-                    version=metric.version,
-                    value=float(result.value),
-                    higher_is_better=metric.higher_is_better,
-                    details=result.details,
+        specs = bench.spec.metrics_for(setting)
+        validation = None
+        if any(metrics.get(e.name).needs_validation for e in specs):
+            val_setting = f"{setting}_val"
+            val_predictions = predictions.get(val_setting)
+            if val_predictions is None or val_predictions.scores is None:
+                raise MetricError(
+                    f"{bench.spec.benchmark}/{setting}: metrics tuned on validation need dense"
+                    f" '{val_setting}' predictions"
                 )
-            )
+            validation = metric_input(bench, val_setting, val_predictions.scores)
+        chunks = _chunks(bench, setting, predictions[setting], validation)
+        entries.extend(score_setting(setting, chunks, specs, bench.spec.uncertainty))
     return entries
+
+
+__all__ = ["metric_input", "score", "score_setting"]

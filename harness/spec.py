@@ -139,12 +139,28 @@ def _entry_settings(entry: MetricSpec, spec_settings: Sequence[str]) -> list[str
 
 
 class PredictionFormat(_Strict):
-    """Prediction files hold dense ``scores [n_test, n_candidates]``.
+    """Dense ``scores [n_test, n_candidates]``, or top-K ``topk_indices``/``topk_scores [n, K]``
+    for huge label spaces (scored in streamed chunks)."""
 
-    Top-K files (indices + scores) for huge label spaces come with the ImageNet benchmarks.
-    """
+    format: Literal["dense", "topk"] = "dense"
+    k: int | None = Field(None, gt=0, le=1000, description="K of top-K files")
 
-    format: Literal["dense"] = "dense"
+    @model_validator(mode="after")
+    def _k_for_topk(self) -> PredictionFormat:
+        if self.format == "topk" and self.k is None:
+            raise ValueError("format 'topk' needs 'k'")
+        if self.format == "dense" and self.k is not None:
+            raise ValueError("'k' is only for format 'topk'")
+        return self
+
+
+class Uncertainty(_Strict):
+    """Bootstrap intervals attached to every scalar score."""
+
+    scheme: Literal["images_within_class", "classes"] = "images_within_class"
+    n_boot: int = Field(1000, ge=0, le=100_000, description="0 turns intervals off")
+    level: float = Field(0.95, gt=0, lt=1)
+    seed: int = Field(0, ge=0)
 
 
 class Spec(_Strict):
@@ -164,6 +180,7 @@ class Spec(_Strict):
     metrics: list[MetricSpec] = Field(min_length=1)
     primary: dict[Setting, str]
     predictions: PredictionFormat = PredictionFormat()
+    uncertainty: Uncertainty = Uncertainty()
 
     _path: Path | None = PrivateAttr(None)
 
@@ -234,6 +251,17 @@ class Spec(_Strict):
 
     def metrics_for(self, setting: str) -> list[MetricSpec]:
         return [m for m in self.metrics if setting in _entry_settings(m, self.settings)]
+
+    def validation_settings(self) -> list[str]:
+        """``<setting>_val`` for every setting with a metric tuned on validation predictions."""
+        return [
+            f"{s}_val"
+            for s in self.settings
+            if any(
+                m.name in metrics and metrics.get(m.name).needs_validation
+                for m in self.metrics_for(s)
+            )
+        ]
 
     def hierarchy_path(self) -> Path | None:
         if self.hierarchy is None:
@@ -389,6 +417,17 @@ def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
             problems.append((("metrics", i, "name"), metrics.unknown_message(name)))
             continue
         metric = metrics.get(name)
+        fmt = (spec_data.get("predictions") or {}).get("format", "dense")
+        if isinstance(fmt, str) and fmt in ("dense", "topk") and fmt not in metric.inputs:
+            problems.append(
+                (
+                    ("metrics", i, "name"),
+                    f"metric '{name}' needs {'/'.join(sorted(metric.inputs))} predictions, but"
+                    f" predictions.format is '{fmt}'",
+                )
+            )
+        if metric.needs_hierarchy and not spec_data.get("hierarchy"):
+            problems.append((("metrics", i, "name"), f"metric '{name}' needs a 'hierarchy'"))
         params = {k: v for k, v in entry.items() if k not in MetricSpec.model_fields}
         try:
             metric.params.model_validate(params)

@@ -46,16 +46,14 @@ def test_eszsl_beats_the_baseline_and_reruns_update_one_record(tmp_path: Path, d
     baseline = run_submission(baseline_dir, DEMO, database_url=db, quiet=True)
 
     for record in (eszsl, baseline):
-        assert {(e.setting, e.metric) for e in record.scores} == {
-            ("zsl", "top1"),
-            ("zsl", "top5"),
-            ("gzsl", "top1"),
-            ("gzsl", "seen"),
-            ("gzsl", "unseen"),
-            ("gzsl", "H"),
-        }
+        spec = load_spec(DEMO)
+        assert [(e.setting, e.metric) for e in record.scores] == [
+            (s, m.result_key) for s in spec.settings for m in spec.metrics_for(s)
+        ]
+        # every scalar carries a bootstrap interval
+        assert all(e.interval is not None and e.interval.n_boot == 1000 for e in record.scores)
+        assert set(record.predictions_hashes) == {"zsl", "gzsl", "zsl_val", "gzsl_val"}
         assert record.benchmark.hash == load_spec(DEMO).data.checksum
-        assert set(record.predictions_hashes) == {"zsl", "gzsl"}
     # ESZSL must beat the untuned baseline on unseen classes by far more than noise
     # (20 unseen classes of 40-80 images: a per-class accuracy has a standard error of a few points).
     assert _value(eszsl, "zsl", "top1") > _value(baseline, "zsl", "top1") + 0.10
@@ -115,3 +113,72 @@ def test_stale_prediction_files_are_refused(tmp_path: Path, db: str) -> None:
         )
     with pytest.raises(PredictionError, match="made for benchmark_hash 'sha256:0000"):
         run_submission(package_dir, DEMO, database_url=db, quiet=True)
+
+
+ZSL_METRICS = """metrics:
+  - name: per_class_top_k_accuracy
+    key: top1
+    k: 1
+  - name: per_class_top_k_accuracy
+    key: top5
+    k: 5
+  - name: hierarchical_precision_at_k
+    key: hp@2
+    k: 2
+  - name: hierarchical_cost
+    key: hcost
+  - name: prediction_relation_share
+    key: semantic
+primary:
+  zsl: top1
+"""
+
+
+def _zsl_spec(tmp_path: Path, predictions: str) -> Path:
+    text = DEMO.read_text()
+    text = text[: text.index("metrics:\n")] + ZSL_METRICS + predictions
+    text = text.replace("settings: [zsl, gzsl]", "settings: [zsl]")
+    shutil.copytree(SPECS / "demo", tmp_path / "demo", dirs_exist_ok=True)
+    path = tmp_path / f"demo-{abs(hash(predictions))}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_topk_predictions_streamed_in_chunks_score_like_dense(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dense_spec = _zsl_spec(tmp_path, "predictions:\n  format: dense\n")
+    topk_spec = _zsl_spec(tmp_path, "predictions:\n  format: topk\n  k: 10\n")
+    dense = run_submission(SUBMISSIONS / "eszsl", dense_spec, store=False, quiet=True)
+    whole = run_submission(SUBMISSIONS / "eszsl", topk_spec, store=False, quiet=True)
+    import harness.scoring
+
+    monkeypatch.setattr(harness.scoring, "CHUNK_ROWS", 97)  # many chunks, a ragged last one
+    streamed = run_submission(SUBMISSIONS / "eszsl", topk_spec, store=False, quiet=True)
+    assert streamed.predictions_hashes == whole.predictions_hashes
+    for metric in ("top1", "top5", "hp@2", "hcost", "semantic"):
+        d, w, s = (r.score("zsl", metric) for r in (dense, whole, streamed))
+        assert d is not None and w is not None and s is not None
+        assert d.value == pytest.approx(w.value, abs=1e-12) == pytest.approx(s.value, abs=1e-12)
+        assert w.interval is not None and s.interval is not None
+        assert (w.interval.lo, w.interval.hi) == pytest.approx((s.interval.lo, s.interval.hi))
+    assert any(e.details.get("streamed") for e in streamed.scores)
+
+
+def test_dense_only_metric_is_refused_for_topk_specs(tmp_path: Path) -> None:
+    from harness.errors import SpecError
+
+    path = _zsl_spec(tmp_path, "predictions:\n  format: topk\n  k: 10\n")
+    path.write_text(
+        path.read_text()
+        .replace("settings: [zsl]", "settings: [zsl, gzsl]")
+        .replace(
+            "primary:\n  zsl: top1\n",
+            "  - name: gzsl_harmonic_mean\n    key: H\nprimary:\n  zsl: top1\n  gzsl: H\n",
+        )
+    )
+    with pytest.raises(
+        SpecError,
+        match=r"metric 'gzsl_harmonic_mean' needs dense predictions, but predictions\.format is 'topk'",
+    ):
+        load_spec(path)

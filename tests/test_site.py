@@ -437,3 +437,30 @@ def test_cli_build_reports_errors_on_one_line(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "error: refusing to replace" in result.output
+
+
+def test_intervals_are_shown_under_scores(tmp_path: Path) -> None:
+    from harness.records import Interval
+
+    record = make_record(
+        "a", zsl={"top1": 0.5, "hcost": 1.25}, lower_is_better=frozenset({"hcost"})
+    )
+    ranged = [
+        e.model_copy(
+            update={
+                "interval": Interval(
+                    lo=e.value - 0.05,
+                    hi=e.value + 0.1,
+                    level=0.95,
+                    scheme="images_within_class",
+                    n_boot=1000,
+                )
+            }
+        )
+        for e in record.scores
+    ]
+    build_site([record.model_copy(update={"scores": ranged})], tmp_path / "site")
+    html = (tmp_path / "site" / "benchmarks" / "cub-demo-v1.html").read_text()
+    assert '50.0<span class="ci">45.0–60.0</span>' in html
+    assert '1.25<span class="ci">1.20–1.35</span>' in html
+    assert 'title="95% bootstrap interval (images_within_class, 1000 samples)"' in html

@@ -36,8 +36,12 @@ def test_demo_spec_is_valid() -> None:
     spec = load_spec(SPECS / "demo.yaml")
     assert spec.benchmark == "demo"
     assert spec.settings == ["zsl", "gzsl"]
-    assert [m.result_key for m in spec.metrics_for("zsl")] == ["top1", "top5"]
-    assert [m.result_key for m in spec.metrics_for("gzsl")] == ["top1", "seen", "unseen", "H"]
+    zsl = [m.result_key for m in spec.metrics_for("zsl")]
+    gzsl = [m.result_key for m in spec.metrics_for("gzsl")]
+    assert zsl[:4] == ["top1", "top5", "hp@2", "hp@5"] and "darts" in zsl and "H" not in zsl
+    assert gzsl == ["top1", "seen", "unseen", "H", "AUSUC", "cH"]
+    # GZSL-only metrics entries without `settings` apply only where the metric applies.
+    assert spec.validation_settings() == ["zsl_val", "gzsl_val"]
     assert spec.default_embedding == "attributes"
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", spec.spec_hash())
 
@@ -60,7 +64,7 @@ CASES = [
         "unknown-metric-name",
         lambda t: t.replace("name: gzsl_harmonic_mean", "name: gzsl_harmonic_men"),
         "gzsl_harmonic_men",
-        r"metrics\[4\]\.name: unknown metric 'gzsl_harmonic_men'\. Did you mean 'gzsl_harmonic_mean'\?",
+        r"metrics\[\d+\]\.name: unknown metric 'gzsl_harmonic_men'\. Did you mean 'gzsl_harmonic_mean'\?",
     ),
     (
         "unknown-metric-param",
@@ -102,7 +106,7 @@ CASES = [
         "primary-not-a-metric-key",
         lambda t: t.replace("gzsl: H", "gzsl: hm"),
         None,
-        r"primary\.gzsl is 'hm', which is not a metric key of that setting; one of \['H',",
+        r"primary\.gzsl is 'hm', which is not a metric key of that setting; one of \['AUSUC', 'H', 'cH',",
     ),
     (
         "two-default-embeddings",
@@ -177,7 +181,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     text = DEMO_TEXT.replace("version: 1\n", "version: 0\n").replace(
         "gzsl: H", "gzsl: H\n  extra: top1"
     )
-    path = _write(tmp_path, text.replace("    k: 5", "    k: -1"))
+    path = _write(tmp_path, text.replace("    key: top5\n    k: 5", "    key: top5\n    k: -1"))
     with pytest.raises(SpecError, match=r"^3 problems in ") as info:
         load_spec(path)
     message = str(info.value)

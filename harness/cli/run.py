@@ -9,7 +9,12 @@ import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.errors import PredictionError, SubmissionError
-from harness.pipeline import generate_prediction_files, read_all, run_submission
+from harness.pipeline import (
+    generate_prediction_files,
+    prediction_settings,
+    read_all,
+    run_submission,
+)
 from harness.records import RunRecord
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
@@ -54,7 +59,7 @@ def _ensure_predictions(package_dir: Path, spec_path: Path) -> None:
         return
     bench = load_benchmark(load_spec(spec_path))
     paths: dict[str, Path] = {
-        s: package.prediction_path(bench.spec.benchmark, s) for s in bench.spec.settings
+        s: package.prediction_path(bench.spec.benchmark, s) for s in prediction_settings(bench.spec)
     }
     try:
         read_all(bench, paths)

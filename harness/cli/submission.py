@@ -9,7 +9,7 @@ import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.data.prepare import load_benchmark
-from harness.pipeline import generate_prediction_files
+from harness.pipeline import generate_prediction_files, prediction_settings
 from harness.spec import load_spec
 from harness.submission.package import load_package
 
@@ -41,5 +41,5 @@ def generate(
     loaded = load_package(package)
     bench = load_benchmark(load_spec(spec))
     generate_prediction_files(loaded, bench)
-    for setting in bench.spec.settings:
+    for setting in prediction_settings(bench.spec):
         stdout.print(f"wrote {loaded.prediction_path(bench.spec.benchmark, setting)}")

@@ -97,6 +97,51 @@ def _order_seed(benchmark: str, version: int) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+CAL_VAL_FRACTION = 0.2
+CAL_HOLDOUT_FRACTION = 0.2
+
+
+def _validation_protocol(
+    a: dict[str, np.ndarray], rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """The calibration model's split, for metrics tuned on validation predictions.
+
+    Calibrated stacking and DARTS choose a parameter on validation predictions, which must come
+    from a model that has not seen the validation classes. So a second, *calibration* fit sees
+    only training classes: they are split into ``cal_train``/``cal_val`` classes for the model's
+    own tuning, and a class-stratified ``cal_holdout`` of their images is kept out. Its
+    predictions on validation-class images (ZSL-val: validation classes as candidates) and on
+    holdout + validation-class images (GZSL-val: training ∪ validation classes as candidates)
+    are the validation split of the metrics. Nothing here touches test images.
+    """
+    train_classes = a["splits/train_classes"]
+    perm = train_classes[np.argsort(rng.random(len(train_classes)), kind="stable")]
+    n_cal_val = max(1, round(CAL_VAL_FRACTION * len(train_classes)))
+    labels = a["labels"]
+    train_images = a["splits/train_images"]
+    draw = rng.random(len(train_images))
+    holdout = np.zeros(len(train_images), bool)
+    image_labels = labels[train_images]
+    for c in train_classes:
+        members = np.flatnonzero(image_labels == c)
+        n_out = round(CAL_HOLDOUT_FRACTION * len(members))
+        if 0 < n_out < len(members):
+            holdout[members[np.argsort(draw[members], kind="stable")[:n_out]]] = True
+    val_images = a["splits/val_images"]
+    out = {
+        "splits/cal_train_classes": np.sort(perm[n_cal_val:]),
+        "splits/cal_val_classes": np.sort(perm[:n_cal_val]),
+        "splits/cal_fit_images": np.sort(train_images[~holdout]),
+        "splits/cal_holdout_images": np.sort(train_images[holdout]),
+        "order/zsl_val/columns": a["splits/val_classes"],
+        "order/gzsl_val/columns": np.sort(np.concatenate([train_classes, a["splits/val_classes"]])),
+    }
+    out["order/zsl_val/rows"] = val_images[np.argsort(rng.random(len(val_images)), kind="stable")]
+    gzsl_val = np.concatenate([out["splits/cal_holdout_images"], val_images])
+    out["order/gzsl_val/rows"] = gzsl_val[np.argsort(rng.random(len(gzsl_val)), kind="stable")]
+    return out
+
+
 def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
     """Every artifact of the frozen benchmark, by name."""
     arrays: dict[str, np.ndarray] = {
@@ -116,6 +161,7 @@ def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
     gzsl_imgs = np.concatenate([arrays["splits/test_seen_images"], unseen_imgs])
     arrays["order/zsl/rows"] = unseen_imgs[np.argsort(rng.random(len(unseen_imgs)), kind="stable")]
     arrays["order/gzsl/rows"] = gzsl_imgs[np.argsort(rng.random(len(gzsl_imgs)), kind="stable")]
+    arrays.update(_validation_protocol(arrays, rng))
     arrays["order/zsl/columns"] = arrays["splits/unseen_classes"]
     arrays["order/gzsl/columns"] = np.sort(
         np.concatenate(
@@ -211,6 +257,12 @@ class Benchmark:
         return np.sort(
             np.concatenate([self.a("splits/train_classes"), self.a("splits/val_classes")])
         )
+
+    def seen_for(self, setting: str) -> np.ndarray:
+        """Seen classes of ``setting``: train ∪ val for test settings, train for ``*_val``."""
+        if setting.endswith("_val"):
+            return self.a("splits/train_classes")
+        return self.seen_classes
 
     def rows(self, setting: str) -> np.ndarray:
         """Image indices of the prediction rows of ``setting``, in file order."""

@@ -19,30 +19,70 @@ from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
+    from harness.metrics.uncertainty import Decomposition
 
 Setting = Literal["zsl", "gzsl"]
+InputKind = Literal["dense", "topk"]
 
 
 @dataclass(frozen=True)
 class MetricInput:
-    """Everything a metric may read for one (benchmark, setting).
+    """Everything a metric may read for one (benchmark, setting), or one chunk of its rows.
 
     ``y_true[i]`` is the column of image i's true class among ``candidates``; ``seen[j]`` says
-    whether candidate column j is a seen (training) class.
+    whether candidate column j is a seen (training) class. Predictions are either dense
+    ``scores [n, C]`` or top-K ``topk_indices``/``topk_scores [n, K]`` (rows sorted by
+    decreasing score). ``candidate_nodes[j]`` is column j's hierarchy node. ``validation``
+    holds the calibration model's predictions on the validation split of the same setting, for
+    metrics that choose a parameter there (never on test).
     """
 
     setting: Setting
     y_true: np.ndarray
-    scores: np.ndarray
+    scores: np.ndarray | None
     candidates: np.ndarray
     seen: np.ndarray
     hierarchy: Hierarchy | None = None
+    topk_indices: np.ndarray | None = None
+    topk_scores: np.ndarray | None = None
+    candidate_nodes: np.ndarray | None = None
+    validation: MetricInput | None = None
+
+    @property
+    def kind(self) -> InputKind:
+        return "dense" if self.scores is not None else "topk"
+
+    @property
+    def n_candidates(self) -> int:
+        return len(self.candidates)
+
+    def ranked(self, k: int) -> np.ndarray:
+        """The top-``k`` candidate columns of every image, best first.
+
+        From dense scores: a stable descending sort (ties: smaller column first). From top-K:
+        the file's order; ``k`` larger than K gives the K available columns.
+        """
+        if self.scores is not None:
+            from harness.metrics.hierarchical import ranked_from_scores
+
+            return ranked_from_scores(self.scores, min(k, self.scores.shape[1]))
+        assert self.topk_indices is not None
+        return self.topk_indices[:, :k]
 
 
 @dataclass(frozen=True)
 class MetricResult:
+    """A metric's value, JSON-serializable details, and how to resample it.
+
+    ``decomposition`` expresses the value as a reduction of per-image values (for bootstrap
+    intervals and for streaming over chunks); ``resample`` recomputes the value on a resample of
+    image indices (for metrics that are not such reductions).
+    """
+
     value: float
     details: dict[str, Any] = field(default_factory=dict)
+    decomposition: Decomposition | None = None
+    resample: Callable[[np.ndarray], float] | None = None
 
 
 class MetricParams(BaseModel):
@@ -61,6 +101,10 @@ class Metric:
     higher_is_better: bool
     bounds: tuple[float, float]
     description: str
+    inputs: frozenset[str] = frozenset({"dense", "topk"})
+    needs_hierarchy: bool = False
+    needs_validation: bool = False
+    chunkable: bool = True
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
         return self.compute(data, params if params is not None else self.params())
@@ -77,6 +121,10 @@ def register_metric(
     settings: tuple[str, ...] = ("zsl", "gzsl"),
     higher_is_better: bool = True,
     bounds: tuple[float, float] = (0.0, 1.0),
+    inputs: tuple[str, ...] = ("dense", "topk"),
+    needs_hierarchy: bool = False,
+    needs_validation: bool = False,
+    chunkable: bool = True,
 ) -> Callable[[Callable[[MetricInput, Any], MetricResult]], Metric]:
     """Register ``compute`` under ``name``; its docstring's first line becomes the description."""
 
@@ -91,6 +139,10 @@ def register_metric(
             higher_is_better=higher_is_better,
             bounds=bounds,
             description=doc[0] if doc else name,
+            inputs=frozenset(inputs),
+            needs_hierarchy=needs_hierarchy,
+            needs_validation=needs_validation,
+            chunkable=chunkable,
         )
         return metrics.add(name, metric)
 

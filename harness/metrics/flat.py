@@ -56,6 +56,7 @@ __all__ = [
     "per_class_top_k_accuracy_details",
     "per_image_top_k_accuracy",
     "top_k_correct",
+    "top_k_correct_from_topk",
 ]
 
 
@@ -129,6 +130,75 @@ def top_k_correct(
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     checked_k = check_k(k, checked_scores.shape[1])
     return top_k_correct_checked(checked_y, checked_scores, checked_k)
+
+
+def top_k_correct_from_topk(
+    y_true: npt.ArrayLike,
+    topk_indices: npt.ArrayLike,
+    topk_scores: npt.ArrayLike,
+    *,
+    k: int = 1,
+) -> npt.NDArray[np.bool_]:
+    r""":func:`top_k_correct` from top-K predictions, with the same tie policy.
+
+    Image i is correct at k if its true class is among its K listed candidates and fewer than k
+    *other* listed candidates score at least as high. A true class missing from the list is
+    wrong at every ``k <= K``; ``k > K`` cannot be decided and is refused.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    topk_indices : array-like of int of shape (n_images, K)
+        Listed candidate columns per image (no repeats).
+    topk_scores : array-like of float of shape (n_images, K)
+        Their finite scores.
+    k : int, default=1
+        ``1 <= k <= K``.
+
+    Returns
+    -------
+    correct : ndarray of bool of shape (n_images,)
+
+    Raises
+    ------
+    MetricError
+        If shapes disagree or ``k`` is not in ``[1, K]``.
+
+    Examples
+    --------
+    Image 0 lists its true class 7 second (wrong at k=1, right at k=2); image 1 ties its true
+    class 4 with class 2 at the top (wrong at k=1); image 2 does not list its true class:
+
+    >>> idx = [[3, 7], [2, 4], [1, 5]]
+    >>> sc = [[0.9, 0.5], [0.8, 0.8], [0.7, 0.6]]
+    >>> top_k_correct_from_topk([7, 4, 0], idx, sc, k=1)
+    array([False, False, False])
+    >>> top_k_correct_from_topk([7, 4, 0], idx, sc, k=2)
+    array([ True,  True, False])
+    """
+    indices = np.asarray(topk_indices)
+    scores = np.asarray(topk_scores)
+    if indices.ndim != 2 or scores.shape != indices.shape:
+        raise MetricError(
+            "Expected `topk_indices` and `topk_scores` to be 2D arrays of one shape (n_images, K),"
+            f" but got shapes {indices.shape} and {scores.shape}"
+        )
+    y = np.asarray(y_true)
+    if y.shape != (indices.shape[0],):
+        raise MetricError(
+            f"Expected `y_true` to have shape ({indices.shape[0]},), but got shape {y.shape}"
+        )
+    big_k = indices.shape[1]
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= big_k:
+        raise MetricError(
+            f"Expected `k` to be an integer in [1, K={big_k}] for top-K predictions, but got k={k}"
+        )
+    hit = indices == y[:, None]
+    listed = hit.any(axis=1)
+    true_score = np.where(listed, (scores * hit).sum(axis=1), np.inf)
+    n_at_least = np.count_nonzero(scores >= true_score[:, None], axis=1) - 1
+    return listed & (n_at_least < k)
 
 
 def per_class_counts(

@@ -79,6 +79,7 @@ class Column:
 class Cell:
     text: str
     title: str = ""
+    interval: str = ""
 
 
 @dataclass(frozen=True)
@@ -311,7 +312,11 @@ def _plan_table(
     columns = tuple(
         Column(
             metric=metric,
-            percent=all(0.0 <= e.value <= 1.0 for e in found),
+            percent=all(
+                0.0 <= v <= 1.0
+                for e in found
+                for v in (e.value, *((e.interval.lo, e.interval.hi) if e.interval else ()))
+            ),
             higher_is_better=found[0].higher_is_better,
             primary=metric == primary,
             versions=tuple(sorted({e.version for e in found})),
@@ -351,8 +356,21 @@ def _plan_table(
             title = ""
             if score is not None and len(column.versions) > 1:
                 title = f"{score.function} v{score.version}"
+            interval = ""
+            if score is not None and score.interval is not None:
+                lo = format_value(score.interval.lo, percent=column.percent)
+                hi = format_value(score.interval.hi, percent=column.percent)
+                interval = f"{lo}–{hi}"
+                title = title or (
+                    f"{100 * score.interval.level:g}% bootstrap interval"
+                    f" ({score.interval.scheme}, {score.interval.n_boot} samples)"
+                )
             cells.append(
-                Cell(format_value(score.value if score else None, percent=column.percent), title)
+                Cell(
+                    format_value(score.value if score else None, percent=column.percent),
+                    title,
+                    interval,
+                )
             )
         predictions = record.predictions_hashes.get(setting)
         rows.append(

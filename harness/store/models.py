@@ -103,3 +103,4 @@ class ScoreRow(SQLModel, table=True):
     value: float
     higher_is_better: bool = True
     details: dict[str, Any] = _json_column()
+    interval: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))

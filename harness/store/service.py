@@ -241,6 +241,7 @@ def _replace_scores(session: Session, run_id: int, scores: list[ScoreEntry]) -> 
                 value=entry.value,
                 higher_is_better=entry.higher_is_better,
                 details=dict(entry.details),
+                interval=entry.interval.model_dump(mode="json") if entry.interval else None,
             )
         )
     session.flush()
@@ -332,6 +333,7 @@ def _score_entry(row: ScoreRow) -> ScoreEntry:
             "value": row.value,
             "higher_is_better": row.higher_is_better,
             "details": dict(row.details),
+            "interval": row.interval,
         }
     )
 

@@ -22,16 +22,24 @@ from harness.tasks import Bundle
 
 def main(bundle_dir: str, out_dir: str) -> None:
     bundle = Bundle(Path(bundle_dir))
-    task = bundle.train_task()
+    # The calibration fit (training classes only) predicts the validation settings.
+    fits = [("main", bundle.settings), ("calibration", bundle.validation_settings)]
+    for fit, settings in fits:
+        if settings:
+            write_fit(bundle, fit, settings, Path(out_dir))
+
+
+def write_fit(bundle: Bundle, fit: str, settings: list[str], out_dir: Path) -> None:
+    task = bundle.train_task(fit=fit)
     x = np.concatenate([task.train_features, task.val_features])
     y = np.concatenate([task.train_labels, task.val_labels])
     classifier = NearestCentroid().fit(x, y)
     emb = task.embedding / np.linalg.norm(task.embedding, axis=1, keepdims=True)
-    for setting in bundle.settings:
+    for setting in settings:
         features, candidates = bundle.test(setting)
         seen_guess = classifier.predict(features)
         write_predictions(
-            Path(out_dir) / f"{setting}.safetensors",
+            out_dir / f"{setting}.safetensors",
             (emb[seen_guess] @ emb[candidates].T).astype(np.float32),
             benchmark_hash=bundle.info["benchmark_hash"],
             class_order_hash=bundle.info["class_order_hashes"][setting],

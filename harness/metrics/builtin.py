@@ -1,0 +1,642 @@
+"""The built-in metrics, registered by name: thin wrappers from :class:`MetricInput` to the
+functional API, each returning a JSON-serializable :class:`MetricResult` with a per-image
+decomposition (for bootstrap intervals and streamed top-K scoring) or a resampling function.
+
+Registration is explicit (this module is imported by :mod:`harness.metrics`); a wrapper never
+computes anything the functional API does not, it only selects inputs and shapes outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from harness.errors import MetricError
+from harness.hierarchy import Hierarchy
+from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
+from harness.metrics.calibration import (
+    area_under_seen_unseen_curve,
+    calibrated_harmonic_mean,
+    calibrated_stacking_curve_from_margins,
+    per_image_correct_at_gamma,
+    select_gamma,
+    stacking_margins,
+)
+from harness.metrics.darts import (
+    DEFAULT_TARGETS,
+    darts_curve,
+    darts_per_image,
+    fit_temperature,
+    softmax_posteriors,
+)
+from harness.metrics.flat import (
+    per_class_top_k_accuracy_details,
+    top_k_correct,
+    top_k_correct_from_topk,
+)
+from harness.metrics.gzsl import gzsl_accuracies_details
+from harness.metrics.hierarchical import (
+    RELATIONS,
+    average_hierarchical_distance_at_k,
+    hierarchical_cost,
+    hierarchical_precision_at_k,
+    hierarchical_retrieval_precision_at_k,
+    mistake_severity,
+    prediction_relations,
+)
+from harness.metrics.uncertainty import Decomposition, point_estimate
+
+
+class TopKParams(MetricParams):
+    """Parameters of the top-k accuracies: how many top candidates count."""
+
+    k: int = Field(1, ge=1, description="How many top-scoring candidates count as a hit.")
+
+
+# -- shared helpers -------------------------------------------------------------------------------
+
+
+def _class_ids(data: MetricInput) -> list[Any]:
+    candidates = np.asarray(data.candidates)
+    n = data.scores.shape[1] if data.scores is not None else candidates.shape[0]
+    if candidates.ndim != 1 or candidates.shape[0] != n:
+        raise MetricError(
+            f"Expected `candidates` to list one class id per score column ({n}), "
+            f"but got shape {candidates.shape}."
+        )
+    return candidates.tolist()
+
+
+def _require_setting(data: MetricInput, name: str, settings: tuple[str, ...]) -> None:
+    if data.setting not in settings:
+        raise MetricError(
+            f"Expected setting to be one of {list(settings)} for metric '{name}', "
+            f"but got '{data.setting}'."
+        )
+
+
+def _per_class_by_id(details: dict[str, Any], ids: list[Any]) -> dict[str, Any]:
+    """Re-key a per-class details dict from column indices to candidate class ids."""
+    return {
+        "per_class": {
+            str(ids[column]): value
+            for column, value in zip(details["classes"], details["per_class"], strict=True)
+        },
+        "excluded_classes": [ids[column] for column in details["excluded_classes"]],
+        "n_images": details["n_images"],
+    }
+
+
+def _correct(data: MetricInput, k: int) -> np.ndarray:
+    """Top-k correctness per image from dense scores or top-K lists (one tie policy)."""
+    if data.scores is not None:
+        return top_k_correct(data.y_true, data.scores, k=k)
+    assert data.topk_indices is not None and data.topk_scores is not None
+    return top_k_correct_from_topk(data.y_true, data.topk_indices, data.topk_scores, k=k)
+
+
+def _class_mean(
+    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
+) -> Decomposition:
+    keep = slice(None) if mask is None else mask
+    return Decomposition(
+        values=np.asarray(values, dtype=np.float64)[keep],
+        classes=np.asarray(data.y_true)[keep],
+        n_classes=data.n_candidates,
+        combine="class_mean",
+    )
+
+
+# -- flat -----------------------------------------------------------------------------------------
+
+
+@register_metric("per_class_top_k_accuracy", version="1", params=TopKParams)
+def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """Mean over candidate classes with test images of per-class top-k accuracy."""
+    correct = _correct(data, params.k)
+    decomposition = _class_mean(correct, data)
+    details: dict[str, Any] = {"k": params.k}
+    if data.scores is not None:
+        per_class = per_class_top_k_accuracy_details(
+            data.y_true, data.scores, classes=np.arange(data.n_candidates), k=params.k
+        )
+        details.update(_per_class_by_id(per_class, _class_ids(data)))
+        value = float(per_class["value"])
+    else:
+        value = float(np.asarray(point_estimate(decomposition)))
+    return MetricResult(value, details, decomposition)
+
+
+@register_metric("per_image_top_k_accuracy", version="1", params=TopKParams)
+def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """Fraction of test images whose true class is among the top k candidates (per image)."""
+    correct = _correct(data, params.k)
+    decomposition = Decomposition(
+        values=correct.astype(np.float64),
+        classes=np.asarray(data.y_true),
+        n_classes=data.n_candidates,
+        combine="image_mean",
+    )
+    return MetricResult(
+        float(np.mean(correct)),
+        {"k": params.k, "n_images": int(correct.shape[0]), "n_correct": int(correct.sum())},
+        decomposition,
+    )
+
+
+# -- GZSL -----------------------------------------------------------------------------------------
+
+
+def _gzsl(data: MetricInput, params: TopKParams, name: str) -> tuple[dict[str, Any], np.ndarray]:
+    _require_setting(data, name, ("gzsl",))
+    if data.scores is None:
+        raise MetricError(f"Expected dense scores for metric '{name}', but got top-K predictions")
+    details = gzsl_accuracies_details(data.y_true, data.scores, seen=data.seen, k=params.k)
+    ids = _class_ids(data)
+    details["seen_details"] = _per_class_by_id(details["seen_details"], ids)
+    details["unseen_details"] = _per_class_by_id(details["unseen_details"], ids)
+    return details, _correct(data, params.k)
+
+
+@register_metric(
+    "gzsl_seen_accuracy", version="1", params=TopKParams, settings=("gzsl",), inputs=("dense",)
+)
+def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
+    details, correct = _gzsl(data, params, "gzsl_seen_accuracy")
+    image_seen = np.asarray(data.seen)[data.y_true]
+    return MetricResult(
+        details["seen"],
+        {**details["seen_details"], "k": details["k"]},
+        _class_mean(correct, data, image_seen),
+    )
+
+
+@register_metric(
+    "gzsl_unseen_accuracy", version="1", params=TopKParams, settings=("gzsl",), inputs=("dense",)
+)
+def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
+    details, correct = _gzsl(data, params, "gzsl_unseen_accuracy")
+    image_seen = np.asarray(data.seen)[data.y_true]
+    return MetricResult(
+        details["unseen"],
+        {**details["unseen_details"], "k": details["k"]},
+        _class_mean(correct, data, ~image_seen),
+    )
+
+
+@register_metric(
+    "gzsl_harmonic_mean", version="1", params=TopKParams, settings=("gzsl",), inputs=("dense",)
+)
+def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
+    details, correct = _gzsl(data, params, "gzsl_harmonic_mean")
+    decomposition = Decomposition(
+        values=correct.astype(np.float64),
+        classes=np.asarray(data.y_true),
+        n_classes=data.n_candidates,
+        groups=(~np.asarray(data.seen, dtype=bool)).astype(np.int64),
+        combine="harmonic_of_groups",
+    )
+    return MetricResult(
+        details["harmonic_mean"],
+        {"seen": details["seen"], "unseen": details["unseen"], "k": details["k"]},
+        decomposition,
+    )
+
+
+# -- hierarchical ---------------------------------------------------------------------------------
+
+
+class HierarchicalKParams(MetricParams):
+    k: int = Field(1, ge=1, le=1000, description="Number of top predictions considered.")
+
+
+class HPrecisionParams(HierarchicalKParams):
+    valid: Literal["candidates", "hierarchy"] = Field(
+        "candidates",
+        description="labels counted in hCorrectSet: the candidate classes, or every hierarchy node",
+    )
+
+
+class RelationParams(MetricParams):
+    relation: Literal["correct", "ancestor", "descendant", "unrelated", "semantic_upper"] = Field(
+        "semantic_upper",
+        description="which share of top-1 predictions;"
+        " semantic_upper = correct + ancestor + descendant",
+    )
+
+
+def _hier(data: MetricInput, name: str) -> tuple[Hierarchy, np.ndarray]:
+    if data.hierarchy is None or data.candidate_nodes is None:
+        raise MetricError(f"Expected a hierarchy for metric '{name}', but the benchmark has none")
+    return data.hierarchy, np.asarray(data.candidate_nodes)
+
+
+def _image_mean(
+    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
+) -> Decomposition:
+    keep = slice(None) if mask is None else mask
+    return Decomposition(
+        values=np.asarray(values, dtype=np.float64)[keep],
+        classes=np.asarray(data.y_true)[keep],
+        n_classes=data.n_candidates,
+        combine="image_mean",
+    )
+
+
+def _aux(n: int, **means: float) -> dict[str, np.ndarray]:
+    """Chunk means as per-image arrays, so streamed chunks average them image-weighted."""
+    return {name: np.full(n, value) for name, value in means.items()}
+
+
+@register_metric(
+    "hierarchical_precision_at_k", version="1", params=HPrecisionParams, needs_hierarchy=True
+)
+def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) -> MetricResult:
+    """DeViSE hierarchical precision hp@k, averaged over images (Frome et al. 2013, A.3)."""
+    hierarchy, nodes = _hier(data, "hierarchical_precision_at_k")
+    valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
+    out = hierarchical_precision_at_k(
+        data.y_true,
+        data.ranked(params.k),
+        hierarchy=hierarchy,
+        candidate_nodes=nodes,
+        ks=[params.k],
+        valid_nodes=valid,
+    )
+    per_image = np.asarray(out["per_image"])[:, 0]
+    size = float(out["mean_hcorrect_size"][params.k])
+    details = {
+        "k": params.k,
+        "valid": params.valid,
+        "mean_hcorrect_size": size,
+        "n_short_classes": len(out["short_classes"][params.k]),
+        "_aux": _aux(len(per_image), mean_hcorrect_size=size),
+    }
+    return MetricResult(float(out["value"][params.k]), details, _image_mean(per_image, data))
+
+
+@register_metric(
+    "hierarchical_cost",
+    version="1",
+    params=MetricParams,
+    needs_hierarchy=True,
+    higher_is_better=False,
+    bounds=(0.0, float("inf")),
+)
+def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
+    """Deng et al. hierarchical cost (LCA height of mistakes), mean per class then over classes."""
+    hierarchy, nodes = _hier(data, "hierarchical_cost")
+    out = hierarchical_cost(
+        data.y_true,
+        data.ranked(1),
+        hierarchy=hierarchy,
+        candidate_nodes=nodes,
+        classes=np.arange(data.n_candidates),
+    )
+    return MetricResult(
+        float(out["value"]),
+        {"n_images": out["n_images"], "n_excluded_classes": len(out["excluded_classes"])},
+        _class_mean(np.asarray(out["per_image"]), data),
+    )
+
+
+@register_metric(
+    "mistake_severity",
+    version="1",
+    params=MetricParams,
+    needs_hierarchy=True,
+    higher_is_better=False,
+    bounds=(0.0, float("inf")),
+)
+def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
+    """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
+    hierarchy, nodes = _hier(data, "mistake_severity")
+    out = mistake_severity(data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes)
+    if out["value"] is None:
+        raise MetricError(
+            "Expected at least one top-1 mistake for 'mistake_severity', but got none"
+        )
+    mistakes = np.asarray(out["mistakes"], dtype=bool)
+    return MetricResult(
+        float(out["value"]),
+        {"n_mistakes": out["n_mistakes"], "n_images": out["n_images"]},
+        _image_mean(np.asarray(out["per_image"]), data, mistakes),
+    )
+
+
+@register_metric(
+    "average_hierarchical_distance_at_k",
+    version="1",
+    params=HierarchicalKParams,
+    needs_hierarchy=True,
+    higher_is_better=False,
+    bounds=(0.0, float("inf")),
+)
+def _average_hierarchical_distance_at_k(
+    data: MetricInput, params: HierarchicalKParams
+) -> MetricResult:
+    """Mean LCA-height distance between the truth and each top-k prediction (Bertinetto et al.)."""
+    hierarchy, nodes = _hier(data, "average_hierarchical_distance_at_k")
+    out = average_hierarchical_distance_at_k(
+        data.y_true,
+        data.ranked(params.k),
+        hierarchy=hierarchy,
+        candidate_nodes=nodes,
+        ks=[params.k],
+    )
+    per_image = np.asarray(out["per_image"])[:, 0]
+    return MetricResult(
+        float(out["value"][params.k]), {"k": params.k}, _image_mean(per_image, data)
+    )
+
+
+@register_metric(
+    "hierarchical_retrieval_precision_at_k",
+    version="1",
+    params=HierarchicalKParams,
+    needs_hierarchy=True,
+)
+def _hierarchical_retrieval_precision_at_k(
+    data: MetricInput, params: HierarchicalKParams
+) -> MetricResult:
+    """Ranking precision@k under similarity 1 - h(LCA)/h(root), relative to the best (Deng)."""
+    hierarchy, nodes = _hier(data, "hierarchical_retrieval_precision_at_k")
+    out = hierarchical_retrieval_precision_at_k(
+        data.y_true,
+        data.ranked(params.k),
+        hierarchy=hierarchy,
+        candidate_nodes=nodes,
+        ks=[params.k],
+    )
+    per_image = np.asarray(out["per_image"])[:, 0]
+    return MetricResult(
+        float(out["value"][params.k]),
+        {"k": params.k, "root_height": out["root_height"]},
+        _image_mean(per_image, data),
+    )
+
+
+@register_metric(
+    "prediction_relation_share", version="1", params=RelationParams, needs_hierarchy=True
+)
+def _prediction_relation_share(data: MetricInput, params: RelationParams) -> MetricResult:
+    """Share of top-1 predictions that are correct / an ancestor / a descendant / unrelated."""
+    hierarchy, nodes = _hier(data, "prediction_relation_share")
+    out = prediction_relations(
+        data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes
+    )
+    codes = np.asarray(out["per_image"])
+    wanted = (
+        codes <= RELATIONS.index("descendant")
+        if params.relation == "semantic_upper"
+        else codes == RELATIONS.index(params.relation)
+    )
+    shares = {name: float(out[name]) for name in RELATIONS}
+    details: dict[str, Any] = {
+        "relation": params.relation,
+        **shares,
+        "semantic_accuracy_lower": float(out["semantic_accuracy_lower"]),
+        "semantic_accuracy_upper": float(out["semantic_accuracy_upper"]),
+        "_aux": _aux(len(codes), **shares),
+    }
+    return MetricResult(float(wanted.mean()), details, _image_mean(wanted, data))
+
+
+# -- calibrated stacking (GZSL, gamma chosen on validation predictions) ----------------------------
+
+CURVE_POINTS = 400
+
+
+def _validation(data: MetricInput, name: str) -> MetricInput:
+    if data.validation is None or data.validation.scores is None:
+        raise MetricError(
+            f"Expected validation predictions for metric '{name}', but got none; the bundle's"
+            " calibration fit provides them"
+        )
+    return data.validation
+
+
+def _thin(curve: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The curve's operating points for plotting, at most CURVE_POINTS of them (ends kept)."""
+    seen, unseen = np.asarray(curve["seen_accuracy"]), np.asarray(curve["unseen_accuracy"])
+    keep = np.unique(
+        np.linspace(0, len(seen) - 1, min(len(seen), CURVE_POINTS)).round().astype(int)
+    )
+    return {
+        "seen": [round(float(v), 6) for v in seen[keep]],
+        "unseen": [round(float(v), 6) for v in unseen[keep]],
+        "n_points": len(seen),
+    }
+
+
+@register_metric(
+    "ausuc",
+    version="1",
+    params=MetricParams,
+    settings=("gzsl",),
+    inputs=("dense",),
+    chunkable=False,
+)
+def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
+    """Area under the seen-unseen accuracy curve of calibrated stacking (Chao et al. 2016)."""
+    _require_setting(data, "ausuc", ("gzsl",))
+    assert data.scores is not None
+    seen = np.asarray(data.seen, dtype=bool)
+    margin, group_correct = stacking_margins(data.y_true, data.scores, seen=seen)
+    curve = calibrated_stacking_curve_from_margins(data.y_true, margin, group_correct, seen=seen)
+    y_true = np.asarray(data.y_true)
+
+    def resample(idx: np.ndarray) -> float:
+        return area_under_seen_unseen_curve(
+            calibrated_stacking_curve_from_margins(
+                y_true[idx], margin[idx], group_correct[idx], seen=seen
+            )
+        )
+
+    return MetricResult(
+        area_under_seen_unseen_curve(curve), {"curve": _thin(curve)}, resample=resample
+    )
+
+
+def _calibrated(data: MetricInput, name: str) -> tuple[dict[str, Any], np.ndarray, float]:
+    _require_setting(data, name, ("gzsl",))
+    val = _validation(data, name)
+    assert data.scores is not None and val.scores is not None
+    gamma = select_gamma(val.y_true, val.scores, val_seen=val.seen)
+    out = calibrated_harmonic_mean(data.y_true, data.scores, seen=data.seen, gamma=gamma)
+    correct = per_image_correct_at_gamma(data.y_true, data.scores, seen=data.seen, gamma=gamma)
+    return out, correct, gamma
+
+
+def _register_calibrated(key: str, name: str, doc: str) -> None:
+    def compute(data: MetricInput, params: MetricParams) -> MetricResult:
+        out, correct, gamma = _calibrated(data, name)
+        image_seen = np.asarray(data.seen, dtype=bool)[data.y_true]
+        if key == "harmonic_mean":
+            decomposition = Decomposition(
+                values=correct.astype(np.float64),
+                classes=np.asarray(data.y_true),
+                n_classes=data.n_candidates,
+                groups=(~np.asarray(data.seen, dtype=bool)).astype(np.int64),
+                combine="harmonic_of_groups",
+            )
+        else:
+            decomposition = _class_mean(correct, data, image_seen if key == "seen" else ~image_seen)
+        details = {
+            "gamma": gamma,
+            "seen": float(out["seen"]),
+            "unseen": float(out["unseen"]),
+            "harmonic_mean": float(out["harmonic_mean"]),
+            "gamma_chosen_on": "validation",
+        }
+        return MetricResult(float(out[key]), details, decomposition)
+
+    compute.__doc__ = doc
+    register_metric(
+        name,
+        version="1",
+        settings=("gzsl",),
+        inputs=("dense",),
+        needs_validation=True,
+        chunkable=False,
+    )(compute)
+
+
+_register_calibrated(
+    "harmonic_mean",
+    "calibrated_harmonic_mean",
+    "GZSL H after calibrated stacking with gamma chosen on validation predictions (Chao et al.).",
+)
+_register_calibrated(
+    "seen",
+    "calibrated_seen_accuracy",
+    "GZSL seen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+)
+_register_calibrated(
+    "unseen",
+    "calibrated_unseen_accuracy",
+    "GZSL unseen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+)
+
+
+# -- DARTS (accuracy-specificity trade-off, lambda chosen on validation predictions) --------------
+
+
+class DartsParams(MetricParams):
+    posterior: Literal["softmax", "as_is"] = Field(
+        "softmax",
+        description="softmax: scores -> posteriors with a temperature fitted on validation"
+        " (negative log-likelihood); as_is: the scores already are posteriors",
+    )
+    target: float = Field(0.9, gt=0, lt=1, description="accuracy guarantee for darts_reward")
+
+
+def _darts(data: MetricInput, params: DartsParams, name: str) -> dict[str, Any]:
+    hierarchy, nodes = _hier(data, name)
+    val = _validation(data, name)
+    assert data.scores is not None and val.scores is not None
+    if params.posterior == "softmax":
+        temperature = fit_temperature(val.scores, val.y_true)
+        val_post = softmax_posteriors(val.scores, temperature)
+        test_post = softmax_posteriors(data.scores, temperature)
+    else:
+        temperature, val_post, test_post = None, val.scores, data.scores
+    val_nodes = _hier(val, name)[1]
+    targets = tuple(sorted({*DEFAULT_TARGETS, params.target}))
+    # lambda is searched on validation predictions, whose candidates (validation classes) differ
+    # from the test candidates: the search runs on the validation graph, the evaluation on test.
+    val_curve = darts_curve(
+        val_post,
+        val.y_true,
+        val_post,
+        val.y_true,
+        hierarchy=hierarchy,
+        candidate_nodes=val_nodes,
+        targets=targets,
+    )
+    lambdas = [(p["target"], p["lambda"]) for p in val_curve["points"] if p["achieved"]]
+    per_target = []
+    for target, lam in lambdas:
+        correct, gain = darts_per_image(
+            test_post, data.y_true, lam, hierarchy=hierarchy, candidate_nodes=nodes
+        )
+        per_target.append((target, lam, correct, gain))
+    return {"temperature": temperature, "per_target": per_target, "val_curve": val_curve}
+
+
+def _area(points: list[tuple[float, float]]) -> float:
+    """Trapezoid area under information gain (y) vs accuracy (x), points sorted by accuracy."""
+    if len(points) < 2:
+        return 0.0
+    xs, ys = zip(*sorted(points), strict=True)
+    return float(np.trapezoid(ys, xs))
+
+
+def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "temperature": out["temperature"],
+        "lambda_chosen_on": "validation",
+        "curve": [
+            {
+                "target": t,
+                "lambda": lam,
+                "accuracy": float(c.mean()),
+                "info_gain": float(g.mean()),
+            }
+            for t, lam, c, g in out["per_target"]
+        ],
+    }
+
+
+@register_metric(
+    "darts_area",
+    version="1",
+    params=DartsParams,
+    inputs=("dense",),
+    needs_hierarchy=True,
+    needs_validation=True,
+    chunkable=False,
+)
+def _darts_area(data: MetricInput, params: DartsParams) -> MetricResult:
+    """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
+    out = _darts(data, params, "darts_area")
+    per_target = out["per_target"]
+
+    def resample(idx: np.ndarray) -> float:
+        return _area([(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g in per_target])
+
+    value = _area([(float(c.mean()), float(g.mean())) for _, _, c, g in per_target])
+    return MetricResult(value, _darts_details(out), resample=resample)
+
+
+@register_metric(
+    "darts_reward",
+    version="1",
+    params=DartsParams,
+    inputs=("dense",),
+    needs_hierarchy=True,
+    needs_validation=True,
+    chunkable=False,
+)
+def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
+    """DARTS normalised information gain on test at an accuracy guarantee met on validation."""
+    out = _darts(data, params, "darts_reward")
+    match = [(lam, c, g) for t, lam, c, g in out["per_target"] if abs(t - params.target) < 1e-12]
+    if not match:
+        raise MetricError(
+            f"Expected the accuracy guarantee {params.target} to be reachable on validation,"
+            " but no lambda achieves it"
+        )
+    lam, correct, gain = match[0]
+    details = {
+        **_darts_details(out),
+        "target": params.target,
+        "lambda": lam,
+        "test_accuracy": float(correct.mean()),
+    }
+    return MetricResult(float(gain.mean()), details, _image_mean(gain, data))

@@ -1,0 +1,864 @@
+r"""Calibrated stacking for GZSL: the exact seen-unseen accuracy curve, AUSUC and choosing gamma.
+
+Calibrated stacking (Chao et al., ECCV 2016) counters the bias of GZSL models towards seen
+classes by subtracting a constant :math:`\gamma` from every seen-class score before the argmax:
+
+.. math::
+
+    \hat y_i(\gamma) = \operatorname*{arg\,max}_{c \in S \cup U}
+        \big( s_{ic} - \gamma\, [c \in S] \big)
+
+Seen accuracy, unseen accuracy and H then follow the GZSL protocol of
+:mod:`harness.metrics.gzsl` (per-class means over the seen, resp. unseen, classes with test
+images, predictions over all candidates, H = 0 when either accuracy is 0).
+
+The margin decomposition
+------------------------
+Write :math:`m^S_i = \max_{c \in S} s_{ic}` and :math:`m^U_i = \max_{c \in U} s_{ic}`, and call
+image i *group-correct* when its true class scores strictly above every other class of its own
+group (seen or unseen). Under the flat tie policy (ties count against the true class) image i is
+correct at :math:`\gamma` exactly when it is group-correct and its group wins:
+
+.. math::
+
+    \mathrm{correct}_i(\gamma) = \mathrm{gc}_i \cdot \begin{cases}
+        [\gamma < g_i] & y_i \in S \\
+        [\gamma > g_i] & y_i \in U
+    \end{cases}
+    \qquad\text{with the margin}\qquad g_i = m^S_i - m^U_i .
+
+So each image switches at most once, at its margin :math:`g_i`, and the whole curve over
+:math:`\gamma` follows from sorting the margins of the group-correct images. Every function here
+decides correctness through this decomposition (margins computed in float64), never by
+subtracting :math:`\gamma` from the scores: in exact arithmetic the two agree, and the
+decomposition keeps the curve, :func:`select_gamma` and the point evaluations consistent to the
+bit, and stays exact for huge :math:`|\gamma|` where ``scores - gamma`` would round every seen
+score to the same value.
+
+Breakpoints
+-----------
+The curve is piecewise constant on the open intervals between consecutive *breakpoints*, the
+distinct margins of group-correct images. At a breakpoint :math:`\gamma = b` the best seen and
+best unseen scores of every image with :math:`g_i = b` tie, and ties count against the true
+class, so all those images are wrong: the seen accuracy there equals its value on the interval
+to the right of :math:`b` and the unseen accuracy its value on the interval to the left, both the
+smaller of the two neighbouring values. A breakpoint is therefore never better than either
+neighbouring interval, which is why the curve reports the intervals only. Images that are not
+group-correct never count, so their margins are not breakpoints: consecutive intervals of the
+curve always differ.
+
+Worked example (used in the doctests below)
+-------------------------------------------
+Columns 0 and 1 are seen, column 2 unseen; one image per row, every image group-correct.
+
+===== ===== ============= ============== =========================
+image true  scores        margin g_i     correct when
+===== ===== ============= ============== =========================
+0     0     [3, 1, 0]     3 - 0 = 3      :math:`\gamma < 3`
+1     1     [0, 2, 1]     2 - 1 = 1      :math:`\gamma < 1`
+2     2     [2, 0, 1]     2 - 1 = 1      :math:`\gamma > 1`
+3     2     [1, 0, 0.5]   1 - 0.5 = 0.5  :math:`\gamma > 0.5`
+===== ===== ============= ============== =========================
+
+Seen accuracy is the mean over classes 0 and 1 (one image each), unseen accuracy the fraction of
+class 2's two images that are right. Breakpoints 0.5, 1, 3 give four intervals:
+:math:`(-\infty, 0.5)`: S = 1, U = 0; :math:`(0.5, 1)`: S = 1, U = 1/2;
+:math:`(1, 3)`: S = 1/2, U = 1; :math:`(3, \infty)`: S = 0, U = 1.
+At :math:`\gamma = 1` images 1 and 2 are both wrong: S = 1/2 (right of 1), U = 1/2 (left of 1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from harness.errors import MetricError
+from harness.metrics._validation import (
+    check_scores_and_targets,
+    check_seen,
+    check_targets,
+    chunk_rows,
+)
+from harness.metrics.flat import class_counts_checked, reduce_per_class
+from harness.metrics.gzsl import harmonic_mean
+
+__all__ = [
+    "area_under_seen_unseen_curve",
+    "ausuc",
+    "calibrated_harmonic_mean",
+    "calibrated_stacking_curve",
+    "calibrated_stacking_curve_from_margins",
+    "per_image_correct_at_gamma",
+    "select_gamma",
+    "stacking_margins",
+]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Keys of the curve dictionary, in order.
+CURVE_KEYS = ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
+
+#: Validation H values within this relative distance of the best count as ties in
+#: :func:`select_gamma`, so that rounding in the cumulative sums cannot decide a tie.
+H_TIE_RTOL = 1e-12
+
+_CRITERIA = ("harmonic_mean",)
+
+
+# --- private checks and helpers ------------------------------------------------------------------
+
+
+def _check_seen_mask(seen: npt.ArrayLike | None, name: str = "seen") -> BoolArray:
+    """``check_seen`` when the number of candidates is only known from the mask itself."""
+    array = np.asarray(seen) if seen is not None else None
+    n_candidates = array.shape[0] if array is not None and array.ndim == 1 else 0
+    try:
+        return check_seen(seen, n_candidates)
+    except MetricError as error:
+        if name == "seen":
+            raise
+        raise MetricError(str(error).replace("`seen`", f"`{name}`", 1)) from None
+
+
+def _check_gamma(gamma: Any) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float | np.integer | np.floating):
+        raise MetricError(f"Expected `gamma` to be a real number, but got {gamma!r}.")
+    value = float(gamma)
+    if math.isnan(value):
+        raise MetricError("Expected `gamma` to be a real number, but got NaN.")
+    return value
+
+
+def _first_bad(mask: BoolArray) -> int:
+    return int(np.argmax(mask))
+
+
+def _require_images(
+    totals: npt.NDArray[np.int64], columns: npt.NDArray[np.int64], what: str
+) -> int:
+    """Number of ``columns`` with images; raise as :func:`reduce_per_class` does when none."""
+    present = int(np.count_nonzero(totals[columns]))
+    if present == 0:
+        raise MetricError(
+            f"Expected at least one test image whose true class is among {what} "
+            f"({columns.shape[0]} classes), but none of the {int(totals.sum())} images is. "
+            "The mean of per-class accuracies is undefined; check `classes` and `y_true`."
+        )
+    return present
+
+
+def _margins_checked(
+    y_true: npt.NDArray[np.int64], scores: npt.NDArray[Any], seen: BoolArray
+) -> tuple[FloatArray, BoolArray]:
+    """:func:`stacking_margins` on checked inputs, in row chunks of bounded size."""
+    n_images, n_candidates = scores.shape
+    seen_columns = np.flatnonzero(seen)
+    unseen_columns = np.flatnonzero(~seen)
+    margin = np.empty(n_images, dtype=np.float64)
+    group_correct = np.empty(n_images, dtype=bool)
+    starts = chunk_rows(n_images, n_candidates)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in starts:
+            stop = min(start + starts.step, n_images)
+            block = np.asarray(scores[start:stop])
+            rows = np.arange(stop - start)
+            targets = y_true[start:stop]
+            true_scores = block[rows, targets]
+            image_seen = seen[targets]
+            best_seen = block[:, seen_columns].max(axis=1).astype(np.float64)
+            best_unseen = block[:, unseen_columns].max(axis=1).astype(np.float64)
+            margin[start:stop] = best_seen - best_unseen
+            # Columns of the image's own group scoring >= its true class, the true class included.
+            same_group = seen[None, :] == image_seen[:, None]
+            at_least = np.count_nonzero((block >= true_scores[:, None]) & same_group, axis=1)
+            group_correct[start:stop] = at_least == 1
+    finite = np.isfinite(margin)
+    if not finite.all():
+        row = _first_bad(~finite)
+        raise MetricError(
+            "Expected `scores` to give a finite margin (best seen score minus best unseen score) "
+            f"in float64 for every row, but row {row} gives {margin[row]}. Rescale the scores, "
+            "e.g. divide them by their largest magnitude."
+        )
+    return margin, group_correct
+
+
+def _correct_checked(
+    y_true: npt.NDArray[np.int64],
+    margin: FloatArray,
+    group_correct: BoolArray,
+    seen: BoolArray,
+    gamma: float,
+) -> BoolArray:
+    """Per-image correctness at ``gamma`` from the margin decomposition (module docstring)."""
+    image_seen = seen[y_true]
+    wins = np.where(image_seen, gamma < margin, gamma > margin)
+    result: BoolArray = group_correct & wins
+    return result
+
+
+def _harmonic_mean_array(seen: FloatArray, unseen: FloatArray) -> FloatArray:
+    """:func:`harness.metrics.gzsl.harmonic_mean` elementwise, with the same formula."""
+    low = np.minimum(seen, unseen)
+    high = np.maximum(seen, unseen)
+    positive = low > 0.0
+    h = np.zeros_like(low)
+    np.divide(high, low + high, out=h, where=positive)
+    h = 2.0 * low * h
+    result: FloatArray = np.minimum(np.maximum(h, low), high)
+    result[~positive] = 0.0
+    return result
+
+
+def _check_margins(
+    margin: npt.ArrayLike, group_correct: npt.ArrayLike, n_images: int
+) -> tuple[FloatArray, BoolArray]:
+    margins = np.asarray(margin)
+    if margins.ndim != 1 or margins.dtype.kind not in "iuf":
+        raise MetricError(
+            "Expected `margin` to be a 1D real array, one entry per image, but got shape "
+            f"{margins.shape} and dtype {margins.dtype}."
+        )
+    if margins.shape[0] != n_images:
+        raise MetricError(
+            f"Expected `margin` to have one entry per image in `y_true` ({n_images} images), "
+            f"but got {margins.shape[0]}."
+        )
+    margins = margins.astype(np.float64, copy=False)
+    finite = np.isfinite(margins)
+    if not finite.all():
+        position = _first_bad(~finite)
+        raise MetricError(
+            f"Expected `margin` to contain only finite values, but got margin[{position}] = "
+            f"{margins[position]}."
+        )
+    correct = np.asarray(group_correct)
+    if correct.ndim != 1 or correct.dtype.kind != "b":
+        raise MetricError(
+            "Expected `group_correct` to be a 1D bool array, one entry per image, but got shape "
+            f"{correct.shape} and dtype {correct.dtype}."
+        )
+    if correct.shape[0] != n_images:
+        raise MetricError(
+            f"Expected `group_correct` to have one entry per image in `y_true` ({n_images} "
+            f"images), but got {correct.shape[0]}."
+        )
+    return margins, correct
+
+
+def _check_curve(curve: Any) -> tuple[FloatArray, FloatArray]:
+    """The (seen, unseen) accuracy arrays of a curve dictionary, checked."""
+    if not isinstance(curve, dict):
+        raise MetricError(
+            "Expected `curve` to be the dict returned by `calibrated_stacking_curve`, "
+            f"but got {type(curve).__name__}."
+        )
+    missing = [key for key in CURVE_KEYS if key not in curve]
+    if missing:
+        raise MetricError(
+            f"Expected `curve` to have the keys {list(CURVE_KEYS)}, but got {sorted(curve)} "
+            f"(missing {missing})."
+        )
+    arrays = {}
+    for key in ("seen_accuracy", "unseen_accuracy"):
+        array = np.asarray(curve[key])
+        if array.ndim != 1 or array.shape[0] == 0 or array.dtype.kind not in "iuf":
+            raise MetricError(
+                f"Expected `curve['{key}']` to be a non-empty 1D real array, but got shape "
+                f"{array.shape} and dtype {array.dtype}."
+            )
+        array = array.astype(np.float64, copy=False)
+        bad = ~((array >= 0.0) & (array <= 1.0))  # also catches NaN
+        if bad.any():
+            position = _first_bad(bad)
+            raise MetricError(
+                f"Expected `curve['{key}']` to hold accuracies in [0, 1], but got "
+                f"curve['{key}'][{position}] = {array[position]}."
+            )
+        arrays[key] = array
+    seen, unseen = arrays["seen_accuracy"], arrays["unseen_accuracy"]
+    if seen.shape != unseen.shape:
+        raise MetricError(
+            "Expected `curve['seen_accuracy']` and `curve['unseen_accuracy']` to have the same "
+            f"length, but got {seen.shape[0]} and {unseen.shape[0]}."
+        )
+    for key, array, rises in (("seen_accuracy", seen, False), ("unseen_accuracy", unseen, True)):
+        steps = np.diff(array)
+        bad = steps < 0.0 if rises else steps > 0.0
+        if bad.any():
+            position = _first_bad(bad) + 1
+            direction = "non-decreasing" if rises else "non-increasing"
+            raise MetricError(
+                f"Expected `curve['{key}']` to be {direction} in gamma, but got "
+                f"curve['{key}'][{position}] = {array[position]} after {array[position - 1]}."
+            )
+    return seen, unseen
+
+
+# --- public API ----------------------------------------------------------------------------------
+
+
+def stacking_margins(
+    y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike
+) -> tuple[FloatArray, BoolArray]:
+    r"""Per-image margins and group-correctness: the sufficient statistics of calibrated stacking.
+
+    .. math::
+
+        g_i = \max_{c \in S} s_{ic} - \max_{c \in U} s_{ic}, \qquad
+        \mathrm{gc}_i = \big[\, s_{i y_i} > s_{ic} \ \ \forall c \ne y_i
+            \text{ in the group of } y_i \,\big]
+
+    Compute them once and resample images by indexing ``y_true``, ``margin`` and
+    ``group_correct`` together (see :func:`calibrated_stacking_curve_from_margins`): that is how
+    a bootstrap recomputes the curve or AUSUC without touching the score matrix again.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each test image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores over all candidates, higher is better.
+    seen : array-like of bool of shape (n_candidates,)
+        True for seen (training) columns; both kinds must be present.
+
+    Returns
+    -------
+    margin : ndarray of float64 of shape (n_images,)
+        :math:`g_i`; a seen image is right for :math:`\gamma < g_i`, an unseen one for
+        :math:`\gamma > g_i` (when group-correct).
+    group_correct : ndarray of bool of shape (n_images,)
+        Whether the true class beats every other class of its own group strictly (a tie within
+        the group makes the image wrong for every :math:`\gamma`).
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range,
+        ``seen`` not a bool mask with seen and unseen columns), or a margin overflows float64.
+
+    Notes
+    -----
+    Rows are processed in chunks of bounded size. Margins are computed in float64 (a difference
+    of two float32 scores is then exact unless their exponents differ widely).
+
+    Examples
+    --------
+    Image 0: best seen 3, best unseen 0, margin 3. Image 1 (true class 1) ties with seen class 0
+    at 2, so it is not group-correct:
+
+    >>> margin, group_correct = stacking_margins(
+    ...     [0, 1], [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], seen=[True, True, False]
+    ... )
+    >>> margin, group_correct
+    (array([3., 1.]), array([ True, False]))
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    seen_mask = check_seen(seen, checked_scores.shape[1])
+    return _margins_checked(checked_y, checked_scores, seen_mask)
+
+
+def calibrated_stacking_curve_from_margins(
+    y_true: npt.ArrayLike,
+    margin: npt.ArrayLike,
+    group_correct: npt.ArrayLike,
+    *,
+    seen: npt.ArrayLike,
+) -> dict[str, FloatArray]:
+    """:func:`calibrated_stacking_curve` from the per-image statistics of :func:`stacking_margins`.
+
+    The fast path for resampling: index ``y_true``, ``margin`` and ``group_correct`` with the
+    same image indices and call this; the cost is one sort of the group-correct margins.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class, in ``[0, len(seen))``.
+    margin : array-like of float of shape (n_images,)
+        Finite margins :math:`g_i` from :func:`stacking_margins`.
+    group_correct : array-like of bool of shape (n_images,)
+        Group-correctness from :func:`stacking_margins`.
+    seen : array-like of bool of shape (n_candidates,)
+        True for seen columns; both kinds must be present.
+
+    Returns
+    -------
+    curve : dict of ndarray of float64
+        As :func:`calibrated_stacking_curve`.
+
+    Raises
+    ------
+    MetricError
+        If an input is malformed or of the wrong length, a margin is not finite, or no seen (or
+        no unseen) class has an image.
+
+    Examples
+    --------
+    The worked example of the module docstring, from its margins:
+
+    >>> curve = calibrated_stacking_curve_from_margins(
+    ...     [0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4, seen=[True, True, False]
+    ... )
+    >>> curve["gamma"], curve["seen_accuracy"]
+    (array([-inf,  0.5,  1. ,  3. ,  inf]), array([1. , 1. , 0.5, 0. ]))
+    """
+    seen_mask = _check_seen_mask(seen)
+    n_candidates = seen_mask.shape[0]
+    checked_y = check_targets(y_true, n_candidates)
+    margins, correct = _check_margins(margin, group_correct, checked_y.shape[0])
+
+    totals = np.bincount(checked_y, minlength=n_candidates)
+    n_seen_classes = _require_images(totals, np.flatnonzero(seen_mask), "the seen classes")
+    n_unseen_classes = _require_images(totals, np.flatnonzero(~seen_mask), "the unseen classes")
+
+    # Each group-correct image moves its class's accuracy by 1 / n_class at its margin: down for
+    # a seen image (right below the margin), up for an unseen one (right above it).
+    eligible = np.flatnonzero(correct)
+    eligible_y = checked_y[eligible]
+    weights = 1.0 / totals[eligible_y]
+    image_seen = seen_mask[eligible_y]
+    breakpoints, inverse = np.unique(margins[eligible], return_inverse=True)
+    n_breaks = breakpoints.shape[0]
+    seen_drop = np.bincount(inverse, weights=np.where(image_seen, weights, 0.0), minlength=n_breaks)
+    unseen_gain = np.bincount(
+        inverse, weights=np.where(image_seen, 0.0, weights), minlength=n_breaks
+    )
+
+    # Interval j lies between breakpoints j-1 and j. Seen: the drops still to come (a suffix
+    # sum, exactly 0 on the last interval); unseen: the gains so far (exactly 0 on the first).
+    # Cumulative sums of non-negative terms are monotone in floating point too.
+    seen_accuracy = np.zeros(n_breaks + 1)
+    seen_accuracy[:n_breaks] = np.cumsum(seen_drop[::-1])[::-1] / n_seen_classes
+    unseen_accuracy = np.zeros(n_breaks + 1)
+    unseen_accuracy[1:] = np.cumsum(unseen_gain) / n_unseen_classes
+    np.minimum(seen_accuracy, 1.0, out=seen_accuracy)
+    np.minimum(unseen_accuracy, 1.0, out=unseen_accuracy)
+    return {
+        "gamma": np.concatenate(([-np.inf], breakpoints, [np.inf])),
+        "seen_accuracy": seen_accuracy,
+        "unseen_accuracy": unseen_accuracy,
+        "harmonic_mean": _harmonic_mean_array(seen_accuracy, unseen_accuracy),
+    }
+
+
+def calibrated_stacking_curve(
+    y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike
+) -> dict[str, FloatArray]:
+    r"""The exact seen-unseen accuracy curve of calibrated stacking over every :math:`\gamma`.
+
+    With :math:`b_1 < \dots < b_m` the breakpoints (distinct margins of group-correct images,
+    module docstring), :math:`b_0 = -\infty` and :math:`b_{m+1} = +\infty`, the value on the
+    open interval :math:`(b_j, b_{j+1})`, :math:`j = 0, \dots, m`, is
+
+    .. math::
+
+        \mathrm{acc}_S^{(j)} = \frac{1}{|S'|} \sum_{c \in S'} \frac{1}{|I_c|}
+            \sum_{i \in I_c} \mathrm{gc}_i\, [g_i > b_j], \qquad
+        \mathrm{acc}_U^{(j)} = \frac{1}{|U'|} \sum_{c \in U'} \frac{1}{|I_c|}
+            \sum_{i \in I_c} \mathrm{gc}_i\, [g_i < b_{j+1}]
+
+    and :math:`H^{(j)}` their harmonic mean (0 when either is 0), where :math:`S'`, :math:`U'`
+    keep the seen, resp. unseen, classes with test images.
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each test image's true class (seen and unseen images together).
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores over all candidates, higher is better.
+    seen : array-like of bool of shape (n_candidates,)
+        True for seen (training) columns, False for unseen ones; both kinds must be present.
+
+    Returns
+    -------
+    curve : dict of ndarray of float64
+        ``gamma`` of shape (m + 2,): the interval edges :math:`[-\infty, b_1, \dots, b_m,
+        +\infty]`, sorted, distinct; ``seen_accuracy``, ``unseen_accuracy``, ``harmonic_mean``
+        of shape (m + 1,): the value on each open interval ``(gamma[j], gamma[j + 1])``, all in
+        [0, 1]. Seen accuracy is non-increasing and unseen accuracy non-decreasing in
+        :math:`\gamma`; ``unseen_accuracy[0]`` and ``seen_accuracy[-1]`` are exactly 0.
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range,
+        ``seen`` not a bool mask with seen and unseen columns), a margin overflows float64, or
+        no seen (or no unseen) class has a test image.
+
+    Notes
+    -----
+    At a breakpoint itself the images whose margin equals it are all wrong (a tie between their
+    best seen and best unseen class), so the accuracies there are ``seen_accuracy[j]`` and
+    ``unseen_accuracy[j - 1]`` for ``gamma[j]``: never better than either neighbour. Images
+    with equal margins switch together. A tie of the true class with another class of its own
+    group makes the image wrong for every :math:`\gamma`; such images add no breakpoint.
+    ``seen_accuracy[0]`` is the seen accuracy with only seen candidates, ``unseen_accuracy[-1]``
+    the unseen accuracy with only unseen candidates (the ZSL accuracy).
+
+    The curve is exact: it is built from the sorted margins, not sampled on a grid as in [1]_.
+    Its two end edges are infinite; a JSON writer that refuses ``Infinity`` should store
+    ``gamma[1:-1]``. Cost: one pass over the scores, then a sort of at most ``n_images``
+    margins.
+
+    References
+    ----------
+    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
+       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
+
+    Examples
+    --------
+    The worked example of the module docstring:
+
+    >>> y_true = [0, 1, 2, 2]
+    >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
+    >>> curve = calibrated_stacking_curve(y_true, scores, seen=[True, True, False])
+    >>> curve["gamma"]
+    array([-inf,  0.5,  1. ,  3. ,  inf])
+    >>> curve["seen_accuracy"], curve["unseen_accuracy"]
+    (array([1. , 1. , 0.5, 0. ]), array([0. , 0.5, 1. , 1. ]))
+
+    H on :math:`(0.5, 1)` is :math:`2 \cdot 1 \cdot 0.5 / 1.5 = 2/3`, and likewise on
+    :math:`(1, 3)`:
+
+    >>> curve["harmonic_mean"].round(4)
+    array([0.    , 0.6667, 0.6667, 0.    ])
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    seen_mask = check_seen(seen, checked_scores.shape[1])
+    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    return calibrated_stacking_curve_from_margins(checked_y, margin, group_correct, seen=seen_mask)
+
+
+def area_under_seen_unseen_curve(curve: dict[str, Any]) -> float:
+    r"""Area under the seen-unseen accuracy curve (AUSUC) of calibrated stacking.
+
+    The operating points :math:`(U_j, S_j) = (\mathrm{acc}_U^{(j)}, \mathrm{acc}_S^{(j)})`,
+    :math:`j = 0, \dots, m`, run from :math:`(0, S_0)` at :math:`\gamma = -\infty` to
+    :math:`(U_m, 0)` at :math:`\gamma = +\infty`; consecutive points are joined by straight
+    segments (trapezoid rule):
+
+    .. math::
+
+        \mathrm{AUSUC} = \sum_{j=0}^{m-1} (U_{j+1} - U_j)\, \frac{S_j + S_{j+1}}{2}
+
+    Parameters
+    ----------
+    curve : dict
+        The result of :func:`calibrated_stacking_curve`; only ``seen_accuracy`` and
+        ``unseen_accuracy`` are read (lists are accepted too).
+
+    Returns
+    -------
+    ausuc : float in [0, 1]
+        At most ``max(unseen_accuracy) * max(seen_accuracy)``.
+
+    Raises
+    ------
+    MetricError
+        If ``curve`` is not a dict with the curve keys, an accuracy array is empty, not 1D, of
+        different lengths, outside [0, 1], or not monotone (seen non-increasing, unseen
+        non-decreasing).
+
+    Notes
+    -----
+    AUSUC summarises the whole seen-unseen trade-off without choosing :math:`\gamma`, as
+    proposed in [1]_. The operating points are exact (every interval of the curve), so the
+    area does not depend on a grid of :math:`\gamma` values. Consecutive intervals where only
+    one accuracy changes give vertical or horizontal segments. A curve with a single interval
+    (no breakpoint) has area 0.
+
+    References
+    ----------
+    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
+       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
+
+    Examples
+    --------
+    The worked example: points (0, 1), (0.5, 1), (1, 0.5), (1, 0); area
+    :math:`0.5 \cdot (1 + 1)/2 + 0.5 \cdot (1 + 0.5)/2 + 0 = 0.5 + 0.375 = 0.875`:
+
+    >>> area_under_seen_unseen_curve(
+    ...     {
+    ...         "gamma": [-float("inf"), 0.5, 1.0, 3.0, float("inf")],
+    ...         "seen_accuracy": [1.0, 1.0, 0.5, 0.0],
+    ...         "unseen_accuracy": [0.0, 0.5, 1.0, 1.0],
+    ...         "harmonic_mean": [0.0, 2 / 3, 2 / 3, 0.0],
+    ...     }
+    ... )
+    0.875
+    """
+    seen, unseen = _check_curve(curve)
+    area = float(np.sum(np.diff(unseen) * (seen[:-1] + seen[1:])) / 2.0)
+    return min(max(area, 0.0), 1.0)
+
+
+def ausuc(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike) -> float:
+    """AUSUC of dense scores: the area under their :func:`calibrated_stacking_curve`.
+
+    Parameters
+    ----------
+    y_true, scores, seen
+        As :func:`calibrated_stacking_curve`.
+
+    Returns
+    -------
+    ausuc : float in [0, 1]
+
+    Raises
+    ------
+    MetricError
+        As :func:`calibrated_stacking_curve`.
+
+    Examples
+    --------
+    >>> ausuc([0, 1, 2, 2], [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]],
+    ...       seen=[True, True, False])
+    0.875
+    """
+    return area_under_seen_unseen_curve(calibrated_stacking_curve(y_true, scores, seen=seen))
+
+
+def select_gamma(
+    val_y_true: npt.ArrayLike,
+    val_scores: npt.ArrayLike,
+    *,
+    val_seen: npt.ArrayLike,
+    criterion: str = "harmonic_mean",
+) -> float:
+    r"""Choose the calibration :math:`\gamma` on validation predictions (never on test).
+
+    .. math::
+
+        j^\star = \operatorname*{arg\,max}_j H^{(j)}_{\mathrm{val}}, \qquad
+        \gamma^\star = \frac{b_{j^\star} + b_{j^\star + 1}}{2}
+
+    the midpoint of the open interval of the validation curve with the highest H.
+
+    Parameters
+    ----------
+    val_y_true : array-like of int of shape (n_val_images,)
+        Candidate column of each validation image's true class.
+    val_scores : array-like of float of shape (n_val_images, n_val_candidates)
+        Finite validation scores, higher is better.
+    val_seen : array-like of bool of shape (n_val_candidates,)
+        True for the columns treated as seen during validation (the training classes), False
+        for the validation classes playing the unseen role.
+    criterion : {"harmonic_mean"}, default="harmonic_mean"
+        What to maximise on the validation curve.
+
+    Returns
+    -------
+    gamma : float
+        Finite. Subtract it from the seen-class test scores, e.g. with
+        :func:`calibrated_harmonic_mean`.
+
+    Raises
+    ------
+    MetricError
+        As :func:`calibrated_stacking_curve` for the validation inputs (``seen`` named
+        ``val_seen``), or if ``criterion`` is unknown.
+
+    Notes
+    -----
+    Ties: intervals whose H is within a relative ``1e-12`` of the best tie; among them the one
+    closest to :math:`\gamma = 0` wins (distance 0 if it contains 0, else the distance of its
+    nearer edge), then the one with the smaller :math:`\gamma`. Since :math:`H > 0` needs both
+    accuracies positive, a best interval with :math:`H > 0` is bounded and its midpoint finite.
+    If H is 0 on every interval there is nothing to select and 0.0 (plain GZSL) is returned.
+
+    Validation and test have different candidate sets (validation: training classes as seen,
+    validation classes as unseen), so :math:`\gamma` transfers as a number, as in [1]_. It lies
+    strictly inside its validation interval unless the two edges are adjacent floats.
+
+    References
+    ----------
+    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
+       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
+
+    Examples
+    --------
+    The worked example: H = 2/3 on both :math:`(0.5, 1)` and :math:`(1, 3)`; the first is
+    closer to 0, so :math:`\gamma = (0.5 + 1) / 2 = 0.75`:
+
+    >>> select_gamma([0, 1, 2, 2], [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]],
+    ...              val_seen=[True, True, False])
+    0.75
+    """
+    if not isinstance(criterion, str) or criterion not in _CRITERIA:
+        raise MetricError(
+            f"Expected `criterion` to be one of {list(_CRITERIA)}, but got {criterion!r}."
+        )
+    checked_y, checked_scores = check_scores_and_targets(val_y_true, val_scores)
+    seen_mask = _check_seen_mask(val_seen, "val_seen")
+    if seen_mask.shape[0] != checked_scores.shape[1]:
+        raise MetricError(
+            f"Expected `val_seen` to have one entry per candidate column "
+            f"({checked_scores.shape[1]}), but got {seen_mask.shape[0]}."
+        )
+    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    curve = calibrated_stacking_curve_from_margins(checked_y, margin, group_correct, seen=seen_mask)
+    values = curve[criterion]
+    best_value = float(values.max())
+    if best_value <= 0.0:
+        return 0.0
+    best = np.flatnonzero(values >= best_value * (1.0 - H_TIE_RTOL))
+    low = curve["gamma"][best]
+    high = curve["gamma"][best + 1]
+    distance = np.where(low >= 0.0, low, np.where(high <= 0.0, -high, 0.0))
+    choice = int(np.argmin(distance))  # first of the closest: the smaller gamma
+    return float(low[choice] / 2.0 + high[choice] / 2.0)
+
+
+def per_image_correct_at_gamma(
+    y_true: npt.ArrayLike,
+    scores: npt.ArrayLike,
+    *,
+    seen: npt.ArrayLike,
+    gamma: float,
+) -> BoolArray:
+    r"""Which images are right after subtracting :math:`\gamma` from every seen-class score.
+
+    .. math::
+
+        \mathrm{correct}_i(\gamma) = \Big[\, \big|\{\, c \ne y_i :
+            s_{ic} - \gamma [c \in S] \ge s_{i y_i} - \gamma [y_i \in S] \}\big| = 0 \,\Big]
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite scores over all candidates, higher is better.
+    seen : array-like of bool of shape (n_candidates,)
+        True for seen columns; both kinds must be present.
+    gamma : float
+        Calibration constant; ``-inf`` and ``inf`` give the limits (only seen, resp. only
+        unseen, classes can win).
+
+    Returns
+    -------
+    correct : ndarray of bool of shape (n_images,)
+        For bootstrapping the calibrated accuracies: reduce per class as
+        :func:`harness.metrics.gzsl.gzsl_accuracies` does.
+
+    Raises
+    ------
+    MetricError
+        If the inputs are malformed, a margin overflows float64, or ``gamma`` is not a real
+        number (NaN included).
+
+    Notes
+    -----
+    Decided by the margin decomposition of the module docstring, which equals the definition
+    above in exact arithmetic; ties count against the true class, so at a breakpoint
+    :math:`\gamma = g_i` image i is wrong.
+
+    Examples
+    --------
+    Image 0 (seen, margin 3) is right for :math:`\gamma < 3`; image 1 (unseen, margin 1) for
+    :math:`\gamma > 1`. At :math:`\gamma = 1` image 1's best seen and unseen scores tie:
+
+    >>> scores = [[3.0, 1.0, 0.0], [2.0, 0.0, 1.0]]
+    >>> per_image_correct_at_gamma([0, 2], scores, seen=[True, True, False], gamma=1.0)
+    array([ True, False])
+    >>> per_image_correct_at_gamma([0, 2], scores, seen=[True, True, False], gamma=1.5)
+    array([ True,  True])
+    """
+    checked_gamma = _check_gamma(gamma)
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    seen_mask = check_seen(seen, checked_scores.shape[1])
+    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    return _correct_checked(checked_y, margin, group_correct, seen_mask, checked_gamma)
+
+
+def calibrated_harmonic_mean(
+    y_true: npt.ArrayLike,
+    scores: npt.ArrayLike,
+    *,
+    seen: npt.ArrayLike,
+    gamma: float,
+) -> dict[str, float]:
+    r"""GZSL seen accuracy, unseen accuracy and H after calibrated stacking with a given gamma.
+
+    .. math::
+
+        \mathrm{acc}_S(\gamma) = \frac{1}{|S'|} \sum_{c \in S'} \frac{1}{|I_c|}
+            \sum_{i \in I_c} \mathrm{correct}_i(\gamma), \qquad
+        \mathrm{acc}_U(\gamma) = \frac{1}{|U'|} \sum_{c \in U'} \frac{1}{|I_c|}
+            \sum_{i \in I_c} \mathrm{correct}_i(\gamma)
+
+    with :math:`\mathrm{correct}_i(\gamma)` from :func:`per_image_correct_at_gamma` and H
+    their harmonic mean (0 when either is 0).
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+        Candidate column of each test image's true class.
+    scores : array-like of float of shape (n_images, n_candidates)
+        Finite test scores over all candidates, higher is better.
+    seen : array-like of bool of shape (n_candidates,)
+        True for the seen columns of the test candidate set.
+    gamma : float
+        Calibration constant, typically from :func:`select_gamma` on validation.
+
+    Returns
+    -------
+    result : dict
+        ``seen``, ``unseen``, ``harmonic_mean`` (floats in [0, 1]) and ``gamma`` (float).
+
+    Raises
+    ------
+    MetricError
+        As :func:`per_image_correct_at_gamma`, or if no seen (or no unseen) class has a test
+        image.
+
+    Notes
+    -----
+    At :math:`\gamma = 0` this is :func:`harness.metrics.gzsl.gzsl_accuracies` with ``k=1``,
+    exactly. Inside an interval of :func:`calibrated_stacking_curve` it equals the curve's
+    value there (up to rounding of the per-class means); at a breakpoint see the module
+    docstring. Calibrated stacking is from [1]_.
+
+    References
+    ----------
+    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
+       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
+
+    Examples
+    --------
+    The worked example at :math:`\gamma = 0` (plain GZSL: both unseen images lose to a seen
+    class) and at :math:`\gamma = 0.75` (image 3 flips; S = 1, U = 1/2, H = 2/3):
+
+    >>> y_true = [0, 1, 2, 2]
+    >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
+    >>> seen = [True, True, False]
+    >>> calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.0)
+    {'seen': 1.0, 'unseen': 0.0, 'harmonic_mean': 0.0, 'gamma': 0.0}
+    >>> result = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.75)
+    >>> result["seen"], result["unseen"], round(result["harmonic_mean"], 6)
+    (1.0, 0.5, 0.666667)
+    """
+    checked_gamma = _check_gamma(gamma)
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    n_candidates = checked_scores.shape[1]
+    seen_mask = check_seen(seen, n_candidates)
+    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    correct = _correct_checked(checked_y, margin, group_correct, seen_mask, checked_gamma)
+    hits, totals = class_counts_checked(checked_y, correct, n_candidates)
+    seen_details = reduce_per_class(
+        hits, totals, np.flatnonzero(seen_mask), what="the seen classes"
+    )
+    unseen_details = reduce_per_class(
+        hits, totals, np.flatnonzero(~seen_mask), what="the unseen classes"
+    )
+    seen_value, unseen_value = seen_details["value"], unseen_details["value"]
+    return {
+        "seen": seen_value,
+        "unseen": unseen_value,
+        "harmonic_mean": harmonic_mean(seen_value, unseen_value),
+        "gamma": checked_gamma,
+    }
