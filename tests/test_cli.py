@@ -29,6 +29,8 @@ COMMANDS = [
     ["submission", "generate"],
     ["leaderboard"],
     ["leaderboard", "build"],
+    ["metrics"],
+    ["metrics", "list"],
     ["run"],
     ["demo"],
 ]
@@ -37,7 +39,16 @@ COMMANDS = [
 def test_top_level_help_lists_every_command_with_a_line() -> None:
     result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for name in ("spec", "data", "hierarchy", "submission", "leaderboard", "run", "demo"):
+    for name in (
+        "spec",
+        "data",
+        "hierarchy",
+        "submission",
+        "leaderboard",
+        "metrics",
+        "run",
+        "demo",
+    ):
         match = re.search(rf"^\W*{name}\s+(\w.*?)\s*\W*$", result.output, flags=re.M)
         assert match is not None, (name, result.output)
         assert len(match.group(1)) > 15, match.group(0)
@@ -121,3 +132,18 @@ def test_run_unknown_runner_is_a_clean_error() -> None:
     )
     assert result.exit_code == 1
     assert "unknown runner 'lcoal'. Did you mean 'local'?" in result.output
+
+
+def test_metrics_list_shows_every_registered_metric() -> None:
+    import json
+
+    from harness.metrics import metrics
+
+    result = runner.invoke(app, ["metrics", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert [r["name"] for r in rows] == list(metrics)
+    hp = next(r for r in rows if r["name"] == "hierarchical_precision_at_k")
+    assert hp["needs_hierarchy"] and set(hp["params"]) == {"k", "valid"}
+    table = runner.invoke(app, ["metrics", "list"], env={"COLUMNS": "250"})
+    assert "calibrated_harmonic_mean" in table.output and "hierarchical_cost ↓" in table.output

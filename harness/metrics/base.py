@@ -65,7 +65,15 @@ class MetricInput:
         if self.scores is not None:
             from harness.metrics.hierarchical import ranked_from_scores
 
-            return ranked_from_scores(self.scores, min(k, self.scores.shape[1]))
+            scores = np.asarray(self.scores)
+            if scores.ndim != 2:
+                from harness.errors import MetricError
+
+                raise MetricError(
+                    "Expected `scores` to be a 2D array of shape (n_images, n_candidates),"
+                    f" but got shape {scores.shape}"
+                )
+            return ranked_from_scores(scores, min(k, scores.shape[1]))
         assert self.topk_indices is not None
         return self.topk_indices[:, :k]
 
@@ -107,6 +115,13 @@ class Metric:
     chunkable: bool = True
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
+        if data.kind not in self.inputs:
+            from harness.errors import MetricError
+
+            raise MetricError(
+                f"Expected {' or '.join(sorted(self.inputs))} predictions for metric"
+                f" '{self.name}', but got {data.kind} predictions"
+            )
         return self.compute(data, params if params is not None else self.params())
 
 

@@ -26,6 +26,7 @@ from harness.metrics.calibration import (
 )
 from harness.metrics.darts import (
     DEFAULT_TARGETS,
+    accuracy_specificity_area,
     darts_curve,
     darts_per_image,
     fit_temperature,
@@ -60,7 +61,8 @@ class TopKParams(MetricParams):
 
 def _class_ids(data: MetricInput) -> list[Any]:
     candidates = np.asarray(data.candidates)
-    n = data.scores.shape[1] if data.scores is not None else candidates.shape[0]
+    scores = data.scores
+    n = scores.shape[1] if scores is not None and np.ndim(scores) == 2 else candidates.shape[0]
     if candidates.ndim != 1 or candidates.shape[0] != n:
         raise MetricError(
             f"Expected `candidates` to list one class id per score column ({n}), "
@@ -115,6 +117,7 @@ def _class_mean(
 @register_metric("per_class_top_k_accuracy", version="1", params=TopKParams)
 def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Mean over candidate classes with test images of per-class top-k accuracy."""
+    ids = _class_ids(data)
     correct = _correct(data, params.k)
     decomposition = _class_mean(correct, data)
     details: dict[str, Any] = {"k": params.k}
@@ -122,7 +125,7 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
         per_class = per_class_top_k_accuracy_details(
             data.y_true, data.scores, classes=np.arange(data.n_candidates), k=params.k
         )
-        details.update(_per_class_by_id(per_class, _class_ids(data)))
+        details.update(_per_class_by_id(per_class, ids))
         value = float(per_class["value"])
     else:
         value = float(np.asarray(point_estimate(decomposition)))
@@ -569,14 +572,6 @@ def _darts(data: MetricInput, params: DartsParams, name: str) -> dict[str, Any]:
     return {"temperature": temperature, "per_target": per_target, "val_curve": val_curve}
 
 
-def _area(points: list[tuple[float, float]]) -> float:
-    """Trapezoid area under information gain (y) vs accuracy (x), points sorted by accuracy."""
-    if len(points) < 2:
-        return 0.0
-    xs, ys = zip(*sorted(points), strict=True)
-    return float(np.trapezoid(ys, xs))
-
-
 def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
     return {
         "temperature": out["temperature"],
@@ -602,15 +597,19 @@ def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
     needs_validation=True,
     chunkable=False,
 )
-def _darts_area(data: MetricInput, params: DartsParams) -> MetricResult:
+def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
     """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
     out = _darts(data, params, "darts_area")
     per_target = out["per_target"]
 
     def resample(idx: np.ndarray) -> float:
-        return _area([(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g in per_target])
+        return accuracy_specificity_area(
+            [(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g in per_target]
+        )
 
-    value = _area([(float(c.mean()), float(g.mean())) for _, _, c, g in per_target])
+    value = accuracy_specificity_area(
+        [(float(c.mean()), float(g.mean())) for _, _, c, g in per_target]
+    )
     return MetricResult(value, _darts_details(out), resample=resample)
 
 

@@ -9,7 +9,6 @@ posteriors summed in Python, predictions by an explicit loop, Clopper-Pearson bo
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from typing import Any
@@ -208,7 +207,11 @@ class Reference:
         xy = sorted(
             (p["per_image_accuracy"], p["per_image_info_gain"]) for p in points if p["achieved"]
         )
-        area = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in itertools.pairwise(xy))
+        # Step envelope: the best gain reached with an accuracy of at least x, integrated over x.
+        area, previous = 0.0, 0.0
+        for i, (x, _) in enumerate(xy):
+            area += (x - previous) * max(y for _, y in xy[i:])
+            previous = x
         return {"points": points, "area": area}
 
 
@@ -488,8 +491,9 @@ def test_darts_curve_hand_computed() -> None:
             and point["lambda"] is None
             and point["per_image_accuracy"] is None
         )
-    # Area: points (.75, .75), (.75, .75), (1, .75) -> trapezoid .25 * .75 = .1875.
-    assert curve["area"] == pytest.approx(0.1875)
+    # Area: points (.75, .75), (.75, .75), (1, .75): the best gain at accuracy >= x is .75 for
+    # every x in [0, 1] -> .75 * .75 + 0 + .25 * .75 = .75.
+    assert curve["area"] == pytest.approx(0.75)
     assert curve["reward_at_90"] is None
     assert (curve["n_val"], curve["n_test"], curve["n_candidates"], curve["n_nodes"]) == (
         10,
@@ -520,7 +524,10 @@ def test_darts_curve_target_one_is_never_achieved() -> None:
         VAL_P, VAL_Y, TEST_P, TEST_Y, hierarchy=h, candidate_nodes=candidates, targets=[1.0, 0.0]
     )
     assert [p["achieved"] for p in curve["points"]] == [False, True]
-    assert curve["area"] == 0.0  # one achieved point: no width
+    point = curve["points"][1]  # one achieved point: a rectangle from accuracy 0
+    assert curve["area"] == pytest.approx(
+        point["per_image_accuracy"] * point["per_image_info_gain"]
+    )
 
 
 def test_darts_curve_unreachable_when_a_wrong_node_holds_all_the_mass() -> None:
