@@ -29,6 +29,7 @@ from harness.metrics.darts import (
     accuracy_specificity_area,
     darts_curve,
     darts_per_image,
+    darts_prediction_levels,
     fit_temperature,
     softmax_posteriors,
 )
@@ -568,7 +569,8 @@ def _darts(data: MetricInput, params: DartsParams, name: str) -> dict[str, Any]:
         correct, gain = darts_per_image(
             test_post, data.y_true, lam, hierarchy=hierarchy, candidate_nodes=nodes
         )
-        per_target.append((target, lam, correct, gain))
+        levels = darts_prediction_levels(test_post, lam, hierarchy=hierarchy, candidate_nodes=nodes)
+        per_target.append((target, lam, correct, gain, levels))
     return {"temperature": temperature, "per_target": per_target, "val_curve": val_curve}
 
 
@@ -582,8 +584,11 @@ def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
                 "lambda": lam,
                 "accuracy": float(c.mean()),
                 "info_gain": float(g.mean()),
+                "share_leaf": levels["leaf"],
+                "share_internal": levels["internal"],
+                "share_root": levels["root"],
             }
-            for t, lam, c, g in out["per_target"]
+            for t, lam, c, g, levels in out["per_target"]
         ],
     }
 
@@ -604,11 +609,11 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
 
     def resample(idx: np.ndarray) -> float:
         return accuracy_specificity_area(
-            [(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g in per_target]
+            [(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g, _ in per_target]
         )
 
     value = accuracy_specificity_area(
-        [(float(c.mean()), float(g.mean())) for _, _, c, g in per_target]
+        [(float(c.mean()), float(g.mean())) for _, _, c, g, _ in per_target]
     )
     return MetricResult(value, _darts_details(out), resample=resample)
 
@@ -625,7 +630,7 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
 def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
     """DARTS normalised information gain on test at an accuracy guarantee met on validation."""
     out = _darts(data, params, "darts_reward")
-    match = [(lam, c, g) for t, lam, c, g in out["per_target"] if abs(t - params.target) < 1e-12]
+    match = [(lam, c, g) for t, lam, c, g, _ in out["per_target"] if abs(t - params.target) < 1e-12]
     if not match:
         raise MetricError(
             f"Expected the accuracy guarantee {params.target} to be reachable on validation,"

@@ -848,16 +848,50 @@ def darts_per_image(
     graph = darts_graph(hierarchy, candidate_nodes)
     leaves = _check_posteriors(test_posteriors, graph.n_candidates, "test_posteriors")
     checked_y = _checked_y(y_true, graph.n_candidates, "y_true", leaves.n_images, "test_posteriors")
-    checked_lam = _check_lambda(lam)
+    columns = _predicted_columns(leaves, graph, _check_lambda(lam))
+    correct = _correct_lookup(graph, checked_y, columns)
+    gain = np.where(correct, graph.rewards[columns] / graph.max_reward, 0.0)
+    return correct, gain
+
+
+def _predicted_columns(leaves: Any, graph: DartsGraph, lam: float) -> IntArray:
     dense_matrix = _dense_leaf_matrix(graph)
     order = _tie_order(graph.rewards)
     columns = np.empty(leaves.n_images, dtype=np.int64)
     for start, stop in leaves.blocks(graph.n_columns):
         block = _node_block(leaves.block(start, stop), graph, dense_matrix)
-        columns[start:stop] = _predict_checked(block, graph.rewards, order, checked_lam)
-    correct = _correct_lookup(graph, checked_y, columns)
-    gain = np.where(correct, graph.rewards[columns] / graph.max_reward, 0.0)
-    return correct, gain
+        columns[start:stop] = _predict_checked(block, graph.rewards, order, lam)
+    return columns
+
+
+def darts_prediction_levels(
+    test_posteriors: npt.ArrayLike | TopKPosteriors,
+    lam: float,
+    *,
+    hierarchy: Hierarchy,
+    candidate_nodes: npt.ArrayLike,
+) -> dict[str, float]:
+    r"""Shares of DARTS predictions at a leaf, an internal node and the root at one :math:`\lambda`.
+
+    The root is a node covering every candidate leaf (or the virtual root of :func:`darts_graph`).
+
+    Leaves a, b (reward 1 bit) under root r (reward 0), lambda = 1.5: image 0 keeps leaf a
+    (2.5 * .75 > 1.5 * 1), image 1 hedges to the root (2.5 * .5 < 1.5):
+
+    >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
+    >>> p = [[0.75, 0.25], [0.5, 0.5]]
+    >>> darts_prediction_levels(p, 1.5, hierarchy=h, candidate_nodes=h.indices(["a", "b"]))
+    {'leaf': 0.5, 'internal': 0.0, 'root': 0.5}
+    """
+    graph = darts_graph(hierarchy, candidate_nodes)
+    leaves = _check_posteriors(test_posteriors, graph.n_candidates, "test_posteriors")
+    columns = _predicted_columns(leaves, graph, _check_lambda(lam))
+    leaf, root = graph.is_leaf[columns], graph.is_root[columns]
+    return {
+        "leaf": float(np.mean(leaf)),
+        "internal": float(np.mean(~leaf & ~root)),
+        "root": float(np.mean(root)),
+    }
 
 
 # ------------------------------------------------------------------ the lambda search
