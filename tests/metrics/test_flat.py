@@ -423,3 +423,31 @@ def test_error_per_class_counts_bad_correct(correct: object, match: str) -> None
 def test_error_per_class_counts_y_true_out_of_range() -> None:
     with pytest.raises(MetricError, match=r"y_true\[1\] = 1"):
         per_class_counts(Y_SMALL, [True, True, True], n_classes=1)
+
+
+def test_top_k_correct_from_topk_ties_missing_and_k_larger_than_K() -> None:
+    from harness.metrics.flat import top_k_correct_from_topk
+
+    idx = np.array([[3, 7, 1], [2, 4, 0], [1, 5, 6], [9, 8, 3]])
+    sc = np.array([[0.9, 0.5, 0.1], [0.8, 0.8, 0.2], [0.7, 0.6, 0.5], [0.4, 0.4, 0.4]])
+    y = np.array([7, 4, 0, 3])
+    # image 0: true 7 second -> wrong at 1, right at 2; image 1: true 4 tied with 2 at the top
+    # (one other >=) -> wrong at 1, right at 2; image 2: true 0 not listed -> never right;
+    # image 3: true 3 tied with two others -> 2 others >= -> right only at k = 3.
+    assert top_k_correct_from_topk(y, idx, sc, k=1).tolist() == [False, False, False, False]
+    assert top_k_correct_from_topk(y, idx, sc, k=2).tolist() == [True, True, False, False]
+    assert top_k_correct_from_topk(y, idx, sc, k=3).tolist() == [True, True, False, True]
+    # Same answers as the dense rule when every column is listed.
+    dense = np.full((4, 10), -1.0)
+    np.put_along_axis(dense, idx, sc, axis=1)
+    dense[2, 0] = -2.0  # the unlisted true class scores below every listed one
+    for k in (1, 2, 3):
+        got = top_k_correct_from_topk(y, idx, sc, k=k)
+        assert (got == top_k_correct(y, dense, k=k)).all()
+    with pytest.raises(
+        MetricError,
+        match=r"Expected `k` to be an integer in \[1, K=3\] for top-K predictions, but got k=4",
+    ):
+        top_k_correct_from_topk(y, idx, sc, k=4)
+    with pytest.raises(MetricError, match=r"one shape \(n_images, K\)"):
+        top_k_correct_from_topk(y, idx, sc[:, :2], k=1)
