@@ -85,10 +85,22 @@ class ClassEmbeddingSpec(_Strict):
 
 
 class HierarchySpec(_Strict):
-    file: str = Field(description="frozen hierarchy JSON, relative to the spec file")
+    """The class hierarchy: a frozen JSON file shipped with the spec, or built by the adapter
+    from the raw files the user provides (for taxonomies the project may not redistribute)."""
+
+    source: Literal["file", "adapter"] = "file"
+    file: str | None = Field(None, description="frozen hierarchy JSON, relative to the spec file")
     class_to_node: Literal["identity"] = Field(
-        "identity", description="how class ids map to hierarchy nodes"
+        "identity", description="class ids are hierarchy node ids (adapters map names to ids)"
     )
+
+    @model_validator(mode="after")
+    def _file_for_source(self) -> HierarchySpec:
+        if self.source == "file" and self.file is None:
+            raise ValueError("hierarchy.source 'file' needs 'file'")
+        if self.source == "adapter" and self.file is not None:
+            raise ValueError("hierarchy.source 'adapter' takes no 'file'")
+        return self
 
 
 class SplitExpectation(_Strict):
@@ -264,7 +276,7 @@ class Spec(_Strict):
         ]
 
     def hierarchy_path(self) -> Path | None:
-        if self.hierarchy is None:
+        if self.hierarchy is None or self.hierarchy.file is None:
             return None
         return (self.path.parent / self.hierarchy.file).resolve()
 
@@ -489,7 +501,9 @@ def load_spec(path: str | Path) -> Spec:
     spec = parse_spec(text, source=str(path), path=path.resolve())
     hierarchy = spec.hierarchy_path()
     if hierarchy is not None and not hierarchy.is_file():
-        raise SpecError(f"{path}: hierarchy.file: {spec.hierarchy.file!r} not found at {hierarchy}")  # type: ignore[union-attr]
+        raise SpecError(
+            f"{path}: hierarchy.file: {spec.hierarchy.file!r} not found at {hierarchy}"  # type: ignore[union-attr]
+        )
     return spec
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from harness.registry import Registry
 
 if TYPE_CHECKING:
+    from harness.hierarchy import Hierarchy
     from harness.spec import Spec
 
 SPLIT_CLASS_KEYS = ("train_classes", "val_classes", "unseen_classes")
@@ -37,6 +38,7 @@ class RawBenchmark:
     splits: dict[str, np.ndarray]
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    hierarchy: Hierarchy | None = None  # for specs with `hierarchy.source: adapter`
 
 
 class Adapter(Protocol):

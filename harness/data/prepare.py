@@ -173,8 +173,17 @@ def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
         )
     )
     hierarchy_path = spec.hierarchy_path()
-    if hierarchy_path is not None:
+    hierarchy = None
+    if spec.hierarchy is not None and spec.hierarchy.source == "adapter":
+        if raw.hierarchy is None:
+            raise SpecError(
+                f"{spec.path}: hierarchy.source is 'adapter' but adapter '{spec.data.adapter}'"
+                " built no hierarchy"
+            )
+        hierarchy = raw.hierarchy
+    elif hierarchy_path is not None:
         hierarchy = Hierarchy.load_json(hierarchy_path)
+    if hierarchy is not None:
         known = set(hierarchy.node_ids.tolist())
         missing = [c for c in arrays["class_ids"].tolist() if c not in known]
         if missing:
