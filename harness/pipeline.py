@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 import harness
+from harness.audit import benchmark_audit
 from harness.data.prepare import Benchmark, load_benchmark
 from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
@@ -205,6 +206,8 @@ def run_submission(
         with steps("score", "score"):
             predictions = read_all(bench, paths)
             scores = score(bench, predictions)
+    declared = package.manifest.declarations.backbone_pretrained_on
+    leakage = benchmark_audit(spec, bench, class_set=declared)
     record = RunRecord(
         benchmark=benchmark_info(spec, bench),
         submission=submission_info(package),
@@ -213,6 +216,7 @@ def run_submission(
         runner=runner if package.manifest.kind == "model" else "predictions",
         environment=environment(),
         timings=steps.timings,
+        leakage=leakage,
         scores=scores,
         created_at=datetime.now(UTC).replace(microsecond=0),
     )

@@ -83,6 +83,10 @@ class RunRecord(BaseModel):
     runner: str
     environment: dict[str, str] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict, description="step -> seconds")
+    leakage: dict[str, Any] = Field(
+        default_factory=dict,
+        description="leakage audit of the test classes against the backbone's pre-training",
+    )
     scores: list[ScoreEntry]
     created_at: datetime
 

@@ -62,6 +62,11 @@ class PretrainedOn(_Strict):
 
     class_set: str | None = Field(None, description="named class set, e.g. 'ilsvrc2012' or 'none'")
     wnids: list[WNID] | None = Field(None, description="explicit WordNet ids")
+    match: Literal["exact", "descendants", "ancestors", "both"] = Field(
+        "exact",
+        description="leakage audit: a test class overlaps pre-training by itself only, or also"
+        " through its WordNet descendants and/or ancestors",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PretrainedOn:

@@ -18,6 +18,7 @@ COMMANDS = [
     ["spec"],
     ["spec", "validate"],
     ["spec", "schema"],
+    ["spec", "describe"],
     ["data"],
     ["data", "prepare"],
     ["data", "verify"],
@@ -147,3 +148,20 @@ def test_metrics_list_shows_every_registered_metric() -> None:
     assert hp["needs_hierarchy"] and set(hp["params"]) == {"k", "valid"}
     table = runner.invoke(app, ["metrics", "list"], env={"COLUMNS": "250"})
     assert "calibrated_harmonic_mean" in table.output and "hierarchical_cost ↓" in table.output
+
+
+def test_spec_describe_demo() -> None:
+    import json
+
+    result = runner.invoke(app, ["spec", "describe", str(SPECS / "demo.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["sizes"]["unseen_classes"] == 20 and report["n_classes"] == 100
+    assert report["hierarchy"]["leaves"] == 100
+    assert 0 < report["structural_ratio"]["value"] < 10
+    assert report["mutual_exclusivity_violations"]["unseen"] == []
+    assert report["leakage"]["n_overlap"] == 0 and report["leakage"]["source"] == "none"
+    text = runner.invoke(
+        app, ["spec", "describe", str(SPECS / "demo.yaml")], env={"COLUMNS": "200"}
+    )
+    assert "classes 100 = 64 train + 16 val + 20 unseen" in text.output

@@ -464,3 +464,32 @@ def test_intervals_are_shown_under_scores(tmp_path: Path) -> None:
     assert '50.0<span class="ci">45.0–60.0</span>' in html
     assert '1.25<span class="ci">1.20–1.35</span>' in html
     assert 'title="95% bootstrap interval (images_within_class, 1000 samples)"' in html
+
+
+def test_leakage_badge_lists_overlapping_test_classes(tmp_path: Path) -> None:
+    audit = {
+        "overlap": [{"class": "n02129165", "name": "<b>lion</b>", "via": ["n02129165"]}],
+        "n_overlap": 1,
+        "n_test": 10,
+        "n_not_wordnet": 0,
+        "match": "exact",
+        "source": "ilsvrc2012",
+    }
+    record = make_record("a", zsl={"top1": 0.5}).model_copy(update={"leakage": audit})
+    build_site([record], tmp_path / "site")
+    page = (tmp_path / "site" / "benchmarks" / "cub-demo-v1.html").read_text()
+    index = (tmp_path / "site" / "index.html").read_text()
+    badge = "leakage: 1 of 10 test classes seen in pre-training"
+    assert badge in page and badge in index
+    assert "&lt;b&gt;lion&lt;/b&gt; (n02129165)" in page and "<b>lion" not in page
+    assert "backbone pre-trained on ilsvrc2012" in page
+    clean = make_record("a", zsl={"top1": 0.5}).model_copy(
+        update={"leakage": {**audit, "overlap": [], "n_overlap": 0}}
+    )
+    build_site([clean], tmp_path / "clean")
+    assert "leakage" not in (tmp_path / "clean" / "index.html").read_text()
+    broken = make_record("a", zsl={"top1": 0.5}).model_copy(
+        update={"leakage": {"error": "no lists", "source": "ilsvrc2012"}}
+    )
+    build_site([broken], tmp_path / "broken")
+    assert "leakage audit unavailable" in (tmp_path / "broken" / "index.html").read_text()

@@ -43,3 +43,59 @@ def validate(
 def schema() -> None:
     """Print the JSON Schema of a spec (for editors and CI)."""
     typer.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+@app.command(
+    epilog="Example: zsl spec describe specs/demo.yaml. Prepares the benchmark first (under"
+    " ZSL_HOME), so the raw data must be reachable."
+)
+@reports_errors
+def describe(
+    path: Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Print a benchmark's sizes, structure diagnostics and leakage audit."""
+    from harness.data.prepare import load_benchmark
+    from harness.describe import describe_benchmark
+
+    spec = load_spec(path)
+    report = describe_benchmark(spec, load_benchmark(spec))
+    if as_json:
+        typer.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
+        return
+    sizes = report["sizes"]
+    stdout.print(f"[bold]{spec.benchmark} v{spec.version}[/] {report['hash']}")
+    stdout.print(
+        f"  features {report['features']['name']} ({report['features']['dim']}-d);"
+        f" embeddings {report['embeddings']}"
+    )
+    stdout.print(
+        f"  classes {report['n_classes']} = {sizes['train_classes']} train +"
+        f" {sizes['val_classes']} val + {sizes['unseen_classes']} unseen"
+    )
+    stdout.print(
+        f"  images {report['n_images']}: trainval {sizes['trainval_images']}"
+        f" (train {sizes['train_images']}, val {sizes['val_images']}),"
+        f" test_seen {sizes['test_seen_images']}, test_unseen {sizes['test_unseen_images']}"
+    )
+    for key, value in report["adapter"].items():
+        stdout.print(f"  {key}: {value}")
+    if "hierarchy" in report:
+        stdout.print(f"  hierarchy: {report['hierarchy']}")
+        stdout.print(f"  structural ratio: {report['structural_ratio']}")
+        mev = report["mutual_exclusivity_violations"]
+        stdout.print(
+            f"  mutual-exclusivity violations: {len(mev['unseen'])} among unseen classes,"
+            f" {mev['all']} among all classes"
+        )
+    leak = report["leakage"]
+    if "error" in leak:
+        stdout.print(f"  leakage audit unavailable: {leak['error']}")
+    else:
+        stdout.print(
+            f"  leakage ({leak['source']}, match {leak['match']}): {leak['n_overlap']} of"
+            f" {leak['n_test']} test classes seen in pre-training"
+            + (f" ({leak['n_not_wordnet']} without WordNet id)" if leak["n_not_wordnet"] else "")
+        )
+        for row in leak["overlap"]:
+            stdout.print(f"    {row['class']} {row['name']} via {', '.join(row['via'][:5])}")

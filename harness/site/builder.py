@@ -145,6 +145,35 @@ class BenchmarkPage:
     tables: list[Table] = field(default_factory=list)
     submissions: list[SubmissionView] = field(default_factory=list)
     best: list[Best] = field(default_factory=list)
+    leakage: Leakage | None = None
+
+
+@dataclass(frozen=True)
+class Leakage:
+    """The leakage badge: test classes the benchmark's feature backbone saw in pre-training."""
+
+    badge: str
+    source: str
+    classes: tuple[str, ...]
+    unavailable: bool = False
+
+
+def _leakage(records: list[RunRecord]) -> Leakage | None:
+    """From the newest run that audited the benchmark's own features (no submission override)."""
+    audits = [r.leakage for r in sorted(records, key=lambda r: r.created_at) if r.leakage]
+    if not audits:
+        return None
+    audit = audits[-1]
+    if "error" in audit:
+        return Leakage("leakage audit unavailable", str(audit.get("source", "")), (), True)
+    n = int(audit.get("n_overlap", 0))
+    if n == 0:
+        return None
+    classes = tuple(
+        f"{o.get('name') or o['class']} ({o['class']})" for o in audit.get("overlap", [])
+    )
+    badge = f"leakage: {n} of {audit.get('n_test', '?')} test classes seen in pre-training"
+    return Leakage(badge, str(audit.get("source", "")), classes)
 
 
 # -- public API -----------------------------------------------------------------------------------
@@ -274,6 +303,7 @@ def _plan_page(records: list[RunRecord]) -> BenchmarkPage:
         n_classes=info.n_classes,
         n_seen=info.n_seen,
         n_unseen=info.n_unseen,
+        leakage=_leakage(records),
     )
     settings = sorted(
         {entry.setting for record in records for entry in record.scores}, key=_setting_key

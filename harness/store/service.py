@@ -220,6 +220,7 @@ def _upsert_run(
     row.runner = record.runner
     row.environment = dict(record.environment)
     row.timings = dict(record.timings)
+    row.leakage = dict(record.leakage)
     row.created_at = _to_utc(record.created_at)
     row.updated_at = now
     session.add(row)
@@ -318,6 +319,7 @@ def _record(
         runner=run.runner,
         environment=dict(run.environment),
         timings=dict(run.timings),
+        leakage=dict(run.leakage or {}),
         scores=scores,
         created_at=_to_utc(run.created_at),
     )

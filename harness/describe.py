@@ -1,0 +1,70 @@
+"""``zsl spec describe``: what a prepared benchmark is made of, and what is wrong with it.
+
+Sizes (classes and images per split, as GBU Table I reports them), the adapter's own notes
+(e.g. xlsa17 release overlaps), the hierarchy, the split's structure diagnostics (Hascoet et
+al.: structural ratio, mutual-exclusivity violations) and the leakage audit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.audit import benchmark_audit
+from harness.data.prepare import Benchmark
+from harness.errors import HarnessError
+from harness.metrics.structure import mutual_exclusivity_violations, structural_ratio
+from harness.spec import Spec
+
+
+def describe_benchmark(spec: Spec, bench: Benchmark) -> dict[str, Any]:
+    a = bench.a
+    sizes = {
+        key: len(a(f"splits/{key}"))
+        for key in (
+            "train_classes",
+            "val_classes",
+            "unseen_classes",
+            "train_images",
+            "val_images",
+            "test_seen_images",
+            "test_unseen_images",
+        )
+    }
+    sizes["trainval_images"] = sizes["train_images"] + sizes["val_images"]
+    out: dict[str, Any] = {
+        "benchmark": spec.benchmark,
+        "version": spec.version,
+        "hash": bench.hash,
+        "features": {"name": spec.features.name, "dim": int(a("features").shape[1])},
+        "embeddings": {
+            e.name: int(a(f"embeddings/{e.name}").shape[1]) for e in spec.class_embeddings
+        },
+        "n_classes": len(bench.class_ids),
+        "n_images": len(a("labels")),
+        "sizes": sizes,
+        "adapter": {k: v for k, v in bench.frozen.meta.items() if k != "params"},
+    }
+    hierarchy = bench.hierarchy
+    if hierarchy is not None:
+        out["hierarchy"] = {
+            k: v for k, v in hierarchy.summary().items() if k not in ("source", "content_hash")
+        }
+        seen = hierarchy.indices(bench.class_ids[bench.seen_classes])
+        unseen = hierarchy.indices(bench.class_ids[a("splits/unseen_classes")])
+        try:
+            ratio = structural_ratio(hierarchy, seen, unseen)
+            out["structural_ratio"] = {
+                "value": ratio["value"],
+                "n_included": ratio["n_included"],
+                "excluded": len(unseen) - int(ratio["n_included"]),
+            }
+        except HarnessError as err:
+            out["structural_ratio"] = {"error": str(err)}
+        out["mutual_exclusivity_violations"] = {
+            "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
+            "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
+        }
+    out["leakage"] = benchmark_audit(spec, bench)
+    return out
