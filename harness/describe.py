@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audit import benchmark_audit
+from harness.audit import benchmark_audit, leakage_audit, pretrained_classes
 from harness.data.prepare import Benchmark
 from harness.errors import HarnessError
 from harness.metrics.structure import mutual_exclusivity_violations, structural_ratio
@@ -68,3 +68,35 @@ def describe_benchmark(spec: Spec, bench: Benchmark) -> dict[str, Any]:
         }
     out["leakage"] = benchmark_audit(spec, bench)
     return out
+
+
+def describe_release(spec: Spec) -> dict[str, Any]:
+    """Sizes from the raw split files alone, for adapters that can (``describe_release``)."""
+    from harness.data.adapters import adapters
+
+    adapter = adapters.get(spec.data.adapter)
+    describe = getattr(adapter, "describe_release", None)
+    if describe is None:
+        raise HarnessError(
+            f"adapter '{spec.data.adapter}' cannot describe its release without preparing it;"
+            " run `zsl spec describe` without --release-only"
+        )
+    params = adapter.params.model_validate(spec.data.params)
+    result: dict[str, Any] = describe(spec, params)
+    ids, names = result.pop("test_class_ids", None), result.pop("test_class_names", None)
+    if ids is not None:
+        pretrained_on = spec.features.pretrained_on
+        source = pretrained_on.class_set or "wnids"
+        try:
+            pretrained = pretrained_classes(pretrained_on.class_set, pretrained_on.wnids)
+        except HarnessError as err:
+            result["leakage"] = {"error": str(err), "source": source}
+        else:
+            result["leakage"] = leakage_audit(
+                ids,
+                pretrained,
+                match=pretrained_on.match,
+                names=dict(zip(ids, names or ids, strict=True)),
+                source=source,
+            )
+    return result

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 import harness
-from harness.cli import board, data, hierarchy, metrics, run, spec, submission
+from harness.cli import board, classmap, data, hierarchy, metrics, run, spec, submission
 from harness.cli._common import state
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app.add_typer(data.app, name="data")
 app.add_typer(hierarchy.app, name="hierarchy")
 app.add_typer(submission.app, name="submission")
 app.add_typer(metrics.app, name="metrics")
+app.add_typer(classmap.app, name="classmap")
 app.add_typer(board.app, name="leaderboard")
 app.command("run")(run.run)
 app.command("demo")(run.demo)

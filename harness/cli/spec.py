@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,12 +53,30 @@ def schema() -> None:
 def describe(
     path: Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)],
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    release_only: Annotated[
+        bool,
+        typer.Option(
+            "--release-only",
+            help="only the split files (e.g. xlsa17 att_splits.mat), no features: GBU Table I",
+        ),
+    ] = False,
 ) -> None:
     """Print a benchmark's sizes, structure diagnostics and leakage audit."""
     from harness.data.prepare import load_benchmark
-    from harness.describe import describe_benchmark
+    from harness.describe import describe_benchmark, describe_release
 
     spec = load_spec(path)
+    if release_only:
+        table = describe_release(spec)
+        if as_json:
+            typer.echo(json.dumps(table, indent=1, sort_keys=True))
+        else:
+            leak = table.pop("leakage", None)
+            for key, value in table.items():
+                stdout.print(f"  {key}: {value}")
+            if leak is not None:
+                _print_leakage(leak)
+        return
     report = describe_benchmark(spec, load_benchmark(spec))
     if as_json:
         typer.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
@@ -88,7 +106,10 @@ def describe(
             f"  mutual-exclusivity violations: {len(mev['unseen'])} among unseen classes,"
             f" {mev['all']} among all classes"
         )
-    leak = report["leakage"]
+    _print_leakage(report["leakage"])
+
+
+def _print_leakage(leak: dict[str, Any]) -> None:
     if "error" in leak:
         stdout.print(f"  leakage audit unavailable: {leak['error']}")
     else:

@@ -321,10 +321,8 @@ def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
     hierarchy, nodes = _hier(data, "mistake_severity")
     out = mistake_severity(data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes)
-    if out["value"] is None:
-        raise MetricError(
-            "Expected at least one top-1 mistake for 'mistake_severity', but got none"
-        )
+    if out["value"] is None:  # no mistake has a severity: report 0 rather than stop the run
+        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out["n_images"]})
     mistakes = np.asarray(out["mistakes"], dtype=bool)
     return MetricResult(
         float(out["value"]),

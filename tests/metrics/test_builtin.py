@@ -376,13 +376,14 @@ def test_hp_at_1_at_least_per_image_top_1_accuracy_with_ties(seed: int, n_images
 
 
 @pytest.mark.parametrize("setting", ["zsl", "gzsl"])
-def test_mistake_severity_without_mistakes_raises(setting: str) -> None:
+def test_mistake_severity_without_mistakes_is_zero(setting: str) -> None:
     data = make_input(setting, seed=0)
     assert data.scores is not None
     perfect = data.scores.copy()
     perfect[np.arange(len(data.y_true)), data.y_true] += 100.0
-    with pytest.raises(MetricError, match=r"at least one top-1 mistake"):
-        metrics.get("mistake_severity")(replace(data, scores=perfect))
+    result = metrics.get("mistake_severity")(replace(data, scores=perfect))
+    assert result.value == 0.0 and result.details["n_mistakes"] == 0
+    assert result.decomposition is None  # nothing to resample
 
 
 @pytest.mark.parametrize("setting", ["zsl", "gzsl"])

@@ -1,0 +1,192 @@
+"""``zsl classmap``: draft, check and freeze class → WordNet maps (``specs/xlsa17/*.tsv``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from harness.cli._common import reports_errors, stdout
+from harness.data.class_maps import (
+    ClassMapRow,
+    build_class_map_hierarchy,
+    check_class_map,
+    describe_wordnet_id,
+    read_class_list,
+    suggest_wordnet_ids,
+    write_class_map,
+)
+from harness.wordnet import ENV_DIR, ENV_LEXNAMES, open_wordnet
+
+app = typer.Typer(
+    help="Draft, check and freeze class → WordNet maps.",
+    no_args_is_help=True,
+    epilog=(
+        "Example: zsl classmap suggest ../shared/data/xlsa17/AWA2/allclasses.txt "
+        "--hint-root n00015388 --out draft.tsv; then edit, 'zsl classmap check', and "
+        "'zsl classmap freeze specs/xlsa17/awa-wordnet.tsv --out specs/xlsa17/awa-hierarchy.json'"
+    ),
+)
+
+WordNetDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--wordnet-dir",
+        envvar=ENV_DIR,
+        help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
+        exists=True,
+        file_okay=False,
+    ),
+]
+Lexnames = Annotated[
+    Path | None,
+    typer.Option(
+        "--lexnames",
+        envvar=ENV_LEXNAMES,
+        help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+    ),
+]
+MapFile = Annotated[
+    Path,
+    typer.Argument(
+        help="Class map TSV: name<TAB>wnid<TAB>first lemma.",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+    ),
+]
+ClassesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--classes",
+        help="The dataset's class list (one name per line); the map must cover exactly it.",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+    ),
+]
+
+
+@app.command()
+@reports_errors
+def suggest(
+    classes: Annotated[
+        Path,
+        typer.Argument(
+            help="Class list, one name per line (xlsa17's allclasses.txt).",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Draft TSV to write.", dir_okay=False, writable=True)
+    ],
+    hint_root: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--hint-root",
+            metavar="WNID",
+            help="Prefer synsets at or below this one (repeatable), e.g. n00015388 (animal).",
+        ),
+    ] = None,
+    wordnet_dir: WordNetDir = None,
+    lexnames: Lexnames = None,
+) -> None:
+    """Write a draft map: the top-ranked synset per class, 'CHECK:' comments where weak."""
+    names = read_class_list(classes)
+    reader = open_wordnet(wordnet_dir, lexnames)
+    roots = list(hint_root or [])
+    rows: list[ClassMapRow] = []
+    missing: list[str] = []
+    for s in suggest_wordnet_ids(reader, names, hint_roots=roots):
+        best = s.best
+        if best is None:
+            missing.append(s.name)
+            stdout.print(f"{s.name:<16} NOT FOUND in WordNet: add a row by hand", soft_wrap=True)
+            continue
+        notes = []
+        if s.how != "lemma":
+            notes.append(f"CHECK: found through {s.how} {s.query!r}, not the name itself")
+        if roots and not best.under_hint:
+            notes.append("CHECK: no candidate lies under a hint root")
+        others = [a for a in s.alternatives if a.under_hint == best.under_hint][:3]
+        if others:
+            notes.append(
+                "CHECK: alternatives "
+                + "; ".join(f"{a.wnid} {a.synset} ({a.gloss})" for a in others)
+            )
+        rows.append(ClassMapRow(s.name, best.wnid, best.lemma, "\n".join(notes)))
+        stdout.print(f"{s.name:<16} {best.wnid} {best.synset}: {best.gloss}", soft_wrap=True)
+    header = [
+        f"Draft class map for {classes.name} by `zsl classmap suggest` "
+        f"(hint roots: {', '.join(roots) or 'none'}).",
+        "Check every row by hand (`zsl classmap check`), replace each CHECK comment by the",
+        "decision and its reason (or delete it), then `zsl classmap freeze`.",
+    ]
+    if missing:
+        header.append(f"TODO: no WordNet noun found for: {', '.join(missing)}")
+    write_class_map(out, rows, header="\n".join(header))
+    stdout.print(f"wrote {out}: {len(rows)} rows, {len(missing)} class(es) to add by hand")
+
+
+@app.command()
+@reports_errors
+def check(
+    file: MapFile,
+    classes: ClassesOption = None,
+    wordnet_dir: WordNetDir = None,
+    lexnames: Lexnames = None,
+) -> None:
+    """Check a map against WordNet 3.0 and print each row's gloss and hypernym paths."""
+    reader = open_wordnet(wordnet_dir, lexnames)
+    names = read_class_list(classes) if classes is not None else None
+    rows = check_class_map(reader, file, classes=names)
+    for row in rows:
+        stdout.print(
+            f"{row.name}: {describe_wordnet_id(reader, row.wnid).format()}", soft_wrap=True
+        )
+        if row.comment:
+            stdout.print("    # " + row.comment.replace("\n", "\n    # "), soft_wrap=True)
+    stdout.print(f"{file}: {len(rows)} rows, all WordNet 3.0 nouns, mutually exclusive")
+
+
+@app.command()
+@reports_errors
+def freeze(
+    file: MapFile,
+    out: Annotated[
+        Path, typer.Option("--out", help="Hierarchy JSON to write.", dir_okay=False, writable=True)
+    ],
+    classes: ClassesOption = None,
+    root: Annotated[
+        str | None,
+        typer.Option(
+            "--root",
+            metavar="WNID",
+            help="Cut the graph at this synset (default: no cut, rooted at entity).",
+        ),
+    ] = None,
+    wordnet_dir: WordNetDir = None,
+    lexnames: Lexnames = None,
+) -> None:
+    """Check a map, then save the WordNet hierarchy of its classes (every hypernym path)."""
+    reader = open_wordnet(wordnet_dir, lexnames)
+    names = read_class_list(classes) if classes is not None else None
+    hierarchy = build_class_map_hierarchy(reader, file, classes=names, root=root)
+    hierarchy.save_json(out)
+    s = hierarchy.summary()
+    stdout.print(
+        f"wrote {out}: {s['nodes']} nodes, {s['edges']} edges, {s['roots']} root(s), "
+        f"{s['leaves']} leaves, {s['multi_parent_nodes']} with several parents, max depth "
+        f"{s['max_depth']} ({s['content_hash']})",
+        soft_wrap=True,
+    )
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,198 @@
+"""Named class sets: the WordNet ids a spec may refer to by name.
+
+A spec names class sets in two places: ``features.pretrained_on.class_set`` (what the feature
+backbone saw, for the leakage audit) and the ImageNet splits (training classes, test classes).
+The names resolve here, in one place:
+
+=================  =============================  ==========================================
+name               file in the ImageNet lists     what it is
+=================  =============================  ==========================================
+``ilsvrc2012``     ``ilsvrc2012_synsets.txt``     the 1,000 ILSVRC-2012 classes (first token
+                                                  of each line: ``wnid names...``)
+``imagenet21k``    ``fall11_wnids.txt``           the 21,843 ImageNet fall 2011 classes
+``goz_v1_test``    ``goz_v1_test_wnids.txt``      the 500 test classes of GOZ (Hascoet et al.,
+                                                  CVPR 2019)
+``none``           --                             the empty set (features not pre-trained)
+=================  =============================  ==========================================
+
+The files come from an *ImageNet lists directory* that the user provides (they are public
+lists, but not part of this project): the ``directory`` argument, else the environment variable
+``ZSL_IMAGENET_DIR`` (:func:`imagenet_lists_dir`). Each file is read once per process (the cache
+key includes the file's size and modification time, so an edited file is read again).
+
+Examples
+--------
+>>> resolve_class_set("none")
+frozenset()
+>>> sorted(CLASS_SET_FILES)
+['goz_v1_test', 'ilsvrc2012', 'imagenet21k', 'none']
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+from pathlib import Path
+
+from harness.errors import SpecError
+
+__all__ = [
+    "CLASS_SET_FILES",
+    "ENV_IMAGENET_DIR",
+    "class_set_names",
+    "imagenet_lists_dir",
+    "read_wnids",
+    "resolve_class_set",
+]
+
+#: Environment variable naming the ImageNet lists directory.
+ENV_IMAGENET_DIR = "ZSL_IMAGENET_DIR"
+
+#: Named class set -> its file in the ImageNet lists directory (``None``: needs no file).
+CLASS_SET_FILES: dict[str, str | None] = {
+    "ilsvrc2012": "ilsvrc2012_synsets.txt",
+    "imagenet21k": "fall11_wnids.txt",
+    "goz_v1_test": "goz_v1_test_wnids.txt",
+    "none": None,
+}
+
+_WNID = re.compile(r"^n\d{8}$")
+
+
+def class_set_names() -> list[str]:
+    """The names :func:`resolve_class_set` accepts, sorted."""
+    return sorted(CLASS_SET_FILES)
+
+
+def _expected_files() -> str:
+    return ", ".join(sorted(f for f in CLASS_SET_FILES.values() if f))
+
+
+def imagenet_lists_dir(directory: str | os.PathLike[str] | None = None) -> Path:
+    """The ImageNet lists directory: ``directory`` if given, else ``$ZSL_IMAGENET_DIR``.
+
+    Parameters
+    ----------
+    directory : path, default=None
+        An explicit directory (a spec's ``data.params.lists_dir``); ``None`` reads the
+        environment variable ``ZSL_IMAGENET_DIR``.
+
+    Returns
+    -------
+    Path
+        The directory, resolved.
+
+    Raises
+    ------
+    SpecError
+        If neither is given, or the path is not a directory. The message names the variable to
+        set and the files the directory must hold.
+    """
+    if directory is None or str(directory) == "":
+        value = os.environ.get(ENV_IMAGENET_DIR, "")
+        if not value:
+            raise SpecError(
+                f"no ImageNet lists directory: set the environment variable {ENV_IMAGENET_DIR}"
+                f" (or data.params.lists_dir in the spec) to a directory holding"
+                f" {_expected_files()} (and, for the ImageNet adapter, wordnet.is_a.txt and"
+                " words.txt)"
+            )
+        where = f"{ENV_IMAGENET_DIR}={value}"
+        path = Path(value)
+    else:
+        where = "lists_dir"
+        path = Path(directory)
+    if not path.is_dir():
+        raise SpecError(
+            f"ImageNet lists directory {path} (from {where}) does not exist or is not a"
+            f" directory; point {ENV_IMAGENET_DIR} at the directory holding {_expected_files()}"
+        )
+    return path.resolve()
+
+
+def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -> tuple[str, ...]:
+    """The first token of every non-empty line of ``path``, in file order, checked.
+
+    Every token must look like a WordNet noun id (``n`` and 8 digits) and appear once.
+
+    Raises
+    ------
+    SpecError
+        If the file is missing or unreadable, or naming the first bad or repeated line.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{what} not found: {file}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"cannot read {what} {file}: {err}") from None
+    out: list[str] = []
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts:
+            continue
+        wnid = parts[0]
+        if not _WNID.match(wnid):
+            raise SpecError(
+                f"{file}:{number}: expected a WordNet id like 'n01440764' at the start of the"
+                f" line, got {wnid!r}"
+            )
+        if wnid in first_line:
+            raise SpecError(
+                f"{file}:{number}: {wnid} repeats line {first_line[wnid]}; each id may appear once"
+            )
+        first_line[wnid] = number
+        out.append(wnid)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached(path: str, size: int, mtime_ns: int) -> frozenset[str]:
+    del size, mtime_ns  # cache key only
+    return frozenset(read_wnids(path, what="class list"))
+
+
+def resolve_class_set(name: str, directory: str | os.PathLike[str] | None = None) -> frozenset[str]:
+    """The WordNet ids of a named class set.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`CLASS_SET_FILES` (``ilsvrc2012``, ``imagenet21k``, ``goz_v1_test``,
+        ``none``).
+    directory : path, default=None
+        The ImageNet lists directory; ``None`` reads ``$ZSL_IMAGENET_DIR`` (not needed for
+        ``none``).
+
+    Returns
+    -------
+    frozenset of str
+
+    Raises
+    ------
+    SpecError
+        For an unknown name (with a suggestion and the known names), a missing directory or
+        file (naming the variable to set), or a malformed line (naming file and line).
+    """
+    if name not in CLASS_SET_FILES:
+        close = difflib.get_close_matches(name, class_set_names(), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise SpecError(
+            f"unknown class set {name!r}.{hint} Known class sets: {', '.join(class_set_names())}"
+        )
+    filename = CLASS_SET_FILES[name]
+    if filename is None:
+        return frozenset()
+    file = imagenet_lists_dir(directory) / filename
+    try:
+        stat = file.stat()
+    except OSError:
+        raise SpecError(
+            f"class set {name!r} needs {file}, which does not exist; {ENV_IMAGENET_DIR} (or"
+            f" lists_dir) must point at a directory holding {_expected_files()}"
+        ) from None
+    return _cached(str(file), stat.st_size, stat.st_mtime_ns)
