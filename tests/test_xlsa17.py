@@ -758,26 +758,35 @@ def test_extract_members_is_atomic_and_reused(tmp_path: Path) -> None:
 # -- end to end ---------------------------------------------------------------------------------
 
 
-def test_end_to_end_eszsl_on_awa2_ps(tmp_path: Path, release_root: Path) -> None:
-    from harness.pipeline import run_submission
+def test_end_to_end_eszsl_on_awa2_ps_from_a_mirror(
+    tmp_path: Path, release_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`zsl run submissions/eszsl --spec <awa2-ps>` with the data from a mirror directory."""
+    from typer.testing import CliRunner
 
+    from harness.cli.main import app
+    from harness.store import load_runs, open_store
+
+    monkeypatch.delenv(ENV_DIR, raising=False)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    digest = _zip_release(release_root, "AWA2", mirror / "xlsa17.zip")
     data = yaml.safe_load((SPECS / "awa2-ps.yaml").read_text())
-    hierarchy = SPECS / "awa-hierarchy.json"
-    class_map = SPECS / "awa-wordnet.tsv"
-    if hierarchy.is_file() and class_map.is_file():
-        data["hierarchy"]["file"] = str(hierarchy)
-        data["data"]["params"]["class_map"] = str(class_map)
-    else:  # the WordNet files come from another module; test without them meanwhile
-        data = _spec_data("awa2-ps", None)
+    data["hierarchy"]["file"] = str(SPECS / data["hierarchy"]["file"])
+    data["data"]["params"]["class_map"] = str(SPECS / data["data"]["params"]["class_map"])
+    data["data"]["params"].update(mirror=str(mirror), checksum=digest)
     data["features"]["dim"] = DIM
-    data["data"]["params"]["path"] = str(release_root)
     data["uncertainty"]["n_boot"] = 100
     spec_path = tmp_path / "awa2-ps.yaml"
     spec_path.write_text(yaml.safe_dump(data, sort_keys=False))
-    record = run_submission(REPO / "submissions" / "eszsl", spec_path, store=False, quiet=True)
+    result = CliRunner().invoke(
+        app, ["run", str(REPO / "submissions" / "eszsl"), "--spec", str(spec_path)]
+    )
+    assert result.exit_code == 0, result.output
+    (record,) = load_runs(open_store())
+    assert record.benchmark.n_unseen == 10
     top1 = record.score("zsl", "top1")
-    assert top1 is not None
-    assert top1.value > 0.5  # chance is 1/10
+    assert top1 is not None and top1.value > 0.5  # chance is 1/10
     harmonic = record.score("gzsl", "H")
     assert harmonic is not None and harmonic.value > 0.1
-    assert record.benchmark.n_unseen == 10
+    assert record.leakage.get("n_overlap") == 0 or "error" in record.leakage
