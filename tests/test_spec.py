@@ -225,3 +225,13 @@ def test_json_schema_lists_top_level_keys() -> None:
     json.dumps(schema)
     assert {"benchmark", "version", "data", "metrics", "primary"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "path", sorted(SPECS.rglob("*.yaml")), ids=lambda p: str(p.relative_to(SPECS))
+)
+def test_every_shipped_spec_validates(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.benchmark and spec.metrics
+    for setting in spec.settings:
+        assert spec.primary[setting] in {m.result_key for m in spec.metrics_for(setting)}
