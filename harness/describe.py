@@ -84,6 +84,23 @@ def describe_release(spec: Spec) -> dict[str, Any]:
     params = adapter.params.model_validate(spec.data.params)
     result: dict[str, Any] = describe(spec, params)
     ids, names = result.pop("test_class_ids", None), result.pop("test_class_names", None)
+    seen_ids = result.pop("seen_class_ids", None)
+    hierarchy_path = spec.hierarchy_path()
+    if ids is not None and seen_ids is not None and hierarchy_path is not None:
+        from harness.hierarchy import Hierarchy
+
+        hierarchy = Hierarchy.load_json(hierarchy_path)
+        unseen, seen = hierarchy.indices(ids), hierarchy.indices(seen_ids)
+        ratio = structural_ratio(hierarchy, seen, unseen)
+        result["structural_ratio"] = {
+            "value": ratio["value"],
+            "n_included": ratio["n_included"],
+            "excluded": len(unseen) - int(ratio["n_included"]),
+        }
+        result["mutual_exclusivity_violations"] = {
+            "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
+            "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
+        }
     if ids is not None:
         pretrained_on = spec.features.pretrained_on
         source = pretrained_on.class_set or "wnids"

@@ -55,6 +55,10 @@ def test_proposed_split_reproduces_gbu_table_1(
     # The proposed split keeps ImageNet-1K classes out of the test set (GBU's point).
     if dataset in ("awa1", "awa2", "apy"):
         assert report["leakage"]["n_overlap"] == 0
+        # split diagnostics on the frozen WordNet hierarchy, without features
+        assert report["structural_ratio"]["n_included"] == report["test_classes"]
+        assert report["structural_ratio"]["value"] > 0
+        assert report["mutual_exclusivity_violations"]["unseen"] == []
     else:  # CUB and SUN classes have no WordNet ids: not auditable, and said so
         assert report["leakage"]["n_not_wordnet"] == report["test_classes"]
 

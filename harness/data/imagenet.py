@@ -895,6 +895,7 @@ class ImageNetAdapter:
             "literature_alias": split.alias,
             "test_class_ids": list(test),
             "test_class_names": list(test),
+            "seen_class_ids": list(train),
         }
 
     def load(self, spec: Spec, params: ImageNetParams) -> RawBenchmark:

@@ -867,6 +867,11 @@ def describe_release(spec: Spec, params: Xlsa17Params) -> dict[str, Any]:
     names = _names(att["allclasses_names"])
     index = {n: i for i, n in enumerate(names)}
     locs = {k: _indices(att[k], att_path, k, None) for k in _LOC_KEYS if k in att}
+    ids = (
+        read_class_map(_resolve(params.class_map, spec), names)
+        if params.class_map
+        else [f"xlsa17:{params.dataset}:{n}" for n in names]
+    )
     v = params.validation
     if params.split == "proposed":
         train = read_class_list(dataset_dir / f"trainclasses{v}.txt", index)
@@ -908,11 +913,8 @@ def describe_release(spec: Spec, params: Xlsa17Params) -> dict[str, Any]:
         **images,
         "release_overlaps": release_overlaps(locs),
         "test_class_names": [names[i] for i in test],
-        "test_class_ids": (
-            [read_class_map(_resolve(params.class_map, spec), names)[i] for i in test]
-            if params.class_map
-            else [f"xlsa17:{params.dataset}:{names[i]}" for i in test]
-        ),
+        "test_class_ids": [ids[i] for i in test],
+        "seen_class_ids": [ids[i] for i in [*train, *val]],
     }
 
 
