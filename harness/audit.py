@@ -25,6 +25,19 @@ WNID = re.compile(r"^n\d{8}$")
 MATCHES = ("exact", "descendants", "ancestors", "both")
 
 
+def normalize_name(name: str) -> str:
+    """A class name as a comparable string: ``002.Laysan_Albatross`` → ``laysan albatross``,
+    ``grizzly+bear`` → ``grizzly bear``; qualifiers stay (``church_indoor`` is a scene, not the
+    building ImageNet's "church" shows).
+
+    >>> normalize_name("002.Laysan_Albatross"), normalize_name("Black-footed Albatross")
+    ('laysan albatross', 'black footed albatross')
+    """
+    text = re.sub(r"^\d+\.", "", name.strip()).lower()
+    text = re.sub(r"[_+\-/]+", " ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
 def _expand(wnids: Iterable[str], match: str) -> dict[str, set[str]]:
     """Each test wnid → itself plus its WordNet descendants/ancestors as ``match`` asks."""
     out = {w: {w} for w in wnids}
@@ -51,6 +64,7 @@ def leakage_audit(
     match: str = "exact",
     names: dict[str, str] | None = None,
     source: str = "",
+    pretrained_synonyms: dict[str, tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """Overlap of test classes with a pre-training class set.
 
@@ -66,18 +80,28 @@ def leakage_audit(
         descendants and/or ancestors (needs WordNet 3.0).
     names : dict, optional
         Class id → display name.
+    pretrained_synonyms : dict, optional
+        Pre-training wnid → its WordNet synonyms. Test classes without a WordNet id (CUB
+        species, SUN scenes) are then matched by name: their normalised name equals a
+        normalised synonym (:func:`normalize_name`). Such rows say ``"by": "name"``; without
+        synonyms these classes are counted as not auditable, never as clean.
 
     Returns
     -------
     dict
-        ``overlap`` (list of {class, name, via}), ``n_overlap``, ``n_test``, ``n_not_wordnet``,
-        ``match``, ``source``.
+        ``overlap`` (list of {class, name, via, by}), ``n_overlap``, ``n_test``,
+        ``n_not_wordnet``, ``n_not_auditable``, ``match``, ``source``.
 
     Examples
     --------
     >>> r = leakage_audit(["n02084071", "n02121808", "xlsa17:cat"], frozenset({"n02084071"}))
-    >>> r["n_overlap"], r["overlap"][0]["class"], r["n_not_wordnet"]
-    (1, 'n02084071', 1)
+    >>> r["n_overlap"], r["overlap"][0]["class"], r["n_not_wordnet"], r["n_not_auditable"]
+    (1, 'n02084071', 1, 1)
+    >>> by_name = leakage_audit(["cub:001"], frozenset({"n01531178"}),
+    ...     names={"cub:001": "011.Rusty_Blackbird"},
+    ...     pretrained_synonyms={"n01531178": ("goldfinch", "Carduelis carduelis")})
+    >>> by_name["n_overlap"], by_name["n_not_auditable"]
+    (0, 0)
     """
     if match not in MATCHES:
         raise HarnessError(f"leakage audit: match must be one of {MATCHES}; got {match!r}")
@@ -88,15 +112,47 @@ def leakage_audit(
     for test in audited:
         via = sorted(expanded[test] & pretrained)
         if via:
-            overlap.append({"class": test, "name": (names or {}).get(test, ""), "via": via[:20]})
+            overlap.append(
+                {"class": test, "name": (names or {}).get(test, ""), "via": via[:20], "by": "id"}
+            )
+    unaudited = [c for c in classes if not WNID.match(c)]
+    if pretrained_synonyms is not None and unaudited:
+        index: dict[str, set[str]] = {}
+        for wnid, words in pretrained_synonyms.items():
+            if wnid in pretrained:
+                for word in words:
+                    index.setdefault(normalize_name(word), set()).add(wnid)
+        for test in unaudited:
+            name = (names or {}).get(test, "")
+            via = sorted(index.get(normalize_name(name), ())) if name else []
+            if via:
+                overlap.append({"class": test, "name": name, "via": via, "by": "name"})
+        n_not_auditable = sum(1 for c in unaudited if not (names or {}).get(c))
+    else:
+        n_not_auditable = len(unaudited)
     return {
         "overlap": overlap,
         "n_overlap": len(overlap),
         "n_test": len(classes),
-        "n_not_wordnet": len(classes) - len(audited),
+        "n_not_wordnet": len(unaudited),
+        "n_not_auditable": n_not_auditable,
         "match": match,
         "source": source,
     }
+
+
+def synonyms_for(
+    class_set: str | None, pretrained: frozenset[str]
+) -> dict[str, tuple[str, ...]] | None:
+    """WordNet synonyms of a named class set (for matching by name), or None if unavailable."""
+    if class_set in (None, "none") or not pretrained:
+        return None
+    from harness.data.class_sets import synonyms
+
+    try:
+        return synonyms(pretrained)
+    except HarnessError:
+        return None
 
 
 def pretrained_classes(class_set: str | None, wnids: list[str] | None) -> frozenset[str]:
@@ -129,5 +185,10 @@ def benchmark_audit(
     unseen = ids[bench.a("splits/unseen_classes")].tolist()
     names = dict(zip(ids.tolist(), bench.a("class_names").tolist(), strict=True))
     return leakage_audit(
-        unseen, pretrained, match=pretrained_on.match, names=names, source=name or "wnids"
+        unseen,
+        pretrained,
+        match=pretrained_on.match,
+        names=names,
+        source=name or "wnids",
+        pretrained_synonyms=synonyms_for(name, pretrained),
     )

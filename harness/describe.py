@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audit import benchmark_audit, leakage_audit, pretrained_classes
+from harness.audit import benchmark_audit, leakage_audit, pretrained_classes, synonyms_for
 from harness.data.prepare import Benchmark
 from harness.errors import HarnessError
 from harness.metrics.structure import mutual_exclusivity_violations, structural_ratio
@@ -115,5 +115,6 @@ def describe_release(spec: Spec) -> dict[str, Any]:
                 match=pretrained_on.match,
                 names=dict(zip(ids, names or ids, strict=True)),
                 source=source,
+                pretrained_synonyms=synonyms_for(pretrained_on.class_set, pretrained),
             )
     return result

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 import harness
 from harness.audit import benchmark_audit
@@ -34,7 +35,7 @@ from harness.submission.package import Package, load_package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.tasks import write_bundle
 
-_console = Console(stderr=True, highlight=False)
+_console = Console(stderr=True, highlight=False, emoji=False, markup=False)
 
 
 class Steps:
@@ -54,7 +55,9 @@ class Steps:
                 yield
         self.timings[name] = round(time.perf_counter() - start, 4)
         if not self.quiet:
-            _console.print(f"  [green]✓[/] {label} ({self.timings[name]:.1f} s)")
+            _console.print(
+                Text.assemble("  ", ("✓", "green"), f" {label} ({self.timings[name]:.1f} s)")
+            )
 
 
 def environment() -> dict[str, str]:

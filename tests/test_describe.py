@@ -4,8 +4,10 @@ GBU Table I counts, the leakage audit of the standard splits, and the honest Ima
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from harness.cli.main import app
@@ -59,8 +61,10 @@ def test_proposed_split_reproduces_gbu_table_1(
         assert report["structural_ratio"]["n_included"] == report["test_classes"]
         assert report["structural_ratio"]["value"] > 0
         assert report["mutual_exclusivity_violations"]["unseen"] == []
-    else:  # CUB and SUN classes have no WordNet ids: not auditable, and said so
+    else:  # CUB and SUN classes have no WordNet ids: compared by name with WordNet synonyms
         assert report["leakage"]["n_not_wordnet"] == report["test_classes"]
+        assert report["leakage"]["n_not_auditable"] == 0
+        assert report["leakage"]["n_overlap"] == 0
 
 
 @pytest.mark.skipif(not (XLSA17.is_dir() and IMAGENET.is_dir()), reason="shared data absent")
@@ -93,3 +97,39 @@ def test_imagenet_honest_split_names_and_structure(monkeypatch: pytest.MonkeyPat
     assert one["test_classes"] == 1548
     assert 0 < one["structure"]["structural_ratio"] < goz["structure"]["structural_ratio"]
     assert goz["test_classes"] == 500
+
+
+@pytest.mark.skipif(not (XLSA17.is_dir() and IMAGENET.is_dir()), reason="shared data absent")
+@pytest.mark.parametrize(
+    ("dataset", "user_test_classes", "expected"),
+    [
+        (
+            "cub",
+            ["014.Indigo_Bunting", "090.Red_breasted_Merganser", "002.Laysan_Albatross"],
+            {"014.Indigo_Bunting", "090.Red_breasted_Merganser"},
+        ),
+        ("sun", ["volcano", "valley", "abbey"], {"volcano", "valley"}),
+    ],
+)
+def test_user_supplied_standard_split_is_audited_by_name(
+    dataset: str,
+    user_test_classes: list[str],
+    expected: set[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CUB and SUN standard splits take their class lists from the user; the audit still runs."""
+    data = yaml.safe_load((SPECS / "xlsa17" / f"{dataset}-ss.yaml").read_text())
+    data["data"]["params"]["test_classes"] = user_test_classes
+    data["data"]["params"].pop("train_classes", None)
+    if data.get("hierarchy", {}).get("source") == "adapter":
+        data["data"]["params"]["taxonomy_path"] = str(SHARED_DATA / "cub-hierarchy")
+    spec = tmp_path / f"{dataset}-ss.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setenv("ZSL_XLSA17_DIR", str(XLSA17))
+    monkeypatch.setenv("ZSL_IMAGENET_DIR", str(IMAGENET))
+    result = runner.invoke(app, ["spec", "describe", str(spec), "--release-only", "--json"])
+    assert result.exit_code == 0, result.output
+    leak = json.loads(result.output)["leakage"]
+    assert {row["name"] for row in leak["overlap"]} == expected
+    assert all(row["by"] == "name" for row in leak["overlap"])

@@ -14,8 +14,9 @@ from harness.errors import HarnessError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-stdout = Console(highlight=False)
-stderr = Console(stderr=True, highlight=False)
+# Output carries user data (class names, paths): no markup, no emoji codes like ":sun:".
+stdout = Console(highlight=False, markup=False, emoji=False)
+stderr = Console(stderr=True, highlight=False, markup=False, emoji=False)
 
 
 class _State:

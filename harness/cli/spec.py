@@ -82,7 +82,7 @@ def describe(
         typer.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
         return
     sizes = report["sizes"]
-    stdout.print(f"[bold]{spec.benchmark} v{spec.version}[/] {report['hash']}")
+    stdout.print(f"{spec.benchmark} v{spec.version} {report['hash']}")
     stdout.print(
         f"  features {report['features']['name']} ({report['features']['dim']}-d);"
         f" embeddings {report['embeddings']}"
@@ -115,8 +115,17 @@ def _print_leakage(leak: dict[str, Any]) -> None:
     else:
         stdout.print(
             f"  leakage ({leak['source']}, match {leak['match']}): {leak['n_overlap']} of"
-            f" {leak['n_test']} test classes seen in pre-training"
-            + (f" ({leak['n_not_wordnet']} without WordNet id)" if leak["n_not_wordnet"] else "")
+            f" {leak['n_test']} test classes seen in pre-training" + _not_wordnet_note(leak)
         )
         for row in leak["overlap"]:
-            stdout.print(f"    {row['class']} {row['name']} via {', '.join(row['via'][:5])}")
+            how = " (by name)" if row.get("by") == "name" else ""
+            stdout.print(f"    {row['class']} {row['name']} via {', '.join(row['via'][:5])}{how}")
+
+
+def _not_wordnet_note(leak: dict[str, Any]) -> str:
+    n, unaudited = leak["n_not_wordnet"], leak.get("n_not_auditable", leak["n_not_wordnet"])
+    if not n:
+        return ""
+    if unaudited:
+        return f" ({n} without WordNet id, {unaudited} of them not auditable)"
+    return f" ({n} without WordNet id: compared by name with the WordNet synonyms)"

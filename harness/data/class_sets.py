@@ -34,6 +34,7 @@ import difflib
 import functools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import SpecError
@@ -196,3 +197,31 @@ def resolve_class_set(name: str, directory: str | os.PathLike[str] | None = None
             f" lists_dir) must point at a directory holding {_expected_files()}"
         ) from None
     return _cached(str(file), stat.st_size, stat.st_mtime_ns)
+
+
+def synonyms(
+    wnids: Iterable[str], directory: str | os.PathLike[str] | None = None
+) -> dict[str, tuple[str, ...]]:
+    """The WordNet synonyms of ``wnids`` from ``words.txt`` (``wnid<TAB>syn, syn, ...``).
+
+    Used by the leakage audit to match classes that have no WordNet id by name.
+    """
+    path = imagenet_lists_dir(directory) / "words.txt"
+    table = _words(str(path))
+    return {w: table.get(w, ()) for w in wnids}
+
+
+@functools.lru_cache(maxsize=2)
+def _words(path: str) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as err:
+        raise SpecError(
+            f"cannot read {path} (WordNet synonyms for the leakage audit): {err}"
+        ) from None
+    for line in lines:
+        wnid, _, names = line.partition("\t")
+        if wnid:
+            out[wnid] = tuple(n.strip() for n in names.split(",") if n.strip())
+    return out
