@@ -31,7 +31,8 @@ from harness.runners import RunJob, runners
 from harness.runners.base import run_process
 from harness.scoring import score
 from harness.spec import Spec, load_spec
-from harness.submission.package import Package, load_package
+from harness.submission.archive import open_package
+from harness.submission.package import Package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.tasks import write_bundle
 
@@ -194,11 +195,12 @@ def run_submission(
     spec = load_spec(spec_path)
     with steps("prepare", f"prepare {spec.benchmark} v{spec.version}"):
         bench = load_benchmark(spec)
-    with steps("validate", f"validate {package_path}"):
-        package = load_package(package_path)
-        if package.manifest.kind == "model":
-            runners.get(runner)  # unknown runner names fail before any work
     with tempfile.TemporaryDirectory(prefix="zsl-run-") as tmp:
+        with steps("validate", f"validate {package_path}"):
+            # A folder is used in place; a .zip/.tar.gz is unpacked safely into the run's tmp.
+            package = open_package(Path(package_path), Path(tmp) / "package")
+            if package.manifest.kind == "model":
+                runners.get(runner)  # unknown runner names fail before any work
         if package.manifest.kind == "model":
             with steps("run", f"run {package.name} ({runner} runner)"):
                 paths = _run_model(bench, package, runner, Path(tmp))
@@ -209,11 +211,12 @@ def run_submission(
         with steps("score", "score"):
             predictions = read_all(bench, paths)
             scores = score(bench, predictions)
+        submission = submission_info(package)  # hashes the files while they exist
     declared = package.manifest.declarations.backbone_pretrained_on
     leakage = benchmark_audit(spec, bench, class_set=declared)
     record = RunRecord(
         benchmark=benchmark_info(spec, bench),
-        submission=submission_info(package),
+        submission=submission,
         predictions_hashes={s: p.sha256 for s, p in predictions.items()},
         harness_version=harness.__version__,
         runner=runner if package.manifest.kind == "model" else "predictions",

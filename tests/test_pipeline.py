@@ -182,3 +182,20 @@ def test_dense_only_metric_is_refused_for_topk_specs(tmp_path: Path) -> None:
         match=r"metric 'gzsl_harmonic_mean' needs dense predictions, but predictions\.format is 'topk'",
     ):
         load_spec(path)
+
+
+def test_archived_package_runs_like_the_folder(tmp_path: Path, db: str) -> None:
+    import zipfile
+
+    archive = tmp_path / "eszsl.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted((SUBMISSIONS / "eszsl").rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                zf.write(path, f"eszsl/{path.relative_to(SUBMISSIONS / 'eszsl')}")
+    folder = run_submission(SUBMISSIONS / "eszsl", DEMO, store=False, quiet=True)
+    zipped = run_submission(archive, DEMO, database_url=db, quiet=True)
+    assert zipped.predictions_hashes == folder.predictions_hashes
+    assert zipped.submission.package_hash == folder.submission.package_hash
+    engine = make_engine(db)
+    create_tables(engine)
+    assert count_runs(engine) == 1

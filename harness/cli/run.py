@@ -36,7 +36,7 @@ def _summary(record: RunRecord) -> str:
 @reports_errors
 def run(
     package: Annotated[
-        Path, typer.Argument(help="submission folder", exists=True, file_okay=False)
+        Path, typer.Argument(help="submission folder, .zip or .tar.gz", exists=True)
     ],
     spec: Annotated[Path, typer.Option(help="benchmark spec", exists=True, dir_okay=False)],
     runner: Annotated[str, typer.Option(help="isolation backend for model code")] = "local",

@@ -1,20 +1,25 @@
-"""``zsl submission``: validate packages and run prediction generators."""
+"""``zsl submission``: start, validate packages (folders or archives), run generators."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.data.prepare import load_benchmark
+from harness.errors import SubmissionError
 from harness.pipeline import generate_prediction_files, prediction_settings
 from harness.spec import load_spec
+from harness.submission.archive import open_package
 from harness.submission.package import load_package
+from harness.submission.scaffold import write_template
 
 app = typer.Typer(
-    help="Validate submission packages and write their prediction files.", no_args_is_help=True
+    help="Start and validate submission packages; write their prediction files.",
+    no_args_is_help=True,
 )
 
 PackagePath = Annotated[
@@ -24,11 +29,36 @@ PackagePath = Annotated[
 
 @app.command()
 @reports_errors
-def validate(package: PackagePath) -> None:
-    """Check a package's submission.yaml and files; print its hash."""
-    loaded = load_package(package)
-    m = loaded.manifest
-    stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
+def init(
+    name: Annotated[str, typer.Argument(help="package name (letters, digits, . _ -)")],
+    kind: Annotated[
+        str, typer.Option(help="'model' (model code) or 'predictions' (prediction files)")
+    ] = "model",
+    directory: Annotated[
+        Path, typer.Option("--dir", help="folder to create the package in", file_okay=False)
+    ] = Path("."),
+) -> None:
+    """Write a working template package (submission.yaml, model.py, README.md) to start from."""
+    if kind not in ("model", "predictions"):
+        raise SubmissionError(f"--kind {kind!r}: choose 'model' or 'predictions'")
+    chosen: Literal["model", "predictions"] = "model" if kind == "model" else "predictions"
+    root = write_template(name, directory, kind=chosen)
+    stdout.print(f"created {root} ({kind}); next: zsl submission validate {root}")
+
+
+@app.command()
+@reports_errors
+def validate(
+    package: Annotated[
+        Path,
+        typer.Argument(help="submission folder, or a .zip / .tar.gz archive of one", exists=True),
+    ],
+) -> None:
+    """Check a package (folder or archive): its submission.yaml and files; print its hash."""
+    with tempfile.TemporaryDirectory(prefix="zsl-validate-") as tmp:
+        loaded = open_package(package, tmp)
+        m = loaded.manifest
+        stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
 
 
 @app.command()

@@ -1,0 +1,146 @@
+"""Runner ``container``: the worker in a docker or podman container, for untrusted model code.
+
+The container gets no network (``--network none``), a read-only root file system with a tmpfs
+``/tmp``, no capabilities, ``no-new-privileges``, limits on processes, memory and CPUs from the
+package's ``resources``, GPUs only when it asks for them (``--gpus N`` on docker, the CDI device
+``nvidia.com/gpu=all`` on podman), and three mounts: the bundle at ``/bundle`` and the package at
+``/package`` read-only, the output folder at ``/out`` read-write. The image comes from the
+package manifest (``model.image``) and must hold Python and the ``harness`` package at the
+harness version that scores it. The engine is ``docker`` unless the runner is built with another
+or ``ZSL_CONTAINER_ENGINE`` names ``podman``. At the wall-clock limit the client is killed, then
+the container itself (``kill``, then ``rm -f``), since it runs in the engine, not under us.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+
+from harness.errors import RunnerError, SubmissionError
+from harness.runners.base import RunJob, RunOutcome, run_process, runners
+from harness.submission.package import load_package
+
+ENGINES = ("docker", "podman")
+PIDS_LIMIT = 256
+
+
+def container_argv(
+    job: RunJob, image: str, engine: str = "docker", *, name: str | None = None
+) -> list[str]:
+    """The ``ENGINE run …`` command line for ``job`` (pure: runs nothing).
+
+    ``engine`` is the executable (a path or ``docker``/``podman``); the GPU flag follows its
+    base name. ``name`` defaults to a fresh ``zsl-<uuid>``.
+    """
+    name = name or f"zsl-{uuid.uuid4().hex}"
+    gpus: list[str] = []
+    if job.gpus:
+        if os.path.basename(engine) == "podman":
+            gpus = ["--device", "nvidia.com/gpu=all"]
+        else:
+            gpus = ["--gpus", str(job.gpus)]
+    return [
+        engine,
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--pids-limit",
+        str(PIDS_LIMIT),
+        "--memory",
+        f"{job.memory_gb:g}g",
+        "--cpus",
+        str(job.cpus),
+        *gpus,
+        "-v",
+        f"{job.bundle}:/bundle:ro",
+        "-v",
+        f"{job.package}:/package:ro",
+        "-v",
+        f"{job.out}:/out:rw",
+        "--tmpfs",
+        "/tmp",
+        "--workdir",
+        "/out",
+        "--name",
+        name,
+        image,
+        "python",
+        "-m",
+        "harness.worker",
+        "/bundle",
+        "/package",
+        job.entrypoint,
+        "/out",
+        "--seed",
+        str(job.seed),
+    ]
+
+
+class ContainerRunner:
+    """docker/podman isolation; see the module docstring."""
+
+    name = "container"
+
+    def __init__(self, engine: str | None = None) -> None:
+        self._engine = engine
+
+    @property
+    def engine(self) -> str:
+        engine = self._engine or os.environ.get("ZSL_CONTAINER_ENGINE") or "docker"
+        if os.path.basename(engine) not in ENGINES:
+            raise RunnerError(
+                f"container engine '{engine}' is not supported: set ZSL_CONTAINER_ENGINE to one"
+                f" of {', '.join(ENGINES)}"
+            )
+        return engine
+
+    def image(self, job: RunJob) -> str:
+        try:
+            model = load_package(job.package).manifest.model
+        except SubmissionError as err:
+            raise RunnerError(f"runner 'container': {err}") from None
+        if model is None or not model.image:
+            raise RunnerError(
+                f"{job.package}/submission.yaml: runner 'container' needs model.image (an image"
+                " with Python and the harness installed); set it, or use runner 'sandbox'"
+            )
+        return model.image
+
+    def run(self, job: RunJob) -> RunOutcome:
+        engine = self.engine
+        path = shutil.which(engine)
+        if path is None:
+            raise RunnerError(
+                f"runner 'container': '{engine}' is not on PATH; install docker or podman, or"
+                " set ZSL_CONTAINER_ENGINE to the one you have"
+            )
+        name = f"zsl-{uuid.uuid4().hex}"
+        argv = container_argv(job, self.image(job), path, name=name)
+        env = dict(os.environ)  # the client's settings (DOCKER_HOST…); the container gets none
+        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s)
+        outcome.details["container"] = name
+        if outcome.reason.startswith("timed out"):
+            cleanup = [self._call([path, "kill", name]), self._call([path, "rm", "-f", name])]
+            outcome.details["cleanup"] = cleanup
+            outcome.reason += f"; container {name} killed and removed"
+        return outcome
+
+    @staticmethod
+    def _call(argv: list[str]) -> int:
+        try:
+            return subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+            ).returncode
+        except (OSError, subprocess.SubprocessError):
+            return -1
+
+
+runners.add("container", ContainerRunner())

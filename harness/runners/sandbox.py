@@ -1,0 +1,248 @@
+"""Runner ``sandbox``: the worker inside bubblewrap (``bwrap``), for untrusted model code.
+
+What the model sees: a read-only system (``/usr`` and the ``/lib*``, ``/bin`` links, a few files
+of ``/etc``), the Python installation and the ``harness`` package read-only at their own paths,
+the task bundle at ``/bundle`` and the package at ``/package`` (both read-only), the output
+folder at ``/out`` (the only writable place besides a private tmpfs ``/tmp``), a fresh ``/proc``
+and a minimal ``/dev``. It has no network (a new, empty network namespace), its own PID, IPC and
+UTS namespaces, a new session (no terminal injection), a cleared environment, and rlimits on
+address space (``resources.memory_gb``), CPU time, processes, file size and open files. The
+wall-clock limit kills the whole process group; ``--die-with-parent`` and the PID namespace take
+every process of the sandbox with it.
+
+Root and non-root differ in one point. As a normal user, bwrap also creates a user namespace and
+the model runs as that user. As root (a CI container), a user namespace would map the model to
+the real root, which the kernel exempts from ``RLIMIT_NPROC`` and which could read root-only
+files; so bwrap runs without one and the launcher drops to ``nobody`` (65534) before the model
+starts, with the output folder handed to that user.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import harness
+from harness.errors import RunnerError
+from harness.runners.base import RunJob, RunOutcome, run_process, runners, worker_argv
+
+INSIDE_BUNDLE = Path("/bundle")
+INSIDE_PACKAGE = Path("/package")
+INSIDE_OUT = Path("/out")
+NOBODY = 65534
+NPROC_LIMIT = 256
+FSIZE_LIMIT = 1 << 30
+NOFILE_LIMIT = 1024
+# The system parts Python and its compiled extensions need; /etc only what the loader reads.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/alternatives",
+)
+
+# Runs inside the sandbox before the worker: rlimits, then (as root) a drop to an unprivileged
+# uid, then exec. argv: AS_BYTES CPU_S NPROC FSIZE NOFILE UID -- WORKER ARGV...
+LAUNCHER = """\
+import os, resource, sys
+a = sys.argv[1:]
+sep = a.index("--")
+as_bytes, cpu_s, nproc, fsize, nofile, uid = (int(x) for x in a[:sep])
+cmd = a[sep + 1:]
+for lim, val in ((resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s),
+                 (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_FSIZE, fsize),
+                 (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(lim, (val, val))
+if uid >= 0 and os.geteuid() == 0:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.geteuid() == 0 or os.getuid() == 0:
+        sys.exit("sandbox launcher: could not drop root")
+os.execv(cmd[0], cmd)
+"""
+
+
+@functools.cache
+def _probe(bwrap: str) -> bool:
+    path = shutil.which(bwrap)
+    if path is None:
+        return False
+    try:
+        done = subprocess.run(
+            [path, "--ro-bind", "/", "/", "true"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def available(bwrap: str = "bwrap") -> bool:
+    """Whether ``bwrap`` is installed and can create a sandbox here (checked once, cached)."""
+    return _probe(bwrap)
+
+
+def _ro_binds(paths: list[str]) -> list[str]:
+    """``--ro-bind`` for real directories, ``--symlink`` for links (``/lib -> usr/lib``).
+
+    Folders above a bind (``/root/.pyenv`` above a pyenv Python) are created traversable
+    (0755); bwrap would make them 0700, closed to the unprivileged model.
+    """
+    argv: list[str] = []
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen or not os.path.lexists(path):
+            continue
+        seen.add(path)
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            argv += ["--symlink", os.readlink(path), path]
+            continue
+        for parent in reversed(Path(path).parents[:-1]):
+            if str(parent) not in seen:
+                seen.add(str(parent))
+                argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", path, path]
+    return argv
+
+
+def _python_dirs() -> list[str]:
+    """The interpreter, the environment and the ``harness`` package, read-only at their paths."""
+    dirs = {sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix}
+    dirs.add(str(Path(harness.__file__).resolve().parent))
+    # A venv's python is a link into the base installation; follow it in case it lives apart.
+    dirs.add(str(Path(sys.executable).resolve().parent.parent))
+    system = tuple(d for d in SYSTEM_DIRS)
+    out = [d for d in sorted(dirs) if not d.startswith(tuple(s + "/" for s in system))]
+    # Drop nested entries: binding a parent already binds its children.
+    return [d for d in out if not any(d != o and d.startswith(o + "/") for o in out)]
+
+
+def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = None) -> list[str]:
+    """The full command line that runs ``job``'s worker inside bubblewrap (pure: runs nothing).
+
+    ``as_root`` (default: whether this process is root) chooses between a user namespace (normal
+    users) and a drop to ``nobody`` inside the sandbox (root); see the module docstring.
+    """
+    if as_root is None:
+        as_root = os.geteuid() == 0
+    inner = replace(job, bundle=INSIDE_BUNDLE, package=INSIDE_PACKAGE, out=INSIDE_OUT)
+    python = sys.executable
+    if as_root:
+        # No user namespace (see the module docstring); keep only what the uid drop needs.
+        unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        unshare += ["--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        unshare = ["--unshare-all"]
+    env = {
+        "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(INSIDE_OUT),
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": str(job.seed),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": str(job.cpus),
+        "OPENBLAS_NUM_THREADS": str(job.cpus),
+        "MKL_NUM_THREADS": str(job.cpus),
+    }
+    setenv = [a for k, v in env.items() for a in ("--setenv", k, v)]
+    cpu_s = math.ceil(job.timeout_s * max(job.cpus, 1)) + 10
+    limits = [
+        str(int(job.memory_gb * (1 << 30))),
+        str(cpu_s),
+        str(NPROC_LIMIT),
+        str(FSIZE_LIMIT),
+        str(NOFILE_LIMIT),
+        str(NOBODY if as_root else -1),
+    ]
+    return [
+        bwrap,
+        *unshare,
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        *setenv,
+        *_ro_binds([*SYSTEM_DIRS, *ETC_FILES, *_python_dirs()]),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        str(job.bundle),
+        str(INSIDE_BUNDLE),
+        "--ro-bind",
+        str(job.package),
+        str(INSIDE_PACKAGE),
+        "--bind",
+        str(job.out),
+        str(INSIDE_OUT),
+        "--chdir",
+        str(INSIDE_OUT),
+        "--",
+        python,
+        "-I",
+        "-c",
+        LAUNCHER,
+        *limits,
+        "--",
+        *worker_argv(inner, python=python),
+    ]
+
+
+def _explain(outcome: RunOutcome) -> RunOutcome:
+    """bwrap reports a child killed by signal N as exit code 128 + N: say which signal."""
+    code = outcome.exit_code
+    if 128 < code < 128 + 65 and outcome.reason.startswith("exited"):
+        try:
+            name = signal.Signals(code - 128).name
+        except ValueError:
+            return outcome
+        outcome.reason = f"killed by signal {name} (exit code {code})"
+        if name == "SIGXCPU":
+            outcome.reason += ": CPU time limit reached"
+    return outcome
+
+
+class SandboxRunner:
+    """Bubblewrap isolation; see the module docstring for what the model can and cannot do."""
+
+    name = "sandbox"
+
+    def __init__(self, bwrap: str = "bwrap") -> None:
+        self.bwrap = bwrap
+
+    def run(self, job: RunJob) -> RunOutcome:
+        if not available(self.bwrap):
+            raise RunnerError(
+                f"runner 'sandbox' needs bubblewrap, and '{self.bwrap}' is missing or cannot"
+                " create a sandbox here: install it (`apt-get install bubblewrap`, `dnf install"
+                " bubblewrap`) and allow user namespaces, or use runner 'container'"
+            )
+        bwrap = shutil.which(self.bwrap)
+        assert bwrap is not None
+        as_root = os.geteuid() == 0
+        if as_root:
+            os.chown(job.out, NOBODY, NOBODY)
+        argv = sandbox_argv(job, bwrap=bwrap, as_root=as_root)
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s)
+        return _explain(outcome)
+
+
+runners.add("sandbox", SandboxRunner())

@@ -1,0 +1,141 @@
+"""Runner ``container``: the exact docker/podman argv, and its behaviour against a fake CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import RunnerError
+from harness.pipeline import run_submission
+from harness.runners.base import RunJob
+from harness.runners.container import ContainerRunner, container_argv
+from harness.store import count_runs, create_tables, make_engine
+from tests.conftest import SPECS, SUBMISSIONS
+
+DEMO = SPECS / "demo.yaml"
+FAKE = Path(__file__).with_name("fake_container_cli.py")
+JOB = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), seed=3, memory_gb=2.5, cpus=2)
+
+COMMON = [
+    "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
+    "--security-opt", "no-new-privileges", "--pids-limit", "256", "--memory", "2.5g",
+    "--cpus", "2",
+]  # fmt: skip
+MOUNTS_AND_COMMAND = [
+    "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw", "--tmpfs", "/tmp",
+    "--workdir", "/out", "--name", "zsl-x", "img:1", "python", "-m", "harness.worker",
+    "/bundle", "/package", "model:M", "/out", "--seed", "3",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_cpu_argv(engine: str) -> None:
+    argv = container_argv(JOB, "img:1", engine, name="zsl-x")
+    assert argv == [engine, *COMMON, *MOUNTS_AND_COMMAND]
+
+
+def test_gpu_argv_docker_and_podman() -> None:
+    job = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), 3, 1800, 2.5, 2, gpus=2)
+    docker = container_argv(job, "img:1", "/usr/bin/docker", name="zsl-x")
+    assert docker == ["/usr/bin/docker", *COMMON, "--gpus", "2", *MOUNTS_AND_COMMAND]
+    podman = container_argv(job, "img:1", "podman", name="zsl-x")
+    assert podman == ["podman", *COMMON, "--device", "nvidia.com/gpu=all", *MOUNTS_AND_COMMAND]
+
+
+def test_default_name_is_unique() -> None:
+    a, b = container_argv(JOB, "i"), container_argv(JOB, "i")
+    name = a[a.index("--name") + 1]
+    assert name.startswith("zsl-") and name != b[b.index("--name") + 1]
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the fake CLI on PATH as ``docker``; returns its argv log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "docker.log"
+    wrapper = bin_dir / "docker"
+    wrapper.write_text(
+        f'#!/bin/sh\nexport FAKE_CONTAINER_LOG="{log}"\nexec "{sys.executable}" "{FAKE}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
+    monkeypatch.delenv("FAKE_CONTAINER_MODE", raising=False)
+    return log
+
+
+def _calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _package(tmp_path: Path, *, time_s: int = 600, image: bool = True) -> Path:
+    dest = tmp_path / "pkg"
+    shutil.copytree(SUBMISSIONS / "eszsl", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = dest / "submission.yaml"
+    text = manifest.read_text().replace("time_s: 600", f"time_s: {time_s}")
+    if image:
+        text = text.replace(
+            "  entrypoint: model:ESZSL", "  entrypoint: model:ESZSL\n  image: zsl:1"
+        )
+    manifest.write_text(text)
+    return dest
+
+
+def _runs(db: str) -> int:
+    engine = make_engine(db)
+    create_tables(engine)
+    return count_runs(engine)
+
+
+def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_path: Path) -> None:
+    package = _package(tmp_path)
+    boxed = run_submission(package, DEMO, runner="container", store=False, quiet=True)
+    local = run_submission(package, DEMO, runner="local", store=False, quiet=True)
+    assert boxed.runner == "container"
+    assert boxed.predictions_hashes == local.predictions_hashes
+    (call,) = _calls(fake_docker)
+    assert call[:3] == ["run", "--rm", "--network"] and "zsl:1" in call
+
+
+def test_timeout_kills_and_removes_the_container(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CONTAINER_MODE", "sleep")
+    db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    with pytest.raises(RunnerError, match=r"timed out after 1 s.*killed and removed"):
+        run_submission(_package(tmp_path, time_s=1), DEMO, runner="container", database_url=db)
+    run, kill, rm = _calls(fake_docker)
+    name = run[run.index("--name") + 1]
+    assert kill == ["kill", name] and rm == ["rm", "-f", name]
+    assert _runs(db) == 0
+
+
+def test_nonzero_exit_is_a_runner_error(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CONTAINER_MODE", "exit:125")
+    db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    with pytest.raises(RunnerError, match="runner 'container': exited with code 125"):
+        run_submission(_package(tmp_path), DEMO, runner="container", database_url=db, quiet=True)
+    assert len(_calls(fake_docker)) == 1 and _runs(db) == 0
+
+
+def test_missing_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("ZSL_CONTAINER_ENGINE", "podman")
+    job = RunJob(tmp_path, _package(tmp_path), "model:ESZSL", tmp_path)
+    with pytest.raises(RunnerError, match="'podman' is not on PATH; install docker or podman"):
+        ContainerRunner().run(job)
+
+
+def test_unknown_engine_and_missing_image_are_clear_errors(tmp_path: Path) -> None:
+    job = RunJob(tmp_path, _package(tmp_path, image=False), "model:ESZSL", tmp_path)
+    with pytest.raises(RunnerError, match="not supported: set ZSL_CONTAINER_ENGINE"):
+        ContainerRunner("lxc").run(job)
+    with pytest.raises(RunnerError, match=r"needs model\.image"):
+        ContainerRunner().image(job)
