@@ -1,0 +1,30 @@
+"""Every shipped model-code submission scores identically under `sandbox` and `local`."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.pipeline import run_submission
+from harness.runners.sandbox import available
+from harness.submission.package import load_package
+from tests.conftest import SPECS, SUBMISSIONS
+
+MODEL_PACKAGES = sorted(
+    p.parent.name
+    for p in SUBMISSIONS.glob("*/submission.yaml")
+    if load_package(p.parent).manifest.kind == "model"
+)
+
+
+@pytest.mark.skipif(not available(), reason="bubblewrap (bwrap) is not installed or not usable")
+@pytest.mark.parametrize("name", MODEL_PACKAGES)
+def test_sandbox_and_local_give_identical_scores(name: str) -> None:
+    local = run_submission(SUBMISSIONS / name, SPECS / "demo.yaml", store=False, quiet=True)
+    boxed = run_submission(
+        SUBMISSIONS / name, SPECS / "demo.yaml", runner="sandbox", store=False, quiet=True
+    )
+    assert boxed.runner == "sandbox"
+    assert boxed.predictions_hashes == local.predictions_hashes
+    assert [(e.metric, e.value) for e in boxed.scores] == [
+        (e.metric, e.value) for e in local.scores
+    ]
