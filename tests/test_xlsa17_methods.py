@@ -1,0 +1,62 @@
+"""ESZSL and SAE end to end on every xlsa17 dataset (proposed split), on fixture features written
+in the res101.mat layout next to the real att_splits.mat (issue 5 acceptance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.pipeline import run_submission
+from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS
+from tests.xlsa17_fixture import make_release
+
+XLSA17 = SHARED_DATA / "xlsa17"
+DIM = 64
+CHANCE = {"AWA1": 1 / 10, "AWA2": 1 / 10, "CUB": 1 / 50, "SUN": 1 / 72, "APY": 1 / 12}
+
+pytestmark = pytest.mark.skipif(
+    not (XLSA17 / "AWA2" / "att_splits.mat").is_file(), reason="shared xlsa17 files absent"
+)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("xlsa17-methods")
+    for dataset in CHANCE:
+        make_release(root, dataset, dim=DIM)
+    return root
+
+
+def _spec(tmp_path: Path, dataset: str, release: Path) -> Path:
+    source = SPECS / "xlsa17" / f"{dataset.lower()}-ps.yaml"
+    data = yaml.safe_load(source.read_text())
+    params = data["data"]["params"]
+    params["path"] = str(release)
+    if "class_map" in params:
+        params["class_map"] = str(source.parent / params["class_map"])
+    if params.get("hierarchy") == "cub_taxonomy":
+        params["taxonomy_path"] = str(SHARED_DATA / "cub-hierarchy")
+    if data.get("hierarchy", {}).get("file"):
+        data["hierarchy"]["file"] = str(source.parent / data["hierarchy"]["file"])
+    data["features"]["dim"] = DIM
+    data["uncertainty"] = {"n_boot": 50}
+    path = tmp_path / f"{dataset.lower()}-ps.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("dataset", sorted(CHANCE))
+@pytest.mark.parametrize("method", ["eszsl", "sae"])
+def test_method_runs_end_to_end(dataset: str, method: str, release: Path, tmp_path: Path) -> None:
+    if dataset == "CUB" and not (SHARED_DATA / "cub-hierarchy").is_dir():
+        pytest.skip("CUB taxonomy files absent")
+    record = run_submission(
+        SUBMISSIONS / method, _spec(tmp_path, dataset, release), store=False, quiet=True
+    )
+    top1 = record.score("zsl", "top1")
+    assert top1 is not None and top1.value > 3 * CHANCE[dataset]
+    assert top1.interval is not None and top1.interval.lo <= top1.interval.hi
+    harmonic = record.score("gzsl", "H")
+    assert harmonic is not None and harmonic.value > 0
