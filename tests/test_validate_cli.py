@@ -1,0 +1,82 @@
+"""`zsl submission validate`: one clear line and a non-zero exit for each broken or hostile
+package; exit 0 for every shipped package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.main import app
+from tests import hostile
+from tests.conftest import SUBMISSIONS
+
+runner = CliRunner()
+MANIFEST = b"name: x\nversion: '1'\nauthors: [a]\nkind: predictions\n"
+
+
+def _manifest_edit(old: str, new: str) -> Callable[[Path], Path]:
+    def build(tmp_path: Path) -> Path:
+        root = hostile.copy_eszsl(tmp_path)
+        manifest = root / "submission.yaml"
+        manifest.write_text(manifest.read_text().replace(old, new))
+        return root
+
+    return build
+
+
+def _no_manifest(tmp_path: Path) -> Path:
+    root = hostile.copy_eszsl(tmp_path)
+    (root / "submission.yaml").unlink()
+    return root
+
+
+BROKEN: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "traversal-zip": (
+        lambda t: hostile.zip_of(t / "a.zip", {"submission.yaml": MANIFEST, "../x": b"1"}),
+        "leaves the package",
+    ),
+    "symlink-tar": (
+        lambda t: hostile.tar_of(
+            t / "a.tar.gz",
+            [
+                hostile.tar_file("submission.yaml", MANIFEST),
+                hostile.tar_special("l", b"2", "/etc/passwd"),
+            ],
+        ),
+        "link",
+    ),
+    "zip-bomb": (lambda t: hostile.zip_bomb(t / "bomb.zip", 120), "refused"),
+    "too-many-members": (lambda t: hostile.many_members_zip(t / "m.zip", 10_001), "members"),
+    "no-manifest": (_no_manifest, "no submission.yaml"),
+    "unknown-key": (
+        _manifest_edit("kind: model", "kind: model\ncolour: red"),
+        "colour: unknown key",
+    ),
+    "missing-module": (
+        _manifest_edit("model:ESZSL", "missing:ESZSL"),
+        "module 'missing' not found",
+    ),
+    "bad-kind": (_manifest_edit("kind: model", "kind: modle"), "kind: Input should be"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_package_gets_one_clear_line(case: str, tmp_path: Path) -> None:
+    build, fragment = BROKEN[case]
+    result = runner.invoke(app, ["submission", "validate", str(build(tmp_path))])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[0].startswith("error: ") and fragment in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.parent.name for p in SUBMISSIONS.glob("*/submission.yaml"))
+)
+def test_shipped_package_validates(name: str) -> None:
+    result = runner.invoke(app, ["submission", "validate", str(SUBMISSIONS / name)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"ok {SUBMISSIONS / name}")
