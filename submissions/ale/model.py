@@ -1,0 +1,131 @@
+"""ALE: "Label-Embedding for Image Classification" (Akata, Perronnin, Harchaoui, Schmid,
+TPAMI 2016).
+
+Bilinear compatibility ``F(x, c) = theta(x)^T W phi(c)`` (features standardised on the fitting
+images, class embeddings L2-normalised) trained with the WSABIE-style weighted approximate
+ranking loss: for image ``x`` of class ``y`` every class ``j`` with a violated margin
+``1 + F(x, j) - F(x, y) > 0`` contributes its hinge, weighted by ``l(r) / r`` where ``r`` is the
+number of violating classes (the rank estimate) and ``l(r) = sum_{k=1..r} 1/k``. Learning rate
+and epochs are chosen on the validation classes, then W is refitted on training + validation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+LEARNING_RATES = (1e-3, 1e-2)
+EPOCHS = (10, 30)
+BATCH = 256
+
+
+def _setup(seed: int) -> torch.device:
+    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread."""
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _normalise(embeddings: np.ndarray) -> np.ndarray:
+    e = embeddings.astype(np.float32)
+    return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
+
+
+def _per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
+    pred = scores.argmax(axis=1)
+    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
+
+
+class _Bilinear:
+    """F(x, c) = theta(x)^T W phi(c), W learned with Adam on minibatches of the fitting images."""
+
+    def __init__(
+        self,
+        learning_rates: tuple[float, ...] = LEARNING_RATES,
+        epochs: tuple[int, ...] = EPOCHS,
+    ) -> None:
+        self.learning_rates = learning_rates
+        self.epochs = tuple(sorted(epochs))
+
+    @staticmethod
+    def loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _train(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        emb: np.ndarray,
+        lr: float,
+        seed: int,
+        checkpoints: tuple[int, ...],
+    ) -> dict[int, np.ndarray]:
+        """Train W; return a copy of W after each epoch count in ``checkpoints``."""
+        device = _setup(seed)
+        gen = torch.Generator().manual_seed(seed)
+        xt = torch.from_numpy(x).to(device)
+        yt = torch.from_numpy(y.astype(np.int64)).to(device)
+        et = torch.from_numpy(emb).to(device)
+        w = torch.zeros(x.shape[1], emb.shape[1], device=device)
+        torch.nn.init.normal_(w, std=1.0 / np.sqrt(x.shape[1]), generator=gen)
+        w.requires_grad_(True)
+        opt = torch.optim.Adam([w], lr=lr)
+        out: dict[int, np.ndarray] = {}
+        for epoch in range(1, max(checkpoints) + 1):
+            order = torch.randperm(len(x), generator=gen).to(device)
+            for start in range(0, len(x), BATCH):
+                idx = order[start : start + BATCH]
+                scores = xt[idx] @ w @ et.T
+                loss = self.loss(scores, yt[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if epoch in checkpoints:
+                out[epoch] = w.detach().cpu().numpy().copy()
+        return out
+
+    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+        emb = _normalise(task.embedding)
+        train_cls, val_cls = task.train_classes, task.val_classes
+        mean = task.train_features.mean(axis=0)
+        std = task.train_features.std(axis=0) + 1e-6
+        x_train = ((task.train_features - mean) / std).astype(np.float32)
+        x_val = ((task.val_features - mean) / std).astype(np.float32)
+        tr_pos = np.searchsorted(train_cls, task.train_labels)
+        va_pos = np.searchsorted(val_cls, task.val_labels)
+        results = []
+        for lr in self.learning_rates:
+            ws = self._train(x_train, tr_pos, emb[train_cls], lr, task.seed, self.epochs)
+            for epochs, w in ws.items():
+                acc = _per_class_top1(x_val @ w @ emb[val_cls].T, va_pos)
+                results.append((acc, -epochs, -lr))  # ties: fewer epochs, smaller lr
+        best = max(results)
+        self.val_accuracy_, self.epochs_, self.lr_ = best[0], -best[1], -best[2]
+        seen = np.union1d(train_cls, val_cls)
+        x = np.concatenate([task.train_features, task.val_features])
+        y = np.searchsorted(seen, np.concatenate([task.train_labels, task.val_labels]))
+        self.mean_ = x.mean(axis=0)
+        self.std_ = x.std(axis=0) + 1e-6
+        xs = ((x - self.mean_) / self.std_).astype(np.float32)
+        self.w_ = self._train(xs, y, emb[seen], self.lr_, task.seed, (self.epochs_,))[self.epochs_]
+        self.embedding_ = emb
+
+    def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        x = ((features - self.mean_) / self.std_).astype(np.float32)
+        return (x @ self.w_ @ self.embedding_[candidates].T).astype(np.float32)
+
+
+class ALE(_Bilinear):
+    @staticmethod
+    def loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Rank-weighted hinge, averaged over images (``scores [n, C]``, ``labels [n]``)."""
+        true = scores.gather(1, labels[:, None])
+        margins = (1.0 + scores - true).clamp(min=0.0)
+        margins = margins.scatter(1, labels[:, None], 0.0)
+        violators = (margins > 0).sum(dim=1)
+        # l(r) / r with l(r) = sum_{k<=r} 1/k; l(0)/0 := 0 (no violation, no loss).
+        harmonic = torch.cumsum(1.0 / torch.arange(1, scores.shape[1] + 1, device=scores.device), 0)
+        rank = violators.clamp(min=1)
+        weight = torch.where(violators > 0, harmonic[rank - 1] / rank, torch.zeros_like(true[:, 0]))
+        return (weight * margins.sum(dim=1)).mean()

@@ -1,0 +1,125 @@
+"""SJE: "Evaluation of Output Embeddings for Fine-Grained Image Classification" (Akata, Reed,
+Walter, Lee, Schiele, CVPR 2015).
+
+Structured joint embedding: bilinear ``F(x, c) = theta(x)^T W phi(c)`` (features standardised on
+the fitting images, class embeddings L2-normalised) trained with the structured SVM loss on the
+most violating class, ``max(0, max_j [Delta(y, j) + F(x, j)] - F(x, y))`` with
+``Delta(y, j) = 1`` for ``j != y`` and 0 otherwise. Learning rate and epochs are chosen on the
+validation classes, then W is refitted on training + validation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+LEARNING_RATES = (1e-3, 1e-2)
+EPOCHS = (10, 30)
+BATCH = 256
+
+
+def _setup(seed: int) -> torch.device:
+    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread."""
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _normalise(embeddings: np.ndarray) -> np.ndarray:
+    e = embeddings.astype(np.float32)
+    return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
+
+
+def _per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
+    pred = scores.argmax(axis=1)
+    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
+
+
+class _Bilinear:
+    """F(x, c) = theta(x)^T W phi(c), W learned with Adam on minibatches of the fitting images."""
+
+    def __init__(
+        self,
+        learning_rates: tuple[float, ...] = LEARNING_RATES,
+        epochs: tuple[int, ...] = EPOCHS,
+    ) -> None:
+        self.learning_rates = learning_rates
+        self.epochs = tuple(sorted(epochs))
+
+    @staticmethod
+    def loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _train(
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        emb: np.ndarray,
+        lr: float,
+        seed: int,
+        checkpoints: tuple[int, ...],
+    ) -> dict[int, np.ndarray]:
+        """Train W; return a copy of W after each epoch count in ``checkpoints``."""
+        device = _setup(seed)
+        gen = torch.Generator().manual_seed(seed)
+        xt = torch.from_numpy(x).to(device)
+        yt = torch.from_numpy(y.astype(np.int64)).to(device)
+        et = torch.from_numpy(emb).to(device)
+        w = torch.zeros(x.shape[1], emb.shape[1], device=device)
+        torch.nn.init.normal_(w, std=1.0 / np.sqrt(x.shape[1]), generator=gen)
+        w.requires_grad_(True)
+        opt = torch.optim.Adam([w], lr=lr)
+        out: dict[int, np.ndarray] = {}
+        for epoch in range(1, max(checkpoints) + 1):
+            order = torch.randperm(len(x), generator=gen).to(device)
+            for start in range(0, len(x), BATCH):
+                idx = order[start : start + BATCH]
+                scores = xt[idx] @ w @ et.T
+                loss = self.loss(scores, yt[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if epoch in checkpoints:
+                out[epoch] = w.detach().cpu().numpy().copy()
+        return out
+
+    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+        emb = _normalise(task.embedding)
+        train_cls, val_cls = task.train_classes, task.val_classes
+        mean = task.train_features.mean(axis=0)
+        std = task.train_features.std(axis=0) + 1e-6
+        x_train = ((task.train_features - mean) / std).astype(np.float32)
+        x_val = ((task.val_features - mean) / std).astype(np.float32)
+        tr_pos = np.searchsorted(train_cls, task.train_labels)
+        va_pos = np.searchsorted(val_cls, task.val_labels)
+        results = []
+        for lr in self.learning_rates:
+            ws = self._train(x_train, tr_pos, emb[train_cls], lr, task.seed, self.epochs)
+            for epochs, w in ws.items():
+                acc = _per_class_top1(x_val @ w @ emb[val_cls].T, va_pos)
+                results.append((acc, -epochs, -lr))  # ties: fewer epochs, smaller lr
+        best = max(results)
+        self.val_accuracy_, self.epochs_, self.lr_ = best[0], -best[1], -best[2]
+        seen = np.union1d(train_cls, val_cls)
+        x = np.concatenate([task.train_features, task.val_features])
+        y = np.searchsorted(seen, np.concatenate([task.train_labels, task.val_labels]))
+        self.mean_ = x.mean(axis=0)
+        self.std_ = x.std(axis=0) + 1e-6
+        xs = ((x - self.mean_) / self.std_).astype(np.float32)
+        self.w_ = self._train(xs, y, emb[seen], self.lr_, task.seed, (self.epochs_,))[self.epochs_]
+        self.embedding_ = emb
+
+    def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        x = ((features - self.mean_) / self.std_).astype(np.float32)
+        return (x @ self.w_ @ self.embedding_[candidates].T).astype(np.float32)
+
+
+class SJE(_Bilinear):
+    @staticmethod
+    def loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Structured hinge on the most violating class, averaged over images."""
+        true = scores.gather(1, labels[:, None])
+        delta = torch.ones_like(scores).scatter(1, labels[:, None], 0.0)
+        # j = y contributes Delta = 0, so the max is >= F(x, y) and the hinge is >= 0.
+        return ((delta + scores).max(dim=1).values - true[:, 0]).clamp(min=0.0).mean()
