@@ -75,7 +75,9 @@ def environment() -> dict[str, str]:
     return env
 
 
-def _run_model(bench: Benchmark, package: Package, runner: str, work: Path) -> dict[str, Path]:
+def _run_model(
+    bench: Benchmark, package: Package, runner: str, work: Path, logs: dict[str, str]
+) -> dict[str, Path]:
     model = package.manifest.model
     assert model is not None
     bundle = write_bundle(bench, work / "bundle")
@@ -94,6 +96,7 @@ def _run_model(bench: Benchmark, package: Package, runner: str, work: Path) -> d
         gpus=resources.gpus,
     )
     outcome = runners.get(runner).run(job)
+    logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
     if not outcome.ok:
         tail = outcome.stderr.strip().splitlines()[-3:]
         raise RunnerError(
@@ -201,9 +204,10 @@ def run_submission(
             package = open_package(Path(package_path), Path(tmp) / "package")
             if package.manifest.kind == "model":
                 runners.get(runner)  # unknown runner names fail before any work
+        logs: dict[str, str] = {}
         if package.manifest.kind == "model":
             with steps("run", f"run {package.name} ({runner} runner)"):
-                paths = _run_model(bench, package, runner, Path(tmp))
+                paths = _run_model(bench, package, runner, Path(tmp), logs)
         else:
             paths = {
                 s: package.prediction_path(spec.benchmark, s) for s in prediction_settings(spec)
@@ -223,6 +227,7 @@ def run_submission(
         environment=environment(),
         timings=steps.timings,
         leakage=leakage,
+        logs=logs,
         scores=scores,
         created_at=datetime.now(UTC).replace(microsecond=0),
     )

@@ -83,6 +83,10 @@ class RunRecord(BaseModel):
     runner: str
     environment: dict[str, str] = Field(default_factory=dict)
     timings: dict[str, float] = Field(default_factory=dict, description="step -> seconds")
+    logs: dict[str, str] = Field(
+        default_factory=dict,
+        description="the runner's exit reason and the model's stdout/stderr (head and tail kept)",
+    )
     leakage: dict[str, Any] = Field(
         default_factory=dict,
         description="leakage audit of the test classes against the backbone's pre-training",

@@ -199,3 +199,15 @@ def test_archived_package_runs_like_the_folder(tmp_path: Path, db: str) -> None:
     engine = make_engine(db)
     create_tables(engine)
     assert count_runs(engine) == 1
+
+
+def test_runner_logs_are_kept_with_the_run(tmp_path: Path, db: str) -> None:
+    package = _copy("eszsl", tmp_path)
+    model = package / "model.py"
+    model.write_text(model.read_text() + "\nprint('hello from the model')\n")
+    run_submission(package, DEMO, database_url=db, quiet=True)
+    engine = make_engine(db)
+    create_tables(engine)
+    (record,) = load_runs(engine)
+    assert record.logs["reason"] == "ok"
+    assert "hello from the model" in record.logs["stdout"]

@@ -80,3 +80,39 @@ def test_shipped_package_validates(name: str) -> None:
     result = runner.invoke(app, ["submission", "validate", str(SUBMISSIONS / name)])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"ok {SUBMISSIONS / name}")
+
+
+def test_validate_with_spec_checks_prediction_files(tmp_path: Path) -> None:
+    import shutil
+
+    import numpy as np
+
+    from harness.data.prepare import load_benchmark
+    from harness.pipeline import generate_prediction_files
+    from harness.spec import load_spec
+    from harness.submission.package import load_package
+    from harness.submission.predictions import read_predictions, write_predictions
+    from tests.conftest import SPECS
+
+    root = tmp_path / "baseline"
+    shutil.copytree(SUBMISSIONS / "nearest-seen-class-transfer", root)
+    spec = SPECS / "demo.yaml"
+    bench = load_benchmark(load_spec(spec))
+    package = load_package(root)
+    generate_prediction_files(package, bench)
+    ok = runner.invoke(app, ["submission", "validate", str(root), "--spec", str(spec)])
+    assert ok.exit_code == 0, ok.output
+    path = package.prediction_path("demo", "zsl")
+    meta = {
+        "benchmark_hash": bench.hash,
+        "class_order_hash": bench.class_order_hash("zsl"),
+        "setting": "zsl",
+    }
+    scores = read_predictions(path, **meta, shape=(len(bench.rows("zsl")), 20)).scores
+    assert scores is not None
+    bad = np.array(scores, copy=True)
+    bad[7, 3] = np.nan
+    write_predictions(path, bad, **meta)
+    result = runner.invoke(app, ["submission", "validate", str(root), "--spec", str(spec)])
+    assert result.exit_code == 1
+    assert "NaN or inf: first at row 7, column 3" in result.output

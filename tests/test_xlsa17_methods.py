@@ -60,3 +60,27 @@ def test_method_runs_end_to_end(dataset: str, method: str, release: Path, tmp_pa
     assert top1.interval is not None and top1.interval.lo <= top1.interval.hi
     harmonic = record.score("gzsl", "H")
     assert harmonic is not None and harmonic.value > 0
+
+
+@pytest.mark.parametrize("dataset", sorted(CHANCE))
+def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_path: Path) -> None:
+    """On the real xlsa17 index vectors: bundles (main and calibration fits) hold no test image."""
+    import numpy as np
+
+    from harness.data.prepare import load_benchmark
+    from harness.spec import load_spec
+    from harness.tasks import Bundle, write_bundle
+
+    if dataset == "CUB" and not (SHARED_DATA / "cub-hierarchy").is_dir():
+        pytest.skip("CUB taxonomy files absent")
+    bench = load_benchmark(load_spec(_spec(tmp_path, dataset, release)))
+    bundle = Bundle(write_bundle(bench, tmp_path / "bundle"))
+    features = bench.a("features")
+    index = {row.tobytes(): i for i, row in enumerate(features)}
+    test = set(bench.rows("zsl").tolist()) | set(bench.rows("gzsl").tolist())
+    assert len(index) == len(features), "fixture features must be unique per image"
+    for fit in ("main", "calibration"):
+        task = bundle.train_task(fit=fit)
+        for part in (task.train_features, task.val_features):
+            images = {index[row.tobytes()] for row in np.asarray(part)}
+            assert not images & test, (dataset, fit)

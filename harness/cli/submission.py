@@ -11,7 +11,7 @@ import typer
 from harness.cli._common import reports_errors, stdout
 from harness.data.prepare import load_benchmark
 from harness.errors import SubmissionError
-from harness.pipeline import generate_prediction_files, prediction_settings
+from harness.pipeline import generate_prediction_files, prediction_settings, read_all
 from harness.spec import load_spec
 from harness.submission.archive import open_package
 from harness.submission.package import load_package
@@ -53,11 +53,23 @@ def validate(
         Path,
         typer.Argument(help="submission folder, or a .zip / .tar.gz archive of one", exists=True),
     ],
+    spec: Annotated[
+        Path | None,
+        typer.Option(
+            help="also check a predictions package's files against this benchmark",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Check a package (folder or archive): its submission.yaml and files; print its hash."""
     with tempfile.TemporaryDirectory(prefix="zsl-validate-") as tmp:
         loaded = open_package(package, tmp)
         m = loaded.manifest
+        if spec is not None and m.kind == "predictions":
+            bench = load_benchmark(load_spec(spec))
+            settings = prediction_settings(bench.spec)
+            read_all(bench, {s: loaded.prediction_path(bench.spec.benchmark, s) for s in settings})
         stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
 
 

@@ -76,6 +76,7 @@ class RunRow(SQLModel, table=True):
     environment: dict[str, str] = _json_column()
     timings: dict[str, float] = _json_column()
     leakage: dict[str, Any] = _json_column()
+    logs: dict[str, str] = _json_column()
     created_at: datetime = Field(
         sa_column=Column(DateTime(timezone=True), nullable=False),
         description="when the run was scored (RunRecord.created_at), UTC",

@@ -221,6 +221,7 @@ def _upsert_run(
     row.environment = dict(record.environment)
     row.timings = dict(record.timings)
     row.leakage = dict(record.leakage)
+    row.logs = dict(record.logs)
     row.created_at = _to_utc(record.created_at)
     row.updated_at = now
     session.add(row)
@@ -269,7 +270,7 @@ def _check_record(record: RunRecord) -> None:
                 "keeps finite values only (the metric should raise instead)"
             )
         _check_json(entry.details, f"{where}: details of {entry.setting}/{entry.metric}")
-    for name in ("environment", "timings", "predictions_hashes"):
+    for name in ("environment", "timings", "predictions_hashes", "logs", "leakage"):
         _check_json(getattr(record, name), f"{where}: {name}")
     _check_json(record.submission.declarations, f"{where}: submission declarations")
 
@@ -320,6 +321,7 @@ def _record(
         environment=dict(run.environment),
         timings=dict(run.timings),
         leakage=dict(run.leakage or {}),
+        logs=dict(run.logs or {}),
         scores=scores,
         created_at=_to_utc(run.created_at),
     )
