@@ -8,6 +8,7 @@ computes anything the functional API does not, it only selects inputs and shapes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -257,6 +258,16 @@ def _aux(n: int, **means: float) -> dict[str, np.ndarray]:
     return {name: np.full(n, value) for name, value in means.items()}
 
 
+def _at_k(
+    fn: Callable[..., dict[str, Any]], data: MetricInput, k: int
+) -> tuple[dict[str, Any], MetricResult]:
+    """Run a per-k hierarchical function at one k; value, {k}, per-image image-mean."""
+    hierarchy, nodes = _hier(data, fn.__name__)
+    out = fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, ks=[k])
+    per_image = np.asarray(out["per_image"])[:, 0]
+    return out, MetricResult(float(out["value"][k]), {"k": k}, _image_mean(per_image, data))
+
+
 @register_metric(
     "hierarchical_precision_at_k", version="1", params=HPrecisionParams, needs_hierarchy=True
 )
@@ -343,18 +354,7 @@ def _average_hierarchical_distance_at_k(
     data: MetricInput, params: HierarchicalKParams
 ) -> MetricResult:
     """Mean LCA-height distance between the truth and each top-k prediction (Bertinetto et al.)."""
-    hierarchy, nodes = _hier(data, "average_hierarchical_distance_at_k")
-    out = average_hierarchical_distance_at_k(
-        data.y_true,
-        data.ranked(params.k),
-        hierarchy=hierarchy,
-        candidate_nodes=nodes,
-        ks=[params.k],
-    )
-    per_image = np.asarray(out["per_image"])[:, 0]
-    return MetricResult(
-        float(out["value"][params.k]), {"k": params.k}, _image_mean(per_image, data)
-    )
+    return _at_k(average_hierarchical_distance_at_k, data, params.k)[1]
 
 
 @register_metric(
@@ -367,20 +367,9 @@ def _hierarchical_retrieval_precision_at_k(
     data: MetricInput, params: HierarchicalKParams
 ) -> MetricResult:
     """Ranking precision@k under similarity 1 - h(LCA)/h(root), relative to the best (Deng)."""
-    hierarchy, nodes = _hier(data, "hierarchical_retrieval_precision_at_k")
-    out = hierarchical_retrieval_precision_at_k(
-        data.y_true,
-        data.ranked(params.k),
-        hierarchy=hierarchy,
-        candidate_nodes=nodes,
-        ks=[params.k],
-    )
-    per_image = np.asarray(out["per_image"])[:, 0]
-    return MetricResult(
-        float(out["value"][params.k]),
-        {"k": params.k, "root_height": out["root_height"]},
-        _image_mean(per_image, data),
-    )
+    out, result = _at_k(hierarchical_retrieval_precision_at_k, data, params.k)
+    result.details["root_height"] = out["root_height"]
+    return result
 
 
 @register_metric(
