@@ -218,3 +218,23 @@ def test_huge_stdout_is_truncated_and_the_run_still_judged(tmp_path: Path, db: s
     outcome = SandboxRunner().run(RunJob(bundle, package, "model:Hostile", out, timeout_s=60))
     assert outcome.ok, outcome.stderr
     assert "bytes cut" in outcome.stdout and len(outcome.stdout) < 70_000
+
+
+def test_python_under_tmp_is_bound_over_the_private_tmp(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A checkout/venv under /tmp (e.g. a CI clone) must stay visible inside the sandbox."""
+    import harness.runners.sandbox as sandbox_module
+
+    venv = Path("/tmp") / tmp_path_factory.mktemp("clone").relative_to("/tmp") / ".venv"
+    venv.mkdir()
+    monkeypatch.setattr(sandbox_module, "_python_dirs", lambda: [str(venv)])
+    job = RunJob(bundle=Path("/b"), package=Path("/p"), entrypoint="m:M", out=Path("/o"))
+    argv = sandbox_module.sandbox_argv(job, as_root=True)
+    tmpfs = argv.index("--tmpfs")
+    bind = next(
+        i for i in range(len(argv) - 2) if argv[i : i + 3] == ["--ro-bind", str(venv), str(venv)]
+    )
+    assert tmpfs < bind
+    dirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--dir"]
+    assert "/tmp" not in dirs and str(venv.parent) in dirs

@@ -94,14 +94,14 @@ def available(bwrap: str = "bwrap") -> bool:
     return _probe(bwrap)
 
 
-def _ro_binds(paths: list[str]) -> list[str]:
+def _ro_binds(paths: list[str], *, existing: frozenset[str] = frozenset()) -> list[str]:
     """``--ro-bind`` for real directories, ``--symlink`` for links (``/lib -> usr/lib``).
 
     Folders above a bind (``/root/.pyenv`` above a pyenv Python) are created traversable
     (0755); bwrap would make them 0700, closed to the unprivileged model.
     """
     argv: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = set(existing)
     for path in paths:
         if path in seen or not os.path.lexists(path):
             continue
@@ -174,15 +174,17 @@ def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = No
         "--new-session",
         "--clearenv",
         *setenv,
-        *_ro_binds([*SYSTEM_DIRS, *ETC_FILES, *_python_dirs()]),
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
+        # The private /tmp comes first: a Python or checkout living under /tmp (a CI clone) is
+        # then bound on top of it instead of being hidden by it.
         "--perms",
         "1777",
         "--tmpfs",
         "/tmp",
+        *_ro_binds([*SYSTEM_DIRS, *ETC_FILES, *_python_dirs()], existing=frozenset({"/tmp"})),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
         "--ro-bind",
         str(job.bundle),
         str(INSIDE_BUNDLE),
