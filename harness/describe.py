@@ -51,22 +51,46 @@ def describe_benchmark(spec: Spec, bench: Benchmark) -> dict[str, Any]:
         out["hierarchy"] = {
             k: v for k, v in hierarchy.summary().items() if k not in ("source", "content_hash")
         }
-        seen = hierarchy.indices(bench.class_ids[bench.seen_classes])
-        unseen = hierarchy.indices(bench.class_ids[a("splits/unseen_classes")])
-        try:
-            ratio = structural_ratio(hierarchy, seen, unseen)
-            out["structural_ratio"] = {
-                "value": ratio["value"],
-                "n_included": ratio["n_included"],
-                "excluded": len(unseen) - int(ratio["n_included"]),
-            }
-        except HarnessError as err:
-            out["structural_ratio"] = {"error": str(err)}
-        out["mutual_exclusivity_violations"] = {
-            "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
-            "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
-        }
+        out.update(structure_summary(bench))
     out["leakage"] = benchmark_audit(spec, bench)
+    return out
+
+
+def structure_summary(bench: Benchmark) -> dict[str, Any]:
+    """The split's structure diagnostics in the hierarchy; empty without a hierarchy.
+
+    ``structural_ratio`` (value, classes included and excluded, or the error), ``hops_to_train``
+    (histogram: hops from each unseen class to its nearest training class, "inf" when none is
+    connected) and ``mutual_exclusivity_violations`` (ancestor/descendant pairs among the unseen
+    classes, and how many among all test classes). Stored with every run (the site draws it).
+    """
+    hierarchy = bench.hierarchy
+    if hierarchy is None:
+        return {}
+    a = bench.a
+    out: dict[str, Any] = {}
+    seen = hierarchy.indices(bench.class_ids[bench.seen_classes])
+    unseen = hierarchy.indices(bench.class_ids[a("splits/unseen_classes")])
+    try:
+        ratio = structural_ratio(hierarchy, seen, unseen)
+        out["structural_ratio"] = {
+            "value": ratio["value"],
+            "n_included": ratio["n_included"],
+            "excluded": len(unseen) - int(ratio["n_included"]),
+        }
+        hops = np.asarray(ratio["numerator"], dtype=float)
+        labels = np.where(np.isfinite(hops), hops, -1).astype(int)
+        values, counts = np.unique(labels, return_counts=True)
+        out["hops_to_train"] = {
+            ("inf" if v < 0 else str(v)): int(c)
+            for v, c in zip(values.tolist(), counts.tolist(), strict=True)
+        }
+    except HarnessError as err:
+        out["structural_ratio"] = {"error": str(err)}
+    out["mutual_exclusivity_violations"] = {
+        "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
+        "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
+    }
     return out
 
 

@@ -24,6 +24,7 @@ from rich.text import Text
 import harness
 from harness.audit import benchmark_audit
 from harness.data.prepare import Benchmark, load_benchmark
+from harness.describe import structure_summary
 from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
@@ -165,6 +166,7 @@ def benchmark_info(spec: Spec, bench: Benchmark) -> BenchmarkInfo:
         n_classes=len(bench.class_ids),
         n_seen=len(bench.seen_classes),
         n_unseen=len(bench.a("splits/unseen_classes")),
+        structure=structure_summary(bench),
     )
 
 

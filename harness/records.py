@@ -28,6 +28,24 @@ class Interval(BaseModel):
     method: str = Field("percentile", description="how the interval was read off the samples")
 
 
+class ClassValues(BaseModel):
+    """Per-class means of a score's per-image values: what a paired test between two runs needs.
+
+    Runs of one benchmark version score the same images, so two records' class values line up
+    class by class. Resampling classes (within their groups) with the same draws for every run
+    gives the class-level paired bootstrap of :mod:`harness.metrics.comparison`; per-image values
+    are not kept (a record would grow with the test set).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    combine: Literal["class_mean", "image_mean", "harmonic_of_groups"]
+    classes: list[int] = Field(description="candidate columns that have test images, ascending")
+    counts: list[int] = Field(description="number of test images of each class")
+    groups: list[int] = Field(description="group id of each class (GZSL: 0 seen, 1 unseen)")
+    means: list[float] = Field(description="mean per-image value of each class")
+
+
 class ScoreEntry(BaseModel):
     """One metric's result in one setting."""
 
@@ -41,6 +59,9 @@ class ScoreEntry(BaseModel):
     higher_is_better: bool = True
     details: dict[str, Any] = Field(default_factory=dict)
     interval: Interval | None = None
+    class_values: ClassValues | None = Field(
+        None, description="per-class means for paired tests; None when the metric has none"
+    )
 
 
 class BenchmarkInfo(BaseModel):
@@ -55,6 +76,11 @@ class BenchmarkInfo(BaseModel):
     n_classes: int = 0
     n_seen: int = 0
     n_unseen: int = 0
+    structure: dict[str, Any] = Field(
+        default_factory=dict,
+        description="structure diagnostics of the split in the hierarchy (structural ratio, "
+        "hops from each test class to the nearest training class); empty without a hierarchy",
+    )
 
 
 class SubmissionInfo(BaseModel):

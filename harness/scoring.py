@@ -22,6 +22,7 @@ import numpy as np
 from harness.data.prepare import Benchmark
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricResult, metrics
+from harness.metrics.comparison import class_values
 from harness.metrics.uncertainty import (
     bootstrap_interval,
     bootstrap_recompute,
@@ -29,7 +30,7 @@ from harness.metrics.uncertainty import (
     confidence_interval,
     point_estimate,
 )
-from harness.records import Interval, ScoreEntry
+from harness.records import ClassValues, Interval, ScoreEntry
 from harness.spec import MetricSpec, Uncertainty
 from harness.submission.predictions import CHUNK_ROWS, Predictions
 
@@ -147,6 +148,14 @@ def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) 
     return Interval(lo=lo, hi=hi, level=unc.level, scheme=unc.scheme, n_boot=unc.n_boot)
 
 
+def _class_values(result: MetricResult) -> ClassValues | None:
+    """Per-class means for paired tests between stored runs (None without a 1D decomposition)."""
+    if result.decomposition is None:
+        return None
+    values = class_values(result.decomposition)
+    return None if values is None else ClassValues.model_validate(values)
+
+
 def _public(details: dict[str, Any]) -> dict[str, Any]:
     """Details without the scorer's private keys (``_aux``: per-image arrays for streaming)."""
     return {k: v for k, v in details.items() if not k.startswith("_")}
@@ -184,6 +193,7 @@ def score_setting(
                 higher_is_better=acc.metric.higher_is_better,
                 details=_public(result.details),
                 interval=_interval(uncertainty, result, whole),
+                class_values=_class_values(result),
             )
         )
     return out
