@@ -38,6 +38,7 @@ from harness.metrics.uncertainty import (
     COMBINES,
     Decomposition,
     bootstrap_samples,
+    leader_groups,
     point_estimate,
 )
 
@@ -286,14 +287,6 @@ def tied_groups_from_tests(
         )
     if not 0.0 < alpha < 1.0:
         raise MetricError(f"Expected `alpha` in (0, 1), but got {alpha!r}.")
-    sign = 1.0 if higher_is_better else -1.0
-    order = sorted(range(len(names_)), key=lambda i: -sign * est[i])
-    groups: list[list[str]] = []
-    leader = -1
-    for i in order:
-        if leader >= 0 and p[leader, i] >= alpha:
-            groups[-1].append(names_[i])
-            continue
-        groups.append([names_[i]])
-        leader = i
-    return groups
+    return leader_groups(
+        names_, est.tolist(), lambda leader, i: float(p[leader, i]), alpha, higher_is_better
+    )

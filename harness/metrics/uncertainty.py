@@ -83,6 +83,7 @@ __all__ = [
     "bootstrap_samples",
     "concatenate",
     "confidence_interval",
+    "leader_groups",
     "paired_bootstrap",
     "point_estimate",
     "rank_matrix",
@@ -1101,20 +1102,36 @@ def tied_groups(
                 f"but got {got}."
             )
     alpha_ = _check_fraction(alpha, "alpha")
+
+    def p_value(leader: int, i: int) -> float:
+        test = paired_bootstrap(parts[leader], parts[i], scheme=scheme, n_boot=n_boot, seed=seed)
+        return float(test["p_value"])
+
+    estimates = [float(point_estimate(part)) for part in parts]
+    return leader_groups(names_, estimates, p_value, alpha_, higher_is_better)
+
+
+def leader_groups(
+    names: Sequence[str],
+    estimates: Sequence[float],
+    p_value: Callable[[int, int], float],
+    alpha: float,
+    higher_is_better: bool,
+) -> list[list[str]]:
+    """The bracket rule of :func:`tied_groups`, given ``p_value(leader, i)`` of a paired test.
+
+    Sort best first (stable); the best leads the first group; walking down, a submission joins
+    the current group when ``p_value(leader, i) >= alpha``, else it leads a new group.
+    """
     sign = 1.0 if higher_is_better else -1.0
-    estimates = [sign * float(point_estimate(part)) for part in parts]
-    order = sorted(range(len(parts)), key=lambda i: -estimates[i])
+    order = sorted(range(len(names)), key=lambda i: -sign * estimates[i])
     groups: list[list[str]] = []
     leader = -1
     for i in order:
-        if leader >= 0:
-            test = paired_bootstrap(
-                parts[leader], parts[i], scheme=scheme, n_boot=n_boot, seed=seed
-            )
-            if float(test["p_value"]) >= alpha_:
-                groups[-1].append(names_[i])
-                continue
-        groups.append([names_[i]])
+        if leader >= 0 and p_value(leader, i) >= alpha:
+            groups[-1].append(names[i])
+            continue
+        groups.append([names[i]])
         leader = i
     return groups
 
