@@ -28,6 +28,7 @@ from harness.describe import structure_summary
 from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
+from harness.results.archive import archive_predictions
 from harness.runners import RunJob, runners
 from harness.runners.base import run_process
 from harness.scoring import score
@@ -217,6 +218,8 @@ def run_submission(
         with steps("score", "score"):
             predictions = read_all(bench, paths)
             scores = score(bench, predictions)
+        if store:  # keep the scored files (model outputs live in tmp) for `zsl results rescore`
+            archive_predictions(paths, predictions)
         submission = submission_info(package)  # hashes the files while they exist
     declared = package.manifest.declarations.backbone_pretrained_on
     leakage = benchmark_audit(spec, bench, class_set=declared)

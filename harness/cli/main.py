@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 
 import harness
-from harness.cli import board, classmap, data, hierarchy, metrics, run, spec, submission
+from harness.cli import (
+    board,
+    ci,
+    classmap,
+    data,
+    hierarchy,
+    metrics,
+    results,
+    run,
+    spec,
+    submission,
+)
 from harness.cli._common import state
 
 app = typer.Typer(
@@ -23,6 +34,8 @@ app.add_typer(submission.app, name="submission")
 app.add_typer(metrics.app, name="metrics")
 app.add_typer(classmap.app, name="classmap")
 app.add_typer(board.app, name="leaderboard")
+app.add_typer(ci.app, name="ci")
+app.add_typer(results.app, name="results")
 app.command("run")(run.run)
 app.command("demo")(run.demo)
 

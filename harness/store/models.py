@@ -1,12 +1,18 @@
-"""The store's tables: benchmarks, submissions, runs and their scores.
+"""The store's tables: benchmarks, submissions, runs, their scores and the scores' curve points.
 
 One :class:`RunRow` per (benchmark version, submission version): re-running the same package on
 the same benchmark version updates that row and replaces its :class:`ScoreRow` set. The run row
 keeps the package hash it was made with, because a submission row holds only the latest
 metadata of ``name@version``. Dictionaries and lists live in JSON columns.
 
+A score whose details carry a curve (``details["curve"]``: DARTS accuracy-specificity points,
+calibrated-stacking seen-unseen columns) keeps it as :class:`CurvePointRow` rows, one per
+operating point with its ``x`` and ``y`` as numbers SQL can plot, filter and aggregate; the
+score's ``details`` hold the rest. :mod:`harness.store.curves` splits and reassembles them.
+
 The public schema of a stored run is :class:`harness.records.RunRecord`; these rows are never
-handed out of :mod:`harness.store.service`.
+handed out of :mod:`harness.store.service`. Every change here needs a migration
+(``harness/store/migrations/README.md``); a test fails while models and migrations differ.
 """
 
 from __future__ import annotations
@@ -14,12 +20,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 
 def _json_column() -> Any:
     return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+def _json_or_null() -> Any:
+    return Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class BenchmarkRow(SQLModel, table=True):
@@ -38,6 +48,12 @@ class BenchmarkRow(SQLModel, table=True):
     n_classes: int = 0
     n_seen: int = 0
     n_unseen: int = 0
+    # The server default fills the column for benchmarks stored before it existed (0002).
+    structure: dict[str, Any] = Field(
+        default_factory=dict,
+        sa_column=Column(JSON, nullable=False, server_default=text("'{}'")),
+        description="structure diagnostics of the split (BenchmarkInfo.structure)",
+    )
 
 
 class SubmissionRow(SQLModel, table=True):
@@ -88,7 +104,11 @@ class RunRow(SQLModel, table=True):
 
 
 class ScoreRow(SQLModel, table=True):
-    """One metric's result in one setting of a run; ``position`` keeps the record's order."""
+    """One metric's result in one setting of a run; ``position`` keeps the record's order.
+
+    ``details`` is the score's details without its curve when ``curve_layout`` is set: the curve
+    is in :class:`CurvePointRow` and ``curve_layout``/``curve_meta`` say how to put it back.
+    """
 
     __tablename__ = "zsl_score"
     __table_args__ = (
@@ -105,4 +125,34 @@ class ScoreRow(SQLModel, table=True):
     value: float
     higher_is_better: bool = True
     details: dict[str, Any] = _json_column()
-    interval: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    interval: dict[str, Any] | None = _json_or_null()
+    class_values: dict[str, Any] | None = _json_or_null()
+    curve_layout: str | None = Field(
+        default=None,
+        description="'points' (the curve was a list of points) or 'columns' (a dict of "
+        "equal-length lists); None when the score keeps no curve rows",
+    )
+    curve_x: str | None = Field(default=None, description="key of each point read into x")
+    curve_y: str | None = Field(default=None, description="key of each point read into y")
+    curve_meta: dict[str, Any] | None = _json_or_null()
+
+
+class CurvePointRow(SQLModel, table=True):
+    """One operating point of a score's curve, in curve order.
+
+    ``point`` is the whole point as stored in the record; ``x`` and ``y`` repeat two of its
+    numbers (named by the score's ``curve_x``/``curve_y``: DARTS accuracy and information gain,
+    seen-unseen unseen and seen accuracy) and are NULL for points without them.
+    """
+
+    __tablename__ = "zsl_curve_point"
+    __table_args__ = (
+        UniqueConstraint("score_id", "position", name="uq_curve_point_score_position"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    score_id: int = Field(foreign_key="zsl_score.id", ondelete="CASCADE")
+    position: int
+    x: float | None = None
+    y: float | None = None
+    point: Any = Field(sa_column=Column(JSON, nullable=False))

@@ -1,9 +1,12 @@
 """Save and load run records: the only code that opens store sessions.
 
-A :class:`~harness.records.RunRecord` goes in and comes back out; the rows of
-:mod:`harness.store.models` stay inside this module. :func:`save_run` is one transaction: it
-upserts the benchmark, the submission and the run, then replaces the run's scores, so a failure
-anywhere leaves the store as it was.
+A :class:`~harness.records.RunRecord` goes in and comes back out equal; the rows of
+:mod:`harness.store.models` stay inside this module. :func:`save_run` (and :func:`save_runs`
+for several records) is one transaction: it upserts the benchmark, the submission and the run,
+then replaces the run's scores and their curve points, so a failure or a killed process
+anywhere leaves the store as it was. Concurrent writers neither lose nor duplicate rows: SQLite
+writers queue on ``BEGIN IMMEDIATE``; on PostgreSQL new rows go in with ``ON CONFLICT DO
+NOTHING``, the run row is locked before its scores are replaced, and a deadlock is retried.
 """
 
 from __future__ import annotations
@@ -11,33 +14,49 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, Table, func, insert
 from sqlalchemy import exc as sa_exc
-from sqlmodel import Session, col, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, SQLModel, col, delete, select
 
 from harness.errors import HarnessError, IntegrityError
 from harness.records import BenchmarkInfo, RunRecord, ScoreEntry, SubmissionInfo
-from harness.store.db import SQLITE_BEGIN_OPTION, create_tables, database_url, make_engine
-from harness.store.models import BenchmarkRow, RunRow, ScoreRow, SubmissionRow
+from harness.store.curves import join_curve, split_curve
+from harness.store.db import SQLITE_BEGIN_OPTION, database_url, describe_url, make_engine, one_line
+from harness.store.migrations import upgrade
+from harness.store.models import BenchmarkRow, CurvePointRow, RunRow, ScoreRow, SubmissionRow
 
-#: How often :func:`save_run` tries when a concurrent writer inserted the same row first.
-SAVE_ATTEMPTS = 3
+#: How often a save is tried: again after a concurrent writer won a race the database reports
+#: (a unique key inserted first where ON CONFLICT is unavailable, a PostgreSQL deadlock).
+SAVE_ATTEMPTS = 5
+
+# PostgreSQL SQLSTATEs after which the whole transaction may simply run again.
+_RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock detected
+
+RunKey = tuple[str, int, str, str]
 
 
 def open_store(url: str | None = None) -> Engine:
-    """An engine on ``url`` (default :func:`~harness.store.db.database_url`) with tables created."""
+    """An engine on ``url`` (default :func:`~harness.store.db.database_url`), schema migrated.
+
+    The store is brought to the newest schema (:func:`harness.store.migrations.upgrade`),
+    including a store made before migrations existed; many processes may open it at once.
+
+    Raises
+    ------
+    HarnessError
+        The URL is malformed, its driver is missing, or the database cannot be reached, logged
+        into or written: one line naming the URL without its password.
+    """
     url = url or database_url()
     engine = make_engine(url)
-    try:
-        create_tables(engine)
-    except sa_exc.OperationalError as err:
-        raise HarnessError(
-            f"cannot open the store at {_describe(engine)}: {err.orig}; check ZSL_DATABASE_URL "
-            "or ZSL_HOME"
-        ) from err
+    with _store_errors(engine, "open"):
+        upgrade(engine)
     return engine
 
 
@@ -53,26 +72,89 @@ def save_run(engine: Engine, record: RunRecord) -> int:
     IntegrityError
         The benchmark version is already stored with a different data or spec hash.
     HarnessError
-        The record holds a non-finite or duplicate score, or JSON that is not portable.
+        The record holds a non-finite or duplicate score, or JSON that is not portable; or the
+        store cannot be written.
     """
-    _check_record(record)
-    for attempt in range(1, SAVE_ATTEMPTS + 1):
-        try:
-            return _save_once(engine, record)
-        except sa_exc.IntegrityError:
-            # Another writer inserted the same benchmark/submission/run between our SELECT and
-            # INSERT (possible on PostgreSQL; SQLite writers are serialized by BEGIN IMMEDIATE).
-            # The record itself was checked above, so a fresh transaction will find its rows.
-            if attempt == SAVE_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return save_runs(engine, [record])[0]
+
+
+def save_runs(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
+    """Store several records in ONE transaction and return their run ids, in order.
+
+    All or nothing: if any record is refused, none is written. Each record is saved as
+    :func:`save_run` saves it.
+
+    Raises
+    ------
+    HarnessError
+        Two records are the same run (benchmark version and submission version), or as
+        :func:`save_run`.
+    """
+    first_of: dict[RunKey, int] = {}
+    for index, record in enumerate(records):
+        _check_record(record)
+        key = record_sort_key(record)
+        if key in first_of:
+            raise HarnessError(
+                f"records {first_of[key]} and {index} are both the {_what(record)}; save each "
+                "run once"
+            )
+        first_of[key] = index
+    if not records:
+        return []
+    # Rows are locked in one order (the store's), which keeps deadlocks between batches rare;
+    # PostgreSQL breaks any that remain, and the save runs again.
+    order = sorted(range(len(records)), key=lambda i: record_sort_key(records[i]))
+    with _store_errors(engine, "write to"):
+        for attempt in range(1, SAVE_ATTEMPTS + 1):
+            try:
+                ids = _save_once(engine, [records[i] for i in order])
+                break
+            except sa_exc.DBAPIError as err:
+                if attempt == SAVE_ATTEMPTS or not _is_retryable(err):
+                    raise
+    by_index = dict(zip(order, ids, strict=True))
+    return [by_index[i] for i in range(len(records))]
+
+
+def delete_run(
+    engine: Engine,
+    *,
+    benchmark: str,
+    benchmark_version: int,
+    submission: str,
+    submission_version: str,
+) -> bool:
+    """Delete one run with its scores and curve points; True if it existed.
+
+    The benchmark and submission rows stay (other runs may share them; they hold no results).
+    """
+    writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    with _store_errors(engine, "write to"), Session(writer) as session, session.begin():
+        run_id = session.exec(
+            select(RunRow.id)
+            .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
+            .join(SubmissionRow, col(RunRow.submission_id) == col(SubmissionRow.id))
+            .where(
+                BenchmarkRow.benchmark == benchmark,
+                BenchmarkRow.version == benchmark_version,
+                SubmissionRow.name == submission,
+                SubmissionRow.version == submission_version,
+            )
+        ).first()
+        if run_id is None:
+            return False
+        _delete_scores(session, run_id)
+        session.exec(delete(RunRow).where(col(RunRow.id) == run_id))
+    return True
 
 
 def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord]:
     """Every stored run (of ``benchmark`` only, if given) as records.
 
     Sorted by benchmark id, benchmark version, submission name and submission version; each
-    record's scores keep the order they were saved in.
+    record's scores keep the order they were saved in, their curves the shape they had. All
+    of it is read from one snapshot of the store.
     """
     runs_stmt = (
         select(RunRow, BenchmarkRow, SubmissionRow)
@@ -85,15 +167,26 @@ def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord
         .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
         .order_by(col(ScoreRow.run_id), col(ScoreRow.position))
     )
+    points_stmt = (
+        select(col(CurvePointRow.score_id), col(CurvePointRow.point))
+        .join(ScoreRow, col(CurvePointRow.score_id) == col(ScoreRow.id))
+        .join(RunRow, col(ScoreRow.run_id) == col(RunRow.id))
+        .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
+        .order_by(col(CurvePointRow.score_id), col(CurvePointRow.position))
+    )
     if benchmark is not None:
         runs_stmt = runs_stmt.where(BenchmarkRow.benchmark == benchmark)
         scores_stmt = scores_stmt.where(BenchmarkRow.benchmark == benchmark)
+        points_stmt = points_stmt.where(BenchmarkRow.benchmark == benchmark)
 
-    with Session(engine) as session, session.begin():  # one snapshot for both queries
+    with _store_errors(engine, "read"), Session(_snapshot(engine)) as session, session.begin():
         rows = session.exec(runs_stmt).all()
+        points: dict[int, list[Any]] = defaultdict(list)
+        for score_id, point in session.exec(points_stmt):
+            points[score_id].append(point)
         scores: dict[int, list[ScoreEntry]] = defaultdict(list)
         for score in session.exec(scores_stmt):
-            scores[score.run_id].append(_score_entry(score))
+            scores[score.run_id].append(_score_entry(score, points.get(_id(score), [])))
         records = [_record(run, bench, sub, scores.get(_id(run), [])) for run, bench, sub in rows]
     # Sort here, not in SQL: string collation differs between SQLite and PostgreSQL.
     records.sort(key=record_sort_key)
@@ -102,11 +195,11 @@ def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord
 
 def count_runs(engine: Engine) -> int:
     """How many runs the store holds."""
-    with Session(engine) as session:
+    with _store_errors(engine, "read"), Session(engine) as session:
         return int(session.exec(select(func.count()).select_from(RunRow)).one())
 
 
-def record_sort_key(record: RunRecord) -> tuple[str, int, str, str]:
+def record_sort_key(record: RunRecord) -> RunKey:
     """The store's order: benchmark id, benchmark version, submission name, submission version."""
     return (
         record.benchmark.id,
@@ -119,77 +212,101 @@ def record_sort_key(record: RunRecord) -> tuple[str, int, str, str]:
 # -- saving -------------------------------------------------------------------------------------
 
 
-def _save_once(engine: Engine, record: RunRecord) -> int:
+def _save_once(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
     # BEGIN IMMEDIATE on SQLite takes the write lock before our first SELECT, so concurrent
     # writers queue on the busy timeout instead of failing on a stale read.
     writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-    try:
-        with Session(writer) as session, session.begin():
+    run_ids = []
+    with Session(writer) as session, session.begin():
+        for record in records:
             bench = _upsert_benchmark(session, record.benchmark)
             sub = _upsert_submission(session, record.submission)
             run = _upsert_run(session, record, benchmark_id=_id(bench), submission_id=_id(sub))
-            run_id = _id(run)
-            _replace_scores(session, run_id, record.scores)
-    except sa_exc.OperationalError as err:
-        raise HarnessError(
-            f"cannot write to the store at {_describe(engine)}: {err.orig}; check "
-            "ZSL_DATABASE_URL or ZSL_HOME, and that the tables exist (open_store creates them)"
-        ) from err
-    return run_id
+            _replace_scores(session, _id(run), record.scores)
+            run_ids.append(_id(run))
+    return run_ids
+
+
+def _insert_if_missing(session: Session, model: type[SQLModel], values: dict[str, Any]) -> bool:
+    """INSERT a row unless its unique key exists (or is being inserted by a concurrent writer,
+    whose commit PostgreSQL waits for); a plain INSERT on other databases. True if inserted."""
+    table = _table(model)
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        statement: Any = postgresql.insert(table).values(values).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        statement = sqlite.insert(table).values(values).on_conflict_do_nothing()
+    else:  # a concurrent duplicate raises IntegrityError: save_runs tries again
+        statement = insert(table).values(values)
+    return bool(session.connection().execute(statement).rowcount)
 
 
 def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
-    row = session.exec(
-        select(BenchmarkRow).where(
-            BenchmarkRow.benchmark == info.id, BenchmarkRow.version == info.version
-        )
-    ).first()
+    query = select(BenchmarkRow).where(
+        BenchmarkRow.benchmark == info.id, BenchmarkRow.version == info.version
+    )
+    row = session.exec(query).first()
     if row is None:
-        row = BenchmarkRow(
-            benchmark=info.id,
-            version=info.version,
-            hash=info.hash,
-            title=info.title,
-            spec_hash=info.spec_hash,
+        _insert_if_missing(
+            session,
+            BenchmarkRow,
+            {
+                "benchmark": info.id,
+                "version": info.version,
+                "hash": info.hash,
+                "title": info.title,
+                "spec_hash": info.spec_hash,
+                "primary": dict(info.primary),
+                "n_classes": info.n_classes,
+                "n_seen": info.n_seen,
+                "n_unseen": info.n_unseen,
+                "structure": dict(info.structure),
+            },
         )
-    else:
-        for field, stored, given in (
-            ("hash", row.hash, info.hash),
-            ("spec hash", row.spec_hash, info.spec_hash),
-        ):
-            if stored != given:
-                raise IntegrityError(
-                    f"benchmark {info.id!r} v{info.version} is stored with {field} {stored}, "
-                    f"but this run was scored against {given}; a changed benchmark needs a new "
-                    "version in its spec (or score the run against the frozen benchmark)"
-                )
+        row = session.exec(query).one()
+    for field, stored, given in (
+        ("hash", row.hash, info.hash),
+        ("spec hash", row.spec_hash, info.spec_hash),
+    ):
+        if stored != given:
+            raise IntegrityError(
+                f"benchmark {info.id!r} v{info.version} is stored with {field} {stored}, "
+                f"but this run was scored against {given}; a changed benchmark needs a new "
+                "version in its spec (or score the run against the frozen benchmark)"
+            )
+    # Unchanged values issue no UPDATE, so writers of one benchmark do not lock its row.
     row.title = info.title
     row.primary = dict(info.primary)
     row.n_classes = info.n_classes
     row.n_seen = info.n_seen
     row.n_unseen = info.n_unseen
+    row.structure = dict(info.structure)
     session.add(row)
     session.flush()
     return row
 
 
 def _upsert_submission(session: Session, info: SubmissionInfo) -> SubmissionRow:
-    row = session.exec(
-        select(SubmissionRow).where(
-            SubmissionRow.name == info.name, SubmissionRow.version == info.version
-        )
-    ).first()
+    query = select(SubmissionRow).where(
+        SubmissionRow.name == info.name, SubmissionRow.version == info.version
+    )
+    row = session.exec(query).first()
+    values = {
+        "kind": info.kind,
+        "package_hash": info.package_hash,
+        "authors": list(info.authors),
+        "paper": info.paper,
+        "url": info.url,
+        "description": info.description,
+        "declarations": dict(info.declarations),
+    }
     if row is None:
-        row = SubmissionRow(
-            name=info.name, version=info.version, kind=info.kind, package_hash=info.package_hash
+        _insert_if_missing(
+            session, SubmissionRow, {"name": info.name, "version": info.version, **values}
         )
-    row.kind = info.kind
-    row.package_hash = info.package_hash
-    row.authors = list(info.authors)
-    row.paper = info.paper
-    row.url = info.url
-    row.description = info.description
-    row.declarations = dict(info.declarations)
+        row = session.exec(query).one()
+    for field, value in values.items():
+        setattr(row, field, value)
     session.add(row)
     session.flush()
     return row
@@ -199,62 +316,102 @@ def _upsert_run(
     session: Session, record: RunRecord, *, benchmark_id: int, submission_id: int
 ) -> RunRow:
     now = datetime.now(UTC)
-    row = session.exec(
-        select(RunRow).where(
-            RunRow.benchmark_id == benchmark_id, RunRow.submission_id == submission_id
-        )
-    ).first()
+    # FOR UPDATE (PostgreSQL; SQLite's writer lock covers it): a concurrent save of the same
+    # run waits here, then replaces the scores this one commits, never mixes with them.
+    query = (
+        select(RunRow)
+        .where(RunRow.benchmark_id == benchmark_id, RunRow.submission_id == submission_id)
+        .with_for_update()
+    )
+    values = {
+        "package_hash": record.submission.package_hash,
+        "predictions_hashes": dict(record.predictions_hashes),
+        "harness_version": record.harness_version,
+        "runner": record.runner,
+        "environment": dict(record.environment),
+        "timings": dict(record.timings),
+        "leakage": dict(record.leakage),
+        "logs": dict(record.logs),
+        "created_at": _to_utc(record.created_at),
+        "updated_at": now,
+    }
+    row = session.exec(query).first()
     if row is None:
-        row = RunRow(
-            benchmark_id=benchmark_id,
-            submission_id=submission_id,
-            package_hash=record.submission.package_hash,
-            harness_version=record.harness_version,
-            runner=record.runner,
-            created_at=_to_utc(record.created_at),
-            updated_at=now,
+        inserted = _insert_if_missing(
+            session,
+            RunRow,
+            {"benchmark_id": benchmark_id, "submission_id": submission_id, **values},
         )
-    row.package_hash = record.submission.package_hash
-    row.predictions_hashes = dict(record.predictions_hashes)
-    row.harness_version = record.harness_version
-    row.runner = record.runner
-    row.environment = dict(record.environment)
-    row.timings = dict(record.timings)
-    row.leakage = dict(record.leakage)
-    row.logs = dict(record.logs)
-    row.created_at = _to_utc(record.created_at)
-    row.updated_at = now
+        row = session.exec(query).one()
+        if inserted:  # written with these values already
+            return row
+    for field, value in values.items():
+        setattr(row, field, value)
     session.add(row)
     session.flush()
     return row
 
 
-def _replace_scores(session: Session, run_id: int, scores: list[ScoreEntry]) -> None:
+def _delete_scores(session: Session, run_id: int) -> None:
+    # Curve points go explicitly, not only by ON DELETE CASCADE: a SQLite connection opened
+    # without PRAGMA foreign_keys (another tool) would leave them behind.
+    score_ids = select(ScoreRow.id).where(col(ScoreRow.run_id) == run_id)
+    session.exec(delete(CurvePointRow).where(col(CurvePointRow.score_id).in_(score_ids)))
     session.exec(delete(ScoreRow).where(col(ScoreRow.run_id) == run_id))
-    for position, entry in enumerate(scores):
-        session.add(
-            ScoreRow(
-                run_id=run_id,
-                position=position,
-                setting=entry.setting,
-                metric=entry.metric,
-                function=entry.function,
-                version=entry.version,
-                value=entry.value,
-                higher_is_better=entry.higher_is_better,
-                details=dict(entry.details),
-                interval=entry.interval.model_dump(mode="json") if entry.interval else None,
-            )
+
+
+def _replace_scores(session: Session, run_id: int, scores: list[ScoreEntry]) -> None:
+    _delete_scores(session, run_id)
+    if not scores:
+        return
+    splits = [split_curve(dict(entry.details)) for entry in scores]
+    rows = [
+        {
+            "run_id": run_id,
+            "position": position,
+            "setting": entry.setting,
+            "metric": entry.metric,
+            "function": entry.function,
+            "version": entry.version,
+            "value": entry.value,
+            "higher_is_better": entry.higher_is_better,
+            "details": split.details,
+            "interval": entry.interval.model_dump(mode="json") if entry.interval else None,
+            "class_values": (
+                entry.class_values.model_dump(mode="json") if entry.class_values else None
+            ),
+            "curve_layout": split.layout,
+            "curve_x": split.x_key,
+            "curve_y": split.y_key,
+            "curve_meta": split.meta,
+        }
+        for position, (entry, split) in enumerate(zip(scores, splits, strict=True))
+    ]
+    # One executemany, then the ids by position: portable, and one statement each on SQLite
+    # (where INSERT ... RETURNING in parameter order falls back to a statement per row).
+    score_table = _table(ScoreRow)
+    connection = session.connection()
+    connection.execute(insert(score_table), rows)
+    id_of: dict[int, int] = {
+        position: score_id
+        for position, score_id in connection.execute(
+            select(score_table.c.position, score_table.c.id).where(score_table.c.run_id == run_id)
         )
-    session.flush()
+    }
+    score_ids = [id_of[position] for position in range(len(rows))]
+    points = [
+        {"score_id": score_id, "position": position, "x": x, "y": y, "point": point}
+        for score_id, split in zip(score_ids, splits, strict=True)
+        for position, point in enumerate(split.points)
+        for x, y in [split.xy(point)]
+    ]
+    if points:
+        connection.execute(insert(_table(CurvePointRow)), points)
 
 
 def _check_record(record: RunRecord) -> None:
     """Refuse what the database would mangle or reject, with a message naming the entry."""
-    where = (
-        f"run of {record.submission.name}@{record.submission.version} on "
-        f"{record.benchmark.id} v{record.benchmark.version}"
-    )
+    where = _what(record)
     seen: set[tuple[str, str]] = set()
     for entry in record.scores:
         key = (entry.setting, entry.metric)
@@ -270,9 +427,15 @@ def _check_record(record: RunRecord) -> None:
                 "keeps finite values only (the metric should raise instead)"
             )
         _check_json(entry.details, f"{where}: details of {entry.setting}/{entry.metric}")
+        if entry.class_values is not None:
+            _check_json(
+                entry.class_values.model_dump(mode="json"),
+                f"{where}: class values of {entry.setting}/{entry.metric}",
+            )
     for name in ("environment", "timings", "predictions_hashes", "logs", "leakage"):
         _check_json(getattr(record, name), f"{where}: {name}")
     _check_json(record.submission.declarations, f"{where}: submission declarations")
+    _check_json(record.benchmark.structure, f"{where}: benchmark structure")
 
 
 def _check_json(value: Any, what: str) -> None:
@@ -284,7 +447,22 @@ def _check_json(value: Any, what: str) -> None:
         ) from err
 
 
+def _is_retryable(err: sa_exc.DBAPIError) -> bool:
+    if isinstance(err, sa_exc.IntegrityError):
+        return True
+    sqlstate = getattr(err.orig, "sqlstate", None) or getattr(err.orig, "pgcode", None)
+    return sqlstate in _RETRY_SQLSTATES
+
+
 # -- loading ------------------------------------------------------------------------------------
+
+
+def _snapshot(engine: Engine) -> Engine:
+    """An engine whose transactions read one snapshot: PostgreSQL's default (READ COMMITTED)
+    gives each statement its own; SQLite's read transactions already are one."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="REPEATABLE READ")
+    return engine
 
 
 def _record(
@@ -301,6 +479,7 @@ def _record(
             n_classes=bench.n_classes,
             n_seen=bench.n_seen,
             n_unseen=bench.n_unseen,
+            structure=dict(bench.structure or {}),
         ),
         submission=SubmissionInfo.model_validate(
             {
@@ -327,7 +506,7 @@ def _record(
     )
 
 
-def _score_entry(row: ScoreRow) -> ScoreEntry:
+def _score_entry(row: ScoreRow, points: list[Any]) -> ScoreEntry:
     return ScoreEntry.model_validate(
         {
             "setting": row.setting,
@@ -336,13 +515,40 @@ def _score_entry(row: ScoreRow) -> ScoreEntry:
             "version": row.version,
             "value": row.value,
             "higher_is_better": row.higher_is_better,
-            "details": dict(row.details),
+            "details": join_curve(dict(row.details), row.curve_layout, row.curve_meta, points),
             "interval": row.interval,
+            "class_values": row.class_values,
         }
     )
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _store_errors(engine: Engine, doing: str) -> Iterator[None]:
+    """A database that cannot be reached, logged into or written becomes one HarnessError line
+    naming the store without its password."""
+    try:
+        yield
+    except (sa_exc.OperationalError, sa_exc.InterfaceError) as err:
+        raise HarnessError(
+            f"cannot {doing} the store at {describe_url(engine.url)}: {one_line(err.orig)}; "
+            "check ZSL_DATABASE_URL (server, user, password, database) or ZSL_HOME"
+        ) from err
+
+
+def _what(record: RunRecord) -> str:
+    return (
+        f"run of {record.submission.name}@{record.submission.version} on "
+        f"{record.benchmark.id} v{record.benchmark.version}"
+    )
+
+
+def _table(model: type[SQLModel]) -> Table:
+    table = model.__table__  # type: ignore[attr-defined]
+    assert isinstance(table, Table)
+    return table
 
 
 def _to_utc(moment: datetime) -> datetime:
@@ -352,11 +558,7 @@ def _to_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _id(row: BenchmarkRow | SubmissionRow | RunRow) -> int:
+def _id(row: BenchmarkRow | SubmissionRow | RunRow | ScoreRow) -> int:
     if row.id is None:  # pragma: no cover - flush() assigns ids
         raise AssertionError(f"{type(row).__name__} has no id after flush")
     return row.id
-
-
-def _describe(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)

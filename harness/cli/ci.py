@@ -1,0 +1,146 @@
+"""``zsl ci``: the leaderboard CI's steps, one command each, so the workflow stays thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from harness.ci import (
+    DIFF_FILENAME,
+    SITE_DIRNAME,
+    changed_packages,
+    find_repo_root,
+    publish_site,
+    run_pull_request,
+)
+from harness.cli._common import reports_errors, stderr, stdout
+
+app = typer.Typer(
+    help="The leaderboard CI's steps: changed packages, score a pull request, publish the site.",
+    no_args_is_help=True,
+)
+
+Base = Annotated[
+    str,
+    typer.Option(
+        "--base",
+        help="git revision the change is compared with (e.g. origin/main); "
+        "packages changed in BASE...HEAD count",
+        show_default=False,
+    ),
+]
+Results = Annotated[
+    Path,
+    typer.Option("--results", help="folder of committed run records", file_okay=False),
+]
+
+CHANGED_EPILOG = """
+Example: zsl ci changed --base origin/main
+
+Prints one line per package, "added", "modified" or "deleted", a tab, and the folder.
+Only committed changes count (git diff BASE...HEAD).
+"""
+
+
+@app.command(epilog=CHANGED_EPILOG)
+@reports_errors
+def changed(base: Base) -> None:
+    """List the submission packages added, modified or deleted between BASE and HEAD."""
+    changes = changed_packages(base, find_repo_root(Path.cwd()))
+    for status, folders in (
+        ("added", changes.added),
+        ("modified", changes.modified),
+        ("deleted", changes.deleted),
+    ):
+        for folder in folders:
+            typer.echo(f"{status}\t{folder}")  # plain: rich would expand the tab
+    if not (changes.added or changes.modified or changes.deleted):
+        stderr.print(f"no submission package changed between {base} and HEAD", soft_wrap=True)
+
+
+PR_EPILOG = f"""
+Example: zsl ci pr --base origin/main
+
+For each package changed since BASE: validate it, then run and score it on every spec in
+leaderboard/ci.yaml, in a throwaway store (OUT/store.sqlite3) seeded with the committed records;
+model code runs under RUNNER. The records are exported into RESULTS, the site is built into
+OUT/{SITE_DIRNAME} and the Markdown leaderboard diff (base records vs. the exported ones) is
+written to OUT/{DIFF_FILENAME}. Exits 1 when a package is invalid or its run fails; the diff file
+says which and why.
+"""
+
+
+@app.command(epilog=PR_EPILOG)
+@reports_errors
+def pr(
+    base: Base,
+    results: Results = Path("leaderboard/results"),
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="folder for the store, the site and the diff", file_okay=False),
+    ] = Path("build/ci"),
+    runner: Annotated[str, typer.Option(help="isolation backend for model code")] = "sandbox",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="CI configuration (default: leaderboard/ci.yaml in the repository)",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    every_package: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="score every package, changed or not (e.g. after adding a benchmark)"
+        ),
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="no per-step progress")] = False,
+) -> None:
+    """Validate, run and score the changed packages; write the site and the leaderboard diff."""
+    result = run_pull_request(
+        base,
+        repo_root=find_repo_root(Path.cwd()),
+        results_dir=results,
+        out_dir=out,
+        runner=runner,
+        config_path=config,
+        every_package=every_package,
+        quiet=quiet,
+    )
+    for outcome in result.outcomes:
+        line = f"{outcome.status} {outcome.package}: {outcome.detail}"
+        if outcome.failed:
+            stderr.print(Text.assemble(("error: ", "bold red"), line), soft_wrap=True)
+        else:
+            stdout.print(line, soft_wrap=True)
+    for problem in result.problems:
+        stderr.print(Text.assemble(("error: ", "bold red"), problem), soft_wrap=True)
+    if result.site is not None:
+        stdout.print(f"site: {result.site}", soft_wrap=True)
+    stdout.print(f"diff: {result.report}", soft_wrap=True)
+    if not result.ok:
+        raise typer.Exit(code=1)
+
+
+PUBLISH_EPILOG = """
+Example: zsl ci publish --out leaderboard/site
+
+Reads only the committed records (no store, no runs): what the merge-to-main job deploys.
+"""
+
+
+@app.command(epilog=PUBLISH_EPILOG)
+@reports_errors
+def publish(
+    results: Results = Path("leaderboard/results"),
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="folder to write the site to; replaced as a whole"),
+    ] = Path("leaderboard/site"),
+) -> None:
+    """Build the site from the committed run records and print the path of its index.html."""
+    index = publish_site(results, out)
+    stdout.print(str(index), soft_wrap=True)

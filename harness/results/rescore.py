@@ -1,0 +1,305 @@
+"""Re-score stored runs from their archived predictions when the metrics changed.
+
+A stored run is *stale* when one of its scores was computed by a metric whose registered
+version is no longer the one it records, or when its list of (setting, metric key, function)
+is not what its benchmark's spec declares today. :func:`rescore_store` finds the spec of each
+run (by benchmark id and version under a specs folder; a spec whose hash differs from the
+run's is refused), loads the frozen benchmark, reads the run's archived prediction files
+(:mod:`harness.results.archive`; their content is checked against the hashes the record holds),
+scores them with the current metrics and saves every re-scored record in one transaction.
+
+What changes in a re-scored record: ``scores`` (all of them, so the record is exactly what a
+fresh ``zsl run`` of the same predictions would score) and one line in ``logs["rescore"]``
+saying which harness re-scored it and why. Everything else stays: the run's date, its timings
+(they describe the run that made the predictions), ``harness_version`` (the harness that ran
+the model and wrote the predictions). The ``rescore`` log line holds no time stamp, so
+re-scoring the same predictions twice gives the same record.
+
+A run that cannot be re-scored is reported with its reason and left as it is; the others
+proceed: *skipped* when its predictions are not archived (imported runs) or no spec is found,
+*failed* when something does not match (spec hash, benchmark hash, predictions hash) or
+scoring raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import harness
+from harness.errors import HarnessError, IntegrityError, SpecError
+from harness.records import RunRecord, ScoreEntry
+from harness.results.archive import ArchiveMissingError, archived_paths
+from harness.results.records_io import describe_key, record_key
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from harness.data.prepare import Benchmark
+    from harness.spec import Spec
+
+Status = Literal["current", "rescored", "would rescore", "skipped", "failed"]
+SpecKey = tuple[str, int]
+
+
+@dataclass
+class RescoreOutcome:
+    """What happened to one stored run.
+
+    ``reasons`` say why the run is stale (empty when current); ``changes`` list the score
+    entries whose version or value changed (after scoring); ``message`` says why a run was
+    skipped or failed; ``rescored`` is the new record (also under ``--dry-run``).
+    """
+
+    record: RunRecord
+    status: Status
+    reasons: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    message: str = ""
+    rescored: RunRecord | None = None
+
+    @property
+    def run(self) -> str:
+        return describe_key(record_key(self.record))
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("current", "rescored", "would rescore")
+
+
+def find_specs(specs_dir: Path) -> dict[SpecKey, Spec]:
+    """Every spec under ``specs_dir`` (``*.yaml``, recursively) by (benchmark id, version).
+
+    Raises
+    ------
+    HarnessError
+        ``specs_dir`` is not a folder, a spec is invalid (naming the file), or two files
+        declare the same benchmark version.
+    """
+    from harness.spec import load_spec
+
+    if not specs_dir.is_dir():
+        raise HarnessError(f"{specs_dir}: no such folder of benchmark specs (see --specs)")
+    found: dict[SpecKey, Spec] = {}
+    where: dict[SpecKey, Path] = {}
+    for path in sorted(specs_dir.rglob("*.yaml")):
+        spec = load_spec(path)
+        key = (spec.benchmark, spec.version)
+        if key in found:
+            raise SpecError(
+                f"{path}: declares {spec.benchmark} v{spec.version}, which {where[key]} declares "
+                "too; a benchmark version has one spec"
+            )
+        found[key] = spec
+        where[key] = path
+    return found
+
+
+def expected_entries(spec: Spec) -> list[tuple[str, str, str]]:
+    """(setting, result key, metric function) of every score the spec declares, in order."""
+    return [(s, m.result_key, m.name) for s in spec.settings for m in spec.metrics_for(s)]
+
+
+def stale_reasons(record: RunRecord, spec: Spec | None) -> list[str]:
+    """Why ``record`` needs re-scoring: outdated metric versions, a different metric list.
+
+    Without a spec only the versions can be compared.
+    """
+    from harness.metrics import metrics
+
+    reasons: list[str] = []
+    if spec is not None:
+        stored = [(e.setting, e.metric, e.function) for e in record.scores]
+        expected = expected_entries(spec)
+        if stored != expected:
+            missing = [f"{s}/{k}" for s, k, f in expected if (s, k, f) not in stored]
+            extra = [f"{s}/{k}" for s, k, f in stored if (s, k, f) not in expected]
+            parts = []
+            if missing:
+                parts.append("not scored: " + ", ".join(missing))
+            if extra:
+                parts.append("no longer in the spec: " + ", ".join(extra))
+            reasons.append(
+                "metric list differs from the spec (" + ("; ".join(parts) or "order") + ")"
+            )
+    for entry in record.scores:
+        if entry.function not in metrics:
+            reasons.append(
+                f"{entry.setting}/{entry.metric}: metric {entry.function!r} is no longer registered"
+            )
+            continue
+        current = metrics.get(entry.function).version
+        if current != entry.version:
+            reasons.append(
+                f"{entry.setting}/{entry.metric}: {entry.function} version {entry.version} "
+                f"-> {current}"
+            )
+    return reasons
+
+
+def rescore_record(
+    record: RunRecord,
+    spec: Spec,
+    bench: Benchmark,
+    *,
+    reasons: Iterable[str] = (),
+    archive_root: Path | None = None,
+) -> RunRecord:
+    """Score ``record``'s archived predictions on ``bench`` again; the record with new scores.
+
+    Raises
+    ------
+    IntegrityError
+        The spec, benchmark or an archived file does not match the hashes the record holds.
+    ArchiveMissingError
+        A prediction file is not archived.
+    HarnessError
+        The record lacks a prediction hash the spec needs, or scoring failed.
+    """
+    from harness.pipeline import prediction_settings, read_all
+    from harness.scoring import score
+
+    run = describe_key(record_key(record))
+    if spec.spec_hash() != record.benchmark.spec_hash:
+        raise IntegrityError(
+            f"{run}: was scored against spec hash {record.benchmark.spec_hash}, but "
+            f"{spec.path} hashes to {spec.spec_hash()}; a changed spec needs a new version "
+            "(re-run the submissions on it) or the spec the run was scored with"
+        )
+    if bench.hash != record.benchmark.hash:
+        raise IntegrityError(
+            f"{run}: was scored on data {record.benchmark.hash}, but the frozen "
+            f"{spec.benchmark} v{spec.version} is {bench.hash}"
+        )
+    settings = prediction_settings(spec)
+    missing = [s for s in settings if s not in record.predictions_hashes]
+    if missing:
+        raise HarnessError(
+            f"{run}: the record holds no predictions hash for {', '.join(missing)}, which the "
+            "spec's metrics need"
+        )
+    hashes = {s: record.predictions_hashes[s] for s in settings}
+    paths = archived_paths(hashes, benchmark_hash=record.benchmark.hash, root=archive_root)
+    predictions = read_all(bench, paths)
+    for setting, checked in predictions.items():
+        if checked.sha256 != hashes[setting]:
+            raise IntegrityError(
+                f"{run}: archived {setting!r} predictions {paths[setting]} hold content "
+                f"{checked.sha256}, not {hashes[setting]} as the record says"
+            )
+    scores = score(bench, predictions)
+    why = "; ".join(reasons) or "forced"
+    logs = {**record.logs, "rescore": f"re-scored by zsl-harness {harness.__version__}: {why}"}
+    return record.model_copy(update={"scores": scores, "logs": logs})
+
+
+def score_changes(old: list[ScoreEntry], new: list[ScoreEntry]) -> list[str]:
+    """One line per entry added, removed, or changed in version or value."""
+    before = {(e.setting, e.metric): e for e in old}
+    after = {(e.setting, e.metric): e for e in new}
+    lines: list[str] = []
+    for key, entry in after.items():
+        name = f"{key[0]}/{key[1]}"
+        previous = before.get(key)
+        if previous is None:
+            lines.append(f"{name}: new ({entry.function} v{entry.version}) = {entry.value:.6g}")
+            continue
+        parts = []
+        if previous.version != entry.version or previous.function != entry.function:
+            parts.append(
+                f"{previous.function} v{previous.version} -> {entry.function} v{entry.version}"
+            )
+        if previous.value != entry.value:
+            parts.append(f"{previous.value:.6g} -> {entry.value:.6g}")
+        if parts:
+            lines.append(f"{name}: " + ", ".join(parts))
+    lines.extend(f"{s}/{m}: removed" for s, m in before if (s, m) not in after)
+    return lines
+
+
+def rescore_records(
+    records: Iterable[RunRecord],
+    specs: dict[SpecKey, Spec],
+    *,
+    force: bool = False,
+    archive_root: Path | None = None,
+) -> list[RescoreOutcome]:
+    """Re-score the stale runs among ``records`` (every one with ``force``); nothing is saved.
+
+    Returned outcomes have status ``current``, ``would rescore`` (with ``rescored`` set),
+    ``skipped`` or ``failed``, in the order of ``records``.
+    """
+    from harness.data.prepare import load_benchmark
+
+    benches: dict[SpecKey, Benchmark] = {}
+    outcomes: list[RescoreOutcome] = []
+    for record in records:
+        spec = specs.get((record.benchmark.id, record.benchmark.version))
+        reasons = stale_reasons(record, spec)
+        outcome = RescoreOutcome(record=record, status="current", reasons=reasons)
+        outcomes.append(outcome)
+        if not reasons and not force:
+            continue
+        if spec is None:
+            outcome.status = "skipped"
+            outcome.message = (
+                f"no spec for {record.benchmark.id} v{record.benchmark.version} in the specs folder"
+            )
+            continue
+        try:
+            key = (spec.benchmark, spec.version)
+            if key not in benches:
+                benches[key] = load_benchmark(spec)
+            new = rescore_record(
+                record, spec, benches[key], reasons=reasons, archive_root=archive_root
+            )
+        except ArchiveMissingError as err:
+            outcome.status, outcome.message = "skipped", str(err)
+            continue
+        except HarnessError as err:
+            outcome.status, outcome.message = "failed", str(err)
+            continue
+        outcome.status = "would rescore"
+        outcome.rescored = new
+        outcome.changes = score_changes(record.scores, new.scores)
+    return outcomes
+
+
+def rescore_store(
+    engine: Engine,
+    specs_dir: Path,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+    archive_root: Path | None = None,
+) -> list[RescoreOutcome]:
+    """Re-score the store's stale runs (all with ``force``) and save them in one transaction.
+
+    With ``dry_run`` the runs are scored but nothing is saved (status ``would rescore``).
+    A run that cannot be re-scored is reported (``skipped``/``failed``) and left as stored.
+    """
+    from harness.results.store_io import save_records
+    from harness.store import load_runs
+
+    specs = find_specs(specs_dir)
+    outcomes = rescore_records(load_runs(engine), specs, force=force, archive_root=archive_root)
+    if not dry_run:
+        done = [o for o in outcomes if o.rescored is not None]
+        save_records(engine, [o.rescored for o in done if o.rescored is not None])
+        for outcome in done:
+            outcome.status = "rescored"
+    return outcomes
+
+
+__all__ = [
+    "RescoreOutcome",
+    "expected_entries",
+    "find_specs",
+    "rescore_record",
+    "rescore_records",
+    "rescore_store",
+    "score_changes",
+    "stale_reasons",
+]

@@ -1,0 +1,1 @@
+"""Revisions of the store schema, oldest first: ``v<revision>_<slug>.py``."""
