@@ -1,123 +1,36 @@
-"""The static leaderboard: pages, ranking, escaping, relative links, determinism, atomic builds."""
+"""The static leaderboard: pages, ranking, groups, versions, comparisons, determinism, atomicity."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
-from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from typer.testing import CliRunner
 
 from harness.cli import board
 from harness.errors import HarnessError, IntegrityError
-from harness.records import BenchmarkInfo, RunRecord, ScoreEntry, SubmissionInfo
+from harness.records import Interval, RunRecord
+from harness.results.records_io import export_records, load_record, record_id
 from harness.site import build_site, builder
+from harness.site.model import SiteModel
 from harness.store import open_store, save_run
+from tests.site_records import XSS_NAME, make_record, sample_records, synthetic_records
 
-T0 = datetime(2024, 5, 17, 12, 0, tzinfo=UTC)
-XSS_NAME = "<script>alert(1)</script>"
-
-
-def make_record(
-    name: str,
-    *,
-    zsl: dict[str, float] | None = None,
-    gzsl: dict[str, float] | None = None,
-    version: str = "1.0",
-    benchmark: str = "cub-demo",
-    benchmark_hash: str = "sha256:" + "b" * 64,
-    primary: dict[str, str] | None = None,
-    lower_is_better: frozenset[str] = frozenset(),
-    kind: str = "model",
-    paper: str | None = "https://arxiv.org/abs/1503.08677",
-    url: str | None = None,
-    description: str = "",
-    minutes: int = 0,
-) -> RunRecord:
-    """A record whose scores are given as {metric: value} per setting."""
-    scores = [
-        ScoreEntry(
-            setting=setting,
-            metric=metric,
-            function=f"{metric}_score",
-            version="1",
-            value=value,
-            higher_is_better=metric not in lower_is_better,
-        )
-        for setting, values in (("zsl", zsl or {}), ("gzsl", gzsl or {}))
-        for metric, value in values.items()
-    ]
-    return RunRecord(
-        benchmark=BenchmarkInfo(
-            id=benchmark,
-            version=1,
-            title=f"{benchmark.upper()} demo",
-            hash=benchmark_hash,
-            spec_hash="sha256:" + "c" * 64,
-            primary=primary if primary is not None else {"zsl": "top1", "gzsl": "H"},
-            n_classes=200,
-            n_seen=150,
-            n_unseen=50,
-        ),
-        submission=SubmissionInfo.model_validate(
-            {
-                "name": name,
-                "version": version,
-                "kind": kind,
-                "package_hash": "sha256:" + "a" * 64,
-                "authors": ["A. Author"],
-                "paper": paper,
-                "url": url,
-                "description": description,
-                "declarations": {"class_embedding": "attributes", "transductive": False},
-            }
-        ),
-        predictions_hashes={"zsl": "sha256:" + "d" * 64, "gzsl": "sha256:" + "e" * 64},
-        harness_version="0.1.0",
-        runner="local",
-        environment={"python": "3.11.7"},
-        timings={"fit": 1.25},
-        scores=scores,
-        created_at=T0 + timedelta(minutes=minutes),
-    )
+# A name unsafe in a file name keeps a cleaned prefix plus "~" and 12 hex digits of its sha256.
+XSS_KEY = (
+    f"script-alert-1-script~{sha256(XSS_NAME.encode()).hexdigest()[:12]}"
+    f"@b-2-b~{sha256(b'<b>2</b>').hexdigest()[:12]}"
+)
 
 
-def sample_records() -> list[RunRecord]:
-    return [
-        make_record(
-            "ale",
-            zsl={"top1": 0.5512, "top5": 0.8},
-            gzsl={"seen": 0.6, "unseen": 0.3, "H": 0.4},
-        ),
-        make_record(
-            XSS_NAME,
-            version="<b>2</b>",
-            zsl={"top1": 0.6234, "top5": 0.9},
-            gzsl={"seen": 0.7, "unseen": 0.2, "H": 0.311},
-            paper="javascript:alert(1)",
-            url="JaVaScRiPt:alert(document.cookie)",
-            description='<img src=x onerror="alert(2)"> & more',
-            kind="predictions",
-            minutes=5,
-        ),
-        make_record(
-            "devise",
-            zsl={"top1": 0.4, "top5": 0.7},
-            gzsl={"seen": 0.55, "unseen": 0.45, "H": 0.495},
-            paper=None,
-            url="http://example.org/devise",
-            minutes=10,
-        ),
-        make_record("sje", benchmark="awa2", zsl={"top1": 0.611}),
-    ]
-
-
-class _Scan(HTMLParser):
-    """Collects attributes, element ids, and the cell texts of each score table by section id."""
+class Scan(HTMLParser):
+    """Attributes, ids, and the cell texts of each table (by table id, else section id)."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -125,22 +38,29 @@ class _Scan(HTMLParser):
         self.ids: set[str] = set()
         self.tables: dict[str, list[list[str]]] = {}
         self.headers: dict[str, list[str]] = {}
+        self.row_ids: dict[str, list[str]] = {}
+        self.text: list[str] = []
         self._section: str | None = None
+        self._table: str | None = None
         self._cell: list[str] | None = None
         self._row: list[str] | None = None
+        self._row_id = ""
         self._in_head = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
         for name, value in attrs:
             self.attrs.append((tag, name, value or ""))
             if name == "id" and value:
                 self.ids.add(value)
-                if tag == "section":
-                    self._section = value
+        if tag == "section" and found.get("id"):
+            self._section = found["id"]
+        if tag == "table":
+            self._table = found.get("id") or self._section
         if tag == "thead":
             self._in_head = True
-        elif tag == "tr" and self._section:
-            self._row = []
+        elif tag == "tr" and self._table:
+            self._row, self._row_id = [], found.get("id") or ""
         elif tag in ("td", "th") and self._row is not None:
             self._cell = []
 
@@ -150,28 +70,36 @@ class _Scan(HTMLParser):
         elif tag in ("td", "th") and self._cell is not None and self._row is not None:
             self._row.append(" ".join("".join(self._cell).split()))
             self._cell = None
-        elif tag == "tr" and self._row is not None and self._section:
+        elif tag == "tr" and self._row is not None and self._table:
             if self._in_head:
-                self.headers[self._section] = self._row
+                self.headers[self._table] = self._row
             else:
-                self.tables.setdefault(self._section, []).append(self._row)
+                self.tables.setdefault(self._table, []).append(self._row)
+                self.row_ids.setdefault(self._table, []).append(self._row_id)
             self._row = None
+        elif tag == "table":
+            self._table = None
         elif tag == "section":
             self._section = None
 
     def handle_data(self, data: str) -> None:
+        self.text.append(data)
         if self._cell is not None:
             self._cell.append(data)
 
 
-def scan(path: Path) -> _Scan:
-    parser = _Scan()
+def scan(path: Path) -> Scan:
+    parser = Scan()
     parser.feed(path.read_text(encoding="utf-8"))
     return parser
 
 
 def snapshot(site: Path) -> dict[str, bytes]:
     return {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+
+
+def page(site: Path, relative: str) -> str:
+    return (site / relative).read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -181,57 +109,81 @@ def site(tmp_path: Path) -> Path:
     return tmp_path / "site"
 
 
-# -- pages and tables -----------------------------------------------------------------------------
+# -- layout ---------------------------------------------------------------------------------------
 
 
-def test_index_and_benchmark_pages_exist(site: Path) -> None:
-    assert sorted(snapshot(site)) == [
-        ".zsl-leaderboard",
-        "benchmarks/awa2-v1.html",
-        "benchmarks/cub-demo-v1.html",
-        "index.html",
-        "static/style.css",
-    ]
-    index = (site / "index.html").read_text(encoding="utf-8")
+def test_site_layout(site: Path) -> None:
+    pairs = [f"{XSS_KEY}--ale@1.0", f"{XSS_KEY}--devise@1.0", "ale@1.0--devise@1.0"]
+    subs = [XSS_KEY, "ale@1.0", "devise@1.0", "sje@1.0"]
+    assert sorted(snapshot(site)) == sorted(
+        [
+            ".zsl-leaderboard",
+            "benchmarks/awa2-v1.html",
+            "benchmarks/cub-demo-v1.html",
+            "compare.html",
+            *(f"compare/{p}.html" for p in pairs),  # sje shares no benchmark: no pair page
+            "index.html",
+            "logs/ale@1.0/cub-demo-v1.txt",
+            "logs/devise@1.0/cub-demo-v1.txt",
+            "logs/sje@1.0/awa2-v1.txt",
+            f"logs/{XSS_KEY}/cub-demo-v1.txt",
+            "results.json",
+            "static/site.js",
+            "static/style.css",
+            *(f"submissions/{s}.html" for s in subs),
+        ]
+    )
+    index = page(site, "index.html")
     assert "CUB-DEMO demo" in index and "AWA2 demo" in index
     assert "bbbbbbbbbbbb" in index  # short benchmark hash
-    rows = scan(site / "index.html")
-    hrefs = [v for tag, name, v in rows.attrs if tag == "a" and name == "href"]
-    assert "benchmarks/cub-demo-v1.html" in hrefs and "benchmarks/awa2-v1.html" in hrefs
-    # best primary scores per setting: ZSL top1 by the escaped name, GZSL H by devise
+    hrefs = [v for tag, name, v in scan(site / "index.html").attrs if tag == "a" and name == "href"]
+    for href in (
+        "benchmarks/cub-demo-v1.html",
+        "benchmarks/awa2-v1.html",
+        "compare.html",
+        "results.json",
+        "submissions/ale@1.0.html",
+    ):
+        assert href in hrefs
+    # leaders per setting: ZSL top1 by the escaped name, GZSL H by devise
     assert "62.3%" in index and "49.5%" in index
     assert "Built with zsl-harness" in index
 
 
 def test_rows_ordered_by_primary_metric_with_percentages(site: Path) -> None:
-    page = scan(site / "benchmarks" / "cub-demo-v1.html")
-    assert page.headers["setting-zsl"][:5] == ["#", "Submission", "Kind", "top1 (%)", "top5 (%)"]
-    assert page.headers["setting-gzsl"][3:6] == ["seen (%)", "unseen (%)", "H (%)"]
+    bench = scan(site / "benchmarks" / "cub-demo-v1.html")
+    assert bench.headers["table-zsl"] == [
+        "#",
+        "Group",
+        "Submission",
+        "top1 (%)",
+        "top5 (%)",
+        "Predictions",
+    ]
+    assert bench.headers["table-gzsl"][3:6] == ["H (%)", "seen (%)", "unseen (%)"]  # primary first
 
-    zsl = page.tables["setting-zsl"]
-    assert [row[1] for row in zsl] == [f"{XSS_NAME} <b>2</b>", "ale 1.0", "devise 1.0"]
+    zsl = bench.tables["table-zsl"]
+    assert [row[2] for row in zsl] == [
+        f"{XSS_NAME} <b>2</b> predictions",
+        "ale 1.0 model",
+        "devise 1.0 model",
+    ]
     assert [row[0] for row in zsl] == ["1", "2", "3"]
     assert [row[3] for row in zsl] == ["62.3", "55.1", "40.0"]
+    assert [row[1] for row in zsl] == ["—", "—", "—"]  # no class values: no groups
+    assert bench.row_ids["table-zsl"] == [f"sub-{XSS_KEY}", "sub-ale@1.0", "sub-devise@1.0"]
 
-    gzsl = page.tables["setting-gzsl"]
-    assert [row[1].split()[0] for row in gzsl] == ["devise", "ale", "<script>alert(1)</script>"]
-    assert [row[5] for row in gzsl] == ["49.5", "40.0", "31.1"]
-
-
-def test_submission_metadata_is_shown(site: Path) -> None:
-    html = (site / "benchmarks" / "cub-demo-v1.html").read_text(encoding="utf-8")
-    for expected in (
-        "A. Author",
-        "aaaaaaaaaaaa",  # package hash, short
-        "dddddddddddd",  # predictions hash, short
-        "local",
-        "ZSL top1: top1_score v1",
-        "transductive: <code>false</code>",
-        '<a href="https://arxiv.org/abs/1503.08677" rel="nofollow noopener noreferrer">',
-        '<a href="http://example.org/devise" rel="nofollow noopener noreferrer">',
-    ):
-        assert expected in html
-    assert "a" * 64 in html  # the full hash sits in a title attribute
+    gzsl = bench.tables["table-gzsl"]
+    assert [row[2].split()[0] for row in gzsl] == ["devise", "ale", "<script>alert(1)</script>"]
+    assert [row[3] for row in gzsl] == ["49.5", "40.0", "31.1"]
+    assert bench.row_ids["table-gzsl"] == [
+        "sub-devise@1.0-gzsl",
+        "sub-ale@1.0-gzsl",
+        f"sub-{XSS_KEY}-gzsl",
+    ]
+    html = page(site, "benchmarks/cub-demo-v1.html")
+    assert "No groups of tied submissions: no per-class values" in html
+    assert 'data-sort="0.6234"' in html  # the exact value to sort by
 
 
 def test_lower_is_better_primary_sorts_ascending_and_ties_share_a_rank(tmp_path: Path) -> None:
@@ -245,15 +197,17 @@ def test_lower_is_better_primary_sorts_ascending_and_ties_share_a_rank(tmp_path:
         for name, err in (("a", 0.3), ("b", 0.1), ("c", 0.3), ("d", 0.5))
     ]
     build_site(records, tmp_path / "site")
-    page = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
-    zsl = page.tables["setting-zsl"]
-    assert [(row[0], row[1].split()[0]) for row in zsl] == [
+    bench = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
+    zsl = bench.tables["table-zsl"]
+    assert [(row[0], row[2].split()[0]) for row in zsl] == [
         ("1", "b"),
         ("2", "a"),
         ("2", "c"),
         ("4", "d"),
     ]
-    assert page.headers["setting-zsl"][3] == "error (%) ↓"
+    assert bench.headers["table-zsl"][3] == "error (%) ↓"
+    html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
+    assert 'data-sort-first="asc" title="error_score v1; lower is better">error (%) ↓' in html
 
 
 def test_metric_outside_unit_interval_is_not_a_percentage(tmp_path: Path) -> None:
@@ -262,60 +216,222 @@ def test_metric_outside_unit_interval_is_not_a_percentage(tmp_path: Path) -> Non
         make_record("b", zsl={"top1": 0.25, "mean_hops": 0.5}),
     ]
     build_site(records, tmp_path / "site")
-    page = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
-    assert page.headers["setting-zsl"][3:5] == ["top1 (%)", "mean_hops"]
-    assert [row[3:5] for row in page.tables["setting-zsl"]] == [["50.0", "1.25"], ["25.0", "0.50"]]
+    bench = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
+    assert bench.headers["table-zsl"][3:5] == ["top1 (%)", "mean_hops"]
+    assert [row[3:5] for row in bench.tables["table-zsl"]] == [["50.0", "1.25"], ["25.0", "0.50"]]
 
 
-# -- safety ---------------------------------------------------------------------------------------
+def test_metric_versions_never_share_a_column(tmp_path: Path) -> None:
+    records = [
+        make_record("a", zsl={"top1": 0.5, "top5": 0.9}, metric_versions={"top1": "2"}),
+        make_record("b", zsl={"top1": 0.7, "top5": 0.8}),  # old top1: version 1
+        make_record("c", zsl={"top1": 0.4, "top5": 0.7}, metric_versions={"top1": "10"}),
+    ]
+    build_site(records, tmp_path / "site")
+    bench = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
+    assert bench.headers["table-zsl"][3:7] == [
+        "top1 v10 (%)",
+        "top1 v2 (%)",
+        "top1 v1 (%)",
+        "top5 (%)",
+    ]
+    rows = bench.tables["table-zsl"]
+    # ranked by the newest version only: b's 0.7 is of another version and is not ranked
+    assert [(r[0], r[2].split()[0], r[3:6]) for r in rows] == [
+        ("1", "c", ["40.0", "—", "—"]),
+        ("—", "a", ["—", "50.0", "—"]),
+        ("—", "b", ["—", "—", "70.0"]),
+    ]
+    html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
+    assert "carry different versions of top1" in html and "zsl results rescore" in html
+    summary = json.loads(page(tmp_path / "site", "results.json"))
+    zsl = summary["benchmarks"][0]["settings"][0]
+    assert zsl["primary"] == {"metric": "top1", "version": "10"}
+    assert [c["version"] for c in zsl["columns"] if c["metric"] == "top1"] == ["10", "2", "1"]
 
 
-def test_submitted_strings_are_escaped(site: Path) -> None:
-    page = (site / "benchmarks" / "cub-demo-v1.html").read_text(encoding="utf-8")
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "&lt;b&gt;2&lt;/b&gt;" in page
-    assert "&lt;img src=x onerror=&#34;alert(2)&#34;&gt; &amp; more" in page
-    for path, content in snapshot(site).items():
-        text = content.decode("utf-8").lower()
-        assert "<script" not in text, path
-        assert "<img" not in text, path
-        assert "onerror=" not in text.replace("onerror=&#34;", ""), path
+# -- groups and comparisons -----------------------------------------------------------------------
 
 
-def test_javascript_urls_are_never_links(site: Path) -> None:
-    for path in site.rglob("*.html"):
-        page = scan(path)
-        for tag, name, value in page.attrs:
-            assert not value.strip().lower().startswith("javascript:"), (path, tag, name)
-        assert 'href="javascript' not in path.read_text(encoding="utf-8").lower()
-    html = (site / "benchmarks" / "cub-demo-v1.html").read_text(encoding="utf-8")
-    assert (
-        '<span class="unlinked" title="shown as text: not an http(s) link">javascript:alert(1)'
-        in html
+def grouped_records() -> list[RunRecord]:
+    """a and b identical on 10 classes; c wrong where they are right; d without class values."""
+    right, wrong = [1.0] * 10, [0.0] * 10
+    return [
+        make_record("a", zsl={"top1": 1.0}, class_means={"top1": right}, interval=0.0),
+        make_record("b", zsl={"top1": 1.0}, class_means={"top1": right}, interval=0.0),
+        make_record("c", zsl={"top1": 0.0}, class_means={"top1": wrong}, interval=0.0),
+        make_record("d", zsl={"top1": 0.5}),
+    ]
+
+
+def test_groups_of_tied_submissions(tmp_path: Path) -> None:
+    build_site(grouped_records(), tmp_path / "site")
+    bench = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
+    rows = bench.tables["table-zsl"]
+    # a and b: difference 0, p = 1, one group; c: every replicate difference is 1, so
+    # p = 2 (0 + 1) / 1001 < 0.05 and it leads group 2; d has no class values: no group.
+    assert [(r[0], r[1], r[2].split()[0]) for r in rows] == [
+        ("1", "1", "a"),
+        ("1", "1", "b"),
+        ("3", "—", "d"),
+        ("4", "2", "c"),
+    ]
+    html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
+    assert "1 run(s) have no per-class values for top1 (%)" in html
+    assert "paired bootstrap over classes (1000 replicates" in html
+    result = json.loads(page(tmp_path / "site", "results.json"))
+    zsl = result["benchmarks"][0]["settings"][0]
+    assert zsl["groups"] == [["a@1.0", "b@1.0"], ["c@1.0"]]
+    assert [(r["submission"], r["rank"], r["group"]) for r in zsl["ranking"]] == [
+        ("a", 1, 1),
+        ("b", 1, 1),
+        ("d", 3, None),
+        ("c", 4, 2),
+    ]
+
+
+def test_pair_pages_show_paired_tests(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    build_site(grouped_records(), site)
+    pair = scan(site / "compare" / "a@1.0--c@1.0.html")
+    table = pair.tables["pair-cub-demo-v1"]
+    # setting heading row, then top1: A 100.0, B 0.0, A − B = +100 pp with interval 100 to 100,
+    # p = 2/1001 = 0.002, A better (hand-computed: every class draw gives the same difference)
+    assert table == [
+        ["ZSL"],
+        ["top1 (%)", "100.0", "0.0", "+100.0 pp", "+100.0 to +100.0", "0.002", "A"],
+    ]
+    tied = scan(site / "compare" / "a@1.0--b@1.0.html")
+    assert tied.tables["pair-cub-demo-v1"][1][3:] == ["0.0 pp", "0.0 to 0.0", "1.000", "tied"]
+    text = page(site, "compare/a@1.0--c@1.0.html")
+    assert "A better on <strong>1</strong>, B better on <strong>0</strong>" in text
+    # d has no class values: its pair pages exist (common benchmark) but hold no test
+    assert "no paired tests" in page(site, "compare/a@1.0--d@1.0.html")
+    compare = page(site, "compare.html")
+    assert compare.count('data-a="') == 6 and 'href="compare/a@1.0--c@1.0.html"' in compare
+    assert '<select id="compare-a"' in compare and '<select id="compare-b"' in compare
+
+
+def test_rank_matrix_across_benchmarks(tmp_path: Path) -> None:
+    records = [
+        make_record("a", zsl={"top1": 0.9}, benchmark="x"),
+        make_record("b", zsl={"top1": 0.5}, benchmark="x"),
+        make_record("c", zsl={"top1": 0.5}, benchmark="x"),
+        make_record("a", zsl={"top1": 0.4}, benchmark="y", benchmark_hash="sha256:" + "9" * 64),
+        make_record("b", zsl={"top1": 0.6}, benchmark="y", benchmark_hash="sha256:" + "9" * 64),
+    ]
+    build_site(records, tmp_path / "site")
+    index = scan(tmp_path / "site" / "index.html")
+    assert index.headers["table-ranks-zsl"] == [
+        "Submission",
+        "Mean rank",
+        "Benchmarks",
+        "x v1",
+        "y v1",
+    ]
+    # x: a 1, b and c tied 2.5; y: b 1, a 2. Means: a 1.5, b 1.75, c 2.5
+    assert index.tables["table-ranks-zsl"] == [
+        ["a 1.0", "1.50", "2", "1", "2"],
+        ["b 1.0", "1.75", "2", "2.5", "1"],
+        ["c 1.0", "2.50", "1", "2.5", "—"],
+    ]
+    assert "ranks-zsl" in index.ids and any(
+        tag == "svg" and name == "class" and "chart-heatmap" in value
+        for tag, name, value in index.attrs
     )
 
 
-@pytest.mark.parametrize(
-    ("url", "expected"),
-    [
-        ("https://arxiv.org/abs/1", "https://arxiv.org/abs/1"),
-        ("HTTP://example.org", "HTTP://example.org"),
-        ("javascript:alert(1)", None),
-        (" javascript:alert(1)", None),
-        ("java\tscript:alert(1)", None),
-        ("https:alert(1)", None),  # no host
-        ("data:text/html,<script>", None),
-        ("//evil.example/x", None),
-        ("https://example.org/a b", None),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_safe_href(url: str | None, expected: str | None) -> None:
-    assert builder.safe_href(url) == expected
+# -- submission pages -----------------------------------------------------------------------------
 
 
-def test_links_are_relative_and_resolve(site: Path) -> None:
+def test_submission_page(site: Path) -> None:
+    html = page(site, "submissions/devise@1.0.html")
+    for expected in (
+        "A. Author",
+        "aaaaaaaaaaaa",  # package hash, short; the full one in a title
+        "a" * 64,
+        "dddddddddddd",  # predictions hash
+        "class_embedding: <code>attributes</code>",
+        "transductive: <code>false</code>",
+        '<a href="http://example.org/devise" rel="nofollow noopener noreferrer">',
+        'href="../benchmarks/cub-demo-v1.html#sub-devise@1.0"',
+        'href="../logs/devise@1.0/cub-demo-v1.txt"',
+        'href="../compare/ale@1.0--devise@1.0.html"',
+        "top1_score v1",
+    ):
+        assert expected in html, expected
+    rows = scan(site / "submissions" / "devise@1.0.html").tables["bench-cub-demo-v1"]
+    assert rows[0] == ["ZSL", "top1 primary", "40.0%", "—", "3 of 3", "—", "top1_score v1"]
+    assert ["GZSL", "H primary", "49.5%", "—", "1 of 3", "—", "H_score v1"] in rows
+
+
+def test_logs_are_text_files(tmp_path: Path) -> None:
+    record = make_record(
+        "a",
+        zsl={"top1": 0.5},
+        logs={"reason": "timeout", "stdout": "<b>épоch 1</b>\n", "stderr": "boom"},
+    )
+    build_site([record], tmp_path / "site")
+    log = (tmp_path / "site" / "logs" / "a@1.0" / "cub-demo-v1.txt").read_bytes()
+    assert log.startswith("\ufeff".encode())  # browsers read it as UTF-8 from file:// too
+    text = log.decode("utf-8-sig")
+    assert text.index("== reason ==\ntimeout") < text.index("== stderr ==\nboom")
+    assert "== stdout ==\n<b>épоch 1</b>" in text  # raw: a .txt file is shown, never run
+    no_logs = make_record("b", zsl={"top1": 0.5}, logs={})
+    build_site([no_logs], tmp_path / "other")
+    assert not (tmp_path / "other" / "logs" / "b@1.0").exists()
+    assert "none kept" in page(tmp_path / "other", "submissions/b@1.0.html")
+
+
+# -- charts ---------------------------------------------------------------------------------------
+
+
+def test_benchmark_page_charts(tmp_path: Path) -> None:
+    build_site(synthetic_records(3, 1), tmp_path / "site")
+    html = page(tmp_path / "site", "benchmarks/bench-00-v1.html")
+    for fig in (
+        "zsl-primary",
+        "zsl-darts",
+        "zsl-hp-at-k",
+        "zsl-relations",
+        "gzsl-primary",
+        "gzsl-seen-unseen",
+        "structure-hops-to-train",
+    ):
+        assert f'id="fig-{fig}"' in html, fig
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart') == 7
+    assert "structural ratio" in html and "0.600 over" in html
+    # chart legends link the table rows
+    assert '<a href="#sub-method-00@1.0">' in html
+
+
+def test_no_structure_diagnostics_says_so(site: Path) -> None:
+    assert "carry no structure diagnostics" in page(site, "benchmarks/cub-demo-v1.html")
+
+
+# -- results.json ---------------------------------------------------------------------------------
+
+
+def test_results_json_holds_every_record_and_the_computed_groups(tmp_path: Path) -> None:
+    records = grouped_records()
+    build_site(records, tmp_path / "site")
+    text = page(tmp_path / "site", "results.json")
+    data = json.loads(text)
+    assert data["format"] == "zsl-leaderboard-results/1"
+    assert data["tests"]["alpha"] == 0.05 and data["tests"]["n_boot"] == 1000
+    loaded = [load_record(json.dumps(envelope), "results.json") for envelope in data["records"]]
+    assert loaded == sorted(records, key=lambda r: r.submission.name)
+    assert [e["id"] for e in data["records"]] == [record_id(r) for r in loaded]
+    # one record per line, so diffs of the file stay readable
+    lines = text.splitlines()
+    assert sum(line.startswith('{"format":"zsl-run-record/1"') for line in lines) == 4
+    assert data["rank_matrices"]["zsl"]["submissions"] == ["a@1.0", "b@1.0", "d@1.0", "c@1.0"]
+
+
+# -- links, determinism, atomicity -----------------------------------------------------------------
+
+
+def check_links(site: Path) -> int:
     checked = 0
     for path in site.rglob("*.html"):
         for tag, name, value in scan(path).attrs:
@@ -324,35 +440,46 @@ def test_links_are_relative_and_resolve(site: Path) -> None:
             parts = urlsplit(value)
             if tag == "a" and parts.scheme in ("http", "https"):
                 continue  # a submitter's paper or code link, never a resource
+            if value == "data:,":
+                continue  # the empty favicon
             assert not parts.scheme and not parts.netloc and not value.startswith("/"), value
-            target = (path.parent / parts.path).resolve() if parts.path else path
+            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
             assert target.is_file(), (path, value)
             assert site.resolve() in target.parents, (path, value)
             if parts.fragment:
                 assert parts.fragment in scan(target).ids, (path, value)
             checked += 1
-    assert checked > 10
+    return checked
+
+
+def test_links_are_relative_and_resolve(site: Path) -> None:
+    assert check_links(site) > 50
+
+
+def test_links_resolve_on_a_realistic_site(tmp_path: Path) -> None:
+    build_site(synthetic_records(3, 2), tmp_path / "site")
+    assert check_links(tmp_path / "site") > 200
 
 
 def test_no_external_resources(site: Path) -> None:
     for path in site.rglob("*.html"):
         for tag, name, value in scan(path).attrs:
-            if tag == "a" and name == "href":
+            if (tag == "a" and name == "href") or (tag == "svg" and name == "xmlns"):
                 continue
             assert "://" not in value, (path, tag, name, value)
-            assert name != "src", (path, tag)
-    css = (site / "static" / "style.css").read_text(encoding="utf-8")
-    assert "://" not in css and "@import" not in css and "url(" not in css
+            if name == "src":
+                assert tag == "script" and value.endswith("static/site.js"), (path, tag, value)
+    for name in ("style.css", "site.js"):
+        text = page(site, f"static/{name}")
+        assert "://" not in text and "@import" not in text and "url(" not in text
+        assert "fetch(" not in text and "XMLHttpRequest" not in text
 
 
 def test_unsafe_benchmark_id_stays_inside_the_site(tmp_path: Path) -> None:
     build_site([make_record("a", benchmark="../../evil id", zsl={"top1": 0.5})], tmp_path / "s")
-    (page,) = (tmp_path / "s" / "benchmarks").iterdir()
-    assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1\.html", page.name)
+    (bench,) = (tmp_path / "s" / "benchmarks").iterdir()
+    assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1\.html", bench.name)
     assert not (tmp_path / "evil id-v1.html").exists()
-
-
-# -- determinism and atomicity --------------------------------------------------------------------
 
 
 def test_rebuild_is_byte_identical(site: Path, tmp_path: Path) -> None:
@@ -370,6 +497,7 @@ def test_empty_store_says_how_to_add_runs(tmp_path: Path) -> None:
     html = index.read_text(encoding="utf-8")
     assert "No runs yet" in html and "zsl demo" in html
     assert list((tmp_path / "site" / "benchmarks").iterdir()) == []
+    assert json.loads(page(tmp_path / "site", "results.json"))["records"] == []
 
 
 def test_failed_build_keeps_the_previous_site(
@@ -378,8 +506,8 @@ def test_failed_build_keeps_the_previous_site(
     before = snapshot(site)
     real_render = builder._render
 
-    def render_then_fail(pages: list[builder.BenchmarkPage], work: Path) -> None:
-        real_render(pages, work)
+    def render_then_fail(model: SiteModel, work: Path) -> None:
+        real_render(model, work)
         (work / "index.html").write_text("half a site")
         raise OSError("disk full")
 
@@ -411,7 +539,69 @@ def test_inconsistent_records_are_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "site").exists()
 
 
-# -- store → site through the CLI -----------------------------------------------------------------
+def test_intervals_are_shown_under_scores(tmp_path: Path) -> None:
+    record = make_record(
+        "a", zsl={"top1": 0.5, "hcost": 1.25}, lower_is_better=frozenset({"hcost"})
+    )
+    ranged = [
+        e.model_copy(
+            update={
+                "interval": Interval(
+                    lo=e.value - 0.05, hi=e.value + 0.1, scheme="images_within_class", n_boot=1000
+                )
+            }
+        )
+        for e in record.scores
+    ]
+    build_site([record.model_copy(update={"scores": ranged})], tmp_path / "site")
+    html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
+    assert '50.0<span class="ci">45.0–60.0</span>' in html
+    assert '1.25<span class="ci">1.20–1.35</span>' in html
+    assert 'title="95% bootstrap interval (images_within_class, 1000 samples)"' in html
+    index = page(tmp_path / "site", "index.html")
+    assert '<strong>50.0%</strong> <span class="muted">[45.0–60.0]</span>' in index
+
+
+def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
+    audit = {
+        "overlap": [{"class": "n02129165", "name": "<b>lion</b>", "via": ["n02129165"]}],
+        "n_overlap": 1,
+        "n_test": 10,
+        "match": "exact",
+        "source": "ilsvrc2012",
+    }
+    records = [
+        make_record("a", zsl={"top1": 0.5}, leakage=audit),
+        make_record("b", zsl={"top1": 0.4}, declarations={"transductive": True}),
+        make_record("c", zsl={"top1": 0.3}, declarations={"extra_data": "LAION-400M"}),
+    ]
+    build_site(records, tmp_path / "site")
+    html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
+    index = page(tmp_path / "site", "index.html")
+    badge = "leakage: 1 of 10 test classes seen in pre-training"
+    assert badge in html and badge in index
+    assert "&lt;b&gt;lion&lt;/b&gt; (n02129165)" in html and "<b>lion" not in html
+    assert "backbone pre-trained on ilsvrc2012" in html
+    rows = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
+    assert [r[2] for r in rows.tables["table-zsl"]] == [
+        "a 1.0 model leakage 1/10",
+        "b 1.0 model transductive",
+        "c 1.0 model extra data",
+    ]
+    assert 'data-flags="leakage"' in html and 'data-flags="transductive"' in html
+    assert 'data-flags="extra-data"' in html
+    assert "trained with data beyond the benchmark&#39;s: LAION-400M" in html
+    assert "1 transductive" in index and "1 extra data" in index
+
+    clean = make_record("a", zsl={"top1": 0.5}, leakage={**audit, "overlap": [], "n_overlap": 0})
+    build_site([clean], tmp_path / "clean")
+    assert "leakage:" not in page(tmp_path / "clean", "index.html")
+    broken = make_record("a", zsl={"top1": 0.5}, leakage={"error": "no lists", "source": "x"})
+    build_site([broken], tmp_path / "broken")
+    assert "leakage audit unavailable" in page(tmp_path / "broken", "index.html")
+
+
+# -- CLI ------------------------------------------------------------------------------------------
 
 
 def test_cli_build_from_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -428,6 +618,21 @@ def test_cli_build_from_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert snapshot(out) == snapshot(build_site(sample_records(), tmp_path / "direct").parent)
 
 
+def test_cli_build_from_exported_records(tmp_path: Path) -> None:
+    records = synthetic_records(3, 1)
+    export_records(records, tmp_path / "results")
+    out = tmp_path / "site"
+    result = CliRunner().invoke(
+        board.app, ["build", "--results", str(tmp_path / "results"), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert snapshot(out) == snapshot(build_site(records, tmp_path / "direct").parent)
+    bad = CliRunner().invoke(
+        board.app, ["build", "--results", str(tmp_path / "nothing"), "--out", str(out)]
+    )
+    assert bad.exit_code == 1 and "no such folder of run records" in bad.output
+
+
 def test_cli_build_reports_errors_on_one_line(tmp_path: Path) -> None:
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("x")
@@ -437,59 +642,3 @@ def test_cli_build_reports_errors_on_one_line(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1
     assert "error: refusing to replace" in result.output
-
-
-def test_intervals_are_shown_under_scores(tmp_path: Path) -> None:
-    from harness.records import Interval
-
-    record = make_record(
-        "a", zsl={"top1": 0.5, "hcost": 1.25}, lower_is_better=frozenset({"hcost"})
-    )
-    ranged = [
-        e.model_copy(
-            update={
-                "interval": Interval(
-                    lo=e.value - 0.05,
-                    hi=e.value + 0.1,
-                    level=0.95,
-                    scheme="images_within_class",
-                    n_boot=1000,
-                )
-            }
-        )
-        for e in record.scores
-    ]
-    build_site([record.model_copy(update={"scores": ranged})], tmp_path / "site")
-    html = (tmp_path / "site" / "benchmarks" / "cub-demo-v1.html").read_text()
-    assert '50.0<span class="ci">45.0–60.0</span>' in html
-    assert '1.25<span class="ci">1.20–1.35</span>' in html
-    assert 'title="95% bootstrap interval (images_within_class, 1000 samples)"' in html
-
-
-def test_leakage_badge_lists_overlapping_test_classes(tmp_path: Path) -> None:
-    audit = {
-        "overlap": [{"class": "n02129165", "name": "<b>lion</b>", "via": ["n02129165"]}],
-        "n_overlap": 1,
-        "n_test": 10,
-        "n_not_wordnet": 0,
-        "match": "exact",
-        "source": "ilsvrc2012",
-    }
-    record = make_record("a", zsl={"top1": 0.5}).model_copy(update={"leakage": audit})
-    build_site([record], tmp_path / "site")
-    page = (tmp_path / "site" / "benchmarks" / "cub-demo-v1.html").read_text()
-    index = (tmp_path / "site" / "index.html").read_text()
-    badge = "leakage: 1 of 10 test classes seen in pre-training"
-    assert badge in page and badge in index
-    assert "&lt;b&gt;lion&lt;/b&gt; (n02129165)" in page and "<b>lion" not in page
-    assert "backbone pre-trained on ilsvrc2012" in page
-    clean = make_record("a", zsl={"top1": 0.5}).model_copy(
-        update={"leakage": {**audit, "overlap": [], "n_overlap": 0}}
-    )
-    build_site([clean], tmp_path / "clean")
-    assert "leakage" not in (tmp_path / "clean" / "index.html").read_text()
-    broken = make_record("a", zsl={"top1": 0.5}).model_copy(
-        update={"leakage": {"error": "no lists", "source": "ilsvrc2012"}}
-    )
-    build_site([broken], tmp_path / "broken")
-    assert "leakage audit unavailable" in (tmp_path / "broken" / "index.html").read_text()

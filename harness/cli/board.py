@@ -1,4 +1,4 @@
-"""`zsl leaderboard`: build the static leaderboard site from the run store."""
+"""`zsl leaderboard`: build the static leaderboard site from the run store or exported records."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ Examples:
 
   ZSL_DATABASE_URL=postgresql://zsl@db/board zsl leaderboard build
 
+  zsl leaderboard build --results leaderboard/results   # from exported JSON records
+
 The site is plain HTML with relative links: open index.html from disk or serve the folder.
 An existing --out folder is replaced only if it was built by this command (or is empty).
 """
@@ -53,12 +55,26 @@ def build(
             show_default=False,
         ),
     ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="Build from the JSON run records under this folder (as written by "
+            "`zsl results export`) instead of the store.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Render every stored run into a static site and print the path of its index.html."""
-    engine = open_store(database_url)
-    try:
-        records = load_runs(engine)
-    finally:
-        engine.dispose()
+    """Render every run into a static site and print the path of its index.html."""
+    if results is not None:
+        from harness.results.records_io import read_records
+
+        records = read_records(results)
+    else:
+        engine = open_store(database_url)
+        try:
+            records = load_runs(engine)
+        finally:
+            engine.dispose()
     index = build_site(records, out)
     stdout.print(str(index), soft_wrap=True)

@@ -1,0 +1,418 @@
+"""Which charts a page gets, from the site model: the data picked out of records for each chart.
+
+The drawing is :mod:`harness.site.charts`; this module chooses the series (the curves stored in
+score details: DARTS accuracy–specificity points, the calibrated-stacking seen–unseen curve,
+hp@k over k, the prediction relation shares, the benchmark's structure diagnostics), orders them
+as the table ranks the submissions, and never puts two metric versions on one chart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from harness.site import charts
+from harness.site.model import Benchmark, Column, Setting, SiteModel, version_key
+
+__all__ = ["Figure", "benchmark_figures", "rank_figure", "setting_figures", "structure_facts"]
+
+#: Curves drawn per chart (the best-ranked first); the legend says how many more there are.
+MAX_SERIES = 10
+#: Points kept of a long curve (the seen–unseen curve has one per breakpoint).
+MAX_POINTS = 160
+RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
+
+
+@dataclass(frozen=True)
+class Figure:
+    id: str
+    title: str
+    svg: Markup
+    caption: str
+
+
+Href = Callable[[str], str]
+
+
+def setting_figures(bench: Benchmark, plan: Setting, href: Href) -> list[Figure]:
+    """Charts of one setting's table: primary scores, then the curves the records hold."""
+    figures: list[Figure] = []
+    order = plan.order
+    if plan.primary is not None:
+        figures.append(_primary_bars(plan, plan.primary, order, href))
+    darts = _first_column(plan, ("darts_area", "darts_reward"), lambda d: "curve" in d)
+    if darts is not None:
+        figures.append(_darts(plan, darts, order, href))
+    ausuc = _first_column(plan, ("ausuc",), lambda d: isinstance(d.get("curve"), dict))
+    if ausuc is not None:
+        figures.append(_seen_unseen(plan, ausuc, order, href))
+    hp = _hp_at_k(plan, order, href)
+    if hp is not None:
+        figures.append(hp)
+    shares = _first_column(plan, ("prediction_relation_share",), lambda d: "correct" in d)
+    if shares is not None:
+        figures.append(_relation_shares(plan, shares, order, href))
+    return figures
+
+
+def benchmark_figures(bench: Benchmark) -> list[Figure]:
+    """Structure diagnostics of the benchmark's split: one bar chart per histogram found."""
+    structure = bench.latest.benchmark.structure
+    figures = []
+    for key, value in sorted(structure.items()):
+        counts = _histogram(value)
+        if counts is None:
+            continue
+        hops = "hop" in key
+        labels = [
+            f"{label} hop{'s' if label != '1' else ''}" if hops else label for label, _ in counts
+        ]
+        title = (
+            "Test classes by hops to the nearest training class"
+            if key == "hops_to_train"
+            else _words(key)
+        )
+        figures.append(
+            Figure(
+                id=f"structure-{key.replace('_', '-')}",
+                title=title,
+                svg=charts.bar_chart(
+                    labels,
+                    [n for _, n in counts],
+                    title=title,
+                    value_label="test classes" if hops else "count",
+                    value_format=".0f",
+                ),
+                caption="Hops are undirected hypernym/hyponym edges of the frozen hierarchy: a "
+                "test class 2 hops from a training class is its sibling (or grandchild). Many "
+                "test classes close to training classes make the benchmark easier than its "
+                "accuracy suggests."
+                if hops
+                else f"The distribution {_words(key)} of the benchmark's structure diagnostics.",
+            )
+        )
+    return figures
+
+
+def structure_facts(bench: Benchmark) -> list[tuple[str, str]]:
+    """The structure diagnostics that are not histograms, as (name, text) rows."""
+    out = []
+    for key, value in sorted(bench.latest.benchmark.structure.items()):
+        if _histogram(value) is not None:
+            continue
+        if key == "structural_ratio" and isinstance(value, dict) and _is_number(value.get("value")):
+            text = f"{value['value']:.3f}"
+            if _is_number(value.get("n_included")):
+                text += f" over {value['n_included']} test classes"
+            if value.get("excluded"):
+                text += f" ({value['excluded']} excluded: no defined ratio)"
+            text += (
+                "; below 1, test classes typically lie nearer to a training class than to "
+                "another test class"
+            )
+            out.append(("structural ratio", text))
+        elif key == "mutual_exclusivity_violations" and isinstance(value, dict):
+            parts = []
+            for split, found in sorted(value.items()):
+                n = len(found) if isinstance(found, list) else found
+                parts.append(f"{split}: {_short_json(n)}")
+                if isinstance(found, list) and found:
+                    parts[-1] += " (" + ", ".join(_pair_text(f) for f in found[:10])
+                    parts[-1] += ", …)" if len(found) > 10 else ")"
+            out.append(("ancestor–descendant pairs in a split", "; ".join(parts) or "none"))
+        else:
+            out.extend(_flat_facts(_words(key), value))
+    return out
+
+
+def _flat_facts(name: str, value: Any) -> list[tuple[str, str]]:
+    if isinstance(value, bool) or value is None:
+        return [(name, str(value).lower())]
+    if isinstance(value, float):
+        return [(name, f"{value:.4g}")]
+    if isinstance(value, int | str):
+        return [(name, str(value))]
+    if isinstance(value, dict) and len(value) <= 8:
+        rows: list[tuple[str, str]] = []
+        for key, inner in sorted(value.items()):
+            rows.extend(_flat_facts(f"{name} · {_words(str(key))}", inner))
+        return rows
+    return [(name, _short_json(value))]
+
+
+def _pair_text(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return f"{value[0]} ⊃ {value[1]}"
+    return _short_json(value)
+
+
+def rank_figure(model: SiteModel, setting: str, href: Href) -> Figure | None:
+    """The rank matrix across benchmarks of ``setting`` as a heatmap (rank 1 darkest)."""
+    ranks = model.rank_matrices.get(setting)
+    if ranks is None:
+        return None
+    subs = ranks["submission_refs"]
+    benches = ranks["benchmark_pages"]
+    label = {"zsl": "ZSL", "gzsl": "GZSL"}.get(setting, setting)
+    svg = charts.heatmap(
+        [s.label for s in subs],
+        [b.label for b in benches],
+        ranks["ranks"],
+        title=f"{label}: rank on each benchmark (1 = best)",
+        value_format=".3g",
+        reverse=True,
+        row_hrefs=[href(f"submissions/{s.filename}") for s in subs],
+        col_hrefs=[href(f"benchmarks/{b.filename}") for b in benches],
+        cell_width=max(40, min(72, 720 // max(1, len(benches)))),
+    )
+    return Figure(
+        id=f"ranks-{setting}",
+        title=f"{label} rank matrix",
+        svg=svg,
+        caption="Each cell is a submission's rank by the benchmark's primary metric "
+        "(ties share their average rank); rows are ordered by mean rank over the benchmarks "
+        "that scored them. Hatched cells: not scored there.",
+    )
+
+
+# -- charts of one setting ----------------------------------------------------------------
+
+
+def _primary_bars(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+    keys = [k for k in order if k in column.entries]
+    entries = [column.entries[k] for k in keys]
+    nan = float("nan")
+    svg = charts.bar_chart(
+        [_name(plan, k) for k in keys],
+        [e.value for e in entries],
+        lo=[e.interval.lo if e.interval else nan for e in entries],
+        hi=[e.interval.hi if e.interval else nan for e in entries],
+        percent=column.percent,
+        title=f"{plan.label} {column.metric} with 95% intervals",
+        value_label=column.metric + ("" if column.higher_is_better else " (lower is better)"),
+        hrefs=[href(f"#{_row_anchor(plan, k)}") for k in keys],
+    )
+    return Figure(
+        id=f"{plan.setting}-primary",
+        title=f"{column.metric} by submission",
+        svg=svg,
+        caption="Whiskers: the bootstrap interval stored with each score (images resampled "
+        "within classes). Overlapping whiskers don't make two submissions tied, nor do "
+        "separate ones make them different: the group column holds the paired test.",
+    )
+
+
+def _darts(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+    series = []
+    for key in order:
+        entry = column.entries.get(key)
+        if entry is None:
+            continue
+        points = [p for p in entry.details.get("curve", []) if isinstance(p, dict)]
+        xs = [_number(p.get("accuracy")) for p in points]
+        ys = [_number(p.get("info_gain")) for p in points]
+        series.append(
+            charts.Series(_name(plan, key), xs, ys, href=href(f"#{_row_anchor(plan, key)}"))
+        )
+    svg = charts.line_chart(
+        series,
+        title="DARTS: accuracy against specificity",
+        x_label="accuracy",
+        y_label="information gain",
+        x_percent=True,
+        max_series=MAX_SERIES,
+    )
+    return Figure(
+        id=f"{plan.setting}-darts",
+        title="DARTS accuracy–specificity curves",
+        svg=svg,
+        caption="Each point is one target accuracy of DARTS (Deng et al., CVPR 2012): "
+        "predictions fall back to ancestors in the hierarchy until the target accuracy is met; "
+        "the information gain measures how specific the answers stay. Up and to the right is "
+        f"better. Metric {column.function} v{column.version}; the {MAX_SERIES} best-ranked "
+        "submissions are drawn.",
+    )
+
+
+def _seen_unseen(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+    series = []
+    for key in order:
+        entry = column.entries.get(key)
+        if entry is None:
+            continue
+        curve = entry.details["curve"]
+        seen, unseen = _list(curve.get("seen")), _list(curve.get("unseen"))
+        keep = _thin(min(len(seen), len(unseen)))
+        series.append(
+            charts.Series(
+                _name(plan, key),
+                [_number(unseen[i]) for i in keep],
+                [_number(seen[i]) for i in keep],
+                href=href(f"#{_row_anchor(plan, key)}"),
+            )
+        )
+    svg = charts.line_chart(
+        series,
+        title="Seen–unseen accuracy curves (calibrated stacking)",
+        x_label="unseen accuracy",
+        y_label="seen accuracy",
+        x_range=(0.0, 1.0),
+        y_range=(0.0, 1.0),
+        x_percent=True,
+        y_percent=True,
+        markers=False,
+        max_series=MAX_SERIES,
+    )
+    return Figure(
+        id=f"{plan.setting}-seen-unseen",
+        title="Seen–unseen curves",
+        svg=svg,
+        caption="Calibrated stacking (Chao et al., ECCV 2016) subtracts a constant from the "
+        "seen classes' scores; sweeping it traces the seen accuracy against the unseen "
+        f"accuracy. The area under the curve is {column.metric}. Metric {column.function} "
+        f"v{column.version}; the {MAX_SERIES} best-ranked submissions are drawn.",
+    )
+
+
+def _hp_at_k(plan: Setting, order: list[str], href: Href) -> Figure | None:
+    by_version: dict[str, list[tuple[int, Column]]] = {}
+    for column in plan.columns:
+        if column.function != "hierarchical_precision_at_k":
+            continue
+        ks = {e.details.get("k") for e in column.entries.values()}
+        if len(ks) == 1 and isinstance(k := ks.pop(), int) and not isinstance(k, bool):
+            by_version.setdefault(column.version, []).append((k, column))
+    if not by_version:
+        return None
+    # One metric version per chart: the newest that has two or more k.
+    usable = [v for v, cols in by_version.items() if len({k for k, _ in cols}) >= 2]
+    if not usable:
+        return None
+    version = max(usable, key=version_key)
+    columns = sorted(by_version[version], key=lambda kc: kc[0])
+    series = []
+    for key in order:
+        points = [(k, c.entries[key].value) for k, c in columns if key in c.entries]
+        if points:
+            series.append(
+                charts.Series(
+                    _name(plan, key),
+                    [float(k) for k, _ in points],
+                    [v for _, v in points],
+                    href=href(f"#{_row_anchor(plan, key)}"),
+                )
+            )
+    svg = charts.line_chart(
+        series,
+        title="Hierarchical precision at k",
+        x_label="k",
+        y_label="hierarchical precision",
+        y_percent=True,
+        max_series=MAX_SERIES,
+    )
+    return Figure(
+        id=f"{plan.setting}-hp-at-k",
+        title="hp@k against k",
+        svg=svg,
+        caption="Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top "
+        "k predictions that fall in the true class's hierarchical neighbourhood. Metric "
+        f"hierarchical_precision_at_k v{version}; the {MAX_SERIES} best-ranked submissions are "
+        "drawn.",
+    )
+
+
+def _relation_shares(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+    keys = [k for k in order if k in column.entries]
+    parts = {
+        relation: [_share(column.entries[k].details.get(relation)) for k in keys]
+        for relation in RELATIONS
+    }
+    svg = charts.stacked_bar_chart(
+        [_name(plan, k) for k in keys],
+        parts,
+        title="How top-1 predictions relate to the true class",
+        value_label="share of test images",
+        hrefs=[href(f"#{_row_anchor(plan, k)}") for k in keys],
+    )
+    return Figure(
+        id=f"{plan.setting}-relations",
+        title="Prediction relation shares",
+        svg=svg,
+        caption="A structural-bias diagnostic: of each submission's top-1 predictions, the "
+        "share that is correct, an ancestor of the true class, a descendant of it, or "
+        "unrelated in the hierarchy. Many ancestor or descendant answers point at a split whose "
+        f"classes are not mutually exclusive. Metric {column.function} v{column.version}.",
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _first_column(
+    plan: Setting, functions: tuple[str, ...], has: Callable[[dict[str, Any]], bool]
+) -> Column | None:
+    """The newest-version column of the first function in ``functions`` whose details fit."""
+    for function in functions:
+        for column in plan.columns:  # newest version first within a metric
+            if column.function == function and all(has(e.details) for e in column.entries.values()):
+                return column
+    return None
+
+
+def _name(plan: Setting, key: str) -> str:
+    return plan.labels.get(key, key)
+
+
+def _row_anchor(plan: Setting, key: str) -> str:
+    return plan.anchors.get(key, f"sub-{key}")
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _share(value: Any) -> float:
+    number = _number(value)
+    return number if math.isfinite(number) and number >= 0 else math.nan
+
+
+def _thin(n: int) -> list[int]:
+    """At most :data:`MAX_POINTS` indices spread over ``range(n)``, both ends kept."""
+    if n <= MAX_POINTS:
+        return list(range(n))
+    step = (n - 1) / (MAX_POINTS - 1)
+    return sorted({round(i * step) for i in range(MAX_POINTS)})
+
+
+def _histogram(value: Any) -> list[tuple[str, float]] | None:
+    """(label, count) rows of a histogram: a dict of integer labels to counts, in label order."""
+    if not isinstance(value, dict) or not value or len(value) > 60:
+        return None
+    if not all(str(k).lstrip("-").isdigit() and _is_number(v) for k, v in value.items()):
+        return None
+    return [(str(k), float(v)) for k, v in sorted(value.items(), key=lambda kv: int(kv[0]))]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _words(key: str) -> str:
+    return key.replace("_", " ").strip()
+
+
+def _short_json(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= 200 else text[:199] + "…"

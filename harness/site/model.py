@@ -1,0 +1,483 @@
+"""Records → the site's model: benchmarks, their table columns, ranks, tied groups, submissions.
+
+Everything a page shows is decided here, once, before anything is written: which runs share a
+table (one benchmark version), which scores share a column (one setting, metric key and metric
+*version*: scores of different metric versions never share a column), the rank order, the tied
+groups and the paired tests of every column (:mod:`harness.site.stats`), each submission's slug
+and badges. The records are checked on the way (one benchmark version, one hash; one run per
+submission version).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from hashlib import sha256
+from itertools import pairwise
+from typing import Any
+
+from harness.errors import HarnessError, IntegrityError, MetricError
+from harness.records import RunRecord, ScoreEntry
+from harness.site import stats
+from harness.site.slugs import submission_slug
+
+__all__ = ["Badge", "Benchmark", "Column", "Setting", "SiteModel", "Submission", "plan_site"]
+
+SETTING_ORDER = {"zsl": 0, "gzsl": 1, "transductive": 2}
+SETTING_LABELS = {"zsl": "ZSL", "gzsl": "GZSL", "transductive": "Transductive"}
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TRUE_WORDS = frozenset({"true", "yes", "1"})
+_FALSE_WORDS = frozenset({"", "false", "no", "0", "none", "null"})
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A protocol or leakage mark; ``flag`` names the filter that hides it (or "")."""
+
+    text: str
+    kind: str  # css class suffix: warn, info
+    title: str = ""
+    flag: str = ""
+
+
+@dataclass
+class Submission:
+    """One submission version across benchmarks; ``records`` sorted by benchmark."""
+
+    key: str
+    name: str
+    version: str
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.key}.html"
+
+    @property
+    def latest(self) -> RunRecord:
+        return max(self.records, key=lambda r: r.created_at)
+
+    @property
+    def badges(self) -> list[Badge]:
+        """Every badge of any of its runs, once."""
+        seen: dict[str, Badge] = {}
+        for record in self.records:
+            for badge in record_badges(record):
+                seen.setdefault(badge.flag or badge.text, badge)
+        return list(seen.values())
+
+
+@dataclass
+class Column:
+    """Scores of one setting, metric key and metric version on one benchmark version."""
+
+    setting: str
+    metric: str
+    version: str
+    function: str
+    higher_is_better: bool
+    percent: bool
+    primary: bool
+    versioned: bool  # other versions of this metric share the table: label with the version
+    entries: dict[str, ScoreEntry]  # submission key -> score
+    ranks: dict[str, int] = field(default_factory=dict)
+    tests: stats.ColumnTests | None = None
+    no_tests: str = ""  # why there are no paired tests
+
+    @property
+    def label(self) -> str:
+        name = f"{self.metric} v{self.version}" if self.versioned else self.metric
+        return f"{name} (%)" if self.percent else name
+
+    @property
+    def id(self) -> str:
+        return f"{self.setting}/{self.metric}/v{self.version}"
+
+
+@dataclass
+class Setting:
+    """One setting's table on a benchmark page."""
+
+    setting: str
+    columns: list[Column]
+    primary: Column | None
+    order: list[str]  # submission keys, rank order (rows without the primary score last)
+    groups: list[list[str]] = field(default_factory=list)
+    group_of: dict[str, int] = field(default_factory=dict)  # key -> 1-based group
+    mixed_versions: list[str] = field(default_factory=list)  # metrics with several versions
+    labels: dict[str, str] = field(default_factory=dict)  # key -> "name version"
+    anchors: dict[str, str] = field(default_factory=dict)  # key -> row id on the page
+
+    @property
+    def label(self) -> str:
+        return SETTING_LABELS.get(self.setting, self.setting.upper())
+
+
+@dataclass
+class Benchmark:
+    """One benchmark version: its runs by submission key and its tables."""
+
+    id: str
+    version: int
+    title: str
+    filename: str
+    hash: str
+    spec_hash: str
+    records: dict[str, RunRecord]
+    settings: list[Setting] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} v{self.version}"
+
+    @property
+    def stem(self) -> str:
+        return self.filename.removesuffix(".html")
+
+    @property
+    def latest(self) -> RunRecord:
+        return max(self.records.values(), key=lambda r: r.created_at)
+
+
+@dataclass
+class SiteModel:
+    benchmarks: list[Benchmark]
+    submissions: dict[str, Submission]  # by key, sorted by name then version
+    rank_matrices: dict[str, dict[str, Any]]  # setting -> rank_matrix() output with labels
+
+
+def plan_site(records: Sequence[RunRecord]) -> SiteModel:
+    """Check, group and rank ``records``; compute every column's paired tests and groups.
+
+    Raises
+    ------
+    IntegrityError
+        Records of one benchmark version disagree on its hash or spec hash.
+    HarnessError
+        Two records share a benchmark version and submission version, or two benchmark ids
+        would share a page.
+    """
+    submissions: dict[str, Submission] = {}
+    names: dict[str, tuple[str, str]] = {}
+    for record in sorted(records, key=_submission_order):
+        info = record.submission
+        slug = submission_slug(info.name, info.version)
+        if names.get(slug, (info.name, info.version)) != (info.name, info.version):
+            raise HarnessError(  # pragma: no cover - 48-bit digests of distinct names
+                f"submissions {names[slug]} and {(info.name, info.version)} share a page name"
+            )
+        names[slug] = (info.name, info.version)
+        entry = submissions.setdefault(slug, Submission(slug, info.name, info.version))
+        entry.records.append(record)
+
+    groups: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
+    for record in records:
+        groups[(record.benchmark.id, record.benchmark.version)].append(record)
+    benchmarks: list[Benchmark] = []
+    filenames: dict[str, tuple[str, int]] = {}
+    for bench_key in sorted(groups):
+        bench = _plan_benchmark(groups[bench_key])
+        if bench.filename in filenames:  # pragma: no cover - page_filename makes names unique
+            raise HarnessError(
+                f"benchmarks {filenames[bench.filename]} and {bench_key} share a page"
+            )
+        filenames[bench.filename] = bench_key
+        benchmarks.append(bench)
+    _test_columns([c for b in benchmarks for s in b.settings for c in s.columns])
+    for bench in benchmarks:
+        for plan in bench.settings:
+            _group(plan)
+    for submission in submissions.values():
+        submission.records.sort(key=lambda r: (r.benchmark.id, r.benchmark.version))
+    return SiteModel(
+        benchmarks=benchmarks,
+        submissions=submissions,
+        rank_matrices=_rank_matrices(benchmarks, submissions),
+    )
+
+
+def page_filename(benchmark: str, version: int) -> str:
+    """``<id>-v<version>.html``; an id unsafe in a file name gets a slug plus a digest.
+
+    >>> page_filename("awa2", 1), page_filename("../x y", 2)
+    ('awa2-v1.html', 'x-y-46c740c6-v2.html')
+    """
+    if _SAFE_ID.fullmatch(benchmark):
+        stem = benchmark
+    else:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", benchmark).strip(".-")[:40] or "benchmark"
+        stem = f"{slug}-{sha256(benchmark.encode()).hexdigest()[:8]}"
+    return f"{stem}-v{version}.html"
+
+
+def setting_key(setting: str) -> tuple[int, str]:
+    return (SETTING_ORDER.get(setting, len(SETTING_ORDER)), setting)
+
+
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural order of metric versions: '2' < '10', '1.2' < '1.10'.
+
+    >>> sorted(["10", "2", "1.10", "1.2"], key=version_key)
+    ['1.2', '1.10', '2', '10']
+    """
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"[.\-_]", version)
+    )
+
+
+def truthy(value: Any) -> bool:
+    """Whether a declaration says yes: ``True``, a yes-word, or any other non-empty text."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.strip().lower() not in _FALSE_WORDS
+    return bool(value)
+
+
+def record_badges(record: RunRecord) -> list[Badge]:
+    """Leakage and protocol badges of one run, from its audit and the submitted declarations."""
+    badges: list[Badge] = []
+    audit = record.leakage
+    if audit and "error" in audit:
+        badges.append(Badge("leakage audit unavailable", "muted", str(audit.get("error", ""))))
+    elif audit and int(audit.get("n_overlap", 0) or 0) > 0:
+        n, total = int(audit["n_overlap"]), audit.get("n_test", "?")
+        source = audit.get("source") or "its pre-training"
+        badges.append(
+            Badge(
+                f"leakage {n}/{total}",
+                "warn",
+                f"{n} of {total} test classes were seen by the backbone ({source})",
+                "leakage",
+            )
+        )
+    declared = record.submission.declarations
+    if truthy(declared.get("transductive", False)):
+        badges.append(
+            Badge("transductive", "info", "uses the unlabelled test images", "transductive")
+        )
+    extra = declared.get("extra_data", False)
+    if truthy(extra):
+        detail = extra if isinstance(extra, str) and extra.lower() not in _TRUE_WORDS else ""
+        badges.append(
+            Badge(
+                "extra data",
+                "info",
+                f"trained with data beyond the benchmark's{': ' + detail if detail else ''}",
+                "extra-data",
+            )
+        )
+    features = declared.get("features")
+    if isinstance(features, str) and features not in ("", "benchmark"):
+        badges.append(Badge("own features", "info", f"features: {features}", "features"))
+    return badges
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+def _submission_order(record: RunRecord) -> tuple[str, str]:
+    return (record.submission.name, record.submission.version)
+
+
+def _plan_benchmark(records: list[RunRecord]) -> Benchmark:
+    records = sorted(records, key=_submission_order)
+    first = records[0].benchmark
+    for record in records:
+        for what, given, expected in (
+            ("hash", record.benchmark.hash, first.hash),
+            ("spec hash", record.benchmark.spec_hash, first.spec_hash),
+        ):
+            if given != expected:
+                raise IntegrityError(
+                    f"runs on benchmark {first.id!r} v{first.version} disagree on its {what} "
+                    f"({expected} vs {given}); runs on different data can't share a table"
+                )
+    for before, after in pairwise(records):
+        if _submission_order(before) == _submission_order(after):
+            raise HarnessError(
+                f"two runs of {after.submission.name}@{after.submission.version} on "
+                f"{first.id} v{first.version}; keep one record per submission version"
+            )
+    by_key = {submission_slug(*_submission_order(r)): r for r in records}
+    # Descriptive fields (title, primary metrics) come from the newest run.
+    info = max(records, key=lambda r: r.created_at).benchmark
+    bench = Benchmark(
+        id=info.id,
+        version=info.version,
+        title=info.title,
+        filename=page_filename(info.id, info.version),
+        hash=info.hash,
+        spec_hash=info.spec_hash,
+        records=by_key,
+    )
+    newest_first = sorted(by_key.items(), key=lambda kv: kv[1].created_at, reverse=True)
+    settings = sorted({e.setting for r in records for e in r.scores}, key=setting_key)
+    used: set[str] = set()
+    for setting in settings:
+        plan = _plan_setting(setting, info.primary.get(setting), newest_first)
+        for key in plan.order:
+            sub = by_key[key].submission
+            plan.labels[key] = f"{sub.name} {sub.version}"
+            # A submission's permalink is its row in the first table that lists it.
+            plan.anchors[key] = f"sub-{key}" if key not in used else f"sub-{key}-{setting}"
+            used.add(key)
+        bench.settings.append(plan)
+    return bench
+
+
+def _plan_setting(
+    setting: str, primary: str | None, newest_first: list[tuple[str, RunRecord]]
+) -> Setting:
+    # Metrics in the order the newest run lists them (its spec's order), then any others.
+    found: dict[str, dict[str, dict[str, ScoreEntry]]] = {}  # metric -> version -> key -> entry
+    for key, record in newest_first:
+        for entry in record.scores:
+            if entry.setting == setting:
+                found.setdefault(entry.metric, {}).setdefault(entry.version, {})[key] = entry
+    metrics = list(found)
+    if primary in found:
+        metrics.remove(primary)
+        metrics.insert(0, primary)
+    columns: list[Column] = []
+    for metric in metrics:
+        versions = sorted(found[metric], key=version_key, reverse=True)  # newest version first
+        for version in versions:
+            entries = dict(sorted(found[metric][version].items()))
+            columns.append(_plan_column(setting, metric, version, entries, metric == primary))
+            columns[-1].versioned = len(versions) > 1
+            columns[-1].primary = metric == primary and version == versions[0]
+    primary_column = next((c for c in columns if c.primary), None)
+    keys = sorted({key for c in columns for key in c.entries})
+    plan = Setting(
+        setting=setting,
+        columns=columns,
+        primary=primary_column,
+        order=_rank_order(keys, primary_column),
+        mixed_versions=[m for m in metrics if len(found[m]) > 1],
+    )
+    return plan
+
+
+def _group(plan: Setting) -> None:
+    """Tied groups from the primary column's tests (none without them)."""
+    column = plan.primary
+    if column is not None and column.tests is not None:
+        plan.groups = column.tests.groups(higher_is_better=column.higher_is_better)
+        plan.group_of = {key: i for i, group in enumerate(plan.groups, start=1) for key in group}
+
+
+def _plan_column(
+    setting: str, metric: str, version: str, entries: dict[str, ScoreEntry], primary: bool
+) -> Column:
+    some = next(iter(entries.values()))
+    column = Column(
+        setting=setting,
+        metric=metric,
+        version=version,
+        function=some.function,
+        higher_is_better=some.higher_is_better,
+        percent=all(_in_unit_interval(e) for e in entries.values()),
+        primary=primary,
+        versioned=False,
+        entries=entries,
+    )
+    column.ranks = _competition_ranks(entries, some.higher_is_better)
+    return column
+
+
+def _test_columns(columns: list[Column]) -> None:
+    """Every column's paired tests, in threads: the work is numpy's, which releases the GIL."""
+
+    def run(column: Column) -> None:
+        values = {k: e.class_values for k, e in column.entries.items() if e.class_values}
+        if len(values) < 2:
+            column.no_tests = (
+                "no per-class values in these records"
+                if not values
+                else "only one run has per-class values"
+            )
+            return
+        try:
+            column.tests = stats.column_tests(list(values), list(values.values()))
+        except MetricError:
+            # e.g. mistake severity: each run's values cover its own mistakes' classes
+            column.no_tests = "the runs' per-class values cover different classes"
+
+    workers = min(4, os.cpu_count() or 1)
+    if workers == 1 or len(columns) < 2:
+        for column in columns:
+            run(column)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for _ in pool.map(run, columns):  # results are None; this re-raises any error
+            pass
+
+
+def _in_unit_interval(entry: ScoreEntry) -> bool:
+    bounds = (entry.interval.lo, entry.interval.hi) if entry.interval else ()
+    return all(0.0 <= v <= 1.0 for v in (entry.value, *bounds))
+
+
+def _finite(value: float) -> bool:
+    return value == value and value not in (float("inf"), float("-inf"))
+
+
+def _competition_ranks(entries: dict[str, ScoreEntry], higher_is_better: bool) -> dict[str, int]:
+    """1 = best; ties share the smallest rank (1, 2, 2, 4); non-finite values are unranked."""
+    sign = -1.0 if higher_is_better else 1.0
+    ranked = sorted(
+        ((sign * e.value, key) for key, e in entries.items() if _finite(e.value)),
+    )
+    ranks: dict[str, int] = {}
+    previous: float | None = None
+    rank = 0
+    for position, (value, key) in enumerate(ranked, start=1):
+        if value != previous:
+            rank = position
+        previous = value
+        ranks[key] = rank
+    return ranks
+
+
+def _rank_order(keys: Iterable[str], primary: Column | None) -> list[str]:
+    """Ranked rows first (by rank, then key: name then version), the rest by key."""
+    ranks = primary.ranks if primary is not None else {}
+    return sorted(keys, key=lambda k: (k not in ranks, ranks.get(k, 0), k))
+
+
+def _rank_matrices(
+    benchmarks: list[Benchmark], submissions: dict[str, Submission]
+) -> dict[str, dict[str, Any]]:
+    """Per setting, the ranks of every submission on every benchmark by its primary column."""
+    out: dict[str, dict[str, Any]] = {}
+    settings = sorted({s.setting for b in benchmarks for s in b.settings}, key=setting_key)
+    for setting in settings:
+        values: dict[str, dict[str, float]] = {}
+        directions: dict[str, bool] = {}
+        labels: dict[str, Benchmark] = {}
+        for bench in benchmarks:
+            plan = next((s for s in bench.settings if s.setting == setting), None)
+            if plan is None or plan.primary is None:
+                continue
+            column = plan.primary
+            row = {k: e.value for k, e in column.entries.items() if _finite(e.value)}
+            if row:
+                values[bench.label] = row
+                directions[bench.label] = column.higher_is_better
+                labels[bench.label] = bench
+        ranks = stats.ranks_across(values, directions)
+        if ranks is None:
+            continue
+        ranks["benchmark_pages"] = [labels[b] for b in ranks["benchmarks"]]
+        ranks["submission_refs"] = [submissions[k] for k in ranks["submissions"]]
+        out[setting] = ranks
+    return out

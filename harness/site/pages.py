@@ -1,0 +1,698 @@
+"""The site model → HTML pages, log files and ``results.json`` in a (temporary) folder.
+
+One function per page kind prepares the rows its template prints (formatted numbers, sort keys,
+badges, links) and renders it with jinja2's autoescaping: every submitted string reaches the page
+escaped, and a submitted URL becomes a link only through :func:`harness.site.builder.safe_href`.
+Pages link each other with relative URLs only, so the folder works from ``file://`` and from any
+static host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
+
+from harness import __version__ as harness_version
+from harness.records import RunRecord, ScoreEntry
+from harness.site import figures, stats
+from harness.site.model import (
+    SETTING_LABELS,
+    Badge,
+    Benchmark,
+    Column,
+    Setting,
+    SiteModel,
+    Submission,
+    record_badges,
+    setting_key,
+)
+from harness.site.results_json import write_results_json
+from harness.site.slugs import pair_slug
+from harness.site.text import (
+    Link,
+    format_diff,
+    format_p,
+    format_value,
+    interval_text,
+    safe_href,
+    short_hash,
+)
+
+__all__ = ["CSP", "STATIC_FILES", "render_site"]
+
+#: The Content-Security-Policy of every page: the site's own script and stylesheet, inline SVG,
+#: nothing else (no inline script or style, no plugins, no forms posting anywhere).
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'none'"
+)
+#: Files copied from the package's ``static/`` folder.
+STATIC_FILES = ("style.css", "site.js")
+_FLAGS = ("leakage", "transductive", "extra-data")
+
+
+# -- rows -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leakage:
+    """The benchmark's leakage badge: test classes its feature backbone saw in pre-training."""
+
+    badge: str
+    source: str
+    classes: tuple[str, ...]
+    unavailable: bool = False
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    interval: str
+    sort: str
+    title: str
+    primary: bool
+
+
+@dataclass(frozen=True)
+class Row:
+    anchor: str
+    name: str
+    version: str
+    kind: str
+    filename: str
+    search: str
+    flags: str
+    badges: list[Badge]
+    rank: str
+    rank_sort: str
+    group: str
+    group_sort: str
+    group_title: str
+    group_class: str
+    cells: list[Cell]
+    predictions: str | None
+
+
+@dataclass(frozen=True)
+class SettingView:
+    plan: Setting
+    rows: list[Row]
+    figures: list[figures.Figure]
+    groups_note: str
+
+
+def render_site(model: SiteModel, site: Path) -> None:
+    """Write every page of ``model`` into the empty folder ``site``."""
+    env = _environment()
+    n_records = sum(len(b.records) for b in model.benchmarks)
+    common = {"harness_version": harness_version, "csp": CSP, "n_records": n_records}
+    for folder in ("benchmarks", "submissions", "compare", "logs", "static"):
+        (site / folder).mkdir()
+    for name in STATIC_FILES:
+        data = resources.files("harness.site").joinpath("static", name).read_bytes()
+        (site / "static" / name).write_bytes(data)
+
+    _write(site / "index.html", _index(env, model, common))
+    template = env.get_template("benchmark.html")
+    for bench in model.benchmarks:
+        _write(site / "benchmarks" / bench.filename, _benchmark(template, bench, common))
+    pairs = _pairs(model)
+    template = env.get_template("submission.html")
+    for sub in model.submissions.values():
+        logs = _write_logs(site, model, sub)
+        _write(
+            site / "submissions" / sub.filename,
+            _submission(template, model, sub, logs, pairs, common),
+        )
+    compare = env.get_template("compare.html").render(
+        options=list(model.submissions.values()),
+        pairs=[(a, b, f"compare/{pair_slug(a.key, b.key)}.html") for a, b in pairs],
+        root="",
+        page_title="Compare",
+        **common,
+    )
+    _write(site / "compare.html", compare)
+    template = env.get_template("pair.html")
+    columns = _pair_columns(model)
+    for a, b in pairs:
+        html = _pair(template, model, columns, a, b, common)
+        _write(site / "compare" / f"{pair_slug(a.key, b.key)}.html", html)
+    write_results_json(model, site / "results.json")
+
+
+# -- index ----------------------------------------------------------------------------------
+
+
+def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
+    rows = []
+    for bench in model.benchmarks:
+        leaders = []
+        for plan in bench.settings:
+            lead = _leader(plan)
+            if lead is not None:
+                leaders.append(lead)
+        rows.append(
+            {
+                "bench": bench,
+                "info": bench.latest.benchmark,
+                "leakage": benchmark_leakage(bench),
+                "protocol": _protocol_badges(bench.records.values()),
+                "leaders": leaders,
+            }
+        )
+    rank_views = []
+    for setting, ranks in sorted(model.rank_matrices.items(), key=lambda kv: setting_key(kv[0])):
+        fig = figures.rank_figure(model, setting, lambda path: path)
+        if fig is None:  # pragma: no cover - rank_matrices and rank_figure agree
+            continue
+        view_rows = []
+        for s, sub in enumerate(ranks["submission_refs"]):
+            cells = []
+            for value in ranks["ranks"][s]:
+                finite = math.isfinite(float(value))
+                cells.append((f"{value:g}" if finite else "—", f"{value:g}" if finite else ""))
+            mean = float(ranks["mean_rank"][s])
+            view_rows.append(
+                {
+                    "sub": sub,
+                    "mean": f"{mean:.2f}",
+                    "mean_sort": repr(mean),
+                    "n": int(ranks["n_benchmarks"][s]),
+                    "cells": cells,
+                }
+            )
+        rank_views.append(
+            {
+                "setting": setting,
+                "label": SETTING_LABELS.get(setting, setting),
+                "figure": fig,
+                "benchmarks": ranks["benchmark_pages"],
+                "rows": view_rows,
+            }
+        )
+    subs = []
+    for sub in model.submissions.values():
+        info = sub.latest.submission
+        badges = sub.badges
+        subs.append(
+            {
+                "sub": sub,
+                "kind": info.kind,
+                "authors": ", ".join(info.authors),
+                "badges": badges,
+                "flags": " ".join(b.flag for b in badges if b.flag in _FLAGS),
+                "search": sub.label.lower(),
+            }
+        )
+    return env.get_template("index.html").render(
+        benchmarks=rows,
+        submissions=subs,
+        rank_views=rank_views,
+        root="",
+        page_title="Leaderboard",
+        **common,
+    )
+
+
+def _leader(plan: Setting) -> dict[str, str] | None:
+    column = plan.primary
+    if column is None or not plan.order or plan.order[0] not in column.ranks:
+        return None
+    key = plan.order[0]
+    entry = column.entries[key]
+    unit = "%" if column.percent else ""
+    group = next((g for g in plan.groups if key in g), None)
+    tied, title = "", ""
+    if group is not None and len(group) > 1:
+        tied = f"tied with {len(group) - 1} other{'s' if len(group) > 2 else ''}"
+        title = "not separable by a paired test: " + ", ".join(plan.labels[k] for k in group[1:])
+    return {
+        "setting": plan.label,
+        "metric": column.label.removesuffix(" (%)"),
+        "value": format_value(entry.value, percent=column.percent) + unit,
+        "interval": _interval(entry, column),
+        "label": plan.labels[key],
+        "anchor": plan.anchors[key],
+        "tied": tied,
+        "tied_title": title,
+    }
+
+
+# -- benchmark pages ------------------------------------------------------------------------
+
+
+def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
+    views = [
+        SettingView(
+            plan=plan,
+            rows=_rows(bench, plan),
+            figures=figures.setting_figures(bench, plan, lambda path: path),
+            groups_note=_groups_note(plan),
+        )
+        for plan in bench.settings
+    ]
+    return template.render(
+        bench=bench,
+        info=bench.latest.benchmark,
+        leakage=benchmark_leakage(bench),
+        leakage_note=leakage_note(bench),
+        protocol=_protocol_badges(bench.records.values()),
+        settings=views,
+        structure_facts=figures.structure_facts(bench),
+        structure_figures=figures.benchmark_figures(bench),
+        n_boot=stats.N_BOOT,
+        alpha=stats.ALPHA,
+        root="../",
+        page_title=f"{bench.title} v{bench.version}",
+        **common,
+    )
+
+
+def _groups_note(plan: Setting) -> str:
+    if plan.primary is None:
+        return ""
+    if plan.primary.tests is None:
+        return (
+            f"No groups of tied submissions: {plan.primary.no_tests} "
+            f"for {plan.primary.label}. Re-score the runs (zsl results rescore) to add them."
+        )
+    missing = [k for k in plan.order if k in plan.primary.entries and k not in plan.group_of]
+    if missing:
+        return (
+            f"{len(missing)} run(s) have no per-class values for {plan.primary.label} and stay "
+            "out of the groups (re-score them with zsl results rescore)."
+        )
+    return ""
+
+
+def _rows(bench: Benchmark, plan: Setting) -> list[Row]:
+    rows = []
+    primary = plan.primary
+    seen_groups: set[int] = set()
+    for key in plan.order:
+        record = bench.records[key]
+        sub = record.submission
+        badges = record_badges(record)
+        rank = primary.ranks.get(key) if primary is not None else None
+        group = plan.group_of.get(key)
+        group_title = ""
+        if group is not None:
+            members = plan.groups[group - 1]
+            group_title = (
+                f"group {group} of {len(plan.groups)}, led by {plan.labels[members[0]]}"
+                if len(members) > 1
+                else f"group {group} of {len(plan.groups)}: separable from every other group leader"
+            )
+        cells = [_cell(column.entries.get(key), column) for column in plan.columns]
+        # A group's first row gets a rule above it (in rank order: groups are contiguous there).
+        starts = group is not None and group > 1 and group not in seen_groups
+        if group is not None:
+            seen_groups.add(group)
+        rows.append(
+            Row(
+                anchor=plan.anchors[key],
+                name=sub.name,
+                version=sub.version,
+                kind=sub.kind,
+                filename=f"{key}.html",
+                search=plan.labels[key].lower(),
+                flags=" ".join(b.flag for b in badges if b.flag in _FLAGS),
+                badges=badges,
+                rank=str(rank) if rank is not None else "—",
+                rank_sort=str(rank) if rank is not None else "",
+                group=str(group) if group is not None else "—",
+                group_sort=str(group) if group is not None else "",
+                group_title=group_title,
+                group_class=_group_class(group, starts),
+                cells=cells,
+                predictions=record.predictions_hashes.get(plan.setting),
+            )
+        )
+    return rows
+
+
+def _group_class(group: int | None, starts: bool) -> str:
+    if group is None:
+        return ""
+    return f"group-{'odd' if group % 2 else 'even'}" + (" group-start" if starts else "")
+
+
+def _cell(entry: ScoreEntry | None, column: Column) -> Cell:
+    if entry is None:
+        return Cell("—", "", "", "not scored with this metric version", column.primary)
+    title = ""
+    if entry.interval is not None:
+        title = (
+            f"{100 * entry.interval.level:g}% bootstrap interval"
+            f" ({entry.interval.scheme}, {entry.interval.n_boot} samples)"
+        )
+    finite = math.isfinite(entry.value)
+    return Cell(
+        text=format_value(entry.value, percent=column.percent),
+        interval=_interval(entry, column),
+        sort=repr(float(entry.value)) if finite else "",
+        title=title,
+        primary=column.primary,
+    )
+
+
+def _interval(entry: ScoreEntry, column: Column) -> str:
+    if entry.interval is None:
+        return ""
+    return interval_text(entry.interval.lo, entry.interval.hi, percent=column.percent)
+
+
+def _benchmark_audit(bench: Benchmark) -> dict[str, Any] | None:
+    """The newest audit of the benchmark's own features (runs without a declared backbone)."""
+    records = sorted(bench.records.values(), key=lambda r: r.created_at)
+    own = [r for r in records if not r.submission.declarations.get("backbone_pretrained_on")]
+    audits = [r.leakage for r in (own or records) if r.leakage]
+    return audits[-1] if audits else None
+
+
+def leakage_note(bench: Benchmark) -> str:
+    """What the page says when the audit found no leakage (or there is no audit)."""
+    audit = _benchmark_audit(bench)
+    if audit is None:
+        return "not audited: these records carry no leakage audit"
+    source = str(audit.get("source", ""))
+    if source in ("", "none"):
+        return "none: the benchmark's features were not pre-trained on a class set"
+    return (
+        f"none: no test class is among the {source} classes the features' backbone was "
+        "pre-trained on"
+    )
+
+
+def benchmark_leakage(bench: Benchmark) -> Leakage | None:
+    """The leakage badge from the newest audit of the benchmark's own features, if any."""
+    audit = _benchmark_audit(bench)
+    if audit is None:
+        return None
+    if "error" in audit:
+        return Leakage("leakage audit unavailable", str(audit.get("source", "")), (), True)
+    n = int(audit.get("n_overlap", 0) or 0)
+    if n == 0:
+        return None
+    classes = tuple(
+        f"{o.get('name') or o.get('class')} ({o.get('class')})"
+        for o in audit.get("overlap", [])
+        if isinstance(o, dict)
+    )
+    badge = f"leakage: {n} of {audit.get('n_test', '?')} test classes seen in pre-training"
+    return Leakage(badge, str(audit.get("source", "")), classes)
+
+
+def _protocol_badges(records: Iterable[RunRecord]) -> list[Badge]:
+    counts: dict[str, int] = {}
+    for record in records:
+        for badge in record_badges(record):
+            if badge.flag in ("transductive", "extra-data"):
+                counts[badge.text] = counts.get(badge.text, 0) + 1
+    return [
+        Badge(f"{n} {text}", "info", f"{n} submission(s) declare: {text}")
+        for text, n in sorted(counts.items())
+    ]
+
+
+# -- submission pages -----------------------------------------------------------------------
+
+
+def _submission(
+    template: Any,
+    model: SiteModel,
+    sub: Submission,
+    logs: dict[str, str],
+    pairs: list[tuple[Submission, Submission]],
+    common: dict[str, Any],
+) -> str:
+    info = sub.latest.submission
+    benches = {(b.id, b.version): b for b in model.benchmarks}
+    results = []
+    for record in sub.records:
+        bench = benches[(record.benchmark.id, record.benchmark.version)]
+        rows = []
+        anchor = f"sub-{sub.key}"
+        for plan in bench.settings:
+            for column in plan.columns:
+                entry = column.entries.get(sub.key)
+                if entry is None:
+                    continue
+                rank = column.ranks.get(sub.key)
+                group = plan.group_of.get(sub.key) if column.primary else None
+                rows.append(
+                    {
+                        "setting": plan.label,
+                        "metric": column.label.removesuffix(" (%)"),
+                        "primary": column.primary,
+                        "value": format_value(entry.value, percent=column.percent)
+                        + ("%" if column.percent else ""),
+                        "interval": _interval(entry, column),
+                        "rank": f"{rank} of {len(column.ranks)}" if rank else "—",
+                        "group": f"{group} of {len(plan.groups)}" if group else "—",
+                        "function": column.function,
+                        "version": column.version,
+                    }
+                )
+        log = logs.get(bench.stem)
+        results.append(
+            {
+                "bench": bench,
+                "record": record,
+                "anchor": anchor,
+                "badges": record_badges(record),
+                "rows": rows,
+                "created": record.created_at.isoformat(timespec="seconds"),
+                "predictions": sorted(record.predictions_hashes.items()),
+                "environment": _pairs_text(record.environment),
+                "timings": [(k, f"{v:.2f} s") for k, v in sorted(record.timings.items())],
+                "log": log,
+                "log_label": f"{bench.label} log (text)",
+            }
+        )
+    others = [
+        (b if a.key == sub.key else a, f"compare/{pair_slug(a.key, b.key)}.html")
+        for a, b in pairs
+        if sub.key in (a.key, b.key)
+    ]
+    return template.render(
+        sub=sub,
+        info=info,
+        paper=Link(info.paper, safe_href(info.paper)) if info.paper else None,
+        url=Link(info.url, safe_href(info.url)) if info.url else None,
+        package_hashes=sorted({r.submission.package_hash for r in sub.records}),
+        declarations=_pairs_text(info.declarations),
+        results=results,
+        pairs=others,
+        root="../",
+        page_title=sub.label,
+        **common,
+    )
+
+
+def _pairs_text(mapping: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (key, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+        for key, value in sorted(mapping.items())
+    ]
+
+
+def _write_logs(site: Path, model: SiteModel, sub: Submission) -> dict[str, str]:
+    """Each run's logs as UTF-8 text, ``logs/<submission>/<benchmark>-v<n>.txt``; {stem: path}."""
+    out = {}
+    benches = {(b.id, b.version): b for b in model.benchmarks}
+    for record in sub.records:
+        if not any(record.logs.values()):
+            continue
+        bench = benches[(record.benchmark.id, record.benchmark.version)]
+        folder = site / "logs" / sub.key
+        folder.mkdir(exist_ok=True)
+        lines = [
+            f"{sub.label} on {bench.label}, scored {record.created_at.isoformat()}",
+            f"runner: {record.runner}; harness {record.harness_version}",
+            "",
+        ]
+        for name, text in sorted(record.logs.items(), key=lambda kv: (kv[0] != "reason", kv[0])):
+            lines += [f"== {name} ==", text.rstrip("\n"), ""]
+        # A byte-order mark makes browsers read the file as UTF-8 even from file://.
+        path = folder / f"{bench.stem}.txt"
+        path.write_text("\ufeff" + "\n".join(lines), encoding="utf-8", newline="\n")
+        out[bench.stem] = f"logs/{sub.key}/{bench.stem}.txt"
+    return out
+
+
+# -- comparison pages -----------------------------------------------------------------------
+
+
+def _pairs(model: SiteModel) -> list[tuple[Submission, Submission]]:
+    """Every two submissions that ran a common benchmark, in key order."""
+    ran: dict[str, set[tuple[str, int]]] = {
+        key: {(r.benchmark.id, r.benchmark.version) for r in sub.records}
+        for key, sub in model.submissions.items()
+    }
+    subs = list(model.submissions.values())
+    return [(a, b) for i, a in enumerate(subs) for b in subs[i + 1 :] if ran[a.key] & ran[b.key]]
+
+
+@dataclass
+class _PairColumn:
+    """One tested column, prepared once for every pair page: labels escaped, scores formatted."""
+
+    setting: str
+    metric: Markup
+    primary: bool
+    percent: bool
+    higher_is_better: bool
+    tests: stats.ColumnTests
+    index: dict[str, int]
+    scores: list[str]
+
+
+def _pair_columns(
+    model: SiteModel,
+) -> tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], str]]:
+    """Per benchmark, the tested columns, and a sentence naming the untested ones."""
+    out = {}
+    untested: dict[tuple[str, int], str] = {}
+    for bench in model.benchmarks:
+        columns = []
+        skipped = []
+        for plan in bench.settings:
+            for column in plan.columns:
+                if column.tests is None:
+                    skipped.append(f"{plan.label} {column.label.removesuffix(' (%)')}")
+                    continue
+                columns.append(
+                    _PairColumn(
+                        setting=plan.label,
+                        metric=escape(column.label),
+                        primary=column.primary,
+                        percent=column.percent,
+                        higher_is_better=column.higher_is_better,
+                        tests=column.tests,
+                        index={k: i for i, k in enumerate(column.tests.keys)},
+                        scores=[
+                            format_value(float(v), percent=column.percent)
+                            for v in column.tests.estimates
+                        ],
+                    )
+                )
+        out[(bench.id, bench.version)] = columns
+        if skipped:
+            untested[(bench.id, bench.version)] = (
+                f"Not tested (no per-class values that pair up): {', '.join(skipped)}."
+            )
+    return out, untested
+
+
+def _pair(
+    template: Any,
+    model: SiteModel,
+    prepared: tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], str]],
+    a: Submission,
+    b: Submission,
+    common: dict[str, Any],
+) -> str:
+    columns, untested = prepared
+    blocks = []
+    counts = {"A": 0, "B": 0, "tied": 0}
+    only_a: list[str] = []
+    only_b: list[str] = []
+    for bench in model.benchmarks:
+        in_a, in_b = a.key in bench.records, b.key in bench.records
+        if in_a != in_b:
+            (only_a if in_a else only_b).append(bench.label)
+        if not (in_a and in_b):
+            continue
+        rows = []
+        setting = ""
+        for column in columns[(bench.id, bench.version)]:
+            i, j = column.index.get(a.key), column.index.get(b.key)
+            if i is None or j is None:
+                continue
+            if column.setting != setting:
+                setting = column.setting
+                rows.append(
+                    f'<tr class="setting-row"><th scope="rowgroup" colspan="7">'
+                    f"{escape(setting)}</th></tr>"
+                )
+            verdict, row = _pair_row(column, i, j)
+            counts[verdict] += 1
+            rows.append(row)
+        blocks.append(
+            {
+                "bench": bench,
+                "rows": Markup("\n".join(rows)),
+                "untested": untested.get((bench.id, bench.version), ""),
+            }
+        )
+    return str(
+        template.render(
+            a=a,
+            b=b,
+            blocks=blocks,
+            n_a=counts["A"],
+            n_b=counts["B"],
+            n_tied=counts["tied"],
+            n_tests=sum(counts.values()),
+            only_a=only_a,
+            only_b=only_b,
+            n_boot=stats.N_BOOT,
+            alpha=stats.ALPHA,
+            root="../",
+            page_title=f"{a.label} vs {b.label}",
+            **common,
+        )
+    )
+
+
+def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
+    """The verdict and the table row (markup: the only text, the label, is escaped already)."""
+    tests = column.tests
+    diff = float(tests.diff[i, j])
+    p = float(tests.p_value[i, j])
+    verdict = "tied"
+    if p < stats.ALPHA and diff != 0:
+        verdict = "A" if (diff > 0) == column.higher_is_better else "B"
+    percent = column.percent
+    lo = format_diff(float(tests.lo[i, j]), percent=percent, unit=False)
+    hi = format_diff(float(tests.hi[i, j]), percent=percent, unit=False)
+    attrs = ' class="primary-row"' if column.primary else ""
+    row = (
+        f"<tr{attrs}><td>{column.metric}</td><td>{column.scores[i]}</td>"
+        f"<td>{column.scores[j]}</td><td>{format_diff(diff, percent=percent)}</td>"
+        f"<td>{lo} to {hi}</td><td>{format_p(p)}</td>"
+        + ('<td class="tied">tied</td></tr>' if verdict == "tied" else f"<td>{verdict}</td></tr>")
+    )
+    return verdict, row
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("harness.site", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["short_hash"] = short_hash
+    return env
+
+
+def _write(path: Path, text: str) -> None:
+    with path.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)

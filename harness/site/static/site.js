@@ -1,0 +1,173 @@
+// zsl-harness leaderboard: sortable and filterable tables, the comparison picker.
+// Progressive enhancement only: without this file every table is complete and in rank order.
+// It reads data-* attributes and moves existing elements; it never parses markup (no innerHTML),
+// never evaluates strings, and binds events with addEventListener (the CSP forbids inline code).
+"use strict";
+
+(function () {
+  document.documentElement.classList.add("js");
+
+  function sortValue(cell, type) {
+    var raw = cell ? cell.getAttribute("data-sort") : null;
+    if (raw === null || raw === "") {
+      return null; // missing values sort last in either direction
+    }
+    if (type === "num") {
+      var number = Number(raw);
+      return Number.isFinite(number) ? number : null;
+    }
+    return raw.toLowerCase();
+  }
+
+  function compareValues(a, b, type) {
+    if (type === "num") {
+      return a - b;
+    }
+    return a < b ? -1 : a > b ? 1 : 0;
+  }
+
+  function sortTable(table, header, direction) {
+    var body = table.tBodies[0];
+    var index = header.cellIndex;
+    var type = header.getAttribute("data-sort-type") || "text";
+    var rows = Array.prototype.slice.call(body.rows);
+    var keyed = rows.map(function (row, position) {
+      return { row: row, value: sortValue(row.cells[index], type), position: position };
+    });
+    var sign = direction === "ascending" ? 1 : -1;
+    keyed.sort(function (a, b) {
+      if (a.value === null || b.value === null) {
+        if (a.value === b.value) {
+          return a.position - b.position;
+        }
+        return a.value === null ? 1 : -1;
+      }
+      var order = sign * compareValues(a.value, b.value, type);
+      return order !== 0 ? order : a.position - b.position; // stable
+    });
+    keyed.forEach(function (item) {
+      body.appendChild(item.row);
+    });
+    Array.prototype.forEach.call(header.parentNode.cells, function (cell) {
+      if (cell !== header && cell.hasAttribute("data-sort-type")) {
+        cell.setAttribute("aria-sort", "none");
+      }
+    });
+    header.setAttribute("aria-sort", direction);
+  }
+
+  function makeSortable(table) {
+    var head = table.tHead;
+    if (!head || !table.tBodies.length) {
+      return;
+    }
+    Array.prototype.forEach.call(head.rows[0].cells, function (header) {
+      if (!header.hasAttribute("data-sort-type")) {
+        return;
+      }
+      if (!header.hasAttribute("aria-sort")) {
+        header.setAttribute("aria-sort", "none");
+      }
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "sort-button";
+      while (header.firstChild) {
+        button.appendChild(header.firstChild);
+      }
+      header.appendChild(button);
+      button.addEventListener("click", function (event) {
+        if (event.target.closest("a")) {
+          return; // a link inside a header (a benchmark's page) keeps working
+        }
+        var current = header.getAttribute("aria-sort");
+        var first = header.getAttribute("data-sort-first") === "desc" ? "descending" : "ascending";
+        var next;
+        if (current === "ascending") {
+          next = "descending";
+        } else if (current === "descending") {
+          next = "ascending";
+        } else {
+          next = first;
+        }
+        sortTable(table, header, next);
+      });
+    });
+  }
+
+  function makeFilterable(bar) {
+    var table = document.getElementById(bar.getAttribute("data-filter-for"));
+    if (!table || !table.tBodies.length) {
+      return;
+    }
+    var text = bar.querySelector(".filter-text");
+    var flags = Array.prototype.slice.call(bar.querySelectorAll(".filter-flag"));
+    var count = bar.querySelector(".filter-count");
+    function apply() {
+      var needle = text ? text.value.trim().toLowerCase() : "";
+      var hidden = flags.filter(function (box) { return box.checked; }).map(function (box) {
+        return box.value;
+      });
+      var rows = table.tBodies[0].rows;
+      var shown = 0;
+      Array.prototype.forEach.call(rows, function (row) {
+        var name = row.getAttribute("data-name") || "";
+        var rowFlags = (row.getAttribute("data-flags") || "").split(" ");
+        var hide = (needle !== "" && name.indexOf(needle) === -1) ||
+          hidden.some(function (flag) { return rowFlags.indexOf(flag) !== -1; });
+        row.hidden = hide;
+        if (!hide) {
+          shown += 1;
+        }
+      });
+      if (count) {
+        count.textContent = shown + " of " + rows.length + " shown";
+      }
+    }
+    if (text) {
+      text.addEventListener("input", apply);
+    }
+    flags.forEach(function (box) { box.addEventListener("change", apply); });
+    apply();
+  }
+
+  function setUpComparison(form) {
+    var first = document.getElementById("compare-a");
+    var second = document.getElementById("compare-b");
+    var message = document.getElementById("compare-message");
+    var pages = new Map();
+    Array.prototype.forEach.call(document.querySelectorAll("a[data-a][data-b]"), function (link) {
+      pages.set(link.getAttribute("data-a") + "\n" + link.getAttribute("data-b"), link);
+    });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var a = first.value;
+      var b = second.value;
+      if (a === b) {
+        message.textContent = "Pick two different submissions.";
+        return;
+      }
+      var link = pages.get(a + "\n" + b) || pages.get(b + "\n" + a);
+      if (!link) {
+        message.textContent = "These two submissions share no benchmark.";
+        return;
+      }
+      message.textContent = "";
+      window.location.assign(link.href);
+    });
+  }
+
+  function start() {
+    Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
+    Array.prototype.forEach.call(document.querySelectorAll(".filters[data-filter-for]"), makeFilterable);
+    var form = document.getElementById("compare-form");
+    if (form) {
+      setUpComparison(form);
+    }
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();
