@@ -29,6 +29,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness.atomic import write_text_atomic
 from harness.errors import HarnessError
 from harness.records import RunRecord, ScoreEntry
 from harness.results.records_io import RecordKey, export_records, read_records, record_key
@@ -658,19 +659,6 @@ def render_report(
     return "\n".join(lines) + "\n\n" + diff
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _primary_summary(record: RunRecord) -> str:
     parts = []
     for setting, metric in record.benchmark.primary.items():
@@ -859,7 +847,7 @@ def run_pull_request(
         notes.append(f"❌ {escape_markdown(problem, limit=_MAX_DETAIL)}")
     diff = leaderboard_diff(before, after, reproduced={record_key(r) for r in produced})
     report = out_dir / DIFF_FILENAME
-    _write_text(report, render_report(outcomes, diff, notes=notes))
+    write_text_atomic(report, render_report(outcomes, diff, notes=notes))
     return PullRequestResult(outcomes=outcomes, report=report, site=site, problems=problems)
 
 

@@ -58,7 +58,6 @@ import hashlib
 import json
 import operator
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -69,6 +68,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra
 
+from harness.atomic import write_text_atomic
 from harness.errors import HierarchyError
 
 __all__ = ["FORMAT", "Hierarchy"]
@@ -917,14 +917,7 @@ class Hierarchy:
             raise HierarchyError(
                 f"cannot write {target}: directory {target.parent} does not exist; create it first"
             )
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(self.to_json())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(target, self.to_json(), make_parents=False)
 
     @classmethod
     def load_json(cls, path: str | os.PathLike[str]) -> Hierarchy:

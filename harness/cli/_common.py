@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,6 +17,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Output carries user data (class names, paths): no markup, no emoji codes like ":sun:".
 stdout = Console(highlight=False, markup=False, emoji=False)
 stderr = Console(stderr=True, highlight=False, markup=False, emoji=False)
+
+
+#: The ``--database-url`` option of every command that opens the store.
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        envvar="ZSL_DATABASE_URL",
+        help="SQLAlchemy URL of the store (default: zsl.sqlite3 under ZSL_HOME).",
+        show_default=False,
+    ),
+]
 
 
 class _State:

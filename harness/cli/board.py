@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import reports_errors, stdout
+from harness.cli._common import DatabaseUrl, reports_errors, stdout
 from harness.site import build_site
 from harness.store import load_runs, open_store
 
@@ -46,15 +46,7 @@ def build(
         Path,
         typer.Option("--out", help="Folder to write the site to; replaced as a whole."),
     ] = Path("leaderboard/site"),
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            envvar="ZSL_DATABASE_URL",
-            help="SQLAlchemy URL of the store (default: zsl.sqlite3 under ZSL_HOME).",
-            show_default=False,
-        ),
-    ] = None,
+    database_url: DatabaseUrl = None,
     results: Annotated[
         Path | None,
         typer.Option(

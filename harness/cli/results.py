@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from harness.cli._common import reports_errors, stderr, stdout
+from harness.cli._common import DatabaseUrl, reports_errors, stderr, stdout
 from harness.results.rescore import RescoreOutcome, rescore_store
 from harness.results.store_io import export_store, import_folder
 from harness.store import open_store
@@ -20,15 +20,6 @@ app = typer.Typer(
 
 RESULTS_DIR = Path("leaderboard/results")
 
-DatabaseUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--database-url",
-        envvar="ZSL_DATABASE_URL",
-        help="SQLAlchemy URL of the store (default: zsl.sqlite3 under ZSL_HOME).",
-        show_default=False,
-    ),
-]
 
 EXPORT_EPILOG = """
 Examples:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import reports_errors, stdout
+from harness.cli._common import DatabaseUrl, reports_errors, stdout
 from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import (
     generate_prediction_files,
@@ -18,11 +18,6 @@ from harness.pipeline import (
 from harness.records import RunRecord
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
-
-DatabaseUrl = Annotated[
-    str | None,
-    typer.Option(envvar="ZSL_DATABASE_URL", help="SQLAlchemy URL; default SQLite in ZSL_HOME"),
-]
 
 
 def _summary(record: RunRecord) -> str:

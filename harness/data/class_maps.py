@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
+from harness.atomic import write_text_atomic
 from harness.errors import HarnessError, HierarchyError
 from harness.hierarchy import Hierarchy
 from harness.wordnet import build_wordnet_hierarchy, synset_of, wnid
@@ -508,14 +508,7 @@ def write_class_map(
         raise ClassMapError(
             f"cannot write {target}: directory {target.parent} does not exist; create it first"
         )
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write("\n".join(out) + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(target, "\n".join(out) + "\n", make_parents=False)
 
 
 def read_class_list(path: str | os.PathLike[str]) -> list[str]:

@@ -232,24 +232,29 @@ def paired_class_tests(
     if not 0.0 < level < 1.0:
         raise MetricError(f"Expected `level` in (0, 1), but got {level!r}.")
     estimates = class_point_estimates(table)
-    samples = class_bootstrap(table, n_boot=n_boot, seed=seed)
     n = table.n_runs
     diff = estimates[:, None] - estimates[None, :]
     lo = np.zeros((n, n))
     hi = np.zeros((n, n))
     p_value = np.ones((n, n))
-    q = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
-    for s in range(n):  # one row at a time: [B, S] in memory, never [B, S, S]
-        diffs = samples[:, [s]] - samples
-        lo[s], hi[s] = np.quantile(diffs, q, axis=0)
-        observed = diff[s]
+    if n > 1:
+        replicates = np.ascontiguousarray(class_bootstrap(table, n_boot=n_boot, seed=seed).T)
+        first, second = np.triu_indices(n, 1)
+        diffs = replicates[first] - replicates[second]  # [pairs, n_boot], one row per pair
+        # Sorted rows make each quantile a cheap selection (the same order statistics).
+        diffs.sort(axis=1)
+        q_lo, q_hi = np.quantile(diffs, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=1)
+        observed = diff[first, second]
         other = np.where(
             observed > 0,
-            (diffs <= 0).sum(axis=0),
-            np.where(observed < 0, (diffs >= 0).sum(axis=0), 0),
+            (diffs <= 0).sum(axis=1),
+            np.where(observed < 0, (diffs >= 0).sum(axis=1), 0),
         )
-        p = np.minimum(1.0, 2.0 * (other + 1) / (n_boot + 1))
-        p_value[s] = np.where(observed == 0, 1.0, p)
+        p = np.where(observed == 0, 1.0, np.minimum(1.0, 2.0 * (other + 1) / (n_boot + 1)))
+        lo[first, second], hi[first, second] = q_lo, q_hi
+        # [t, s] is the negated replicates of [s, t]: its interval is the mirrored one.
+        lo[second, first], hi[second, first] = -q_hi, -q_lo
+        p_value[first, second] = p_value[second, first] = p
     return {"estimates": estimates, "diff": diff, "lo": lo, "hi": hi, "p_value": p_value}
 
 

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import write_bytes_atomic
 from harness.data.artifacts import zsl_home
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import file_sha256
@@ -108,7 +109,7 @@ def archive_file(
         "setting": setting,
     }
     ref_path = root / "content" / "sha256" / content_hex / f"{_hex(file_hash, 'file hash')}.json"
-    _atomic_write_bytes(ref_path, (json.dumps(reference, sort_keys=True) + "\n").encode())
+    write_bytes_atomic(ref_path, (json.dumps(reference, sort_keys=True) + "\n").encode())
     return file_hash
 
 
@@ -223,25 +224,6 @@ def _copy_verified(source: Path, blobs: Path) -> str:
         tmp.unlink(missing_ok=True)
         raise HarnessError(f"cannot archive {source} into {blobs}: {err}") from err
     return file_hash
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        raise HarnessError(f"cannot write {path}: {err}") from err
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise HarnessError(f"cannot write {path}: {err}") from err
 
 
 __all__ = [

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.atomic import write_text_atomic
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import json_sha256
 from harness.records import RunRecord
@@ -294,7 +294,7 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
         result.paths.append(path)
     for path, text in planned.items():
         if _read_text_or_none(path) != text:
-            _atomic_write(path, text)
+            write_text_atomic(path, text)
             result.written.append(path)
     if prune and root.is_dir():
         keep = set(planned)
@@ -373,26 +373,6 @@ def _read_text_or_none(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder + ``os.replace``."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as err:
-        raise HarnessError(f"cannot write {path}: {err}") from err
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are meant to be shared
-        os.replace(tmp, path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise HarnessError(f"cannot write {path}: {err}") from err
 
 
 __all__ = [

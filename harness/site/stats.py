@@ -4,8 +4,7 @@ One call per table column (benchmark version, setting, metric, metric version) t
 of the column's runs at once -- the benchmark page's groups and every comparison page read the
 same arrays, so no test is ever repeated per page. The tests are the class-level paired bootstrap
 of :mod:`harness.metrics.comparison` (the same class draws for every run: classes resampled
-within their groups, ``n_boot`` replicates, fixed seed); :func:`all_pair_tests` only arranges the
-work so the differences of all pairs are one contiguous array.
+within their groups, ``n_boot`` replicates, fixed seed), all pairs of a column in one call.
 """
 
 from __future__ import annotations
@@ -18,15 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.metrics.comparison import (
-    ClassTable,
-    class_bootstrap,
-    class_point_estimates,
+    paired_class_tests,
     stack_class_values,
     tied_groups_from_tests,
 )
 from harness.metrics.uncertainty import rank_matrix
 
-__all__ = ["ALPHA", "LEVEL", "N_BOOT", "SEED", "ColumnTests", "all_pair_tests", "column_tests"]
+__all__ = ["ALPHA", "LEVEL", "N_BOOT", "SEED", "ColumnTests", "column_tests"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -65,49 +62,6 @@ class ColumnTests:
         )
 
 
-def all_pair_tests(
-    table: ClassTable, *, n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL
-) -> dict[str, FloatArray]:
-    """:func:`harness.metrics.comparison.paired_class_tests`, arranged for many runs.
-
-    The same replicates, differences, percentile intervals and p-values; the upper triangle's
-    pairs are stacked into one ``[pairs, n_boot]`` array (contiguous along the replicates, so each
-    quantile is one partition of a row) and mirrored: ``diff`` is antisymmetric, ``p_value``
-    symmetric and ``[t, s]``'s interval is ``[-hi[s, t], -lo[s, t]]`` (equal to the percentile of
-    the negated replicates up to rounding of the interpolation weight).
-
-    Returns
-    -------
-    tests : dict
-        ``estimates`` [S]; ``diff``, ``lo``, ``hi``, ``p_value`` [S, S].
-    """
-    estimates = class_point_estimates(table)
-    n = table.n_runs
-    diff = estimates[:, None] - estimates[None, :]
-    lo = np.zeros((n, n))
-    hi = np.zeros((n, n))
-    p_value = np.ones((n, n))
-    if n > 1:
-        replicates = np.ascontiguousarray(class_bootstrap(table, n_boot=n_boot, seed=seed).T)
-        first, second = np.triu_indices(n, 1)
-        diffs = replicates[first] - replicates[second]  # [pairs, n_boot]
-        # Sorting first (vectorized) makes the quantiles' selection trivial: twice as fast as
-        # np.quantile's partition on the raw rows, and the same values (order statistics).
-        diffs.sort(axis=1)
-        q_lo, q_hi = np.quantile(diffs, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=1)
-        observed = diff[first, second]
-        other = np.where(
-            observed > 0,
-            (diffs <= 0).sum(axis=1),
-            np.where(observed < 0, (diffs >= 0).sum(axis=1), 0),
-        )
-        p = np.where(observed == 0, 1.0, np.minimum(1.0, 2.0 * (other + 1) / (n_boot + 1)))
-        lo[first, second], hi[first, second] = q_lo, q_hi
-        lo[second, first], hi[second, first] = -q_hi, -q_lo
-        p_value[first, second] = p_value[second, first] = p
-    return {"estimates": estimates, "diff": diff, "lo": lo, "hi": hi, "p_value": p_value}
-
-
 def column_tests(keys: Sequence[str], values: Sequence[Any]) -> ColumnTests:
     """Test every pair of runs of a column from their class values (``ClassValues`` or dicts).
 
@@ -117,7 +71,7 @@ def column_tests(keys: Sequence[str], values: Sequence[Any]) -> ColumnTests:
         If the runs' class values don't line up (not scored on the same images).
     """
     table = stack_class_values(values)
-    tests = all_pair_tests(table)
+    tests = paired_class_tests(table, n_boot=N_BOOT, seed=SEED, level=LEVEL)
     return ColumnTests(
         keys=tuple(keys),
         estimates=tests["estimates"],

@@ -1,0 +1,55 @@
+"""Write a file all at once or not at all: a temporary file in the same folder, then a rename.
+
+Readers never see a half-written file (``os.replace`` is atomic within one file system), and a
+crash leaves at most a hidden ``.<name>.*.tmp`` file behind, never a truncated target.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+__all__ = ["write_bytes_atomic", "write_text_atomic"]
+
+
+def write_bytes_atomic(
+    path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644, make_parents: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` atomically (flushed to disk first), readable by all.
+
+    Raises
+    ------
+    HarnessError
+        The folder can't be created or written, naming the path and the reason.
+    """
+    target = Path(path)
+    try:
+        if make_parents:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise HarnessError(f"cannot write {target}: {err}") from err
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)  # mkstemp makes 0600; our files are meant to be shared
+        os.replace(tmp, target)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise HarnessError(f"cannot write {target}: {err}") from err
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(
+    path: str | os.PathLike[str], text: str, *, mode: int = 0o644, make_parents: bool = True
+) -> None:
+    """:func:`write_bytes_atomic` of ``text`` as UTF-8, with ``\\n`` line ends as given."""
+    write_bytes_atomic(path, text.encode("utf-8"), mode=mode, make_parents=make_parents)
