@@ -17,6 +17,7 @@ from harness.metrics import metrics
 from harness.metrics.base import Metric, MetricInput
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.records import RunRecord
+from harness.results import rescore as rescore_module
 from harness.results.archive import (
     PREDICTIONS_DIR_ENV,
     ArchiveMissingError,
@@ -26,7 +27,7 @@ from harness.results.archive import (
 )
 from harness.results.rescore import rescore_store
 from harness.spec import load_spec
-from harness.store import load_runs, open_store, save_run
+from harness.store import StaleRunError, load_runs, open_store, save_run
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
 
@@ -278,6 +279,29 @@ def test_force_rescores_current_runs_and_no_spec_skips(
     outcomes = rescore_store(engine, empty)
     assert {o.status for o in outcomes} == {"skipped"}
     assert "no spec for demo v1" in outcomes[0].message
+
+
+def test_a_run_stored_again_during_a_rescore_is_not_overwritten(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _run_demo(tmp_path, db)
+    engine = open_store(db)
+    _bump(monkeypatch)
+    real = rescore_module.rescore_records
+
+    def rescore_then_rerun(records: Any, *args: Any, **kwargs: Any) -> Any:
+        outcomes = real(records, *args, **kwargs)
+        # Meanwhile `zsl run` stores ESZSL again (a later run of the same versions).
+        run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=db, quiet=True)
+        return outcomes
+
+    monkeypatch.setattr(rescore_module, "rescore_records", rescore_then_rerun)
+    with pytest.raises(StaleRunError, match=r"run of eszsl@1.0 on demo v1 was stored again"):
+        rescore_store(engine, SPECS)
+    after = {r.submission.name: r for r in load_runs(engine)}
+    # The fresh run (scored with the bumped metric) stays; the baseline's rescore was not saved.
+    assert "rescore" not in after["eszsl"].logs
+    assert "rescore" not in after["nearest-seen-class-transfer"].logs
 
 
 # -- the CLI --------------------------------------------------------------------------------------

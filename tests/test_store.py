@@ -29,6 +29,7 @@ from sqlmodel import Session, SQLModel, func, select
 from harness.errors import HarnessError, IntegrityError
 from harness.records import ScoreEntry
 from harness.store import (
+    StaleRunError,
     count_runs,
     create_tables,
     database_url,
@@ -403,6 +404,31 @@ def test_save_runs_returns_ids_in_input_order(engine: Engine) -> None:
     records = [make_record(name=n) for n in ("z", "a", "m")]
     ids = save_runs(engine, records)
     assert ids == [save_run(engine, r) for r in records]
+
+
+def test_only_unchanged_saves_never_overwrite_a_newer_run(engine: Engine) -> None:
+    loaded = make_record(name="a", zsl_top1=0.5)
+    save_runs(engine, [loaded, make_record(name="b")])
+    rescored = loaded.model_copy(update={"scores": make_record(name="a", zsl_top1=0.6).scores})
+    # Unchanged since loading: the re-scored record replaces the run.
+    save_runs(engine, [rescored], only_unchanged=True)
+    assert load_runs(engine)[0] == rescored
+
+    # `zsl run` stores the run again (new time) before the next re-score is saved: refused,
+    # and the other run of the same batch is not written either.
+    newer = make_record(name="a", zsl_top1=0.7, created_at=T0 + timedelta(hours=1))
+    save_run(engine, newer)
+    before = row_counts(engine)
+    other = make_record(name="b", zsl_top1=0.9)
+    with pytest.raises(StaleRunError, match=r"run of a@1.0 on cub-demo v1 was stored again"):
+        save_runs(engine, [other, rescored], only_unchanged=True)
+    assert row_counts(engine) == before
+    assert [r.score("zsl", "top1").value for r in load_runs(engine)] == [0.7, 0.5]  # type: ignore[union-attr]
+
+    # A run that is not stored at all cannot be "unchanged".
+    with pytest.raises(StaleRunError, match="no longer stored"):
+        save_runs(engine, [make_record(name="c")], only_unchanged=True)
+    assert count_runs(engine) == 2
 
 
 def test_delete_run_removes_scores_and_curve_points(engine: Engine) -> None:

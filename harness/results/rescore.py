@@ -287,7 +287,10 @@ def rescore_store(
     outcomes = rescore_records(load_runs(engine), specs, force=force, archive_root=archive_root)
     if not dry_run:
         done = [o for o in outcomes if o.rescored is not None]
-        save_records(engine, [o.rescored for o in done if o.rescored is not None])
+        # Only over the runs as loaded: a run stored again meanwhile is never overwritten.
+        save_records(
+            engine, [o.rescored for o in done if o.rescored is not None], only_unchanged=True
+        )
         for outcome in done:
             outcome.status = "rescored"
     return outcomes

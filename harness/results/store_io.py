@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 
-def save_records(engine: Engine, records: Sequence[RunRecord]) -> None:
+def save_records(
+    engine: Engine, records: Sequence[RunRecord], *, only_unchanged: bool = False
+) -> None:
     """Save ``records`` into the store in one transaction (:func:`harness.store.save_runs`)."""
     from harness.store import save_runs
 
-    save_runs(engine, list(records))
+    save_runs(engine, list(records), only_unchanged=only_unchanged)
 
 
 def export_store(engine: Engine, root: Path, *, prune: bool = False) -> ExportResult:

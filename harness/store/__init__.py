@@ -2,6 +2,7 @@
 
 from harness.store.db import create_tables, database_url, describe_url, make_engine
 from harness.store.service import (
+    StaleRunError,
     count_runs,
     delete_run,
     load_runs,
@@ -12,6 +13,7 @@ from harness.store.service import (
 )
 
 __all__ = [
+    "StaleRunError",
     "count_runs",
     "create_tables",
     "database_url",

@@ -60,6 +60,10 @@ def open_store(url: str | None = None) -> Engine:
     return engine
 
 
+class StaleRunError(HarnessError):
+    """A run changed in the store between loading it and saving its re-scored record."""
+
+
 def save_run(engine: Engine, record: RunRecord) -> int:
     """Store ``record`` and return its run id.
 
@@ -78,11 +82,18 @@ def save_run(engine: Engine, record: RunRecord) -> int:
     return save_runs(engine, [record])[0]
 
 
-def save_runs(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
+def save_runs(
+    engine: Engine, records: Sequence[RunRecord], *, only_unchanged: bool = False
+) -> list[int]:
     """Store several records in ONE transaction and return their run ids, in order.
 
     All or nothing: if any record is refused, none is written. Each record is saved as
     :func:`save_run` saves it.
+
+    With ``only_unchanged`` (re-scoring), each run must already be stored *as the run the record
+    was made from*: same package hash, prediction hashes and creation time, checked under the
+    run's row lock. A run re-made by ``zsl run`` since it was loaded is never overwritten with
+    the old run's predictions; the whole save is refused instead (:class:`StaleRunError`).
 
     Raises
     ------
@@ -108,7 +119,7 @@ def save_runs(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
     with _store_errors(engine, "write to"):
         for attempt in range(1, SAVE_ATTEMPTS + 1):
             try:
-                ids = _save_once(engine, [records[i] for i in order])
+                ids = _save_once(engine, [records[i] for i in order], only_unchanged)
                 break
             except sa_exc.DBAPIError as err:
                 if attempt == SAVE_ATTEMPTS or not _is_retryable(err):
@@ -212,7 +223,9 @@ def record_sort_key(record: RunRecord) -> RunKey:
 # -- saving -------------------------------------------------------------------------------------
 
 
-def _save_once(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
+def _save_once(
+    engine: Engine, records: Sequence[RunRecord], only_unchanged: bool = False
+) -> list[int]:
     # BEGIN IMMEDIATE on SQLite takes the write lock before our first SELECT, so concurrent
     # writers queue on the busy timeout instead of failing on a stale read.
     writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
@@ -221,7 +234,13 @@ def _save_once(engine: Engine, records: Sequence[RunRecord]) -> list[int]:
         for record in records:
             bench = _upsert_benchmark(session, record.benchmark)
             sub = _upsert_submission(session, record.submission)
-            run = _upsert_run(session, record, benchmark_id=_id(bench), submission_id=_id(sub))
+            run = _upsert_run(
+                session,
+                record,
+                benchmark_id=_id(bench),
+                submission_id=_id(sub),
+                only_unchanged=only_unchanged,
+            )
             _replace_scores(session, _id(run), record.scores)
             run_ids.append(_id(run))
     return run_ids
@@ -313,7 +332,12 @@ def _upsert_submission(session: Session, info: SubmissionInfo) -> SubmissionRow:
 
 
 def _upsert_run(
-    session: Session, record: RunRecord, *, benchmark_id: int, submission_id: int
+    session: Session,
+    record: RunRecord,
+    *,
+    benchmark_id: int,
+    submission_id: int,
+    only_unchanged: bool = False,
 ) -> RunRow:
     now = datetime.now(UTC)
     # FOR UPDATE (PostgreSQL; SQLite's writer lock covers it): a concurrent save of the same
@@ -336,6 +360,8 @@ def _upsert_run(
         "updated_at": now,
     }
     row = session.exec(query).first()
+    if only_unchanged:
+        _check_unchanged(row, record)
     if row is None:
         inserted = _insert_if_missing(
             session,
@@ -350,6 +376,23 @@ def _upsert_run(
     session.add(row)
     session.flush()
     return row
+
+
+def _check_unchanged(row: RunRow | None, record: RunRecord) -> None:
+    """Refuse to replace a run that is no longer the one ``record`` was made from."""
+    if row is None:
+        raise StaleRunError(f"the {_what(record)} is no longer stored; nothing was saved")
+    stored = (row.package_hash, dict(row.predictions_hashes), _to_utc(row.created_at))
+    given = (
+        record.submission.package_hash,
+        dict(record.predictions_hashes),
+        _to_utc(record.created_at),
+    )
+    if stored != given:
+        raise StaleRunError(
+            f"the {_what(record)} was stored again (run at {stored[2].isoformat()}) after it was "
+            "loaded for re-scoring; nothing was saved: run the command again"
+        )
 
 
 def _delete_scores(session: Session, run_id: int) -> None:
