@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Setting = Literal["zsl", "gzsl"]
+#: A run's identity: benchmark id, benchmark version, submission name, submission version.
+RunKey = tuple[str, int, str, str]
 
 
 class Interval(BaseModel):
@@ -125,3 +127,14 @@ class RunRecord(BaseModel):
             if entry.setting == setting and entry.metric == metric:
                 return entry
         return None
+
+
+def run_key(record: RunRecord) -> RunKey:
+    """The run's identity (and the store's order): benchmark id and version, submission name and
+    version. The store keeps one run per key; a record file is named by it."""
+    return (
+        record.benchmark.id,
+        record.benchmark.version,
+        record.submission.name,
+        record.submission.version,
+    )

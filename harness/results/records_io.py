@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from harness.atomic import write_text_atomic
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import json_sha256
-from harness.records import RunRecord
+from harness.records import RunKey, RunRecord, run_key
 
 RECORD_FORMAT = "zsl-run-record/1"
 RECORD_SUFFIX = ".json"
@@ -48,20 +48,14 @@ _SAFE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _MAX_COMPONENT = 100
 
 
-RecordKey = tuple[str, int, str, str]
+RecordKey = RunKey
 
 
 # -- one record ---------------------------------------------------------------------------------
 
 
-def record_key(record: RunRecord) -> RecordKey:
-    """The run's identity: benchmark id, benchmark version, submission name, submission version."""
-    return (
-        record.benchmark.id,
-        record.benchmark.version,
-        record.submission.name,
-        record.submission.version,
-    )
+#: The run's identity (:func:`harness.records.run_key`): one record file per key.
+record_key = run_key
 
 
 def describe_key(key: RecordKey) -> str:

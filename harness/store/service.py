@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
 from harness.errors import HarnessError, IntegrityError
-from harness.records import BenchmarkInfo, RunRecord, ScoreEntry, SubmissionInfo
+from harness.records import BenchmarkInfo, RunKey, RunRecord, ScoreEntry, SubmissionInfo, run_key
 from harness.store.curves import join_curve, split_curve
 from harness.store.db import SQLITE_BEGIN_OPTION, database_url, describe_url, make_engine, one_line
 from harness.store.migrations import upgrade
@@ -37,8 +37,6 @@ SAVE_ATTEMPTS = 5
 
 # PostgreSQL SQLSTATEs after which the whole transaction may simply run again.
 _RETRY_SQLSTATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock detected
-
-RunKey = tuple[str, int, str, str]
 
 
 def open_store(url: str | None = None) -> Engine:
@@ -210,14 +208,8 @@ def count_runs(engine: Engine) -> int:
         return int(session.exec(select(func.count()).select_from(RunRow)).one())
 
 
-def record_sort_key(record: RunRecord) -> RunKey:
-    """The store's order: benchmark id, benchmark version, submission name, submission version."""
-    return (
-        record.benchmark.id,
-        record.benchmark.version,
-        record.submission.name,
-        record.submission.version,
-    )
+#: The store's order and run identity (:func:`harness.records.run_key`).
+record_sort_key = run_key
 
 
 # -- saving -------------------------------------------------------------------------------------
