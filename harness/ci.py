@@ -9,15 +9,26 @@ revision. :func:`leaderboard_diff` renders that comparison as Markdown for a pul
 comment: every string that came from a submission or a record is escaped, so a hostile name shows
 as text and mentions or links nobody.
 
+What the site shows is never taken from the pull request on trust. A record file that differs
+from the fork point (added, edited, or not committed) is re-made by its package, changed or not,
+and compared with the fresh run on every field but :data:`VOLATILE_FIELDS`; a difference, or a
+changed record no package reproduces, fails the job, and the fresh record is what gets exported.
+Submission fields (declarations, authors, paper…) come from the package's manifest through that
+run. The harness that judges is the base branch's: CI checks it out apart and points ``--repo``
+at the pull request's checkout (:func:`check_harness_is_base` refuses the pull request's own).
+Nothing under the results folder may be a symbolic link, on disk or in git.
+
 Git is only ever called with argument lists (no shell), and a base revision is resolved to a
 commit before it is used.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import stat
 import subprocess
 import tempfile
 import unicodedata
@@ -29,10 +40,21 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from harness import yamlio
 from harness.atomic import write_text_atomic
 from harness.errors import HarnessError
 from harness.records import RunRecord, ScoreEntry
-from harness.results.records_io import RecordKey, export_records, read_records, record_key
+from harness.results.records_io import (
+    RecordFile,
+    RecordKey,
+    describe_key,
+    dump_record,
+    export_records,
+    read_record_files,
+    read_records,
+    record_key,
+    record_path,
+)
 
 #: The CI configuration, relative to the repository root.
 CI_CONFIG = PurePosixPath("leaderboard/ci.yaml")
@@ -48,6 +70,7 @@ _SETTING_LABELS = {"zsl": "ZSL", "gzsl": "GZSL", "transductive": "Transductive"}
 _SETTING_ORDER = {"zsl": 0, "gzsl": 1, "transductive": 2}
 _MAX_CELL = 200  # characters of submitted text kept in one table cell
 _MAX_DETAIL = 400  # characters of one failure's message kept in the report
+_MAX_PROBLEM = 1000  # characters of one problem of the job (with its field paths) kept
 
 
 # -- configuration --------------------------------------------------------------------------------
@@ -66,7 +89,7 @@ class CIConfig(BaseModel):
 def load_ci_config(path: Path) -> CIConfig:
     """Read and validate the CI configuration at ``path``; errors name the file and the key."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.load(yamlio.read_text(path), str(path))  # bounded: no alias bombs
     except FileNotFoundError:
         raise HarnessError(f"{path}: CI configuration not found") from None
     except yaml.YAMLError as err:
@@ -240,7 +263,7 @@ def manifest_name_at(commit: str, folder: str, repo_root: Path) -> str | None:
     """The ``name`` in ``folder/submission.yaml`` at ``commit``, or None if unreadable."""
     try:
         text = _git(["cat-file", "blob", f"{commit}:{folder}/{MANIFEST}"], repo_root)
-        data = yaml.safe_load(text.decode("utf-8"))
+        data = yamlio.load(text.decode("utf-8"), f"{commit}:{folder}/{MANIFEST}")
     except (HarnessError, UnicodeDecodeError, yaml.YAMLError):
         return None
     name = data.get("name") if isinstance(data, dict) else None
@@ -250,9 +273,42 @@ def manifest_name_at(commit: str, folder: str, repo_root: Path) -> str | None:
 def committed_records(base: str, results_dir: Path, repo_root: Path) -> list[RunRecord]:
     """The run records committed under ``results_dir`` at revision ``base``.
 
-    The files are read out of git (``ls-tree`` then one ``cat-file --batch``) into a temporary
-    folder with the same layout and loaded by :func:`harness.results.records_io.read_records`,
-    so they pass the same checks as records read from disk. No records at ``base``: ``[]``.
+    The files are read out of git (:func:`committed_files`) into a temporary folder with the
+    same layout and loaded by :func:`harness.results.records_io.read_records`, so they pass the
+    same checks as records read from disk. No records at ``base``: ``[]``.
+
+    Raises
+    ------
+    HarnessError
+        As :func:`committed_files` (a link or a submodule under ``results_dir``), or a record
+        is not valid.
+    """
+    files = committed_files(base, results_dir, repo_root)
+    if not files:
+        return []
+    with tempfile.TemporaryDirectory(prefix="zsl-ci-base-") as tmp:
+        for path, data in files.items():
+            target = Path(tmp, *path.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        return read_records(Path(tmp))
+
+
+#: git tree entry modes of plain files; a link is 120000 and a submodule 160000.
+_FILE_MODES = frozenset({"100644", "100755"})
+
+
+def committed_files(base: str, results_dir: Path, repo_root: Path) -> dict[PurePosixPath, bytes]:
+    """Every file under ``results_dir`` at revision ``base``: path relative to it -> bytes.
+
+    Read with ``ls-tree`` then one ``cat-file --batch``, never from the work tree.
+
+    Raises
+    ------
+    HarnessError
+        An entry is a symbolic link (mode 120000) or a submodule: a folder of records holds
+        only plain files, and a committed link would make an export write outside the
+        repository once checked out; a path has an empty, ``.`` or ``..`` component.
     """
     root = find_repo_root(repo_root)
     commit = resolve_commit(base, root)
@@ -263,29 +319,59 @@ def committed_records(base: str, results_dir: Path, repo_root: Path) -> list[Run
         if not raw:
             continue
         meta, _, name = raw.partition(b"\t")
-        _mode, kind, oid = meta.decode("ascii").split()
+        mode, kind, oid = meta.decode("ascii").split()
         path = PurePosixPath(name.decode("utf-8", "surrogateescape")).relative_to(relative)
-        if kind != "blob":
-            continue
+        where = f"{base}:{relative}/{path}"
         if any(part in ("", ".", "..") for part in path.parts):
-            raise HarnessError(f"{base}:{relative}/{path}: unsafe path in the git tree")
+            raise HarnessError(f"{where}: unsafe path in the git tree")
+        if kind != "blob" or mode not in _FILE_MODES:
+            what = {"120000": "a symbolic link", "160000": "a submodule"}.get(mode, f"mode {mode}")
+            raise HarnessError(
+                f"{where}: is {what} in git; a folder of run records holds only plain files "
+                "(a committed link would make an export write outside the repository)"
+            )
         blobs.append((oid, path))
     if not blobs:
-        return []
+        return {}
     contents = _read_blobs([oid for oid, _ in blobs], root)
-    with tempfile.TemporaryDirectory(prefix="zsl-ci-base-") as tmp:
-        for (_, path), data in zip(blobs, contents, strict=True):
-            target = Path(tmp, *path.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return read_records(Path(tmp))
+    return {path: data for (_, path), data in zip(blobs, contents, strict=True)}
+
+
+class _OutsideRepository(HarnessError):
+    pass
 
 
 def _relative_to_root(path: Path, root: Path) -> PurePosixPath:
-    try:
-        return PurePosixPath(Path(path).resolve().relative_to(root.resolve()).as_posix())
-    except ValueError:
-        raise HarnessError(f"{path} is outside the git repository at {root}") from None
+    """``path`` relative to the work tree ``root``, refusing a symbolic link below ``root``.
+
+    Only the part above ``root`` is resolved (a checkout may sit under a linked folder); below
+    it, every existing component is checked with ``lstat``, so a committed link
+    (``leaderboard -> /home/...``) cannot send a read or a write elsewhere.
+    """
+    real_root = root.resolve()
+    absolute = Path(os.path.abspath(path))  # lexical: ".." is taken away before any lookup
+    for ancestor in reversed((absolute, *absolute.parents)):
+        if ancestor.resolve() == real_root:
+            relative = absolute.relative_to(ancestor)
+            break
+    else:
+        raise _OutsideRepository(f"{path} is outside the git repository at {root}")
+    current = real_root
+    for part in relative.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            break  # nothing below exists yet: nothing to follow
+        except OSError as err:
+            raise HarnessError(f"{current}: cannot read ({err.strerror or err})") from None
+        if stat.S_ISLNK(mode):
+            raise HarnessError(
+                f"{current}: is a symbolic link; the results folder and the folders above it "
+                "in the repository must be real folders (a link would send reads and writes "
+                "outside it)"
+            )
+    return PurePosixPath(relative.as_posix())
 
 
 def _read_blobs(oids: list[str], repo_root: Path) -> list[bytes]:
@@ -340,28 +426,61 @@ def escape_markdown(text: str, *, limit: int = _MAX_CELL) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
 
 
-def _fingerprint(record: RunRecord) -> tuple[object, ...]:
-    """What makes two runs of one key different results (not their timings or dates)."""
-    return (
-        record.benchmark.hash,
-        record.benchmark.spec_hash,
-        record.submission.package_hash,
-        tuple(sorted(record.predictions_hashes.items())),
-        tuple(
-            (
-                e.setting,
-                e.metric,
-                e.version,
-                e.value,
-                (e.interval.lo, e.interval.hi) if e.interval else None,
-            )
-            for e in record.scores
-        ),
-    )
+#: Record fields that legitimately differ between two runs of one package on the same data: when
+#: it ran, how long each step took, the machine, and what the model printed. Every other field is
+#: a result or is shown on the site (scores, class means, intervals, details, leakage,
+#: declarations, authors, runner, benchmark structure...), so a committed record must match a
+#: fresh run on all of them.
+VOLATILE_FIELDS = frozenset({"created_at", "timings", "environment", "logs"})
+_MAX_FIELDS = 6  # differing field paths named in one message
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_@+-]*")
 
 
-def _fingerprint_of(record: RunRecord | None) -> tuple[object, ...] | None:
-    return None if record is None else _fingerprint(record)
+def record_differences(committed: RunRecord, fresh: RunRecord) -> list[str]:
+    """The field paths (``scores[0].class_values.means[3]``) where two records differ.
+
+    Compares the canonical JSON of both (what a record file holds), leaving out only
+    :data:`VOLATILE_FIELDS`. Leaves compare as JSON text, so ``1`` differs from ``1.0`` and
+    ``true``; a list of another length is named as a whole. In document order (keys sorted);
+    empty when the records are the same result.
+    """
+    left = committed.model_dump(mode="json")
+    right = fresh.model_dump(mode="json")
+    for name in VOLATILE_FIELDS:
+        left.pop(name, None)
+        right.pop(name, None)
+    found: list[str] = []
+    # Iterative: a record's details may nest as deep as JSON allowed, beyond Python's recursion.
+    stack: list[tuple[str, object, object]] = [("", left, right)]
+    while stack:
+        path, one, two = stack.pop()
+        if isinstance(one, dict) and isinstance(two, dict):
+            for key in sorted(one.keys() | two.keys(), reverse=True):
+                sub = f"{path}.{key}" if path else key
+                if not _PLAIN_KEY.fullmatch(key):
+                    sub = f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+                if key not in one or key not in two:
+                    found.append(sub)
+                else:
+                    stack.append((sub, one[key], two[key]))
+        elif isinstance(one, list) and isinstance(two, list) and len(one) == len(two):
+            pairs = list(enumerate(zip(one, two, strict=True)))
+            stack.extend((f"{path}[{i}]", x, y) for i, (x, y) in reversed(pairs))
+        elif json.dumps(one, sort_keys=True) != json.dumps(two, sort_keys=True):
+            found.append(path or "(record)")
+    return found
+
+
+def _same_result(one: RunRecord | None, two: RunRecord | None) -> bool:
+    """Both absent, or both present and equal on every field but :data:`VOLATILE_FIELDS`."""
+    if one is None or two is None:
+        return one is two
+    return not record_differences(one, two)
+
+
+def _field_list(fields: Sequence[str], limit: int = _MAX_FIELDS) -> str:
+    shown = ", ".join(fields[:limit])
+    return shown + (f" and {len(fields) - limit} more" if len(fields) > limit else "")
 
 
 def _index(records: Iterable[RunRecord]) -> dict[RecordKey, RunRecord]:
@@ -372,13 +491,17 @@ def _index(records: Iterable[RunRecord]) -> dict[RecordKey, RunRecord]:
     return index
 
 
-def _ranks(entries: dict[RecordKey, ScoreEntry]) -> dict[RecordKey, int]:
-    """Competition ranks ("1, 2, 2, 4"), among entries of the same metric version only."""
+def _ranks(
+    entries: dict[RecordKey, ScoreEntry], transductive: Collection[RecordKey] = ()
+) -> dict[RecordKey, int]:
+    """Competition ranks ("1, 2, 2, 4"), among entries of the same metric version only, and
+    apart for transductive runs (they saw the unlabelled test images), as the site ranks them."""
     ranks: dict[RecordKey, int] = {}
-    by_version: dict[str, list[tuple[RecordKey, ScoreEntry]]] = {}
+    by_version: dict[tuple[str, bool], list[tuple[RecordKey, ScoreEntry]]] = {}
     for key, entry in entries.items():
         if math.isfinite(entry.value):
-            by_version.setdefault(entry.version, []).append((key, entry))
+            kind = (entry.version, key in transductive)
+            by_version.setdefault(kind, []).append((key, entry))
     for group in by_version.values():
         sign = -1.0 if group[0][1].higher_is_better else 1.0
         group.sort(key=lambda item: sign * item[1].value)
@@ -419,6 +542,12 @@ def _change_reasons(old: RunRecord, new: RunRecord, old_e: ScoreEntry, new_e: Sc
         reasons.append(
             f"metric v{escape_markdown(old_e.version)} → v{escape_markdown(new_e.version)}"
         )
+    if not reasons and old_e == new_e:
+        # Same primary score, yet another result: name what changed (declarations, class
+        # means, leakage...), since the site shows it.
+        fields = record_differences(old, new)
+        if fields:
+            reasons.append(escape_markdown(_field_list(fields, 3)))
     if not reasons:
         reasons.append("scores")
     return "updated (" + ", ".join(reasons) + ")"
@@ -446,7 +575,11 @@ def _setting_table(
     new_entries = {k: e for k, r in new.items() if (e := r.score(setting, metric)) is not None}
     if not old_entries and not new_entries:
         return ""
-    old_ranks, new_ranks = _ranks(old_entries), _ranks(new_entries)
+    from harness.site.model import is_transductive
+
+    old_trans = {k for k, r in old.items() if is_transductive(r)}
+    new_trans = {k for k, r in new.items() if is_transductive(r)}
+    old_ranks, new_ranks = _ranks(old_entries, old_trans), _ranks(new_entries, new_trans)
     everything = [*old_entries.values(), *new_entries.values()]
     percent = all(
         0.0 <= v <= 1.0
@@ -461,7 +594,7 @@ def _setting_table(
             change = "new"
         elif after is None:
             change = "removed"
-        elif _fingerprint(old[key]) != _fingerprint(new[key]):
+        elif not _same_result(old[key], new[key]):
             change = _change_reasons(old[key], new[key], before, after)
         elif rank_before != rank_after:
             change = "moved"
@@ -521,6 +654,8 @@ def _setting_table(
     ]
     for row in rows:
         name = escape_markdown(f"{row.key[2]} {row.key[3]}")
+        if row.key in new_trans or (row.key not in new and row.key in old_trans):
+            name += " (transductive: ranked apart)"
         lines.append(
             f"| {row.rank} | {name} | {row.change} | {row.before} | {row.after} | {row.delta} |"
         )
@@ -545,7 +680,8 @@ def leaderboard_diff(
 
     Runs are matched by :func:`run_key`. Per benchmark version and per setting, a table of the
     primary metric lists the runs that are new, removed or updated (with what changed: data,
-    package, predictions, metric version, scores), and runs whose rank moved, with values and
+    package, predictions, metric version, scores, or else the record fields that differ: any
+    field but :data:`VOLATILE_FIELDS` counts), and runs whose rank moved, with values and
     95% intervals before and after, the difference and the rank change. Ranks are competition
     ranks among runs of the same metric version. Unchanged runs are left out.
 
@@ -570,7 +706,7 @@ def leaderboard_diff(
             status[key] = "new"
         elif key not in new:
             status[key] = "removed"
-        elif _fingerprint(old[key]) != _fingerprint(new[key]):
+        elif not _same_result(old[key], new[key]):
             status[key] = "updated"
     sections = []
     for bench in sorted({key[:2] for key in status}):
@@ -670,6 +806,25 @@ def _primary_summary(record: RunRecord) -> str:
     return f"{where} ({', '.join(parts)})" if parts else where
 
 
+def _error_text(err: Exception, repo_root: Path | None) -> str:
+    """One line for any exception: a HarnessError's message, else its type and message."""
+    try:
+        message = str(err)
+    except Exception:  # a broken __str__ must not take the job down either
+        message = ""
+    if not isinstance(err, HarnessError):
+        # Not a refusal the harness meant: say which exception, so a harness bug is reported.
+        message = f"{type(err).__name__}: {message}" if message else type(err).__name__
+    return one_line(message, repo_root)
+
+
+def _shown(path: Path, roots: Sequence[Path]) -> str:
+    for root in roots:
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return str(path)
+
+
 def score_package(
     package: str,
     specs: Sequence[Path],
@@ -678,32 +833,40 @@ def score_package(
     database_url: str,
     runner: str,
     quiet: bool = True,
+    spec_root: Path | None = None,
 ) -> tuple[PackageOutcome, list[RunRecord]]:
     """Validate ``package`` (repository-relative) and run + score it on every spec.
 
     Returns the outcome and the records stored in ``database_url``. A package that fails on one
     benchmark is still tried on the others; its failures are joined into one line.
+
+    Any exception while validating, running, scoring, storing or checking that its record can be
+    exported is this package's failure (``invalid`` or ``failed``, with a one-line reason), never
+    the job's: a hostile package must not take the other packages' results down with it. Only
+    ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
     """
     from harness.pipeline import run_submission
     from harness.submission.archive import open_package
 
     folder = repo_root / package
+    roots = [repo_root] if spec_root is None else [repo_root, spec_root]
     try:
         with tempfile.TemporaryDirectory(prefix="zsl-ci-validate-") as tmp:
             open_package(folder, tmp)
-    except HarnessError as err:
-        return PackageOutcome(package, "invalid", one_line(str(err), repo_root)), []
+    except Exception as err:  # any failure of one package is that package's (see above)
+        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), []
     records, failures = [], []
     for spec in specs:
         try:
             record = run_submission(
                 folder, spec, runner=runner, database_url=database_url, store=True, quiet=quiet
             )
-        except HarnessError as err:
-            where = (
-                spec.relative_to(repo_root).as_posix() if spec.is_relative_to(repo_root) else spec
-            )
-            failures.append(f"{where}: {one_line(str(err), repo_root)}")
+            # A record that cannot be written (non-finite value, unusable name) fails here, as
+            # its package's failure, instead of failing the export of every record.
+            dump_record(record)
+            record_path(Path(), record)
+        except Exception as err:  # any failure of one package is that package's (see above)
+            failures.append(f"{_shown(spec, roots)}: {_error_text(err, repo_root)}")
             continue
         records.append(record)
     if failures:
@@ -714,7 +877,11 @@ def score_package(
 
 @dataclass
 class PullRequestResult:
-    """What ``zsl ci pr`` did: one outcome per package, and the files it wrote."""
+    """What ``zsl ci pr`` did: one outcome per package, and the files it wrote.
+
+    ``problems`` are the job's own failures: a committed record that differs from a fresh run
+    (forged or stale), a changed record no package reproduces, a failed site build.
+    """
 
     outcomes: list[PackageOutcome]
     report: Path
@@ -735,6 +902,72 @@ def _fresh_store(out_dir: Path) -> str:
     return f"sqlite:///{path}"
 
 
+def running_harness_dir() -> Path:
+    """The folder of the ``harness`` package this process runs (resolved)."""
+    import harness
+
+    return Path(harness.__file__).resolve().parent
+
+
+def check_harness_is_base(commit: str, repo_root: Path, base: str | None = None) -> None:
+    """Refuse to score ``repo_root`` with a harness that lives in it and differs from ``commit``.
+
+    A pull request that edits ``harness/`` controls the sandbox and the verdict if its own
+    harness scores it, so CI runs the base branch's harness from a separate checkout (and this
+    check passes: the harness is outside the repository scored). Run from inside the
+    repository, the harness (and the ``pyproject.toml`` beside it) must be the one of
+    ``commit``: no tracked change, no untracked file.
+
+    Raises
+    ------
+    HarnessError
+        The running harness is in ``repo_root`` and differs from ``commit``; the message names
+        what differs and says to run the base branch's harness (or ``--trust-pr-harness``).
+    """
+    root = find_repo_root(repo_root)
+    here = running_harness_dir()
+    try:
+        inside = PurePosixPath(here.relative_to(root.resolve()).as_posix())
+    except ValueError:
+        return  # the harness is installed outside the repository it scores
+    paths = [str(inside), str(inside.parent / "pyproject.toml")]
+    changed = _git(["diff", "--name-only", "-z", commit, "--", *paths], root)
+    untracked = _git(["ls-files", "--others", "--exclude-standard", "-z", "--", str(inside)], root)
+    differing = sorted(
+        {raw.decode("utf-8", "surrogateescape") for raw in (changed + untracked).split(b"\0")}
+        - {""}
+    )
+    if differing:
+        shown = _field_list(differing, 3)
+        raise HarnessError(
+            f"the harness running this job ({here}) lives in the repository being scored and "
+            f"differs there from the base {base or commit} ({shown}): a pull request must not "
+            "be scored by its own harness; run the base branch's harness (a separate checkout "
+            "of the base, installed in its own environment) with --repo pointing at this "
+            "checkout, as .github/workflows/leaderboard.yml does, or pass --trust-pr-harness "
+            "to score your own local change"
+        )
+
+
+def _config_root(config_path: Path, fallback: Path) -> Path:
+    """The repository holding the CI configuration: its spec paths are relative to it."""
+    try:
+        return find_repo_root(Path(config_path).absolute().parent)
+    except HarnessError:
+        return fallback
+
+
+def merge_base(commit: str, repo_root: Path) -> str:
+    """The commit where ``HEAD`` forked from ``commit``: what ``commit...HEAD`` compares with."""
+    return _git(["merge-base", commit, "HEAD"], repo_root).decode("ascii").strip()
+
+
+@dataclass
+class _ChangedRecord:
+    file: RecordFile
+    shown: str  # its path, relative to the repository
+
+
 def run_pull_request(
     base: str,
     *,
@@ -745,40 +978,87 @@ def run_pull_request(
     config_path: Path | None = None,
     every_package: bool = False,
     quiet: bool = True,
+    trust_pr_harness: bool = False,
 ) -> PullRequestResult:
     """Validate, run and score the packages changed since ``base``; write the report and the site.
 
-    Steps: read the CI configuration; list changed packages (:func:`changed_packages`, or every
-    package with ``every_package``); seed a fresh SQLite store under ``out_dir`` with the records
-    committed in ``results_dir``; score every changed package on every configured spec into that
-    store; export the committed records plus the new runs into ``results_dir`` (a run that
-    reproduces its committed record keeps the committed file); build the site of those records
-    into ``out_dir/site``; write
-    ``out_dir/leaderboard-diff.md`` (:func:`render_report` around :func:`leaderboard_diff`
-    between the records committed at ``base`` and the exported ones).
+    Steps: refuse to run from a harness the change edited (:func:`check_harness_is_base`,
+    unless ``trust_pr_harness``); read the CI configuration (its spec paths are relative to
+    the repository holding it, which may be another checkout than ``repo_root``); list changed
+    packages (:func:`changed_packages`, or every package with ``every_package``); find the
+    record files under ``results_dir`` that differ from the fork point (added, edited, or not
+    committed): none of them is trusted, and the package of each (the folder under
+    ``submissions/`` whose manifest has its submission name) is run too, changed or not; seed
+    a fresh SQLite store under ``out_dir`` with the trusted records; score every package to run
+    on every configured spec into that store; compare each changed record with its fresh run
+    (:func:`record_differences`: every field but :data:`VOLATILE_FIELDS`); export the trusted
+    records plus the fresh runs into ``results_dir`` (a committed record equal to its fresh run
+    is kept as it is, so re-running CI on committed results changes no file); build the site
+    of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``
+    (:func:`render_report` around :func:`leaderboard_diff` between the records committed at
+    ``base`` and the exported ones).
 
-    Failures of a package (invalid, or a run that failed) are reported, not raised; see
+    A committed record that differs from its fresh run, and a changed record that no package
+    reproduces, are problems (the job fails): records are written by CI. Failures of a package
+    (invalid, or a run that failed, whatever the exception) are reported, not raised; see
     :attr:`PullRequestResult.ok`.
 
     Raises
     ------
     HarnessError
-        Not a git repository, unknown ``base``, a broken configuration or committed record, or the
-        ``sandbox`` runner unavailable while there is something to run.
+        Not a git repository, unknown ``base``, the harness differs from ``base`` inside the
+        repository, a broken configuration or record, a symbolic link under the results
+        folder, or the ``sandbox`` runner unavailable while there is something to run.
     """
     from harness.site import build_site
     from harness.store import open_store, save_run
 
     root = find_repo_root(repo_root)
-    config_path = config_path if config_path is not None else root / CI_CONFIG
-    specs = config_spec_paths(load_ci_config(config_path), root, config_path)
     commit = resolve_commit(base, root)
+    if not trust_pr_harness:
+        check_harness_is_base(commit, root, base)
+    config_path = config_path if config_path is not None else root / CI_CONFIG
+    config = load_ci_config(config_path)
+    spec_root = _config_root(config_path, root)
+    specs = config_spec_paths(config, spec_root, config_path)
+    results_rel = _relative_to_root(results_dir, root)  # refuses a link on the way down
+    results_dir = root / results_rel
+    _refuse_links_on_the_way(out_dir, root)
     changes = changed_packages(commit, root)
     if every_package:
         changes = PackageChanges(modified=all_packages(root).modified, deleted=changes.deleted)
     before = committed_records(commit, results_dir, root)
-    head = read_records(results_dir) if results_dir.is_dir() else []
-    if changes.changed and runner == "sandbox":
+
+    # Which record files can be trusted: only those byte-identical to the fork point's (what
+    # CI vetted when it merged them). Anything else was written by whoever made the change.
+    fork = merge_base(commit, root)
+    vetted = committed_files(fork, results_dir, root)
+    head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
+    trusted: dict[RecordKey, RunRecord] = {}
+    changed: dict[RecordKey, _ChangedRecord] = {}
+    for file in head:
+        relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
+        if vetted.get(relative) == file.text.encode("utf-8"):
+            trusted[record_key(file.record)] = file.record
+        else:
+            changed[record_key(file.record)] = _ChangedRecord(
+                file, (results_rel / relative).as_posix()
+            )
+
+    # Each changed record is re-made by its package (by submission name), changed or not.
+    owners: dict[str, list[str]] = {}
+    for folder in all_packages(root).modified:
+        name = manifest_name_at("HEAD", folder, root)
+        if name is not None:
+            owners.setdefault(name, []).append(folder)
+    to_run = set(changes.changed)
+    rerun = set()
+    for key in changed:
+        folders = owners.get(key[2], [])
+        if len(folders) == 1 and folders[0] not in to_run:
+            rerun.add(folders[0])
+    to_run |= rerun
+    if to_run and runner == "sandbox":
         from harness.runners import sandbox
 
         if not sandbox.available():
@@ -787,30 +1067,93 @@ def run_pull_request(
                 "disallowed); install bubblewrap or pass --runner"
             )
 
-    # The throwaway store holds the committed runs, so storing a new run checks it against
-    # them (same benchmark data, portable values) exactly as the real store would.
+    # The throwaway store holds the trusted runs, so storing a new run checks it against them
+    # (same benchmark data, portable values) exactly as the real store would; an edited record
+    # never gets there.
     url = _fresh_store(out_dir)
     engine = open_store(url)
     try:
-        for record in head:
+        for record in trusted.values():
             save_run(engine, record)
     finally:
         engine.dispose()
     outcomes: list[PackageOutcome] = []
-    produced: list[RunRecord] = []
-    for package in changes.changed:
-        outcome, records = score_package(
-            package, specs, repo_root=root, database_url=url, runner=runner, quiet=quiet
-        )
+    fresh: dict[RecordKey, RunRecord] = {}
+    failed: set[str] = set()
+    for package in sorted(to_run):
+        name = manifest_name_at("HEAD", package, root)
+        others = [f for f in owners.get(name, []) if f != package] if name is not None else []
+        if others:
+            # Two folders of one name would make one run's record replace the other's.
+            detail = (
+                f"the submission name {name!r} is also the name of {', '.join(others)}; "
+                "one package folder per submission name"
+            )
+            outcome, records = PackageOutcome(package, "invalid", detail), list[RunRecord]()
+        else:
+            outcome, records = score_package(
+                package,
+                specs,
+                repo_root=root,
+                database_url=url,
+                runner=runner,
+                quiet=quiet,
+                spec_root=spec_root,
+            )
+        if package in rerun:
+            outcome = PackageOutcome(
+                outcome.package,
+                outcome.status,
+                f"re-run, as its record changed: {outcome.detail}",
+            )
         outcomes.append(outcome)
-        produced.extend(records)
+        if outcome.failed:
+            failed.add(package)
+        for record in records:
+            fresh[record_key(record)] = record
 
-    # A run that reproduces its committed record keeps that record (its date and timings), so
-    # re-running CI on committed results changes no file.
-    merged = _index(head)
-    for record in produced:
-        key = record_key(record)
-        if key not in merged or _fingerprint(merged[key]) != _fingerprint(record):
+    problems: list[str] = []
+    merged = dict(trusted)
+    fork_records: dict[RecordKey, RunRecord] | None = None
+    for key, change in sorted(changed.items()):
+        new = fresh.get(key)
+        if new is None:
+            folders = owners.get(key[2], [])
+            if not folders:
+                why = f"no package under {SUBMISSIONS}/ is named {key[2]!r}"
+            elif len(folders) > 1:
+                why = f"several packages are named {key[2]!r}"
+            elif folders[0] in failed:
+                why = f"its package {folders[0]} failed"
+            else:
+                why = (
+                    f"its package {folders[0]} does not make this run (another version, or a "
+                    f"benchmark {_shown(config_path, [root, spec_root])} does not list)"
+                )
+            problems.append(
+                f"{change.shown}: changed in this pull request, but no package reproduces it "
+                f"({describe_key(key)}): {why}; records are written by CI, so it was not "
+                "exported: commit the records `zsl ci pr` exports, never hand-written or "
+                "edited ones"
+            )
+            if fork_records is None:  # keep what was vetted, if anything
+                fork_records = _index(committed_records(fork, results_dir, root))
+            if key in fork_records:
+                merged[key] = fork_records[key]
+            continue
+        fields = record_differences(change.file.record, new)
+        if fields:
+            problems.append(
+                f"{change.shown}: ⚠ the committed record differed from a fresh run in: "
+                f"{_field_list(fields)}; the fresh record was exported in its place (records are "
+                "written by CI: commit the exported records, never edited ones)"
+            )
+            merged[key] = new
+        else:
+            merged[key] = change.file.record  # reproduced: keep the file as it is
+    committed = {**trusted, **{key: change.file.record for key, change in changed.items()}}
+    for key, record in fresh.items():
+        if key not in changed and not _same_result(trusted.get(key), record):
             merged[key] = record
     for folder in changes.deleted:
         name = manifest_name_at(commit, folder, root)
@@ -819,36 +1162,40 @@ def run_pull_request(
         if left:
             detail += (
                 f"; {left} run record{'s' if left != 1 else ''} of {name} remain in "
-                f"{_relative_to_root(results_dir, root)}: delete them to take it off the board"
+                f"{results_rel}: delete them to take it off the board"
             )
         outcomes.append(PackageOutcome(folder, "deleted", detail))
 
     export_records(merged.values(), results_dir, prune=True)
     after = read_records(results_dir)
     notes = []
-    committed = _index(head)
-    stale = [
-        r for r in produced if _fingerprint(r) != _fingerprint_of(committed.get(record_key(r)))
-    ]
+    stale = [r for key, r in fresh.items() if not _same_result(committed.get(key), r)]
     if stale:
-        where = escape_markdown(str(_relative_to_root(results_dir, root)))
         notes.append(
-            f"This commit's {where} lacks {len(stale)} of the run records above (new or "
-            "changed): commit the exported records (the `leaderboard-results` artifact, or run "
-            "`zsl ci pr` locally) so that the merge publishes them."
+            f"This commit's {escape_markdown(str(results_rel))} lacks {len(stale)} of the run "
+            "records above (new or changed): commit the exported records (the "
+            "`leaderboard-results` artifact, or run `zsl ci pr` locally) so that the merge "
+            "publishes them."
         )
-    problems: list[str] = []
     site: Path | None = None
     try:
         site = build_site(after, out_dir / SITE_DIRNAME)
-    except HarnessError as err:
-        problems.append(f"site build failed: {one_line(str(err), root)}")
+    except Exception as err:  # the report must still be written
+        problems.append(f"site build failed: {_error_text(err, root)}")
     for problem in problems:
-        notes.append(f"❌ {escape_markdown(problem, limit=_MAX_DETAIL)}")
-    diff = leaderboard_diff(before, after, reproduced={record_key(r) for r in produced})
+        notes.append(f"❌ {escape_markdown(problem, limit=_MAX_PROBLEM)}")
+    diff = leaderboard_diff(before, after, reproduced=set(fresh))
     report = out_dir / DIFF_FILENAME
     write_text_atomic(report, render_report(outcomes, diff, notes=notes))
     return PullRequestResult(outcomes=outcomes, report=report, site=site, problems=problems)
+
+
+def _refuse_links_on_the_way(path: Path, root: Path) -> None:
+    """Refuse a symbolic link between ``root`` and ``path`` when ``path`` is inside ``root``."""
+    try:
+        _relative_to_root(path, root)
+    except _OutsideRepository:
+        return
 
 
 def publish_site(results_dir: Path, out_dir: Path) -> Path:

@@ -7,9 +7,9 @@ succeeded, and the store writes the record in one transaction.
 
 from __future__ import annotations
 
+import json
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,14 +29,14 @@ from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.archive import archive_predictions
-from harness.runners import RunJob, runners
-from harness.runners.base import run_process
+from harness.runners import RunJob, default_runner, runners
+from harness.runners.outputs import WORKER_JSON, collect_predictions, read_worker_status
 from harness.scoring import score
 from harness.spec import Spec, load_spec
 from harness.submission.archive import open_package
 from harness.submission.package import Package
 from harness.submission.predictions import Predictions, read_predictions
-from harness.tasks import write_bundle
+from harness.tasks import write_bundle, write_model_bundle
 
 _console = Console(stderr=True, highlight=False, emoji=False, markup=False)
 
@@ -80,14 +80,20 @@ def environment() -> dict[str, str]:
 def _run_model(
     bench: Benchmark, package: Package, runner: str, work: Path, logs: dict[str, str]
 ) -> dict[str, Path]:
+    """Run the model in ``runner``; return the prediction files the harness made of its outputs.
+
+    The model sees a model bundle (every setting the same shuffled test images); the row map
+    stays here, and the worker's all-row outputs are read without trust (no link followed,
+    sizes bounded) and mapped into each setting's frozen row order under ``work/predictions``.
+    """
     model = package.manifest.model
     assert model is not None
-    bundle = write_bundle(bench, work / "bundle")
+    rowmap = write_model_bundle(bench, work / "bundle")
     out = work / "out"
     out.mkdir()
     resources = package.manifest.resources
     job = RunJob(
-        bundle=bundle,
+        bundle=work / "bundle",
         package=package.root,
         entrypoint=model.entrypoint,
         out=out,
@@ -96,6 +102,7 @@ def _run_model(
         memory_gb=resources.memory_gb,
         cpus=resources.cpus,
         gpus=resources.gpus,
+        transductive=package.manifest.declarations.transductive,
     )
     outcome = runners.get(runner).run(job)
     logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
@@ -105,27 +112,61 @@ def _run_model(
             f"{package.name} on runner '{runner}': {outcome.reason}"
             + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
         )
-    return {s: out / f"{s}.safetensors" for s in prediction_settings(bench.spec)}
+    status = read_worker_status(out)
+    if status.get("exit_code") != 0:
+        raise RunnerError(
+            f"{out / WORKER_JSON}: the worker exited 0 but reports {status.get('exit_code')!r}"
+            f" ({str(status.get('message', ''))[:500]})"
+        )
+    logs["inductive_check"] = str(status.get("inductive_check", "not reported"))
+    logs["worker_timings"] = json.dumps(status.get("timings", {}), sort_keys=True)
+    return collect_predictions(
+        out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
+    )
 
 
 def generate_prediction_files(
-    package: Package, bench: Benchmark, *, timeout_s: float = 600
+    package: Package,
+    bench: Benchmark,
+    *,
+    timeout_s: float | None = None,
+    runner: str | None = None,
 ) -> None:
-    """Run a predictions package's (trusted, shipped) generator to write its prediction files."""
+    """Run a predictions package's generator to write its prediction files.
+
+    The generator is code from the package like any model's: it runs as ``python GEN BUNDLE
+    OUT`` in a runner (default: the strongest this machine offers), with the package's
+    resources (``timeout_s`` overrides ``resources.time_s``), and sees the task bundle only.
+    """
     files = package.manifest.prediction_files
     if files.generator is None:
         raise SubmissionError(f"{package.root}: predictions.generator is not set")
+    runner = runner or default_runner(package)
+    resources = package.manifest.resources
     with tempfile.TemporaryDirectory(prefix="zsl-gen-") as tmp:
         work = Path(tmp)
         bundle = write_bundle(bench, work / "bundle")
         out = work / "out"
         out.mkdir()
-        argv = [sys.executable, str(package.root / files.generator), str(bundle), str(out)]
-        outcome = run_process(
-            argv, env={"PATH": "/usr/bin:/bin", "HOME": str(work)}, cwd=work, timeout_s=timeout_s
+        job = RunJob(
+            bundle=bundle,
+            package=package.root,
+            entrypoint="",
+            out=out,
+            seed=package.manifest.seed,
+            timeout_s=float(timeout_s if timeout_s is not None else resources.time_s),
+            memory_gb=resources.memory_gb,
+            cpus=resources.cpus,
+            gpus=resources.gpus,
+            script=files.generator,
         )
+        outcome = runners.get(runner).run(job)
         if not outcome.ok:
-            raise RunnerError(f"{package.name} generator: {outcome.reason}\n{outcome.stderr}")
+            tail = outcome.stderr.strip().splitlines()[-3:]
+            raise RunnerError(
+                f"{package.name} generator on runner '{runner}': {outcome.reason}"
+                + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
+            )
         for setting in prediction_settings(bench.spec):
             made = out / f"{setting}.safetensors"
             if not made.is_file():
@@ -190,12 +231,16 @@ def run_submission(
     package_path: str | Path,
     spec_path: str | Path,
     *,
-    runner: str = "local",
+    runner: str | None = None,
     database_url: str | None = None,
     store: bool = True,
     quiet: bool = False,
 ) -> RunRecord:
-    """Score one package on one benchmark and store the record (one transaction)."""
+    """Score one package on one benchmark and store the record (one transaction).
+
+    ``runner`` runs model code; None picks the strongest this machine offers
+    (``harness.runners.default_runner``: sandbox, else container, else local with a warning).
+    """
     freeze_all()
     steps = Steps(quiet)
     spec = load_spec(spec_path)
@@ -205,10 +250,13 @@ def run_submission(
         with steps("validate", f"validate {package_path}"):
             # A folder is used in place; a .zip/.tar.gz is unpacked safely into the run's tmp.
             package = open_package(Path(package_path), Path(tmp) / "package")
-            if package.manifest.kind == "model":
+            if package.manifest.kind == "model" and runner is not None:
                 runners.get(runner)  # unknown runner names fail before any work
+        if package.manifest.kind == "model" and runner is None:
+            runner = default_runner(package)  # outside the step: its warning is not a spinner's
         logs: dict[str, str] = {}
         if package.manifest.kind == "model":
+            assert runner is not None
             with steps("run", f"run {package.name} ({runner} runner)"):
                 paths = _run_model(bench, package, runner, Path(tmp), logs)
         else:

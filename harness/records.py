@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from harness.identity import identity_text
 
 Setting = Literal["zsl", "gzsl"]
 #: A run's identity: benchmark id, benchmark version, submission name, submission version.
@@ -84,6 +86,12 @@ class BenchmarkInfo(BaseModel):
         "hops from each test class to the nearest training class); empty without a hierarchy",
     )
 
+    @field_validator("id")
+    @classmethod
+    def _one_spelling(cls, value: str) -> str:
+        # An id names pages and record files: one NFC spelling, nothing invisible in it.
+        return identity_text(value, "benchmark id")
+
 
 class SubmissionInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -97,6 +105,18 @@ class SubmissionInfo(BaseModel):
     url: str | None = None
     description: str = ""
     declarations: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name", "version")
+    @classmethod
+    def _one_spelling(cls, value: str, info: ValidationInfo) -> str:
+        # The run's identity: "café" composed and decomposed is one submission, and a name may
+        # not hide characters (bidi overrides, zero-width spaces) from the reader.
+        return identity_text(value, f"submission {info.field_name}")
+
+    @field_validator("authors")
+    @classmethod
+    def _authors_in_nfc(cls, value: list[str]) -> list[str]:
+        return [identity_text(a, f"author {i + 1}", author=True) for i, a in enumerate(value)]
 
 
 class RunRecord(BaseModel):

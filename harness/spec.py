@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness import yamlio
 from harness.errors import SpecError
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
@@ -319,7 +320,7 @@ Loc = tuple[str | int, ...]
 def _compose(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
     """Parse YAML safely; return the data and the 1-based line of every key path."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlio.compose(text, source, error=SpecError)  # bounded: no alias bombs
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -350,7 +351,7 @@ def _compose(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
 
     walk(node, ())
     try:
-        data = yaml.safe_load(text)
+        data = yamlio.construct(node, source)
     except yaml.YAMLError as err:  # e.g. a python/object tag: never constructed
         mark = getattr(err, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -498,7 +499,7 @@ def load_spec(path: str | Path) -> Spec:
     """Load and validate ``specs/<name>.yaml``."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = yamlio.read_text(path, error=SpecError)
     except FileNotFoundError:
         raise SpecError(f"spec file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as err:

@@ -9,14 +9,31 @@ A bundle is a directory::
     classes/train.npy val.npy      class index sets
     embeddings/<name>.npy          class embeddings, one row per class
     hierarchy/*.npy                the frozen hierarchy (if any)
-    test/features.npy              test images of every setting, no labels
-    test/<setting>/rows.npy        which rows of test/features.npy, in prediction-file order
+    test/features.npy              every test image of the fit (the union over its settings), in
+                                   a fresh random order; no labels, and nothing says which
+                                   setting (or class) an image belongs to
     test/<setting>/candidates.npy  the candidate class indices, in prediction-column order
+    test/<setting>/rows.npy        generator bundles only (see below): which rows of
+                                   test/features.npy, in prediction-file order
     calibration/...                only when a metric needs validation predictions: the same
                                    layout (train/, val/, classes/, test/) for the calibration
                                    fit, whose prediction settings are ``<setting>_val``
 
 The harness writes it; the worker reads it. Test labels stay in the frozen benchmark.
+
+Why every setting sees the same images (format ``zsl-bundle/2``): in GZSL the unseen-class test
+images are a subset of the images of the ZSL setting. A bundle that listed each setting's rows
+(``zsl-bundle/1``) told model code which GZSL images belong to unseen classes, and a model that
+remembered them could push them to unseen candidates without reading a label. A *model bundle*
+(:func:`write_model_bundle`) therefore holds one shuffled set of test images per fit; the worker
+predicts every row for every setting's candidates, and the harness, which keeps the
+:class:`RowMap` outside the bundle, picks each setting's rows afterwards. The random order is
+drawn from a fresh ``secrets`` seed per bundle, so it is not derivable from anything in it.
+
+A *generator bundle* (:func:`write_bundle`) additionally holds ``test/<setting>/rows.npy``, so a
+prediction-file generator (trusted code the submitter runs on their own machine, which holds the
+whole benchmark anyway) can write files in the contract's row order with :meth:`Bundle.test`.
+Never hand a generator bundle to untrusted model code.
 
 Why a calibration fit: calibrated stacking and DARTS choose a parameter on *validation*
 predictions, which must come from a model that never saw the validation classes. The worker
@@ -28,6 +45,7 @@ training-class images plus validation-class images (``gzsl_val``).
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +59,8 @@ from harness.hierarchy import Hierarchy
 if TYPE_CHECKING:
     from harness.data.prepare import Benchmark
 
-BUNDLE_FORMAT = "zsl-bundle/1"
+BUNDLE_FORMAT = "zsl-bundle/2"
+FITS = ("main", "calibration")
 
 
 @dataclass(frozen=True)
@@ -50,7 +69,8 @@ class TrainTask:
 
     Tune hyperparameters by training on ``train_*`` and scoring on ``val_*`` (disjoint classes,
     so validation mimics zero-shot transfer), then refit on both. Class indices refer to rows of
-    ``class_embeddings[...]`` and ``class_ids``.
+    ``class_embeddings[...]`` and ``class_ids``. No test image is in it: test features reach the
+    model only through :meth:`Model.predict`.
     """
 
     train_features: np.ndarray
@@ -78,7 +98,21 @@ class TrainTask:
 
 @runtime_checkable
 class Model(Protocol):
-    """The model protocol of DESIGN: fit on a TrainTask, score test features per candidate."""
+    """The model protocol of DESIGN: fit on a TrainTask, score test features per candidate.
+
+    ``predict(features [n, d], candidates [C]) -> scores [n, C]`` (higher is better; floats).
+    The worker calls it on row chunks of one shuffled set of test images, the same set for every
+    setting of a fit: which images are seen-class or unseen-class ones is never said, so a
+    setting's candidates are the only thing that differs between its calls.
+
+    Unless the package declares ``declarations.transductive: true``, a score must depend only on
+    its own image: the worker predicts every image twice, in two independent random partitions
+    into chunks of varying sizes and orders (on CPU each pass in a fresh fork of the fitted
+    process, with file writes blocked), and refuses the run when the two disagree beyond float
+    tolerance. Caches, running statistics and batch normalisation over test images are therefore
+    refused unless declared. Declared transductive models get each setting's images in one call
+    (top-K benchmarks: in row chunks bounded by memory).
+    """
 
     def fit(self, task: TrainTask) -> None: ...
 
@@ -98,8 +132,13 @@ def _write_fit(
     images: dict[str, np.ndarray],
     classes: dict[str, np.ndarray],
     settings: Sequence[str],
-) -> None:
-    """One fit's part of a bundle: train/val images and labels, class sets, prediction rows."""
+    row_files: bool,
+) -> tuple[int, dict[str, np.ndarray]]:
+    """One fit's part of a bundle: train/val images and labels, class sets, shuffled test images.
+
+    Returns (number of test rows, per setting the row of ``test/features.npy`` of each of its
+    prediction-file rows); ``row_files`` also writes those maps into the bundle.
+    """
     features, labels = bench.a("features"), bench.a("labels")
     for part, idx in images.items():
         _save(root, f"{part}/features", features[idx])
@@ -107,37 +146,79 @@ def _write_fit(
     for part, idx in classes.items():
         _save(root, f"classes/{part}", idx)
     predict_images = np.unique(np.concatenate([bench.rows(s) for s in settings]))
-    _save(root, "test/features", features[predict_images])
+    # A fresh secret seed per bundle: the order says nothing about class, setting or image id,
+    # and nothing in the bundle lets model code undo it.
+    order = np.random.default_rng(secrets.randbits(128)).permutation(len(predict_images))
+    _save(root, "test/features", features[predict_images[order]])
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    rows: dict[str, np.ndarray] = {}
     for setting in settings:
-        _save(root, f"test/{setting}/rows", np.searchsorted(predict_images, bench.rows(setting)))
+        rows[setting] = position[np.searchsorted(predict_images, bench.rows(setting))]
         _save(root, f"test/{setting}/candidates", bench.columns(setting))
+        if row_files:
+            _save(root, f"test/{setting}/rows", rows[setting])
+    return len(order), rows
+
+
+@dataclass(frozen=True)
+class RowMap:
+    """Where each setting's prediction-file rows sit among its fit's shuffled test rows.
+
+    The harness keeps it outside the bundle (model code never sees it) and uses it to turn the
+    worker's all-row outputs into prediction files in the frozen test order of each setting.
+    """
+
+    fits: dict[str, str]  # setting -> "main" | "calibration"
+    n_rows: dict[str, int]  # fit -> rows of its test/features.npy
+    rows: dict[str, np.ndarray]  # setting -> row of test/features.npy per prediction-file row
 
 
 def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None) -> Path:
-    """Write the public task bundle of ``bench`` into the empty directory ``out``.
+    """Write the *generator* bundle of ``bench`` into the empty directory ``out``.
 
+    It carries ``test/<setting>/rows.npy`` so that :meth:`Bundle.test` can serve prediction
+    generators (trusted code) in the contract's row order. Model code gets a model bundle
+    (:func:`write_model_bundle`), which does not say which images belong to which setting.
     ``calibration`` (default: whether a spec metric needs validation predictions) adds the
     calibration fit and its ``<setting>_val`` prediction settings.
     """
+    _write(bench, out, calibration=calibration, row_files=True)
+    return out
+
+
+def write_model_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None) -> RowMap:
+    """Write the bundle model code runs on into the empty directory ``out``.
+
+    Every setting of a fit sees the same shuffled test images; the returned :class:`RowMap`,
+    which the caller keeps outside the bundle, says which of them each setting scores.
+    """
+    return _write(bench, out, calibration=calibration, row_files=False)
+
+
+def _write(bench: Benchmark, out: Path, *, calibration: bool | None, row_files: bool) -> RowMap:
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise RunnerError(f"{out}: a task bundle is written into an empty directory")
     a = bench.a
     settings = list(bench.spec.settings)
-    _write_fit(
+    n_main, rows = _write_fit(
         bench,
         out,
         images={"train": a("splits/train_images"), "val": a("splits/val_images")},
         classes={"train": a("splits/train_classes"), "val": a("splits/val_classes")},
         settings=settings,
+        row_files=row_files,
     )
+    n_rows = {"main": n_main}
+    fits: dict[str, str] = {s: "main" for s in settings}
     if calibration is None:
         calibration = bool(bench.spec.validation_settings())
     val_settings = [f"{s}_val" for s in settings] if calibration else []
     if val_settings:
         labels, fit = a("labels"), a("splits/cal_fit_images")
         cal_train, cal_val = a("splits/cal_train_classes"), a("splits/cal_val_classes")
-        _write_fit(
+        n_rows["calibration"], val_rows = _write_fit(
             bench,
             out / "calibration",
             images={
@@ -146,7 +227,10 @@ def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None
             },
             classes={"train": cal_train, "val": cal_val},
             settings=val_settings,
+            row_files=row_files,
         )
+        rows.update(val_rows)
+        fits.update({s: "calibration" for s in val_settings})
     _save(out, "classes/ids", a("class_ids"))
     _save(out, "classes/names", a("class_names"))
     for emb in bench.spec.class_embeddings:
@@ -166,9 +250,11 @@ def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None
         "embeddings": [e.name for e in bench.spec.class_embeddings],
         "default_embedding": bench.spec.default_embedding,
         "has_hierarchy": bench.hierarchy is not None,
+        "test_rows": n_rows,
+        "row_files": row_files,
     }
     (out / "task.json").write_text(json.dumps(task, indent=1, sort_keys=True) + "\n")
-    return out
+    return RowMap(fits=fits, n_rows=n_rows, rows=rows)
 
 
 class Bundle:
@@ -194,12 +280,23 @@ class Bundle:
     def validation_settings(self) -> list[str]:
         return list(self.info.get("validation_settings", []))
 
-    def _fit_root(self, setting_or_fit: str) -> str:
-        return (
-            "calibration/"
-            if setting_or_fit.endswith("_val") or setting_or_fit == "calibration"
-            else ""
-        )
+    def fit_of(self, setting: str) -> str:
+        """The fit (``main`` or ``calibration``) whose model predicts ``setting``."""
+        if setting in self.validation_settings:
+            return "calibration"
+        if setting in self.settings:
+            return "main"
+        raise RunnerError(f"{self.root}/task.json: no setting '{setting}' in this bundle")
+
+    def _fit_root(self, fit: str) -> str:
+        if fit not in FITS:
+            raise RunnerError(f"{self.root}: no fit '{fit}'; fits are {', '.join(FITS)}")
+        return "calibration/" if fit == "calibration" else ""
+
+    def settings_of(self, fit: str) -> list[str]:
+        """The prediction settings of one fit, in bundle order."""
+        self._fit_root(fit)
+        return self.validation_settings if fit == "calibration" else self.settings
 
     def train_task(self, seed: int = 0, fit: str = "main") -> TrainTask:
         """The TrainTask of the ``main`` fit or the ``calibration`` fit (training classes only)."""
@@ -224,10 +321,33 @@ class Bundle:
             seed=seed,
         )
 
+    def test_features(self, fit: str = "main") -> np.ndarray:
+        """Every test image of ``fit`` (memory-mapped, read-only), in the bundle's random order."""
+        path = self.root / f"{self._fit_root(fit)}test" / "features.npy"
+        return np.load(path, allow_pickle=False, mmap_mode="r")
+
+    def candidates(self, setting: str) -> np.ndarray:
+        """The candidate class indices of ``setting``, in prediction-column order."""
+        return self.load(f"{self._fit_root(self.fit_of(setting))}test/{setting}/candidates")
+
+    @property
+    def has_row_files(self) -> bool:
+        """Whether this is a generator bundle, which says which test rows each setting scores."""
+        return bool(self.info.get("row_files"))
+
     def test(self, setting: str) -> tuple[np.ndarray, np.ndarray]:
-        """(features in prediction-row order, candidate class indices in column order)."""
-        r = self._fit_root(setting)
-        path = self.root / f"{r}test" / "features.npy"
-        features = np.load(path, allow_pickle=False, mmap_mode="r")
-        rows = self.load(f"{r}test/{setting}/rows")
-        return np.asarray(features[rows]), self.load(f"{r}test/{setting}/candidates")
+        """(features in prediction-row order, candidate class indices in column order).
+
+        For prediction generators, on a generator bundle (:func:`write_bundle`). A model bundle
+        does not say which images a setting scores: predict every row of
+        :meth:`test_features` instead, as the worker does.
+        """
+        if not self.has_row_files:
+            raise RunnerError(
+                f"{self.root}: a model bundle does not say which test images belong to setting"
+                f" '{setting}'; predict every row of test_features() (generators get a bundle"
+                " from harness.tasks.write_bundle)"
+            )
+        fit = self.fit_of(setting)
+        rows = self.load(f"{self._fit_root(fit)}test/{setting}/rows")
+        return np.asarray(self.test_features(fit)[rows]), self.candidates(setting)

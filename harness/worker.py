@@ -1,24 +1,79 @@
 """The one worker entrypoint: ``python -m harness.worker BUNDLE PACKAGE ENTRYPOINT OUT``.
 
-It runs inside whatever isolation a runner sets up: loads the task bundle (no test labels are in
-it), imports the model class from the package, fits once, predicts every setting, and writes one
-prediction file per setting plus ``worker.json`` (status and timings) into OUT. Exit codes:
-0 success, 3 model error, 4 protocol violation.
+It runs inside whatever isolation a runner sets up, reads a *model bundle* (no test labels, and
+nothing saying which test image belongs to which setting: see :mod:`harness.tasks`) and writes,
+per setting, the model's scores for every test row of its fit plus ``worker.json`` (status,
+timings, which inductive check ran) into OUT; the harness picks each setting's rows afterwards
+(:mod:`harness.runners.outputs`). Exit codes: 0 success, 3 model error, 4 protocol violation.
+
+Processes. The worker process itself never runs model code. Per fit (the calibration fit, then
+the main fit) it forks a *fit process*, which imports the model class, builds a fresh model and
+fits it; predictions are then served to the worker over pipes, one request per row chunk, so the
+worker decides which images each ``predict`` call sees. Every setting's calls see the same
+images: all rows of the fit's ``test/features.npy``.
+
+The inductive check (``--inductive-check``; default: from the package's ``submission.yaml``).
+Unless a package declares ``declarations.transductive: true``, a score must depend only on its
+own image, not on the other images of its batch. The worker predicts every image in two passes:
+
+- the *canonical* pass, whose scores are the run's result: rows in an order fixed by their
+  content (a hash of the feature bytes: it says nothing about class or setting, and a rerun
+  batches every image the same way, so results are bit-identical run to run), cut into chunks
+  whose sizes are drawn from a seeded generator;
+- the *check* pass: a secret random order and chunk sizes from the same distribution, with the
+  settings' chunks interleaved at random;
+
+and compares them: any score further apart than float noise (``RTOL`` relative plus ``ATOL``
+times the setting's score scale, at least a few ulps of the returned dtype; top-K settings
+compare their top-K indices and scores, ties at the K-th place allowed) refuses the run with a
+protocol violation naming the declaration to make.
+
+``isolated`` (CPU jobs): each pass runs in its own process forked from the fitted model right
+after ``fit``, so a cache or running statistic built in one pass does not exist in the other.
+The fit process exits (its threads with it) as soon as both are forked; the worker kills every
+other process the model left (it is their subreaper), keeps the waiting pass stopped and checks
+that it was not scheduled nor signalled meanwhile, and refuses a pass that changed anything in
+the writable folders or this user's System V IPC objects. Inside each pass process the seal of
+:mod:`harness.worker_guard` closes inherited descriptors, blocks file writes, restores default
+signal handlers and refuses inherited shared memory and extra threads.
+
+``in-process`` (GPU jobs, ``resources.gpus > 0``; CUDA does not survive ``fork``): both passes
+run one after the other in the fit process. This only catches batch statistics: a model that
+caches per-image scores across calls passes it. The record says which check ran.
+
+``skip`` (declared transductive): one pass, each setting's images in one call (top-K settings in
+row chunks bounded by memory).
+
+What the check cannot see: a model that reads ``test/features.npy`` itself (it is in the bundle,
+readable by the worker and so by the model) can compute statistics over all test images that no
+partition changes; and model code that rewrites the worker's own functions during ``fit`` runs
+in the forked pass processes too and can skip their seal (what the worker checks from outside
+still holds then).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
+import functools
 import json
+import os
+import secrets
+import shutil
+import signal
+import struct
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 
-from harness.submission.predictions import write_predictions
+from harness import worker_guard as guard
+from harness.runners.outputs import WORKER_JSON, raw_names
 from harness.tasks import Bundle, Model
 
 EXIT_MODEL_ERROR = 3
@@ -26,96 +81,561 @@ EXIT_PROTOCOL = 4
 
 
 def _load_model_class(package: Path, entrypoint: str) -> type:
-    module_name, class_name = entrypoint.split(":")
-    sys.path.insert(0, str(package))
-    module = importlib.import_module(module_name)
-    return getattr(module, class_name)
+    """The model class, imported from the package's .py source only: never from byte-code or
+    extension modules, and nothing is cached into the package (see harness.submission.loader)."""
+    from harness.submission.loader import load_model_class
+
+    return load_model_class(package, entrypoint)
 
 
-def run(bundle_dir: Path, package: Path, entrypoint: str, out: Path, seed: int) -> int:
-    status: dict[str, object] = {"timings": {}}
-    timings: dict[str, float] = {}
-    status["timings"] = timings
-    out.mkdir(parents=True, exist_ok=True)
-
-    def finish(code: int, message: str = "") -> int:
-        status.update(exit_code=code, message=message)
-        (out / "worker.json").write_text(json.dumps(status, indent=1, sort_keys=True) + "\n")
-        return code
-
-    bundle = Bundle(bundle_dir)
-    try:
-        np.random.seed(seed % (2**32))
-        model_class = _load_model_class(package, entrypoint)
-        # A fresh model per fit: the calibration fit (training classes only) must not leak into
-        # the main fit, and vice versa.
-        fits = [("calibration", bundle.validation_settings)] if bundle.validation_settings else []
-        fits.append(("main", bundle.settings))
-        for fit, settings in fits:
-            model = model_class()
-            if not isinstance(model, Model):
-                return finish(
-                    EXIT_PROTOCOL,
-                    f"{entrypoint} has no fit(task) and predict(features, candidates)",
-                )
-            start = time.perf_counter()
-            model.fit(bundle.train_task(seed=seed, fit=fit))
-            timings[f"fit_{fit}"] = time.perf_counter() - start
-            code = _predict_all(model, bundle, settings, out, timings)
-            if code is not None:
-                return finish(*code)
-    except Exception as err:  # the model's failure is data for the run record, not a crash
-        traceback.print_exc()
-        return finish(EXIT_MODEL_ERROR, f"{type(err).__name__}: {err}")
-    return finish(0)
-
-
-def _predict_all(
-    model: Model, bundle: Bundle, settings: list[str], out: Path, timings: dict[str, float]
-) -> tuple[int, str] | None:
-    """Predict every setting of one fit; a protocol violation is returned as (code, message)."""
-    fmt = bundle.info.get("predictions", {"format": "dense"})
-    for setting in settings:
-        features, candidates = bundle.test(setting)
-        # Top-K benchmarks (huge label spaces): predict in row chunks and keep the K best, so
-        # the dense [n_test, n_candidates] matrix never exists. Validation settings stay dense.
-        keep = int(fmt["k"]) if fmt["format"] == "topk" and not setting.endswith("_val") else None
-        step = len(features) if keep is None else max(1, TOPK_CHUNK_CELLS // len(candidates))
-        parts: list[tuple[np.ndarray, ...]] = []
-        start = time.perf_counter()
-        for lo in range(0, max(len(features), 1), step):
-            chunk = features[lo : lo + step]
-            scores = np.asarray(model.predict(chunk, candidates))
-            expected = (len(chunk), len(candidates))
-            if scores.shape != expected:
-                return (
-                    EXIT_PROTOCOL,
-                    f"predict returned shape {scores.shape} for setting '{setting}';"
-                    f" expected (n_test, n_candidates) = {expected}",
-                )
-            if scores.dtype.kind != "f":
-                scores = scores.astype(np.float32)
-            parts.append((scores,) if keep is None else _top_k(scores, keep))
-        timings[f"predict_{setting}"] = time.perf_counter() - start
-        common = {
-            "benchmark_hash": bundle.info["benchmark_hash"],
-            "class_order_hash": bundle.info["class_order_hashes"][setting],
-            "setting": setting,
-        }
-        path = out / f"{setting}.safetensors"
-        if keep is None:
-            write_predictions(path, np.concatenate([p[0] for p in parts]), **common)
-        else:
-            write_predictions(
-                path,
-                topk_indices=np.concatenate([p[0] for p in parts]),
-                topk_scores=np.concatenate([p[1] for p in parts]),
-                **common,
-            )
-    return None
-
-
+MODES = ("isolated", "in-process", "skip")
+CHECK_LABELS = {
+    "isolated": "isolated",
+    "in-process": "in-process",
+    "skip": "skipped: declared transductive",
+}
+# One predict call holds at most this many scores (rows x candidates): the dense matrix of a
+# huge label space never exists at once, and top-K settings keep only the K best per row.
 TOPK_CHUNK_CELLS = 50_000_000
+# Float noise allowed between the two passes (BLAS kernels differ with the batch size).
+RTOL = 1e-4
+ATOL = 1e-5
+MESSAGE_LIMIT = 16_384
+CONTROL_LIMIT = 1 << 20
+WAIT_S = 30.0
+
+# Pipe protocol. Request (worker -> pass process): op, setting index, row count, then the rows
+# (int64). Reply: status, kind, dtype code, message length, rows, columns, then the message or
+# the arrays (top-K: int64 indices, then scores).
+REQUEST = struct.Struct("<BxxxIQ")
+REPLY = struct.Struct("<BBBxIQQ")
+OP_QUIT, OP_PREDICT = 0, 1
+OK, MODEL_ERROR, PROTOCOL, READY = 0, 1, 2, 3
+DENSE, TOPK = 0, 1
+DTYPES = {1: np.dtype("<f2"), 2: np.dtype("<f4"), 3: np.dtype("<f8")}
+CODES = {d: c for c, d in DTYPES.items()}
+
+
+class Violation(Exception):
+    """Ends the run with ``code`` (model error or protocol violation) and ``message``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _Closed(Exception):
+    """The other end of a pipe went away."""
+
+
+# --- pipes -------------------------------------------------------------------------------
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        try:
+            sent = os.write(fd, view)
+        except (BrokenPipeError, ConnectionResetError):
+            raise _Closed from None
+        view = view[sent:]
+
+
+def _read_into(fd: int, buffer: memoryview) -> None:
+    view = buffer.cast("B")
+    while view:
+        got = os.readv(fd, [view])
+        if got == 0:
+            raise _Closed
+        view = view[got:]
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    data = bytearray(size)
+    _read_into(fd, memoryview(data))
+    return bytes(data)
+
+
+def _send_json(fd: int, value: dict[str, Any]) -> None:
+    data = json.dumps(value).encode()
+    _write_all(fd, struct.pack("<Q", len(data)) + data)
+
+
+def _read_json(fd: int) -> dict[str, Any]:
+    (size,) = struct.unpack("<Q", _read_exact(fd, 8))
+    if size > CONTROL_LIMIT:
+        raise Violation(EXIT_PROTOCOL, f"the fit process sent a {size}-byte control message")
+    try:
+        value = json.loads(_read_exact(fd, size))
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise Violation(EXIT_PROTOCOL, "the fit process sent a malformed control message")
+    return value
+
+
+def _send_error(fd: int, status: int, message: str) -> None:
+    data = message.encode("utf-8", "replace")[:MESSAGE_LIMIT]
+    _write_all(fd, REPLY.pack(status, 0, 0, len(data), 0, 0) + data)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+def _short(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}"[:4000]
+
+
+# --- what one fit predicts ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setting:
+    name: str
+    index: int
+    candidates: np.ndarray
+    keep: int | None  # K of a top-K setting (at most the number of candidates); None: dense
+    cap: int  # rows per predict call at most
+
+    @property
+    def width(self) -> int:
+        return len(self.candidates) if self.keep is None else self.keep
+
+
+def _settings(bundle: Bundle, fit: str) -> list[_Setting]:
+    fmt = bundle.info.get("predictions", {"format": "dense"})
+    found = []
+    for index, name in enumerate(bundle.settings_of(fit)):
+        candidates = bundle.candidates(name)
+        # Top-K benchmarks (huge label spaces) keep the K best per row; validation is dense.
+        keep = None
+        if fmt["format"] == "topk" and not name.endswith("_val"):
+            keep = min(int(fmt["k"]), len(candidates))
+        cap = max(1, TOPK_CHUNK_CELLS // max(1, len(candidates)))
+        found.append(_Setting(name, index, candidates, keep, cap))
+    return found
+
+
+_MULTIPLIERS = np.random.default_rng(20240601).integers(
+    1, 2**63, size=(2, 4096), dtype=np.uint64
+) | np.uint64(1)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _row_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two 64-bit hashes of each row's bytes (exact, vectorised; not cryptographic)."""
+    n = len(x)
+    keys = (np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64))
+    if n == 0:
+        return keys
+    width = int(np.prod(x.shape[1:], dtype=np.int64)) * x.dtype.itemsize
+    words = max(1, -(-width // 8))
+    multipliers = _MULTIPLIERS
+    if words > multipliers.shape[1]:
+        multipliers = np.random.default_rng(20240601).integers(
+            1, 2**63, size=(2, words), dtype=np.uint64
+        ) | np.uint64(1)
+    step = max(1, (32 << 20) // max(1, words * 8))
+    for lo in range(0, n, step):
+        block = np.ascontiguousarray(x[lo : lo + step]).view(np.uint8).reshape(-1, width)
+        if width % 8:
+            pad = np.zeros((len(block), words * 8 - width), dtype=np.uint8)
+            block = np.concatenate([block, pad], axis=1)
+        w = block.view("<u8")
+        for key, mult in zip(keys, multipliers, strict=True):
+            h = (w * mult[:words]).sum(axis=1, dtype=np.uint64)
+            h ^= h >> np.uint64(31)
+            h *= _MIX
+            h ^= h >> np.uint64(29)
+            key[lo : lo + len(block)] = h
+    return keys
+
+
+def canonical_order(x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` ordered by a hash of their bytes: fixed by content, blind to class."""
+    first, second = _row_keys(x)
+    return np.lexsort((np.arange(len(x)), second, first))
+
+
+def chunk_sizes(n: int, cap: int, rng: np.random.Generator) -> list[int]:
+    """Sizes summing to ``n``: each in [m/2, m] with m = min(cap, ceil(n/3)), so a pass of
+    three or more images always has several chunks of varying sizes."""
+    if n <= 0:
+        return []
+    most = max(1, min(cap, -(-n // 3)))
+    sizes: list[int] = []
+    left = n
+    while left > 0:
+        size = min(left, int(rng.integers(max(1, most // 2), most + 1)))
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
+def _split(order: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    return np.split(order, np.cumsum(sizes)[:-1]) if sizes else []
+
+
+Plan = list[tuple[_Setting, np.ndarray]]
+
+
+def canonical_plan(settings: list[_Setting], order: np.ndarray, *, whole: bool = False) -> Plan:
+    """The result pass: settings one after the other, chunks of the content order.
+
+    ``whole`` (transductive models): each setting's images in one call, or in ``cap``-row
+    chunks where one call would hold too many scores.
+    """
+    plan: Plan = []
+    n = len(order)
+    for s in settings:
+        if whole:
+            sizes = [min(s.cap, n - lo) for lo in range(0, n, s.cap)]
+        else:
+            sizes = chunk_sizes(n, s.cap, np.random.default_rng([n, s.cap, 1]))
+        plan += [(s, chunk) for chunk in _split(order, sizes)]
+    return plan
+
+
+def check_plan(settings: list[_Setting], n: int, rng: np.random.Generator) -> Plan:
+    """The check pass: a random order and random chunk sizes per setting, calls interleaved."""
+    plan: Plan = []
+    for s in settings:
+        plan += [(s, c) for c in _split(rng.permutation(n), chunk_sizes(n, s.cap, rng))]
+    return [plan[i] for i in rng.permutation(len(plan))]
+
+
+# --- comparing the passes ----------------------------------------------------------------
+
+
+def _tolerance(dtype: np.dtype[Any], scale: float) -> tuple[float, float]:
+    eps = float(np.finfo(dtype).eps)
+    return max(RTOL, 4 * eps), max(ATOL, 4 * eps) * scale
+
+
+def _scale(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values)])
+    top = float(finite.max()) if finite.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def _dense_mismatch(
+    a: np.ndarray, b: np.ndarray, rtol: float, atol: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows that differ, largest |a - b| per row) beyond ``atol + rtol * |a|``."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    close = np.isclose(b64, a64, rtol=rtol, atol=atol, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        delta = np.where(close, 0.0, np.abs(a64 - b64))
+    largest: np.ndarray = np.nan_to_num(delta, nan=np.inf).max(axis=1, initial=0.0)
+    return np.asarray(~close.all(axis=1)), largest
+
+
+def _sorted_topk(indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((indices, -scores.astype(np.float64)), axis=1)
+    return np.take_along_axis(indices, order, 1), np.take_along_axis(
+        scores.astype(np.float64), order, 1
+    )
+
+
+def _topk_mismatch(
+    a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], rtol: float, atol: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows whose top-K lists disagree beyond float noise, and the largest score change.
+
+    Agreement: the sorted scores match; a column in both lists has matching scores; a column
+    in one list only scores within tolerance of the other list's K-th score (a near tie at the
+    cut, which float noise may break either way).
+    """
+    ai, asc = _sorted_topk(*a)
+    bi, bsc = _sorted_topk(*b)
+    n, k = ai.shape
+    if k == 0:
+        return np.zeros(n, dtype=bool), np.zeros(n)
+    with np.errstate(invalid="ignore"):
+        tol = atol + rtol * np.maximum(np.abs(asc), np.abs(bsc))
+        diff = np.abs(asc - bsc)
+        same_nan = np.isnan(asc) & np.isnan(bsc)
+        bad = ((diff > tol) | np.isnan(diff)) & ~same_nan
+        # Pair up the columns of both lists by sorting them together.
+        cols = np.concatenate([ai, bi], axis=1)
+        vals = np.concatenate([asc, bsc], axis=1)
+        side = np.concatenate([np.zeros_like(ai), np.ones_like(bi)], axis=1)
+        order = np.argsort(cols, axis=1, kind="stable")
+        cols, vals, side = (np.take_along_axis(v, order, 1) for v in (cols, vals, side))
+        pair = cols[:, 1:] == cols[:, :-1]
+        pair_tol = atol + rtol * np.maximum(np.abs(vals[:, 1:]), np.abs(vals[:, :-1]))
+        pair_bad = pair & (np.abs(vals[:, 1:] - vals[:, :-1]) > pair_tol)
+        paired = np.zeros_like(cols, dtype=bool)
+        paired[:, 1:] |= pair
+        paired[:, :-1] |= pair
+        kth = np.where(side == 0, bsc[:, -1:], asc[:, -1:])
+        lone_bad = ~paired & (vals > kth + atol + rtol * np.abs(kth))
+        # The largest change per row: of a sorted score, of a column in both lists, or of a
+        # column in one list only above the other's cut.
+        changes = [
+            np.where(bad, diff, 0.0),
+            np.where(pair_bad, np.abs(vals[:, 1:] - vals[:, :-1]), 0.0),
+            np.where(lone_bad, vals - kth, 0.0),
+        ]
+    rows = bad.any(axis=1) | pair_bad.any(axis=1) | lone_bad.any(axis=1)
+    delta = np.max([np.nan_to_num(c, nan=np.inf).max(axis=1) for c in changes], axis=0)
+    return np.asarray(rows), np.asarray(delta)
+
+
+@dataclass
+class _Outputs:
+    """One setting's canonical outputs, all rows of the fit in bundle order."""
+
+    setting: _Setting
+    arrays: tuple[np.ndarray, ...]
+
+    def scores(self) -> np.ndarray:
+        return self.arrays[-1]
+
+
+@dataclass
+class _Check:
+    """What the check pass found."""
+
+    n: int
+    differs: np.ndarray
+    first: tuple[int, str, float, str] | None = None  # row, setting, |change|, tolerance
+
+    def add(self, s: _Setting, rows: np.ndarray, bad: np.ndarray, delta: np.ndarray,
+            tol: str) -> None:  # fmt: skip
+        if not bad.any():
+            return
+        self.differs[rows[bad]] = True
+        row = int(rows[bad].min())
+        if self.first is None or row < self.first[0]:
+            at = int(np.flatnonzero(rows == row)[0])
+            self.first = (row, s.name, float(delta[at]), tol)
+
+    def verdict(self) -> None:
+        if self.first is None:
+            return
+        row, setting, delta, tol = self.first
+        count = int(self.differs.sum())
+        raise Violation(
+            EXIT_PROTOCOL,
+            f"predict is not inductive: the scores of {count} of {self.n} test images changed"
+            " with the other images of their batch (first: row"
+            f" {row} of the fit's test/features.npy, setting '{setting}', a change of"
+            f" {delta:.3g} where float noise allows {tol}). A model whose scores for an"
+            " image depend on other test images (batch statistics, caches or running means"
+            " across calls) is transductive: declare `declarations.transductive: true` in"
+            " submission.yaml, or score each image on its own",
+        )
+
+
+# --- the worker side of a pass -----------------------------------------------------------
+
+
+@dataclass
+class _Server:
+    """A process that answers predict requests: a pass process, or the fit process itself."""
+
+    pid: int
+    request: int  # write end
+    reply: int  # read end
+    reaper: guard.Reaper
+    what: str = "prediction process"
+
+    def close(self) -> None:
+        for fd in (self.request, self.reply):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def died(self) -> Violation:
+        """Why the process stopped answering, as the run's verdict."""
+        status = self.reaper.wait(self.pid, timeout_s=5.0)
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+            if sig == signal.SIGXFSZ:
+                return Violation(
+                    EXIT_PROTOCOL,
+                    f"the {self.what} was killed by signal SIGXFSZ: predict wrote to a file,"
+                    " which the inductive check forbids (a file could carry scores from one"
+                    " pass to the other); write files in fit only, or declare"
+                    " `declarations.transductive: true` in submission.yaml",
+                )
+            return Violation(EXIT_MODEL_ERROR, f"the {self.what} was killed by signal {name}")
+        if status is not None and os.WIFEXITED(status):
+            return Violation(
+                EXIT_MODEL_ERROR,
+                f"the {self.what} exited with code {os.WEXITSTATUS(status)} before it answered"
+                " (sys.exit or os._exit in predict?)",
+            )
+        return Violation(EXIT_MODEL_ERROR, f"the {self.what} stopped answering")
+
+    def expect_ready(self) -> None:
+        try:
+            head = REPLY.unpack(_read_exact(self.reply, REPLY.size))
+            if head[0] == READY:
+                return
+            self._error(head)
+        except _Closed:
+            raise self.died() from None
+        raise Violation(EXIT_PROTOCOL, f"the {self.what} answered out of protocol")
+
+    def _error(self, head: tuple[int, ...]) -> None:
+        status, _kind, _code, length, _rows, _cols = head
+        if status in (MODEL_ERROR, PROTOCOL) and length <= MESSAGE_LIMIT:
+            message = _read_exact(self.reply, length).decode("utf-8", "replace")
+            raise Violation(EXIT_MODEL_ERROR if status == MODEL_ERROR else EXIT_PROTOCOL, message)
+
+    def predict(self, s: _Setting, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Ask for one chunk and read the answer, checked against what was asked."""
+        try:
+            _write_all(self.request, REQUEST.pack(OP_PREDICT, s.index, len(rows)))
+            _write_all(self.request, rows.astype("<i8").tobytes())
+            head = REPLY.unpack(_read_exact(self.reply, REPLY.size))
+            if head[0] != OK:
+                self._error(head)
+                raise Violation(EXIT_PROTOCOL, f"the {self.what} answered out of protocol")
+            _status, kind, code, _length, n, width = head
+            if kind != (DENSE if s.keep is None else TOPK) or code not in DTYPES:
+                raise Violation(EXIT_PROTOCOL, f"the {self.what} answered out of protocol")
+            if (n, width) != (len(rows), s.width):
+                raise Violation(
+                    EXIT_PROTOCOL,
+                    f"the {self.what} answered {(n, width)} for setting '{s.name}'; expected"
+                    f" {(len(rows), s.width)}",
+                )
+            dtypes = [DTYPES[code]] if s.keep is None else [np.dtype("<i8"), DTYPES[code]]
+            arrays = [np.empty((int(n), int(width)), dtype=dtype) for dtype in dtypes]
+            for array in arrays:
+                _read_into(self.reply, memoryview(array.data))
+            return tuple(arrays)
+        except _Closed:
+            raise self.died() from None
+
+    def quit(self) -> None:
+        with contextlib.suppress(_Closed):
+            _write_all(self.request, REQUEST.pack(OP_QUIT, 0, 0))
+
+
+def _canonical_pass(
+    server: _Server, settings: list[_Setting], plan: Plan, n: int, timings: dict[str, float]
+) -> dict[str, _Outputs]:
+    """Run the result pass; every setting's outputs cover all ``n`` rows (none: empty)."""
+    parts: dict[str, list[tuple[np.ndarray, tuple[np.ndarray, ...]]]] = {}
+    for s, rows in plan:
+        start = time.perf_counter()
+        parts.setdefault(s.name, []).append((rows, server.predict(s, rows)))
+        key = f"predict_{s.name}"
+        timings[key] = timings.get(key, 0.0) + time.perf_counter() - start
+    outputs: dict[str, _Outputs] = {}
+    for s in settings:
+        chunks = parts.get(s.name, [])
+        kinds: list[np.dtype[Any]] = [np.dtype("<f4")]
+        if s.keep is not None:
+            kinds.insert(0, np.dtype("<i8"))
+        arrays = []
+        for i, default in enumerate(kinds):
+            dtype: np.dtype[Any] = (
+                np.result_type(*(c[1][i].dtype for c in chunks)) if chunks else default
+            )
+            array = np.empty((n, s.width), dtype=dtype)
+            for rows, got in chunks:
+                array[rows] = got[i]
+            arrays.append(array)
+        outputs[s.name] = _Outputs(s, tuple(arrays))
+    return outputs
+
+
+def _check_pass(server: _Server, plan: Plan, canon: dict[str, _Outputs], n: int) -> None:
+    check = _Check(n, np.zeros(n, dtype=bool))
+    tolerances = {}
+    for name, out in canon.items():
+        tolerances[name] = _tolerance(out.scores().dtype, _scale(out.scores()))
+    for s, rows in plan:
+        got = server.predict(s, rows)
+        rtol, atol = tolerances[s.name]
+        mine = canon[s.name].arrays
+        if s.keep is None:
+            bad, delta = _dense_mismatch(mine[0][rows], got[0], rtol, atol)
+        else:
+            bad, delta = _topk_mismatch(
+                (mine[0][rows], mine[1][rows]), (got[0], got[1]), rtol, atol
+            )
+        check.add(s, rows, bad, delta, f"{atol:.3g} + {rtol:.3g} x |score|")
+    check.verdict()
+
+
+# --- the fit process and the pass processes ----------------------------------------------
+
+
+@dataclass
+class _Job:
+    bundle: Bundle
+    package: Path
+    entrypoint: str
+    out: Path
+    seed: int
+    mode: str
+    roots: list[Path]
+    reaper: guard.Reaper = field(default_factory=guard.Reaper)
+
+
+def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bool) -> NoReturn:
+    """Answer predict requests until told to quit; never returns."""
+    try:
+        if seal:
+            try:
+                guard.seal_pass_process({0, 1, 2, request, reply}, job.roots)
+            except (guard.GuardError, OSError) as err:
+                _send_error(reply, PROTOCOL, str(err))
+                raise _Closed from None
+        _write_all(reply, REPLY.pack(READY, 0, 0, 0, 0, 0))
+        features = job.bundle.test_features(fit)
+        settings = _settings(job.bundle, fit)
+        while True:
+            op, index, n = REQUEST.unpack(_read_exact(request, REQUEST.size))
+            if op != OP_PREDICT:
+                break
+            rows = np.frombuffer(_read_exact(request, 8 * n), dtype="<i8")
+            _answer(model, np.asarray(features[rows]), settings[index], reply)
+    except _Closed:
+        pass
+    except BaseException:  # the worker side reports it; keep the traceback for the log
+        traceback.print_exc()
+    _flush()
+    os._exit(0)
+
+
+def _answer(model: Model, features: np.ndarray, s: _Setting, reply: int) -> None:
+    expected = (len(features), len(s.candidates))
+    try:
+        scores = np.asarray(model.predict(features, s.candidates))
+        if scores.shape != expected:
+            _send_error(
+                reply,
+                PROTOCOL,
+                f"predict returned shape {scores.shape} for setting '{s.name}'; expected"
+                f" (n_test, n_candidates) = {expected}",
+            )
+            return
+        if scores.dtype.kind != "f":
+            scores = scores.astype(np.float32)
+        elif scores.dtype.newbyteorder("<") not in CODES:
+            scores = scores.astype(np.float64)
+        scores = np.ascontiguousarray(scores, dtype=scores.dtype.newbyteorder("<"))
+        arrays = [scores] if s.keep is None else list(_top_k(scores, s.keep))
+    except BaseException as err:  # the model's failure is data for the run record
+        traceback.print_exc()
+        _send_error(reply, MODEL_ERROR, _short(err))
+        return
+    code = CODES[arrays[-1].dtype]
+    head = REPLY.pack(OK, DENSE if s.keep is None else TOPK, code, 0, expected[0], s.width)
+    _write_all(reply, head)
+    for array in arrays:
+        _write_all(reply, memoryview(np.ascontiguousarray(array).data))
 
 
 def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +644,342 @@ def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     top = np.take_along_axis(scores, part, 1)
     order = np.lexsort((part, -top), axis=1)
-    return np.take_along_axis(part, order, 1).astype(np.int64), np.take_along_axis(top, order, 1)
+    indices = np.take_along_axis(part, order, 1).astype("<i8")
+    return indices, np.ascontiguousarray(np.take_along_axis(top, order, 1))
+
+
+def _fit_process(
+    job: _Job, fit: str, control: int, ends: list[tuple[int, int]]
+) -> None:  # fmt: skip
+    """Fit a fresh model, then serve (in-process, skip) or fork the two pass processes."""
+    try:
+        np.random.seed(job.seed % (2**32))
+        model_class = _load_model_class(job.package, job.entrypoint)
+        model = model_class()
+        if not isinstance(model, Model):
+            message = f"{job.entrypoint} has no fit(task) and predict(features, candidates)"
+            _send_json(control, {"ok": False, "code": EXIT_PROTOCOL, "message": message})
+            return
+        start = time.perf_counter()
+        model.fit(job.bundle.train_task(seed=job.seed, fit=fit))
+        fit_s = time.perf_counter() - start
+    except BaseException as err:  # the model's failure is data for the run record
+        traceback.print_exc()
+        _send_json(control, {"ok": False, "code": EXIT_MODEL_ERROR, "message": _short(err)})
+        return
+    _flush()
+    if job.mode == "isolated":
+        pids = []
+        for request, reply in ends:
+            pid = os.fork()
+            if pid == 0:
+                _serve(model, job, fit, request, reply, seal=True)
+            pids.append(pid)
+        # This process ends now, and the threads the model started in fit end with it.
+        _send_json(control, {"ok": True, "fit_s": fit_s, "servers": pids})
+        return
+    _send_json(control, {"ok": True, "fit_s": fit_s, "servers": [os.getpid()]})
+    os.close(control)
+    _serve(model, job, fit, *ends[0], seal=False)
+
+
+def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outputs]:
+    settings = _settings(job.bundle, fit)
+    order = canonical_order(job.bundle.test_features(fit))
+    n_servers = 2 if job.mode == "isolated" else 1
+    control_r, control_w = os.pipe()
+    pipes = [(os.pipe(), os.pipe()) for _ in range(n_servers)]
+    _flush()
+    pid = os.fork()
+    if pid == 0:  # the fit process
+        try:
+            os.close(control_r)
+            for (_rq_r, rq_w), (rp_r, _rp_w) in pipes:
+                os.close(rq_w)
+                os.close(rp_r)
+            _fit_process(job, fit, control_w, [(rq[0], rp[1]) for rq, rp in pipes])
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            _flush()
+            os._exit(0)
+    os.close(control_w)
+    for (rq_r, _rq_w), (_rp_r, rp_w) in pipes:
+        os.close(rq_r)
+        os.close(rp_w)
+    fit_process = _Server(pid, -1, -1, job.reaper, what="fit process")
+    servers: list[_Server] = []
+    try:
+        try:
+            report = _read_json(control_r)
+        except (_Closed, struct.error):
+            raise fit_process.died() from None
+        finally:
+            os.close(control_r)
+        if not report.get("ok"):
+            code = report.get("code")
+            raise Violation(
+                code if code in (EXIT_MODEL_ERROR, EXIT_PROTOCOL) else EXIT_MODEL_ERROR,
+                str(report.get("message", "fit failed"))[:MESSAGE_LIMIT],
+            )
+        try:
+            timings[f"fit_{fit}"] = float(report["fit_s"])
+            pids = [int(p) for p in report["servers"]]
+        except (KeyError, TypeError, ValueError):
+            raise Violation(EXIT_PROTOCOL, "the fit process sent a malformed report") from None
+        # The fit process is model code: it may name no process but its own children (or
+        # itself), or the worker would stop and kill whatever pid it was told.
+        if job.mode == "isolated":
+            me = os.getpid()
+            wrong = any(p == pid or not guard.is_descendant(p, me) for p in pids)
+            wrong = wrong or len(set(pids)) != n_servers
+        else:
+            wrong = pids != [pid]
+        if wrong:
+            raise Violation(EXIT_PROTOCOL, "the fit process reported the wrong pass processes")
+        what = "prediction pass process" if job.mode == "isolated" else "fit process"
+        servers = [
+            _Server(p, rq[1], rp[0], job.reaper, what)
+            for p, (rq, rp) in zip(pids, pipes, strict=True)
+        ]
+        if job.mode == "isolated":
+            return _isolated_passes(job, fit_process, servers, settings, order, timings, fit)
+        return _in_process_passes(job, servers[0], settings, order, timings, fit)
+    finally:
+        for server in servers:
+            server.close()
+        if not servers:  # the pipes were never handed to a server
+            for (_rq_r, rq_w), (rp_r, _rp_w) in pipes:
+                for fd in (rq_w, rp_r):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+        job.reaper.sweep()
+
+
+def _unchanged(job: _Job, before: dict[str, guard.Entry], when: str) -> None:
+    changed = guard.changes(before, guard.snapshot(job.roots))
+    if changed:
+        raise Violation(
+            EXIT_PROTOCOL,
+            f"{when} changed {', '.join(changed)}: while predicting, a model may not write"
+            " files or shared state (it could carry scores from one pass to the other); write"
+            " them in fit, or declare `declarations.transductive: true` in submission.yaml",
+        )
+
+
+def _isolated_passes(
+    job: _Job,
+    fit_process: _Server,
+    servers: list[_Server],
+    settings: list[_Setting],
+    order: np.ndarray,
+    timings: dict[str, float],
+    fit: str,
+) -> dict[str, _Outputs]:
+    if job.reaper.wait(fit_process.pid, timeout_s=WAIT_S) is None:
+        raise Violation(EXIT_PROTOCOL, "the fit process did not end after forking its passes")
+    for server in servers:
+        server.expect_ready()
+    for server in servers:
+        guard.stop(server.pid)
+    # Nothing the model started may outlive the fit: a helper process could hold a cache.
+    job.reaper.sweep(keep={s.pid for s in servers})
+    before = guard.snapshot(job.roots)
+    pick = secrets.randbelow(2)
+    canon_server, check_server = servers[pick], servers[1 - pick]
+    waiting = guard.sched_count(check_server.pid)
+
+    os.kill(canon_server.pid, signal.SIGCONT)
+    outputs = _canonical_pass(
+        canon_server, settings, canonical_plan(settings, order), len(order), timings
+    )
+    canon_server.quit()
+    if job.reaper.wait(canon_server.pid, timeout_s=WAIT_S) is None:
+        raise Violation(EXIT_PROTOCOL, "the first prediction pass process did not end")
+    job.reaper.sweep(keep={check_server.pid})
+    _unchanged(job, before, "the first prediction pass")
+    if (
+        not guard.is_stopped(check_server.pid)
+        or guard.sched_count(check_server.pid) != waiting
+        or guard.pending_signals(check_server.pid)
+    ):
+        raise Violation(
+            EXIT_PROTOCOL,
+            "the waiting prediction pass process was woken or signalled while the other pass"
+            " ran: the two passes must not communicate",
+        )
+
+    start = time.perf_counter()
+    os.kill(check_server.pid, signal.SIGCONT)
+    rng = np.random.default_rng(secrets.randbits(128))
+    _check_pass(check_server, check_plan(settings, len(order), rng), outputs, len(order))
+    timings[f"check_{fit}"] = time.perf_counter() - start
+    check_server.quit()
+    job.reaper.wait(check_server.pid, timeout_s=WAIT_S)
+    job.reaper.sweep()
+    _unchanged(job, before, "the second prediction pass")
+    return outputs
+
+
+def _in_process_passes(
+    job: _Job,
+    server: _Server,
+    settings: list[_Setting],
+    order: np.ndarray,
+    timings: dict[str, float],
+    fit: str,
+) -> dict[str, _Outputs]:
+    server.expect_ready()
+    if job.mode == "skip":
+        plan = canonical_plan(settings, order, whole=True)
+        outputs = _canonical_pass(server, settings, plan, len(order), timings)
+    else:
+        before = guard.snapshot(job.roots)
+        plan = canonical_plan(settings, order)
+        outputs = _canonical_pass(server, settings, plan, len(order), timings)
+        _unchanged(job, before, "the first prediction pass")
+        start = time.perf_counter()
+        rng = np.random.default_rng(secrets.randbits(128))
+        _check_pass(server, check_plan(settings, len(order), rng), outputs, len(order))
+        timings[f"check_{fit}"] = time.perf_counter() - start
+        _unchanged(job, before, "the second prediction pass")
+    server.quit()
+    job.reaper.wait(server.pid, timeout_s=WAIT_S)
+    return outputs
+
+
+# --- the worker process ------------------------------------------------------------------
+
+
+def declared_mode(package: Path) -> str:
+    """The inductive check a package's manifest calls for (used when the runner passed none)."""
+    from harness.errors import SubmissionError
+    from harness.submission.package import load_package
+
+    try:
+        manifest = load_package(package).manifest
+    except SubmissionError:
+        return "isolated"
+    if manifest.declarations.transductive:
+        return "skip"
+    return "in-process" if manifest.resources.gpus > 0 else "isolated"
+
+
+def _isolation_available() -> bool:
+    return Path("/proc/self/status").is_file() and guard.become_subreaper()
+
+
+class _OutDir:
+    """The output folder, written through a directory descriptor: no link is ever followed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def planted(self, name: str) -> bool:
+        try:
+            os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def clear(self, name: str) -> None:
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except FileNotFoundError:
+            return
+        except (IsADirectoryError, PermissionError):
+            shutil.rmtree(name, dir_fd=self.fd)
+
+    def write(self, name: str, writer: Callable[[Any], None]) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o644, dir_fd=self.fd)
+        with os.fdopen(fd, "wb") as handle:
+            writer(handle)
+
+
+def _save_npy(handle: Any, *, array: np.ndarray) -> None:
+    np.save(handle, array, allow_pickle=False)
+
+
+def _output_arrays(outputs: dict[str, _Outputs]) -> Iterator[tuple[str, np.ndarray]]:
+    for name, out in outputs.items():
+        yield from zip(raw_names(name, out.setting.keep is not None), out.arrays, strict=True)
+
+
+def run(
+    bundle_dir: Path,
+    package: Path,
+    entrypoint: str,
+    out: Path,
+    seed: int,
+    inductive_check: str | None = None,
+) -> int:
+    status: dict[str, object] = {}
+    timings: dict[str, float] = {}
+    status["timings"] = timings
+    out.mkdir(parents=True, exist_ok=True)
+    folder = _OutDir(out)
+
+    def finish(code: int, message: str = "") -> int:
+        status.update(exit_code=code, message=message)
+        if code:
+            print(f"worker: {message}", file=sys.stderr)
+        data = (json.dumps(status, indent=1, sort_keys=True) + "\n").encode()
+        folder.clear(WORKER_JSON)  # on failure only: a success refused planted entries first
+        folder.write(WORKER_JSON, lambda handle: handle.write(data))
+        return code
+
+    mode = inductive_check or declared_mode(package)
+    if mode not in MODES:
+        return finish(EXIT_PROTOCOL, f"unknown inductive check '{mode}'; one of {MODES}")
+    label = CHECK_LABELS[mode]
+    if mode == "isolated" and not _isolation_available():
+        mode, label = "in-process", "in-process (no /proc or subreaper here to isolate passes)"
+    status["inductive_check"] = label
+    # The worker itself: no model process may read or write its memory, and no POSIX message
+    # queue (which outlives processes and shows in no folder) can be made by the model.
+    guard.set_undumpable()
+    guard.forbid_message_queues()
+    reaper = guard.Reaper()
+    try:
+        bundle = Bundle(bundle_dir)
+        if bundle.has_row_files:
+            print(
+                "worker: warning: this is a generator bundle; it says which test images belong"
+                " to which setting, which model code must not see (harness.tasks)",
+                file=sys.stderr,
+            )
+        job = _Job(bundle, package, entrypoint, out, seed, mode, guard.writable_roots(out), reaper)
+        outputs: dict[str, _Outputs] = {}
+        # A fresh fit process per fit: the calibration fit (training classes only) must not
+        # leak into the main fit, and vice versa.
+        for fit in ("calibration", "main"):
+            if bundle.settings_of(fit):
+                outputs.update(_run_fit(job, fit, timings))
+        reaper.sweep()
+        # Every model process is gone: what the harness reads is written now, by this process,
+        # and a name the model planted (a link to /etc/shadow, say) is refused, not followed.
+        for name in [name for name, _ in _output_arrays(outputs)] + [WORKER_JSON]:
+            if folder.planted(name):
+                raise Violation(
+                    EXIT_PROTOCOL,
+                    f"{out / name}: model code created this file; the name is reserved for the"
+                    " worker's outputs, which the harness reads",
+                )
+        for name, array in _output_arrays(outputs):
+            folder.write(name, functools.partial(_save_npy, array=array))
+    except Violation as err:
+        reaper.sweep()
+        return finish(err.code, err.message)
+    except guard.GuardError as err:
+        reaper.sweep()
+        return finish(EXIT_PROTOCOL, str(err))
+    except Exception as err:
+        traceback.print_exc()
+        reaper.sweep()
+        return finish(EXIT_MODEL_ERROR, f"worker error: {_short(err)}")
+    return finish(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,8 +989,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("entrypoint")
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--inductive-check",
+        choices=MODES,
+        default=None,
+        help="isolated (CPU), in-process (GPU) or skip (declared transductive); default: from"
+        " the package's submission.yaml",
+    )
     args = parser.parse_args(argv)
-    return run(args.bundle, args.package, args.entrypoint, args.out, args.seed)
+    return run(
+        args.bundle, args.package, args.entrypoint, args.out, args.seed, args.inductive_check
+    )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# Tests import reference submissions' model.py files; byte-code cached into submissions/* would
+# make those packages invalid (packages may hold no byte-code). Set before any test module loads.
+sys.dont_write_bytecode = True
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"

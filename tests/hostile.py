@@ -210,3 +210,207 @@ def package_archive(tmp_path: Path, fmt: str, *, wrap: bool = True) -> Path:
     if fmt == "zip":
         return zip_of(tmp_path / "eszsl.zip", files)
     return tar_of(tmp_path / "eszsl.tar.gz", [tar_file(n, d) for n, d in files.items()])
+
+
+# --- code that would run instead of the hashed source ---------------------------------------
+
+SOURCE_MODEL_MANIFEST = """name: {name}
+version: "1.0"
+authors: [Mallory]
+kind: model
+model:
+  entrypoint: {entrypoint}
+resources:
+  memory_gb: 2
+  time_s: 300
+"""
+
+#: The honest source a reviewer reads: zero scores, through a helper in a subpackage.
+BENIGN_MODEL = """import numpy as np
+
+from helpers.scale import SCALE
+
+
+class Model:
+    def fit(self, task):
+        pass
+
+    def predict(self, features, candidates):
+        return np.full((len(features), len(candidates)), SCALE, np.float32)
+"""
+BENIGN_HELPERS = {"helpers/__init__.py": "", "helpers/scale.py": "SCALE = 0.0\n"}
+
+#: What the byte-code does instead: leaves a mark in $HOME (the run's output folder) where it can,
+#: then fails the run loudly, so a run that succeeds is one where the source ran.
+MALICIOUS_MODULE = """import os
+import pathlib
+
+try:
+    pathlib.Path(os.environ.get("HOME", "/tmp"), "pwned").write_text("hidden byte-code ran")
+except OSError:
+    pass
+raise RuntimeError("hidden byte-code ran")
+"""
+
+
+def source_model_package(tmp_path: Path, name: str = "source-only") -> Path:
+    """A model package of honest ``.py`` source only: ``model.py`` plus ``helpers/scale.py``."""
+    root = tmp_path / name
+    root.mkdir(parents=True)
+    (root / "submission.yaml").write_text(
+        SOURCE_MODEL_MANIFEST.format(name=name, entrypoint="model:Model")
+    )
+    (root / "model.py").write_text(BENIGN_MODEL)
+    for rel, text in BENIGN_HELPERS.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def cache_path(source: Path) -> Path:
+    """Where this interpreter looks for the byte-code of ``source``
+    (``__pycache__/<stem>.cpython-311.pyc`` on CPython 3.11)."""
+    import importlib.util
+
+    return Path(importlib.util.cache_from_source(str(source)))
+
+
+def malicious_pyc(target: Path, source: str = MALICIOUS_MODULE) -> Path:
+    """Compile ``source`` to ``target`` as an *unchecked-hash* pyc: Python runs it in place of
+    the ``.py`` beside it without comparing the two. The malicious source itself is written to
+    a scratch file next to the package, never into it."""
+    import py_compile
+    import tempfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        src = Path(scratch) / "malicious.py"
+        src.write_text(source)
+        py_compile.compile(
+            str(src),
+            cfile=str(target),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+    return target
+
+
+def archive_of_folder(folder: Path, path: Path) -> Path:
+    """``folder`` as a .zip or .tar.gz (by ``path``'s suffix), every file under ``pkg/``."""
+    files = {
+        "pkg/" + p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+    if path.name.endswith(".zip"):
+        return zip_of(path, files)
+    return tar_of(path, [tar_file(n, d) for n, d in files.items()])
+
+
+# --- prediction files that cost more to read than they are worth ----------------------------
+
+
+def npz_members(
+    path: Path,
+    members: list[tuple[str, np.ndarray]],
+    *,
+    compression: int = zipfile.ZIP_STORED,
+) -> Path:
+    """A .npz written member by member, so names may repeat or be anything (and object arrays
+    are pickled, as ``np.save(allow_pickle=True)`` would)."""
+    import warnings
+
+    with zipfile.ZipFile(path, "w", compression) as zf, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about a repeated name: that is the point
+        for name, array in members:
+            with zf.open(name, "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=True)
+    return path
+
+
+def meta_members(meta: dict[str, object]) -> list[tuple[str, np.ndarray]]:
+    return [(f"{k}.npy", np.array(v)) for k, v in meta.items() if k != "shape"]
+
+
+def npz_with_zero_member(
+    path: Path, honest: list[tuple[str, np.ndarray]], name: str, n_bytes: int
+) -> Path:
+    """The honest members plus ``name``: a float32 .npy of ``n_bytes`` zeros, deflated while
+    streamed in 16 MiB chunks (2 GiB of zeros is ~9 MB on disk, nothing is held in memory)."""
+    chunk = bytes(16 * 1024 * 1024)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for member, array in honest:
+            with zf.open(member, "w") as out:
+                np.lib.format.write_array(out, array, allow_pickle=False)
+        with zf.open(name, "w", force_zip64=True) as out:
+            header = {"descr": "<f4", "fortran_order": False, "shape": (n_bytes // 4,)}
+            np.lib.format.write_array_header_1_0(out, header)
+            left = n_bytes
+            while left:
+                out.write(chunk[: min(len(chunk), left)])
+                left -= min(len(chunk), left)
+    return path
+
+
+def npy_bytes(array: np.ndarray, *, header_shape: tuple[int, ...] | None = None) -> bytes:
+    """``array`` as .npy bytes; ``header_shape`` makes the header claim another shape."""
+    out = io.BytesIO()
+    header = np.lib.format.header_data_from_array_1_0(array)
+    if header_shape is not None:
+        header["shape"] = header_shape
+    np.lib.format.write_array_header_1_0(out, header)
+    out.write(np.ascontiguousarray(array).tobytes())
+    return out.getvalue()
+
+
+def npz_raw(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    """A .npz from raw member bytes (deflated): the .npy inside may say anything."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    return path
+
+
+def understate_member_size(path: Path, member: str, claimed: int) -> Path:
+    """Rewrite the zip's local and central headers of ``member`` to claim ``claimed``
+    uncompressed bytes (its data and CRC are left as they are)."""
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    assert info.file_size < 0xFFFFFFFF, "zip64 sizes live in an extra field"
+    local = info.header_offset
+    assert raw[local : local + 4] == b"PK\x03\x04"
+    struct.pack_into("<L", raw, local + 22, claimed)
+    central = raw.find(b"PK\x01\x02")
+    while central >= 0:
+        name_len = struct.unpack_from("<H", raw, central + 28)[0]
+        if raw[central + 46 : central + 46 + name_len] == member.encode():
+            struct.pack_into("<L", raw, central + 24, claimed)
+            break
+        central = raw.find(b"PK\x01\x02", central + 4)
+    path.write_bytes(bytes(raw))
+    return path
+
+
+# --- YAML bombs ------------------------------------------------------------------------------
+
+
+def billion_laughs(levels: int = 9, width: int = 10) -> str:
+    """Anchors whose aliases nest ``levels`` deep, ``width`` wide: ~600 bytes that expand to
+    ``width ** levels`` scalars. Line ``i + 1`` defines level ``i``."""
+    lines = [f"lol0: &lol0 [{', '.join(['lol'] * width)}]"]
+    for i in range(1, levels + 1):
+        lines.append(f"lol{i}: &lol{i} [{', '.join([f'*lol{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def first_level_over(limit: int, width: int = 10) -> int:
+    """The first level of :func:`billion_laughs` whose expanded node count exceeds ``limit``."""
+    size, level = 1 + width, 0
+    while size <= limit:
+        size, level = 1 + width * size, level + 1
+    return level
+
+
+def deep_nesting(depth: int = 100_000) -> str:
+    return "[" * depth + "]" * depth + "\n"

@@ -1,6 +1,6 @@
 """The bilinear family in torch (ALE, DeViSE, SJE) as model-code submissions.
 
-Each package validates, runs on the demo through the local runner, is deterministic and scores
+Each package validates, runs on the demo through the default runner (the sandbox here), is deterministic and scores
 well above chance (1/20 on ZSL top-1); each loss is checked on a tiny hand-computed case.
 """
 

@@ -305,6 +305,16 @@ def test_leaderboard_diff_matches_hand_written_markdown() -> None:
     assert leaderboard_diff(BEFORE[::-1], AFTER[::-1]) == EXPECTED_DIFF
 
 
+def test_leaderboard_diff_ranks_transductive_runs_apart() -> None:
+    """A transductive newcomer with the best score takes no inductive run's rank (as on the site)."""
+    honest = [record("ale", top1=0.5), record("dap", top1=0.3)]
+    best = record("tx", top1=0.9)
+    declared = best.submission.model_copy(update={"declarations": {"transductive": True}})
+    diff = leaderboard_diff(honest, [*honest, best.model_copy(update={"submission": declared})])
+    assert "| — → 1 | tx 1.0 (transductive: ranked apart) | new | — | 90.0 |  |" in diff
+    assert "ale 1.0" not in diff and "dap 1.0" not in diff  # their inductive ranks stay 1 and 2
+
+
 def test_leaderboard_diff_without_changes_and_with_lower_is_better_metrics() -> None:
     assert leaderboard_diff(BEFORE, BEFORE) == (
         "### Leaderboard diff\n\nNo change to the leaderboard.\n"
@@ -531,6 +541,7 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
     git(repo, "checkout", "--quiet", "-b", "broken")
     write(repo / "submissions" / "broken" / "submission.yaml", "name: broken\nkind: banana\n")
     shutil.rmtree(repo / "submissions" / "old")
+    forged = record_path(results, record("forged", top1=0.99))
     export_records([record("forged", top1=0.99)], results)  # not produced by any run
     commit_all(repo, "break things")
     monkeypatch.chdir(repo)
@@ -540,6 +551,13 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
     assert (
         "error: invalid submissions/broken: submissions/broken/submission.yaml: " in result.stderr
     )
+    # Records are written by CI: a record no package reproduces is refused and not exported.
+    refusal = (
+        "leaderboard/results/cub-demo/v1/forged@1.0.json: changed in this pull request, but no "
+        "package reproduces it (forged@1.0 on cub-demo v1): no package under submissions/ is "
+        "named 'forged'; records are written by CI"
+    )
+    assert f"error: {refusal}" in " ".join(result.stderr.split())
     diff = (repo / "build" / "ci" / DIFF_FILENAME).read_text(encoding="utf-8")
     lines = diff.splitlines()
     assert "**1 of 1 packages failed.**" in lines
@@ -552,9 +570,13 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
         "| submissions/old | deleted: package removed; 1 run record of old-one remain in "
         "leaderboard/results: delete them to take it off the board |"
     )
-    assert "| — → 1 | forged 1.0 | new ⚠ not reproduced by this CI run | — | 99.0 |  |" in lines
-    # Nothing ran, so the records are the committed ones, rewritten identically.
-    assert git(repo, "status", "--porcelain", "--", "leaderboard").strip() == ""
+    assert any(line.startswith(f"❌ {escape_markdown(refusal, limit=1000)}") for line in lines)
+    assert "forged 1.0" not in diff  # never on the board, so not in the diff either
+    assert "No change to the leaderboard." in lines
+    assert not forged.exists()
+    assert git(repo, "status", "--porcelain", "--", "leaderboard").strip() == (
+        f"D {forged.relative_to(repo).as_posix()}"
+    )
 
 
 def test_publish_builds_the_site_from_committed_records_only(tmp_path: Path) -> None:
@@ -604,9 +626,8 @@ def test_workflow_is_thin_and_calls_existing_zsl_ci_commands() -> None:
         "id-token": "write",
     }
     assert publish_job["concurrency"]["group"]
-    checkout = pr_job["steps"][0]
-    assert checkout["uses"].startswith("actions/checkout@")
-    assert checkout["with"]["fetch-depth"] == 0
+    checkouts = [s for s in pr_job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert [c["with"].get("fetch-depth") for c in checkouts] == [None, 0]  # pr/ has the base
     uses = [step.get("uses", "").split("@")[0] for step in publish_job["steps"]]
     assert "actions/upload-pages-artifact" in uses and "actions/deploy-pages" in uses
     assert "actions/github-script" in [s.get("uses", "").split("@")[0] for s in pr_job["steps"]]
@@ -641,3 +662,69 @@ def test_workflow_is_thin_and_calls_existing_zsl_ci_commands() -> None:
     out = pr_words[pr_words.index("--out") + 1]
     script = next(s for s in pr_job["steps"] if "github-script" in s.get("uses", ""))
     assert f"'{out}/{DIFF_FILENAME}'" in script["with"]["script"]
+
+
+def _run_lines(step: dict[str, Any]) -> list[list[str]]:
+    return [shlex.split(line, comments=True) for line in str(step.get("run", "")).splitlines()]
+
+
+def test_workflow_scores_pull_requests_with_the_base_harness() -> None:
+    """Attack: a PR edits harness/ (the sandbox, the comparison) and CI installs and trusts it.
+
+    Rule: the base commit is checked out apart and installed into its own environment; only
+    submissions/ and leaderboard/results/ are taken from the PR checkout.
+    """
+    text = WORKFLOW.read_text(encoding="utf-8")
+    workflow = yaml.safe_load(text)
+    assert "pull_request_target" not in workflow[True]
+    assert "pull_request_target" not in text.split("\nname:", 1)[1]  # only the comment says it
+    steps = workflow["jobs"]["pull-request"]["steps"]
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    by_path = {c["with"]["path"]: c["with"] for c in checkouts}
+    assert set(by_path) == {"base", "pr"}
+    assert by_path["base"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert "ref" not in by_path["pr"]  # the pull request (GitHub's merge commit)
+    assert by_path["pr"]["fetch-depth"] == 0
+    for options in by_path.values():
+        assert options["persist-credentials"] is False
+
+    # Every pip install installs the base checkout, and only it, into a venv of its own.
+    installs = []
+    for step in steps:
+        for words in _run_lines(step):
+            if "pip" in " ".join(words[:1]) and "install" in words:
+                installs.append((step, words))
+    assert installs, "no install step"
+    for _step, words in installs:
+        assert words[0].endswith("/bin/pip"), words  # the venv's pip, not the runner's
+        targets = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
+        assert targets and all(t.startswith(("base/", "./base[", "./base/")) for t in targets)
+        assert "-e" not in words and "--editable" not in words
+        assert not any(t.startswith(("pr", "./pr", ".")) and "base" not in t for t in targets)
+    install_step = installs[0][0]
+    assert "python -m venv" in install_step["run"]
+    assert "GITHUB_PATH" in install_step["run"]  # its zsl is the one the next steps run
+    for step in steps:
+        assert "pip install -e" not in str(step.get("run", "")), step
+        assert "setup.py" not in str(step.get("run", "")), step
+
+    # zsl ci pr scans the PR checkout, with the base's configuration and specs.
+    (pr_words,) = [w[1:] for s in steps for w in _run_lines(s) if w[:3] == ["zsl", "ci", "pr"]]
+
+    def option(name: str) -> str:
+        return pr_words[pr_words.index(name) + 1]
+
+    assert option("--repo") == "pr"
+    assert option("--config").startswith("base/")
+    assert option("--results").startswith("pr/")
+    assert option("--base") == "$BASE_SHA"
+    assert "--trust-pr-harness" not in pr_words
+    env = next(s for s in steps if "zsl ci pr" in str(s.get("run", "")))["env"]
+    assert env["BASE_SHA"] == "${{ github.event.pull_request.base.sha }}"
+    records = next(s for s in steps if s.get("with", {}).get("name") == "leaderboard-results")
+    assert records["with"]["path"] == option("--results")
+    # The header comment and the README say so.
+    header = text.split("\nname:", 1)[0]
+    assert "BASE branch's harness" in header and "--repo pr" in header
+    readme = (REPO / "leaderboard" / "README.md").read_text(encoding="utf-8")
+    assert "base branch's harness" in readme and "--repo pr" in readme

@@ -8,12 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from harness.errors import RunnerError
+from harness.cli.main import app
+from harness.errors import RunnerError, SubmissionError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
 from harness.runners.container import ContainerRunner, container_argv
 from harness.store import count_runs, create_tables, make_engine
+from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
 
 DEMO = SPECS / "demo.yaml"
@@ -23,11 +26,12 @@ JOB = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), seed=3, memory_gb=2.
 COMMON = [
     "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
     "--security-opt", "no-new-privileges", "--pids-limit", "256", "--memory", "2.5g",
-    "--cpus", "2",
+    "--memory-swap", "2.5g", "--cpus", "2",
 ]  # fmt: skip
 MOUNTS_AND_COMMAND = [
-    "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw", "--tmpfs", "/tmp",
-    "--workdir", "/out", "--name", "zsl-x", "img:1", "python", "-m", "harness.worker",
+    "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw",
+    "--tmpfs", f"/tmp:size={int(2.5 * (1 << 30))}", "--workdir", "/out", "--name", "zsl-x",
+    "--", "img:1", "python", "-m", "harness.worker",
     "/bundle", "/package", "model:M", "/out", "--seed", "3",
 ]  # fmt: skip
 
@@ -139,3 +143,83 @@ def test_unknown_engine_and_missing_image_are_clear_errors(tmp_path: Path) -> No
         ContainerRunner("lxc").run(job)
     with pytest.raises(RunnerError, match=r"needs model\.image"):
         ContainerRunner().image(job)
+
+
+# -- the image reference (issue 10, item 8) ---------------------------------------------------
+
+BAD_IMAGES = [
+    "--env-file=/etc/shadow",  # became a docker flag and leaked part of a host file
+    "-v/:/host",
+    "zsl:1 --privileged",
+    "zsl:1\n--privileged",
+    "Ubuntu:22.04",  # repositories are lowercase
+    "zsl@sha256:short",
+    "zsl@sha256:" + "a" * 63,
+    "zsl:=1",
+    "a=b",
+    "",
+    "zsl:",
+    "zsl:-tag",
+    "zsl:" + "t" * 129,
+    "/zsl",
+]
+GOOD_IMAGES = [
+    "zsl:1",
+    "python",
+    "ghcr.io/org/zsl-worker:0.1",
+    "localhost:5000/team/zsl_worker:v1.2-rc",
+    "registry.example.com/a/b/c@sha256:" + "0123456789abcdef" * 4,
+    "zsl:1@sha256:" + "f" * 64,
+]
+
+
+def _manifest_with_image(tmp_path: Path, image: str) -> Path:
+    dest = _package(tmp_path, image=False)
+    manifest = dest / "submission.yaml"
+    text = manifest.read_text().replace(
+        "  entrypoint: model:ESZSL", f"  entrypoint: model:ESZSL\n  image: {json.dumps(image)}"
+    )
+    manifest.write_text(text)
+    return dest
+
+
+@pytest.mark.parametrize("image", BAD_IMAGES)
+def test_validate_refuses_what_is_not_an_image_reference(tmp_path: Path, image: str) -> None:
+    package = _manifest_with_image(tmp_path, image)
+    with pytest.raises(SubmissionError, match=r"submission\.yaml: model\.image: ") as err:
+        load_package(package)
+    assert "\n" not in str(err.value)  # one line, whatever the value holds
+    result = CliRunner().invoke(app, ["submission", "validate", str(package)])
+    assert result.exit_code == 1 and "model.image" in result.output
+
+
+@pytest.mark.parametrize("image", GOOD_IMAGES)
+def test_validate_accepts_image_references(tmp_path: Path, image: str) -> None:
+    model = load_package(_manifest_with_image(tmp_path, image)).manifest.model
+    assert model is not None and model.image == image
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_options_end_before_the_image(engine: str) -> None:
+    argv = container_argv(JOB, "img:1", engine, name="zsl-x")
+    assert argv[argv.index("--") + 1] == "img:1"
+    assert argv.index("--") == argv.index("img:1") - 1 and argv.count("--") == 1
+
+
+def test_out_folder_bound_stops_the_container_and_removes_it(
+    fake_docker: Path, tmp_path: Path
+) -> None:
+    """The harness polls /out (a host folder) for every runner; then it kills the container."""
+    package = _package(tmp_path)
+    manifest = package / "submission.yaml"
+    manifest.write_text(manifest.read_text().replace("memory_gb: 2", "memory_gb: 0.25"))
+    model = package / "model.py"
+    model.write_text(
+        model.read_text()
+        + "\nimport time\nopen('flood', 'wb').write(b'x' * (300 << 20))\ntime.sleep(60)\n"
+    )
+    with pytest.raises(RunnerError, match=r"output folder exceeded its bound of 0\.25 GiB.*killed"):
+        run_submission(package, DEMO, runner="container", store=False, quiet=True)
+    run, kill, rm = _calls(fake_docker)
+    name = run[run.index("--name") + 1]
+    assert kill == ["kill", name] and rm == ["rm", "-f", name]

@@ -31,9 +31,12 @@ def test_hash_covers_every_file(tmp_path: Path) -> None:
     (root / "notes.txt").write_text("x")
     assert load_package(root).hash() != before
     (root / "notes.txt").unlink()
+    assert load_package(root).hash() == before
+    # Byte-code is not ignored any more but refused (tests/test_package_integrity.py).
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"cache")
-    assert load_package(root).hash() == before
+    with pytest.raises(SubmissionError, match=r"__pycache__ is a byte-code cache folder"):
+        load_package(root)
 
 
 @pytest.mark.parametrize(

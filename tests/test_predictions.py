@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+import time
+import tracemalloc
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +14,7 @@ import pytest
 
 from harness.errors import PredictionError
 from harness.submission.predictions import read_predictions, write_predictions
+from tests import hostile
 
 META = {"benchmark_hash": "sha256:b", "class_order_hash": "sha256:c", "setting": "zsl"}
 
@@ -140,3 +146,195 @@ def test_topk_wrong_k_dtype_and_kind(tmp_path: Path) -> None:
         read_predictions(floats, **META, shape=(3, 50), topk=5)
     with pytest.raises(PredictionError, match="give scores, or topk_indices and topk_scores"):
         write_predictions(tmp_path / "x.safetensors", **META)
+
+
+# --- prediction files that cost more to read than they are worth -----------------------------
+# Attack (issue 10, item 5): a 2.1 MB .npz with an extra 2 GiB all-zero member was accepted and
+# cost 2.2 GiB to read. Rule: only the members the contract names are read; an unknown or
+# repeated member is refused unread; every member's declared size and its .npy header are
+# checked against the expected shape before any array data is inflated.
+
+MAX_PEAK = 64 * 1024 * 1024
+ALLOWED = "scores.npy, format.npy, benchmark_hash.npy, class_order_hash.npy, setting.npy"
+PICKLE = (
+    "refused (Object arrays cannot be loaded when allow_pickle=False);"
+    " object arrays and pickles are never loaded"
+)
+SCORES = np.zeros((4, 3), np.float32)
+NPY_HEADER = len(hostile.npy_bytes(SCORES)) - SCORES.nbytes  # 128 bytes
+
+
+def _honest() -> list[tuple[str, np.ndarray]]:
+    return [("scores.npy", SCORES), *hostile.meta_members(META)]
+
+
+def _raw_meta() -> list[tuple[str, bytes]]:
+    return [(name, hostile.npy_bytes(array)) for name, array in hostile.meta_members(META)]
+
+
+def _refused_small(path: Path, shape: tuple[int, int] = (4, 3)) -> str:
+    """Read ``path`` (which must be refused) under tracemalloc; the message, peak checked."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(PredictionError) as info:
+            _read(path, shape=shape)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_PEAK, f"refused, but only after allocating {peak / 2**20:.0f} MiB"
+    return str(info.value)
+
+
+def test_npz_with_a_2_gib_extra_member_is_refused_unread(tmp_path: Path) -> None:
+    path = hostile.npz_with_zero_member(tmp_path / "p.npz", _honest(), "padding.npy", 2 << 30)
+    assert path.stat().st_size < 16 * 1024 * 1024  # a few MB on disk
+    start = time.perf_counter()
+    message = _refused_small(path)
+    assert time.perf_counter() - start < 5
+    assert message == (
+        f"{path}: unexpected member(s) 'padding.npy'; a .npz prediction file holds only"
+        f" {ALLOWED}; refused"
+    )
+
+
+def _scores_member_of(n_bytes: int) -> Callable[[Path], Path]:
+    return lambda p: hostile.npz_with_zero_member(
+        p, hostile.meta_members(META), "scores.npy", n_bytes
+    )
+
+
+def _lying_header(rows: int) -> Callable[[Path], Path]:
+    """scores.npy whose .npy header says (4, 3) while ``rows`` rows of data follow."""
+    data = hostile.npy_bytes(np.zeros((rows, 3), np.float32), header_shape=(4, 3))
+    return lambda p: hostile.npz_raw(p, [("scores.npy", data), *_raw_meta()])
+
+
+def _understated(p: Path) -> Path:
+    """scores.npy of 400 rows whose zip headers claim the 176 bytes of 4 rows."""
+    _lying_header(400)(p)
+    return hostile.understate_member_size(p, "scores.npy", NPY_HEADER + SCORES.nbytes)
+
+
+def _bare_npy(p: Path) -> Path:
+    p.write_bytes(hostile.npy_bytes(SCORES))
+    return p
+
+
+def _bzip2(p: Path) -> Path:
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_BZIP2) as zf:
+        for name, array in _honest():
+            zf.writestr(name, hostile.npy_bytes(array))
+    return p
+
+
+NPZ_CASES: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "extra-tiny-member": (
+        lambda p: hostile.npz_members(p, [*_honest(), ("notes.npy", np.array("hi"))]),
+        f"unexpected member(s) 'notes.npy'; a .npz prediction file holds only {ALLOWED}; refused",
+    ),
+    "scores-twice": (
+        lambda p: hostile.npz_members(p, [*_honest(), ("scores.npy", np.ones((4, 3), np.float32))]),
+        "member 'scores.npy' appears twice; refused",
+    ),
+    "pickled-scores": (
+        lambda p: hostile.npz_members(
+            p, [("scores.npy", hostile.pickled_object_array(p.with_name("pwned")))]
+        ),
+        PICKLE,
+    ),
+    "pickled-metadata": (
+        lambda p: hostile.npz_members(
+            p,
+            [
+                ("scores.npy", SCORES),
+                ("setting.npy", hostile.pickled_object_array(p.with_name("pwned"))),
+            ],
+        ),
+        PICKLE,
+    ),
+    "scores-declares-64-mib": (
+        _scores_member_of(64 << 20),
+        f"member 'scores.npy' declares {(64 << 20) + NPY_HEADER} bytes uncompressed, more than"
+        f" it can hold ({16 * 1024 + 4 * 3 * 8} bytes); refused",
+    ),
+    "header-says-4-rows-holds-5": (
+        _lying_header(5),
+        f"member 'scores.npy' holds {NPY_HEADER + 5 * 12} bytes, but its .npy header describes"
+        f" {NPY_HEADER + 4 * 12} (shape (4, 3), dtype float32); refused",
+    ),
+    "header-says-4-rows-holds-400": (
+        _lying_header(400),
+        f"member 'scores.npy' holds {NPY_HEADER + 400 * 12} bytes, but its .npy header describes"
+        f" {NPY_HEADER + 4 * 12} (shape (4, 3), dtype float32); refused",
+    ),
+    "zip-header-understates": (
+        _understated,
+        "not a valid .npz file (Bad CRC-32 for file 'scores.npy')",
+    ),
+    "header-claims-huge-shape": (
+        lambda p: hostile.npz_raw(
+            p,
+            [("scores.npy", hostile.npy_bytes(SCORES, header_shape=(10**9, 10**9))), *_raw_meta()],
+        ),
+        f"member 'scores.npy' holds {NPY_HEADER + 48} bytes, but its .npy header describes"
+        f" {NPY_HEADER + 4 * 10**18} (shape (1000000000, 1000000000), dtype float32); refused",
+    ),
+    "bzip2-member": (
+        _bzip2,
+        "member 'scores.npy' uses zip compression method 12; only stored and deflated members"
+        " (what numpy.savez and savez_compressed write) are read",
+    ),
+    "metadata-not-a-string": (
+        lambda p: hostile.npz_members(
+            p, [("scores.npy", SCORES), ("setting.npy", np.zeros(3, np.float32))]
+        ),
+        "member 'setting.npy' must hold one string; got dtype float32, shape (3,)",
+    ),
+    "not-a-zip": (
+        _bare_npy,
+        "not a valid .npz file (File is not a zip file)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NPZ_CASES))
+def test_hostile_npz_is_refused_before_its_data_is_read(tmp_path: Path, case: str) -> None:
+    build, message = NPZ_CASES[case]
+    path = build(tmp_path / "p.npz")
+    assert _refused_small(path) == f"{path}: {message}"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_npz_in_fortran_order_and_compressed_still_reads(tmp_path: Path) -> None:
+    scores = np.arange(12, dtype=np.float32).reshape(4, 3)
+    path = hostile.npz_members(
+        tmp_path / "p.npz",
+        [("scores.npy", np.asfortranarray(scores)), *hostile.meta_members(META)],
+        compression=zipfile.ZIP_DEFLATED,
+    )
+    np.testing.assert_array_equal(_read(path).scores, scores)
+
+
+def test_safetensors_sizes_are_bounded_before_reading(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    padded = tmp_path / "header.safetensors"
+    save_file({"scores": SCORES}, str(padded), metadata={**META, "pad": "x" * 100_000})
+    header = struct.unpack("<Q", padded.read_bytes()[:8])[0]
+    assert header > 100_000
+    assert _refused_small(padded) == (
+        f"{padded}: not a valid safetensors file (its header claims {header} bytes, more than"
+        " the 65536 a prediction file needs)"
+    )
+    big = tmp_path / "big.safetensors"
+    save_file({"scores": np.zeros((40_000, 3), np.float32)}, str(big), metadata=META)
+    limit = 8 + struct.unpack("<Q", big.read_bytes()[:8])[0] + 4 * 3 * 8
+    assert _refused_small(big) == (
+        f"{big}: {big.stat().st_size} bytes, more than dense predictions for shape (4, 3) can"
+        f" take ({limit}); refused"
+    )
+    wrong = tmp_path / "wrong.safetensors"
+    save_file({"scores": np.zeros((5, 3), np.float32)}, str(wrong), metadata=META)
+    assert _refused_small(wrong) == (
+        f"{wrong}: scores must have shape (n_test, n_candidates) = (4, 3); got (5, 3)"
+    )

@@ -1,6 +1,6 @@
 """Reference methods without torch (SAE, DAP, ConSE, trivial hierarchy, flat seen classifier).
 
-Each package validates, runs on the demo through the local runner, is deterministic, and scores
+Each package validates, runs on the demo through the default runner (the sandbox here), is deterministic, and scores
 as its method is expected to (chance on ZSL top-1 is 1/20).
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -349,7 +350,10 @@ def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> Non
     assert "imported 2 records" in imported.stdout
     assert load_runs(open_store(fresh)) == load_runs(open_store(db))
 
-    files[0].write_text(files[0].read_text().replace('"runner": "local"', '"runner": "cloud"'))
+    text = files[0].read_text()
+    tampered = re.sub(r'"runner": "[a-z]+"', '"runner": "cloud"', text, count=1)
+    assert tampered != text
+    files[0].write_text(tampered)
     other = f"sqlite:///{tmp_path / 'other.sqlite3'}"
     refused = cli.invoke(_app(), ["results", "import", "--from", str(out), "--database-url", other])
     assert refused.exit_code == 2

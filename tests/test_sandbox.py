@@ -67,7 +67,15 @@ def test_argv_binds_read_only_and_leaves_only_out_writable(tmp_path: Path) -> No
     assert ("--ro-bind", str(tmp_path / "b"), "/bundle") in pairs
     assert ("--ro-bind", str(tmp_path / "p"), "/package") in pairs
     assert [p for p in pairs if p[0] == "--bind"] == [("--bind", str(tmp_path / "o"), "/out")]
-    assert ("1777", "--tmpfs", "/tmp") in pairs
+    tmpfs = argv.index("--tmpfs")
+    assert argv[tmpfs - 4 : tmpfs + 2] == [
+        "--perms",
+        "1777",
+        "--size",
+        str(1 << 30),
+        "--tmpfs",
+        "/tmp",
+    ]
     assert "/etc/shadow" not in argv and os.environ.get("ZSL_HOME", "") not in argv
     tail = argv[argv.index("-c") + 2 :]
     assert tail[:7] == [str(1 << 30), "1810", "256", str(1 << 30), "1024", "-1", "--"]

@@ -207,7 +207,10 @@ def test_lower_is_better_primary_sorts_ascending_and_ties_share_a_rank(tmp_path:
     ]
     assert bench.headers["table-zsl"][3] == "error (%) ↓"
     html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
-    assert 'data-sort-first="asc" title="error_score v1; lower is better">error (%) ↓' in html
+    assert (
+        'data-sort-first="asc" title="\u2068error_score\u2069 v\u20681\u2069; lower is better">'
+        "<bdi>error</bdi> (%) ↓"
+    ) in html
 
 
 def test_metric_outside_unit_interval_is_not_a_percentage(tmp_path: Path) -> None:
@@ -243,7 +246,7 @@ def test_metric_versions_never_share_a_column(tmp_path: Path) -> None:
         ("—", "b", ["—", "—", "70.0"]),
     ]
     html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
-    assert "carry different versions of top1" in html and "zsl results rescore" in html
+    assert "carry different versions of <bdi>top1</bdi>" in html and "zsl results rescore" in html
     summary = json.loads(page(tmp_path / "site", "results.json"))
     zsl = summary["benchmarks"][0]["settings"][0]
     assert zsl["primary"] == {"metric": "top1", "version": "10"}
@@ -351,13 +354,13 @@ def test_submission_page(site: Path) -> None:
         "aaaaaaaaaaaa",  # package hash, short; the full one in a title
         "a" * 64,
         "dddddddddddd",  # predictions hash
-        "class_embedding: <code>attributes</code>",
-        "transductive: <code>false</code>",
+        "<bdi>class_embedding</bdi>: <code><bdi>attributes</bdi></code>",
+        "<bdi>transductive</bdi>: <code><bdi>false</bdi></code>",
         '<a href="http://example.org/devise" rel="nofollow noopener noreferrer">',
         'href="../benchmarks/cub-demo-v1.html#sub-devise@1.0"',
         'href="../logs/devise@1.0/cub-demo-v1.txt"',
         'href="../compare/ale@1.0--devise@1.0.html"',
-        "top1_score v1",
+        "<bdi>top1_score</bdi> v<bdi>1</bdi>",
     ):
         assert expected in html, expected
     rows = scan(site / "submissions" / "devise@1.0.html").tables["bench-cub-demo-v1"]
@@ -417,7 +420,7 @@ def test_results_json_holds_every_record_and_the_computed_groups(tmp_path: Path)
     build_site(records, tmp_path / "site")
     text = page(tmp_path / "site", "results.json")
     data = json.loads(text)
-    assert data["format"] == "zsl-leaderboard-results/1"
+    assert data["format"] == "zsl-leaderboard-results/2"
     assert data["tests"]["alpha"] == 0.05 and data["tests"]["n_boot"] == 1000
     loaded = [load_record(json.dumps(envelope), "results.json") for envelope in data["records"]]
     assert loaded == sorted(records, key=lambda r: r.submission.name)
@@ -581,13 +584,14 @@ def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
     badge = "leakage: 1 of 10 test classes seen in pre-training"
     assert badge in html and badge in index
     assert "&lt;b&gt;lion&lt;/b&gt; (n02129165)" in html and "<b>lion" not in html
-    assert "backbone pre-trained on ilsvrc2012" in html
+    assert "backbone pre-trained on <bdi>ilsvrc2012</bdi>" in html
     rows = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
     assert [r[2] for r in rows.tables["table-zsl"]] == [
         "a 1.0 model leakage 1/10",
-        "b 1.0 model transductive",
         "c 1.0 model extra data",
     ]
+    # a transductive run is listed apart (tests/test_site_transductive.py)
+    assert [r[2] for r in rows.tables["table-zsl-transductive"]] == ["b 1.0 model transductive"]
     assert 'data-flags="leakage"' in html and 'data-flags="transductive"' in html
     assert 'data-flags="extra-data"' in html
     assert "trained with data beyond the benchmark&#39;s: LAION-400M" in html

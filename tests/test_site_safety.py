@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.records import RunRecord
 from harness.site import build_site, builder
 from harness.site.pages import CSP
 from harness.site.slugs import pair_slug, slug, submission_slug
@@ -116,8 +117,8 @@ def test_hostile_strings_are_shown_as_text(hostile_site: Path) -> None:
     assert "&lt;b&gt;Mallory&lt;/b&gt;" in sub and "&lt;i&gt;key&lt;/i&gt;" in sub
     # the script URLs are printed, marked as not links, and never linked
     assert (
-        '<span class="unlinked" title="shown as text: not an http(s) link">javascript:alert(1)'
-        in sub
+        '<span class="unlinked" title="shown as text: not an http(s) link">'
+        "<bdi>javascript:alert(1)</bdi>" in sub
     )
     for path in html_pages(hostile_site):
         assert 'href="javascript' not in path.read_text(encoding="utf-8").lower()
@@ -195,3 +196,201 @@ def test_the_script_builds_nothing_from_strings() -> None:
         "javascript:",
     ):
         assert forbidden not in code, forbidden
+
+
+# -- bidi controls: submitted text can't reorder what surrounds it ---------------------------------
+
+#: Planted in every submitted field: an override, an isolate and a mark (each must stay inside
+#: its own isolate), plus stray closers that would end the browser's isolate early if kept.
+RLO, RLI, RLM, PDF, PDI, FSI = "\u202e", "\u2067", "\u200f", "\u202c", "\u2069", "\u2068"
+PLANTED = (RLO, RLI, RLM)
+
+
+def bidi_records() -> list[RunRecord]:
+    """Synthetic records and a copy whose every submitted string holds bidi controls.
+
+    Identity fields can't hold them since the validators refuse them (tests/test_identity.py):
+    model_copy skips validation, as a record built by hand (or stored before the rule) would."""
+    records = synthetic_records(3, 2)
+    evil_title = f"{RLI}Evil{PDI}{PDI} title {RLO}tail"
+    out = []
+    for record in records:
+        if record.benchmark.id == "bench-00":
+            record = record.model_copy(
+                update={"benchmark": record.benchmark.model_copy(update={"title": evil_title})}
+            )
+        out.append(record)
+        if record.submission.name == "method-01":
+            sub = record.submission.model_copy(
+                update={
+                    "name": f"{RLO}evil{PDF}{PDF}{RLO}",
+                    "version": f"{RLM}1{RLI}",
+                    "authors": [f"{RLO}Mallory", f"{PDI}{RLO}Trudy"],
+                    "description": f"{RLO}over{PDI}{PDF} ride\nnext line {RLI}",
+                    "paper": f"{RLO}arxiv 1234",  # not http(s): shown as text
+                    "url": f"https://example.org/{RLO}x",  # a link: its text isolated
+                    "declarations": {"transductive": True, f"{RLO}key": f"{RLI}value"},
+                }
+            )
+            scores = [
+                e.model_copy(update={"metric": f"{RLO}{e.metric}"}) if e.metric == "top5" else e
+                for e in record.scores
+            ]
+            out.append(
+                record.model_copy(
+                    update={
+                        "submission": sub,
+                        "scores": scores,
+                        "runner": f"{RLO}runner",
+                        "logs": {"reason": f"ok {RLO}"},
+                    }
+                )
+            )
+    return out
+
+
+def balanced(text: str) -> bool:
+    """Whether every embedding, override and isolate ``text`` opens is closed in it, and every
+    closer closes one it opened (the browser's own isolate around the element stays intact)."""
+    closers = {
+        "\u202a": PDF,
+        "\u202b": PDF,
+        "\u202d": PDF,
+        RLO: PDF,
+        "\u2066": PDI,
+        RLI: PDI,
+        FSI: PDI,
+    }
+    open_: list[str] = []
+    for char in text:
+        if char in closers:
+            open_.append(closers[char])
+        elif char in (PDF, PDI):
+            if not open_ or open_[-1] != char:
+                return False
+            open_.pop()
+    return not open_
+
+
+class Isolation(HTMLParser):
+    """Each planted character on a page, and whether something isolates it there: an ancestor
+    element that is an isolate (``<bdi>``, any element with ``dir``), or FSI … PDI around it in
+    its own text (where only text can go: <title>, <option>, tooltips, SVG text)."""
+
+    VOID = frozenset({"meta", "link", "input", "br", "hr", "img", "source", "wbr"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, dict[str, str]]] = []
+        self.found = 0
+        self.problems: list[str] = []
+        self.kinds: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        for name in ("title", "aria-label"):  # shown to readers: as a tooltip, read aloud
+            if any(c in found.get(name, "") for c in PLANTED):
+                self._check_text(found[name], f"<{tag} {name}>", element=False)
+        if tag not in self.VOID:
+            self.stack.append((tag, found))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.pop()
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack:
+            if self.stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if not any(c in data for c in PLANTED):
+            return
+        tags = [t for t, _ in self.stack]
+        self.kinds.add(tags[-1])
+        isolated = any(t == "bdi" or "dir" in a for t, a in self.stack)
+        where = "/".join(tags[-4:])
+        if isolated:
+            self.found += sum(data.count(c) for c in PLANTED)
+            # and balanced: nothing in it closes the browser's isolate early or stays open
+            if not balanced(data):
+                self.problems.append(f"{where}: unbalanced {data!r}")
+            return
+        self._check_text(data, where, element=True)
+
+    def _check_text(self, text: str, where: str, *, element: bool) -> None:
+        isolates: list[str] = []  # open isolate initiators, innermost last
+        for char in text:
+            if char in PLANTED:
+                self.found += 1
+                if FSI not in isolates:  # inside one of ours, whatever it nests
+                    self.problems.append(f"{where}: not isolated in {text!r}")
+            if char in (FSI, RLI, "\u2066"):
+                isolates.append(char)
+            elif char == PDI:
+                if not isolates:
+                    self.problems.append(f"{where}: stray PDI in {text!r}")
+                else:
+                    isolates.pop()
+        # an SVG label may be cut short ("…"): it is a text element of its own
+        if isolates and not (element and self.stack and self.stack[-1][0] in ("text", "title")):
+            self.problems.append(f"{where}: isolate left open in {text!r}")
+
+
+@pytest.fixture(scope="module")
+def bidi_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("bidi") / "site"
+    build_site(bidi_records(), site)
+    return site
+
+
+def test_bidi_controls_never_reach_past_their_own_text(bidi_site: Path) -> None:
+    key = submission_slug(f"{RLO}evil{PDF}{PDF}{RLO}", f"{RLM}1{RLI}")
+    counts: dict[str, int] = {}
+    for path in html_pages(bidi_site):
+        checker = Isolation()
+        checker.feed(path.read_text(encoding="utf-8"))
+        assert checker.problems == [], (path, checker.problems[:5])
+        counts[path.relative_to(bidi_site).as_posix()] = checker.found
+    # every kind of page shows the planted text, and each occurrence was checked
+    for page in (
+        "index.html",
+        "benchmarks/bench-00-v1.html",
+        f"submissions/{key}.html",
+        "compare.html",
+        f"compare/{pair_slug('method-00@1.0', key)}.html",
+    ):
+        assert counts[page] >= 3, (page, counts[page])
+    assert sum(counts.values()) > 200
+
+
+def test_every_planted_field_is_on_the_pages(bidi_site: Path) -> None:
+    key = submission_slug(f"{RLO}evil{PDF}{PDF}{RLO}", f"{RLM}1{RLI}")
+    sub = (bidi_site / "submissions" / f"{key}.html").read_text(encoding="utf-8")
+    for isolated in (
+        f"<bdi>{RLO}Mallory{PDF}</bdi>",  # authors: the override closed at the name's end
+        f"<bdi>{RLO}Trudy{PDF}</bdi>",  # the stray PDI before it dropped
+        f"<bdi>{RLO}over{PDF} ride\nnext line {RLI}{PDI}</bdi>",  # description
+        f"<bdi>{RLO}arxiv 1234{PDF}</bdi>",  # paper, not a link
+        f'<a href="https://example.org/{RLO}x" rel="nofollow noopener noreferrer"><bdi>',
+        f"<bdi>{RLO}key{PDF}</bdi>: <code><bdi>{RLI}value{PDI}</bdi></code>",  # declarations
+        f"<bdi>{RLO}runner{PDF}</bdi>",
+        # the stray PDF dropped, the RLO left open closed at the name's end
+        f"<h1><bdi>{RLO}evil{PDF}{RLO}{PDF}</bdi> <span",
+        f"<title>{FSI}{RLO}evil{PDF}{RLO}{PDF}{PDI} {FSI}{RLM}1{RLI}{PDI}{PDI} · ZSL leaderboard"
+        "</title>",
+    ):
+        assert isolated in sub, isolated
+    bench = (bidi_site / "benchmarks" / "bench-00-v1.html").read_text(encoding="utf-8")
+    assert f"<h1><bdi>{RLI}Evil{PDI} title {RLO}tail{PDF}</bdi> <span" in bench
+    assert f"<bdi>{RLO}top5{PDF}</bdi> (%)" in bench  # a metric key
+    compare = (bidi_site / "compare.html").read_text(encoding="utf-8")
+    label = f"{FSI}{RLO}evil{PDF}{RLO}{PDF}{PDI} {FSI}{RLM}1{RLI}{PDI}{PDI}"
+    assert f">{label} (transductive)</option>" in compare
+    log = (bidi_site / "logs" / key / "bench-00-v1.txt").read_text(encoding="utf-8-sig")
+    assert log.startswith(f"{label} on ")
+    css = (bidi_site / "static" / "style.css").read_text(encoding="utf-8")
+    assert (
+        "bdi { unicode-bidi: isolate; }" in css and ".chart text { unicode-bidi: isolate; }" in css
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness.data.prepare import load_benchmark
+from harness.errors import RunnerError
 from harness.spec import load_spec
 from harness.tasks import Bundle, write_bundle
 from tests.conftest import SPECS
@@ -73,3 +75,64 @@ def test_bundle_without_calibration(bench, tmp_path: Path) -> None:  # type: ign
     features, candidates = bundle.test("zsl")
     assert features.shape == (len(bench.rows("zsl")), 128)
     np.testing.assert_array_equal(candidates, bench.columns("zsl"))
+
+
+# --- zsl-bundle/2: every setting of a fit sees the same shuffled images -------------------
+
+
+def test_model_bundle_does_not_say_which_images_belong_to_which_setting(
+    bench, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """GZSL membership leak: in zsl-bundle/1 the ZSL rows were exactly the unseen-class test
+    images. A model bundle holds one shuffled set per fit and no per-setting rows."""
+    from harness.tasks import write_model_bundle
+
+    rowmap = write_model_bundle(bench, tmp_path / "b")
+    bundle = Bundle(tmp_path / "b")
+    assert bundle.info["format"] == "zsl-bundle/2" and not bundle.has_row_files
+    assert not list(bundle.root.rglob("rows.npy"))
+    for fit, settings in (("main", ["zsl", "gzsl"]), ("calibration", ["zsl_val", "gzsl_val"])):
+        union = np.unique(np.concatenate([bench.rows(s) for s in settings]))
+        images = _labels_of(bench, bundle.test_features(fit))
+        assert sorted(images) == sorted(union)  # every test image of the fit, once
+        assert rowmap.n_rows[fit] == len(union)
+        for setting in settings:
+            # The harness's row map picks the setting's images, in the frozen test order.
+            np.testing.assert_array_equal(images[rowmap.rows[setting]], bench.rows(setting))
+            np.testing.assert_array_equal(bundle.candidates(setting), bench.columns(setting))
+    with pytest.raises(RunnerError, match=r"a model bundle does not say which test images"):
+        bundle.test("gzsl")
+
+
+def test_the_order_is_fresh_per_bundle_and_blind_to_class(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from harness.tasks import write_model_bundle
+
+    orders = []
+    for name in ("a", "b"):
+        write_model_bundle(bench, tmp_path / name)
+        orders.append(_labels_of(bench, Bundle(tmp_path / name).test_features("main")))
+    assert sorted(orders[0]) == sorted(orders[1]) and not np.array_equal(*orders)
+    # Unseen-class images are spread over the whole file, not in a block.
+    labels = bench.a("labels")[orders[0]]
+    unseen = np.isin(labels, bench.a("splits/unseen_classes"))
+    halves = np.array_split(unseen, 2)
+    assert abs(halves[0].mean() - halves[1].mean()) < 0.15
+
+
+def test_generator_bundle_serves_each_setting_in_the_contract_order(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = Bundle(write_bundle(bench, tmp_path / "b"))
+    assert bundle.has_row_files
+    for setting in ("zsl", "gzsl", "zsl_val", "gzsl_val"):
+        features, candidates = bundle.test(setting)
+        np.testing.assert_array_equal(_labels_of(bench, features), bench.rows(setting))
+        np.testing.assert_array_equal(candidates, bench.columns(setting))
+
+
+def test_old_bundles_and_unknown_settings_are_refused(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = write_bundle(bench, tmp_path / "b")
+    with pytest.raises(RunnerError, match=r"no setting 'transductive'"):
+        Bundle(root).candidates("transductive")
+    info = json.loads((root / "task.json").read_text())
+    (root / "task.json").write_text(json.dumps({**info, "format": "zsl-bundle/1"}))
+    with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/2' bundle"):
+        Bundle(root)

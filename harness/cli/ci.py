@@ -36,6 +36,8 @@ Results = Annotated[
     Path,
     typer.Option("--results", help="folder of committed run records", file_okay=False),
 ]
+#: Where the run records live in a repository.
+RESULTS_DIR = Path("leaderboard/results")
 
 CHANGED_EPILOG = """
 Example: zsl ci changed --base origin/main
@@ -64,12 +66,21 @@ def changed(base: Base) -> None:
 PR_EPILOG = f"""
 Example: zsl ci pr --base origin/main
 
-For each package changed since BASE: validate it, then run and score it on every spec in
-leaderboard/ci.yaml, in a throwaway store (OUT/store.sqlite3) seeded with the committed records;
-model code runs under RUNNER. The records are exported into RESULTS, the site is built into
-OUT/{SITE_DIRNAME} and the Markdown leaderboard diff (base records vs. the exported ones) is
-written to OUT/{DIFF_FILENAME}. Exits 1 when a package is invalid or its run fails; the diff file
-says which and why.
+In CI (see .github/workflows/leaderboard.yml), the base branch's harness scores the pull
+request's checkout: zsl ci pr --repo pr --base BASE_SHA --config base/leaderboard/ci.yaml
+
+For each package changed since BASE: validate it, then run and score it on every spec in the
+CI configuration, in a throwaway store (OUT/store.sqlite3) seeded with the committed records;
+model code runs under RUNNER. Every record file that differs from BASE is re-made by its
+package (changed or not) and compared with the fresh run: a record that differs, or that no
+package reproduces, fails the job. The records are exported into RESULTS, the site is built
+into OUT/{SITE_DIRNAME} and the Markdown leaderboard diff (base records vs. the exported ones) is
+written to OUT/{DIFF_FILENAME}. Exits 1 when a package is invalid or its run fails, or a record
+was not reproduced; the diff file says which and why.
+
+Refuses to run when the harness running it lives in REPO and differs there from BASE (a pull
+request must not score itself): run the base branch's harness, or pass --trust-pr-harness for
+a local run of your own change.
 """
 
 
@@ -77,7 +88,25 @@ says which and why.
 @reports_errors
 def pr(
     base: Base,
-    results: Results = Path("leaderboard/results"),
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo",
+            help="checkout to score: its submissions/ and leaderboard/results "
+            "(default: the repository of the current folder)",
+            file_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="folder of committed run records (default: leaderboard/results in REPO)",
+            file_okay=False,
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path,
         typer.Option("--out", help="folder for the store, the site and the diff", file_okay=False),
@@ -86,7 +115,8 @@ def pr(
     config: Annotated[
         Path | None,
         typer.Option(
-            help="CI configuration (default: leaderboard/ci.yaml in the repository)",
+            help="CI configuration; its spec paths are relative to the repository holding it "
+            "(default: leaderboard/ci.yaml in REPO)",
             dir_okay=False,
             show_default=False,
         ),
@@ -97,18 +127,28 @@ def pr(
             "--all", help="score every package, changed or not (e.g. after adding a benchmark)"
         ),
     ] = False,
+    trust_pr_harness: Annotated[
+        bool,
+        typer.Option(
+            "--trust-pr-harness",
+            help="run even though the harness running this lives in REPO and differs from "
+            "BASE (local use only: CI runs the base branch's harness)",
+        ),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="no per-step progress")] = False,
 ) -> None:
     """Validate, run and score the changed packages; write the site and the leaderboard diff."""
+    repo_root = find_repo_root(repo if repo is not None else Path.cwd())
     result = run_pull_request(
         base,
-        repo_root=find_repo_root(Path.cwd()),
-        results_dir=results,
+        repo_root=repo_root,
+        results_dir=results if results is not None else repo_root / RESULTS_DIR,
         out_dir=out,
         runner=runner,
         config_path=config,
         every_package=every_package,
         quiet=quiet,
+        trust_pr_harness=trust_pr_harness,
     )
     for outcome in result.outcomes:
         line = f"{outcome.status} {outcome.package}: {outcome.detail}"
@@ -135,7 +175,7 @@ Reads only the committed records (no store, no runs): what the merge-to-main job
 @app.command(epilog=PUBLISH_EPILOG)
 @reports_errors
 def publish(
-    results: Results = Path("leaderboard/results"),
+    results: Results = RESULTS_DIR,
     out: Annotated[
         Path,
         typer.Option("--out", help="folder to write the site to; replaced as a whole"),

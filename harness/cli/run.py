@@ -16,8 +16,15 @@ from harness.pipeline import (
     run_submission,
 )
 from harness.records import RunRecord
+from harness.runners import default_runner
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
+
+RUNNER_HELP = (
+    "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman,"
+    " needs model.image) or 'local' (no isolation: only for your own trusted code); default:"
+    " the strongest this machine offers, sandbox > container > local (with a warning)"
+)
 
 
 def _summary(record: RunRecord) -> str:
@@ -34,7 +41,7 @@ def run(
         Path, typer.Argument(help="submission folder, .zip or .tar.gz", exists=True)
     ],
     spec: Annotated[Path, typer.Option(help="benchmark spec", exists=True, dir_okay=False)],
-    runner: Annotated[str, typer.Option(help="isolation backend for model code")] = "local",
+    runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Prepare, validate, run, score and store one submission on one benchmark."""
@@ -42,7 +49,7 @@ def run(
     stdout.print(_summary(record))
 
 
-def _ensure_predictions(package_dir: Path, spec_path: Path) -> None:
+def _ensure_predictions(package_dir: Path, spec_path: Path, runner: str) -> None:
     """Regenerate a shipped predictions package's files when missing or made for other data."""
     from harness.data.prepare import load_benchmark
 
@@ -59,7 +66,7 @@ def _ensure_predictions(package_dir: Path, spec_path: Path) -> None:
     try:
         read_all(bench, paths)
     except PredictionError:
-        generate_prediction_files(package, bench)
+        generate_prediction_files(package, bench, runner=runner)
 
 
 @reports_errors
@@ -81,9 +88,10 @@ def demo(
             " or pass --spec and --submissions"
         )
     packages = sorted(p.parent for p in submissions.glob(f"*/{MANIFEST}"))
+    runner = default_runner()  # once (one warning at most): no shipped package names an image
     for package in packages:
-        _ensure_predictions(package, spec)
-        record = run_submission(package, spec, database_url=database_url)
+        _ensure_predictions(package, spec, runner)
+        record = run_submission(package, spec, runner=runner, database_url=database_url)
         stdout.print(_summary(record))
     index = build_site(load_runs(open_store(database_url)), out)
     stdout.print(f"leaderboard: {index.resolve()}")

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import typer
 
 from harness.cli._common import reports_errors, stdout
+from harness.cli.run import RUNNER_HELP
 from harness.data.prepare import load_benchmark
 from harness.errors import SubmissionError
 from harness.pipeline import generate_prediction_files, prediction_settings, read_all
@@ -71,6 +72,11 @@ def validate(
             settings = prediction_settings(bench.spec)
             read_all(bench, {s: loaded.prediction_path(bench.spec.benchmark, s) for s in settings})
         stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
+        # What the hash covers, for the reviewer: the count, and every file that is neither .py
+        # source nor plain data (docs, configs, arrays), since those deserve a look.
+        stdout.print(f"  {len(loaded.files())} files hashed")
+        for rel in loaded.files_to_review():
+            stdout.print(f"  review: {rel} (neither .py source nor plain data)")
 
 
 @app.command()
@@ -78,10 +84,14 @@ def validate(
 def generate(
     package: PackagePath,
     spec: Annotated[Path, typer.Option(help="benchmark spec", exists=True, dir_okay=False)],
+    runner: Annotated[
+        str | None,
+        typer.Option(help=RUNNER_HELP, show_default=False),
+    ] = None,
 ) -> None:
-    """Run a predictions package's generator on a benchmark's task bundle."""
+    """Run a predictions package's generator on a benchmark's task bundle, in a runner."""
     loaded = load_package(package)
     bench = load_benchmark(load_spec(spec))
-    generate_prediction_files(loaded, bench)
+    generate_prediction_files(loaded, bench, runner=runner)
     for setting in prediction_settings(bench.spec):
         stdout.print(f"wrote {loaded.prediction_path(bench.spec.benchmark, setting)}")

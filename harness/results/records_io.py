@@ -18,23 +18,34 @@ prefix and a hash of the whole.
 Formatting is stable: two-space indent, sorted keys, UTF-8 text, trailing newline; the same
 record gives byte-identical text whatever order its dictionaries were built in. Writes are
 atomic per file (temporary file + ``os.replace``); reading a folder is all-or-nothing.
+
+No symbolic link is ever followed under a folder of records: the folder lives in git, and a
+committed link (``results/<bench>/<version> -> /home/…``) would otherwise make an export write,
+or a prune delete, outside the repository. Reading, writing and pruning refuse a link anywhere
+under the folder, and the folder itself, naming it; every folder is opened relative to its
+parent's descriptor with ``O_NOFOLLOW`` and every file is created with ``O_EXCL|O_NOFOLLOW``, so
+a link swapped in after the check is refused too, never followed. (POSIX only, as the harness.)
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import secrets
+import stat
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from harness.atomic import write_text_atomic
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import json_sha256
+from harness.identity import check_distinct_identities
 from harness.records import RunKey, RunRecord, run_key
 
 RECORD_FORMAT = "zsl-run-record/1"
@@ -122,6 +133,9 @@ def load_record(text: str, where: str) -> RunRecord:
         ) from None
     except _JSONValueError as err:
         raise HarnessError(f"{where}: {err}") from None
+    except RecursionError:
+        # json refuses nesting deeper than the interpreter's stack; say so, never crash.
+        raise HarnessError(f"{where}: nested too deeply to be a run record") from None
     if not isinstance(envelope, dict):
         raise HarnessError(f"{where}: expected a JSON object with keys 'format', 'id' and 'record'")
     unknown = sorted(set(envelope) - _ENVELOPE_KEYS)
@@ -239,6 +253,146 @@ def record_path(root: Path, record: RunRecord) -> Path:
 
 # -- folders ------------------------------------------------------------------------------------
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a FIFO planted under the folder must not hang the reader (it is refused).
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _link_error(path: Path) -> HarnessError:
+    return HarnessError(
+        f"{path}: is a symbolic link; a folder of run records holds only real folders and "
+        "files (a link could make the harness read, write or delete outside it)"
+    )
+
+
+def _kind_error(path: Path, what: str) -> HarnessError:
+    return HarnessError(f"{path}: is {what}; a folder of run records holds only folders and files")
+
+
+def _check_entry(path: Path, mode: int) -> None:
+    """Refuse anything under a records folder that is neither a real folder nor a regular file."""
+    if stat.S_ISLNK(mode):
+        raise _link_error(path)
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise _kind_error(path, "not a regular file")
+
+
+def _open_root(root: Path, *, create: bool) -> int | None:
+    """A descriptor of the folder ``root`` (never a link), or None when it is missing.
+
+    With ``create``, a missing ``root`` is created (its parents too: they are above the
+    records folder, where the caller chose the path).
+    """
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            mode = os.lstat(root).st_mode
+        except OSError as err:
+            raise HarnessError(f"cannot create {root}: {err.strerror or err}") from None
+    except OSError as err:
+        raise HarnessError(f"{root}: cannot read ({err.strerror or err})") from None
+    if stat.S_ISLNK(mode):
+        raise _link_error(root)
+    if not stat.S_ISDIR(mode):
+        raise HarnessError(f"{root}: not a folder of run records")
+    try:
+        return os.open(root, _DIR_FLAGS)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link after the lstat
+            raise _link_error(root) from None
+        raise HarnessError(f"{root}: cannot open ({err.strerror or err})") from None
+
+
+def _open_subdir(parent: int, name: str, path: Path, *, create: bool) -> int | None:
+    """A descriptor of the folder ``name`` in ``parent`` (never through a link), or None."""
+    if create:
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise HarnessError(f"cannot create {path}: {err.strerror or err}") from None
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if create:
+            raise HarnessError(f"cannot create {path}: it vanished while being written") from None
+        return None
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            except OSError:
+                mode = 0
+            if stat.S_ISLNK(mode):
+                raise _link_error(path) from None
+            raise HarnessError(
+                f"{path}: is not a folder; a record's benchmark and version are folders"
+            ) from None
+        raise HarnessError(f"{path}: cannot open ({err.strerror or err})") from None
+
+
+@contextmanager
+def _descriptor(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_in(folder: int, name: str, path: Path) -> bytes | None:
+    """The bytes of the regular file ``name`` in ``folder``; None when there is none."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise _link_error(path) from None
+        raise HarnessError(f"{path}: cannot read ({err.strerror or err})") from None
+    with _descriptor(fd):
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise _kind_error(path, "not a regular file")
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        except OSError as err:
+            raise HarnessError(f"{path}: cannot read ({err.strerror or err})") from None
+    return b"".join(chunks)
+
+
+def _write_in(folder: int, name: str, data: bytes, path: Path) -> None:
+    """Replace the file ``name`` in ``folder`` with ``data``, atomically, creating no link.
+
+    The temporary file is created ``O_EXCL|O_NOFOLLOW`` next to the target and renamed over it:
+    a rename replaces a link planted at ``name`` itself, it never writes through it.
+    """
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=folder)
+    except OSError as err:
+        raise HarnessError(f"cannot write {path}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), 0o644)  # whatever the umask: records are shared
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException as err:
+        with suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        if isinstance(err, OSError):
+            raise HarnessError(f"cannot write {path}: {err.strerror or err}") from None
+        raise
+
 
 @dataclass
 class ExportResult:
@@ -259,8 +413,10 @@ def export_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fa
     ------
     HarnessError
         Two records are the same run, or two paths differ only in letter case (they would be
-        one file on macOS and Windows), or a record cannot be written; or ``prune`` is asked
-        with no records while ``root`` holds some (an empty store would delete them all).
+        one file on macOS and Windows), or a record cannot be written; ``root`` is or holds a
+        symbolic link (or anything but folders and regular files), checked before anything is
+        written; or ``prune`` is asked with no records while ``root`` holds some (an empty store
+        would delete them all).
     """
     return write_records(records, root, prune=prune).paths
 
@@ -286,27 +442,198 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
         owners[key] = path
         planned[path] = dump_record(record)
         result.paths.append(path)
-    for path, text in planned.items():
-        if _read_text_or_none(path) != text:
-            write_text_atomic(path, text)
-            result.written.append(path)
-    if prune and root.is_dir():
-        keep = set(planned)
-        if not keep and any(True for _ in _json_files(root)):
-            # An empty store is far more often the wrong store than a wish to delete them all.
-            raise HarnessError(
-                f"no records to export, so --prune would delete every record under {root}; "
-                "check the store (--database-url / ZSL_DATABASE_URL) or delete the files by hand"
-            )
-        for path in _json_files(root):
-            if path not in keep:
-                try:
-                    path.unlink()
-                except OSError as err:
-                    raise HarnessError(f"cannot remove stale record {path}: {err}") from err
-                result.removed.append(path)
-        _remove_empty_dirs(root)
+    # Refuse a link anywhere under root before writing anything: a refused export changes
+    # nothing. The writes below open every folder with O_NOFOLLOW, so a link swapped in later is
+    # refused as well.
+    existing = _scan(root)
+    if prune and not planned and any(p.name.endswith(RECORD_SUFFIX) for p in existing):
+        # An empty store is far more often the wrong store than a wish to delete them all.
+        raise HarnessError(
+            f"no records to export, so --prune would delete every record under {root}; "
+            "check the store (--database-url / ZSL_DATABASE_URL) or delete the files by hand"
+        )
+    if planned or (prune and existing):
+        root_fd = _open_root(root, create=bool(planned))
+        if root_fd is not None:
+            with _descriptor(root_fd):
+                for path, text in planned.items():
+                    if _write_if_changed(root_fd, root, path, text.encode("utf-8")):
+                        result.written.append(path)
+                if prune:
+                    keep = {path.relative_to(root).parts for path in planned}
+                    _prune(root_fd, root, (), keep, result.removed)
+    result.removed.sort()
     return result
+
+
+def _write_if_changed(root_fd: int, root: Path, path: Path, data: bytes) -> bool:
+    *folders, name = path.relative_to(root).parts
+    fds: list[int] = []
+    try:
+        parent, where = root_fd, root
+        for folder in folders:
+            where = where / folder
+            fd = _open_subdir(parent, folder, where, create=True)
+            assert fd is not None  # created
+            fds.append(fd)
+            parent = fd
+        if _read_in(parent, name, path) == data:
+            return False
+        _write_in(parent, name, data, path)
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _prune(
+    folder: int,
+    root: Path,
+    relative: tuple[str, ...],
+    keep: set[tuple[str, ...]],
+    removed: list[Path],
+) -> bool:
+    """Remove ``*.json`` files not in ``keep`` under ``folder``, then emptied folders.
+
+    Walks by descriptors (``scandir`` of an open folder, children opened with ``O_NOFOLLOW``)
+    and removes with ``dir_fd``, so nothing is ever deleted through a link: a link met here is
+    refused. Returns whether ``folder`` is empty afterwards.
+    """
+    where = root.joinpath(*relative)
+    left = 0
+    with os.scandir(folder) as entries:
+        children = sorted(entries, key=lambda entry: entry.name)
+    for entry in children:
+        path = where / entry.name
+        if entry.is_symlink():
+            raise _link_error(path)
+        if entry.is_dir(follow_symlinks=False):
+            fd = _open_subdir(folder, entry.name, path, create=False)
+            if fd is None:
+                continue
+            with _descriptor(fd):
+                empty = _prune(fd, root, (*relative, entry.name), keep, removed)
+            if empty:
+                try:
+                    os.rmdir(entry.name, dir_fd=folder)
+                    continue
+                except OSError as err:
+                    raise HarnessError(f"cannot remove emptied folder {path}: {err}") from err
+        elif (
+            entry.name.endswith(RECORD_SUFFIX)
+            and entry.is_file(follow_symlinks=False)
+            and (*relative, entry.name) not in keep
+        ):
+            try:
+                os.unlink(entry.name, dir_fd=folder)
+            except OSError as err:
+                raise HarnessError(f"cannot remove stale record {path}: {err}") from err
+            removed.append(path)
+            continue
+        left += 1
+    return left == 0
+
+
+def _scan(root: Path) -> list[Path]:
+    """Every file under ``root`` (none if it is missing), refusing links and special files.
+
+    The folder itself must not be a link either. Walks by descriptors, never following a link.
+    """
+    root_fd = _open_root(root, create=False)
+    if root_fd is None:
+        return []
+    found: list[Path] = []
+    with _descriptor(root_fd):
+        _scan_folder(root_fd, root, found)
+    return sorted(found)
+
+
+def _scan_folder(folder: int, where: Path, found: list[Path]) -> None:
+    with os.scandir(folder) as entries:
+        children = sorted(entries, key=lambda entry: entry.name)
+    for entry in children:
+        path = where / entry.name
+        _check_entry(path, entry.stat(follow_symlinks=False).st_mode)
+        if entry.is_dir(follow_symlinks=False):
+            fd = _open_subdir(folder, entry.name, path, create=False)
+            if fd is not None:
+                with _descriptor(fd):
+                    _scan_folder(fd, path, found)
+        else:
+            found.append(path)
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    """One record file as read: where it is, its exact text, and the verified record."""
+
+    path: Path
+    text: str
+    record: RunRecord
+
+
+def read_record_files(root: Path) -> list[RecordFile]:
+    """Every ``*.json`` record under ``root`` with its text, verified, in path order.
+
+    All or nothing, as :func:`read_records`; the text lets a caller compare a file with another
+    revision's byte for byte.
+    """
+    try:
+        mode = os.lstat(root).st_mode
+    except OSError:
+        mode = 0
+    if stat.S_ISLNK(mode):
+        raise _link_error(root)
+    if not stat.S_ISDIR(mode):
+        raise HarnessError(f"{root}: no such folder of run records (run `zsl results export`)")
+    files: list[RecordFile] = []
+    seen: dict[RecordKey, Path] = {}
+    root_fd = _open_root(root, create=False)
+    if root_fd is None:
+        raise HarnessError(f"{root}: no such folder of run records (run `zsl results export`)")
+    with _descriptor(root_fd):
+        for path in _scan(root):
+            if not path.name.endswith(RECORD_SUFFIX):
+                continue
+            *folders, name = path.relative_to(root).parts
+            data = _read_relative(root_fd, root, folders, name, path)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise HarnessError(f"{path}: cannot read ({err})") from None
+            record = load_record(text, str(path))
+            key = record_key(record)
+            if key in seen:
+                raise HarnessError(
+                    f"{path}: holds the run {describe_key(key)}, which {seen[key]} holds too; "
+                    "keep one file per run"
+                )
+            seen[key] = path
+            files.append(RecordFile(path, text, record))
+    # "eszsl" and "\u0435szsl" must not load as two entries (whoever reads the files: the
+    # importer, the site, CI).
+    check_distinct_identities([file.record for file in files])
+    return files
+
+
+def _read_relative(root_fd: int, root: Path, folders: list[str], name: str, path: Path) -> bytes:
+    fds: list[int] = []
+    try:
+        parent, where = root_fd, root
+        for folder in folders:
+            where = where / folder
+            fd = _open_subdir(parent, folder, where, create=False)
+            if fd is None:
+                raise HarnessError(f"{where}: vanished while being read")
+            fds.append(fd)
+            parent = fd
+        data = _read_in(parent, name, path)
+        if data is None:
+            raise HarnessError(f"{path}: vanished while being read")
+        return data
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def read_records(root: Path) -> list[RunRecord]:
@@ -317,65 +644,26 @@ def read_records(root: Path) -> list[RunRecord]:
     Raises
     ------
     HarnessError
-        ``root`` is not a folder; a file is a symbolic link, unreadable or not a valid record
-        (:func:`load_record`); two files hold the same run.
+        ``root`` is not a folder, or is a symbolic link; anything under it is a symbolic link
+        (file or folder, whatever its name) or neither a folder nor a regular file; a file is
+        unreadable or not a valid record (:func:`load_record`); two files hold the same run.
     IntegrityError
         A file's content does not match its id.
     """
-    if not root.is_dir():
-        raise HarnessError(f"{root}: no such folder of run records (run `zsl results export`)")
-    records: list[RunRecord] = []
-    seen: dict[RecordKey, Path] = {}
-    for path in _json_files(root):
-        if path.is_symlink():
-            raise HarnessError(f"{path}: is a symbolic link; record files must be plain files")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise HarnessError(f"{path}: cannot read ({err})") from None
-        record = load_record(text, str(path))
-        key = record_key(record)
-        if key in seen:
-            raise HarnessError(
-                f"{path}: holds the run {describe_key(key)}, which {seen[key]} holds too; "
-                "keep one file per run"
-            )
-        seen[key] = path
-        records.append(record)
+    records = [file.record for file in read_record_files(root)]
     records.sort(key=record_key)
     return records
-
-
-def _json_files(root: Path) -> Iterator[Path]:
-    """``*.json`` files under ``root`` in sorted order, not following linked folders."""
-    found: list[Path] = []
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        found.extend(Path(folder) / name for name in files if name.endswith(RECORD_SUFFIX))
-    yield from sorted(found)
-
-
-def _remove_empty_dirs(root: Path) -> None:
-    for folder, _dirs, _files in sorted(os.walk(root), key=lambda item: -len(item[0])):
-        path = Path(folder)
-        if path != root and not any(path.iterdir()):
-            path.rmdir()
-
-
-def _read_text_or_none(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 __all__ = [
     "RECORD_FORMAT",
     "ExportResult",
+    "RecordFile",
     "describe_key",
     "dump_record",
     "export_records",
     "load_record",
+    "read_record_files",
     "read_records",
     "record_id",
     "record_key",

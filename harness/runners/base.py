@@ -1,24 +1,40 @@
 """The runner interface: run the worker on a job inside some isolation, report what happened.
 
 Every backend builds a command around the same worker entrypoint (``python -m harness.worker``)
-and returns a :class:`RunOutcome`. A runner never reads test labels (it only sees the bundle) and
-never scores; the harness reads the prediction files it leaves behind.
+or, for a predictions package's generator, around its script (``python SCRIPT BUNDLE OUT``, see
+:func:`job_argv`), and returns a :class:`RunOutcome`. A runner never reads test labels (it only
+sees the bundle) and never scores; the harness reads the prediction files it leaves behind.
+
+:func:`run_process` is what every backend runs its command with. It reads the child's output as
+it comes and keeps only the head and the tail of each stream (a model printing gigabytes costs
+the harness :data:`LOG_LIMIT_BYTES` or so per stream), holds the run's processes in a cgroup
+(:mod:`harness.runners.cgroup`: the memory bound for the whole run, and the kill of everything
+the run started, daemons included, when it ends), and polls the size of the output folder,
+which lives on the host's disk, against its bound.
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from harness.registry import Registry
+from harness.runners.cgroup import POLL_S, Containment
 
 LOG_LIMIT_BYTES = 64 * 1024
+# Processes (threads count too) a run may hold at once, where a cgroup or rlimit enforces it.
+PIDS_LIMIT = 256
+# After the run's processes are gone, how long its output pipes may take to reach end of file.
+DRAIN_S = 2.0
+# Entries the output folder may hold (a model filling it with empty files costs inodes and scans).
+OUT_MAX_ENTRIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +48,22 @@ class RunJob:
     memory_gb: float = 4.0
     cpus: int = 1
     gpus: int = 0
+    # A predictions package's generator (a path inside ``package``) instead of the worker:
+    # ``python SCRIPT BUNDLE OUT`` (see ``job_argv``).
+    script: str | None = None
+    # The package declares itself transductive: the worker skips its inductive check.
+    transductive: bool = False
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * (1 << 30))
+
+    @property
+    def out_bytes(self) -> int:
+        """The output folder's bound: ``memory_gb``. What a run writes there is prediction files,
+        arrays the worker held in memory, so a run that needs more is one that declares more
+        memory; a bound of its own in the manifest would be one more number to get wrong."""
+        return self.memory_bytes
 
 
 @dataclass
@@ -58,7 +90,10 @@ runners: Registry[Runner] = Registry("runner")
 
 
 def worker_argv(job: RunJob, python: str = sys.executable) -> list[str]:
-    return [
+    """The worker's command line. A transductive job says so (``--inductive-check skip``);
+    otherwise the worker reads the check from the package's manifest (isolated passes on CPU,
+    in-process ones for GPU jobs, which cannot fork; see ``harness.worker``)."""
+    argv = [
         python,
         "-m",
         "harness.worker",
@@ -69,6 +104,16 @@ def worker_argv(job: RunJob, python: str = sys.executable) -> list[str]:
         "--seed",
         str(job.seed),
     ]
+    if job.transductive:
+        argv += ["--inductive-check", "skip"]
+    return argv
+
+
+def job_argv(job: RunJob, python: str = sys.executable) -> list[str]:
+    """The command a runner starts for ``job``: the worker, or the package's generator script."""
+    if job.script is not None:
+        return [python, str(job.package / job.script), str(job.bundle), str(job.out)]
+    return worker_argv(job, python=python)
 
 
 def truncate(data: bytes, limit: int = LOG_LIMIT_BYTES) -> str:
@@ -84,31 +129,225 @@ def truncate(data: bytes, limit: int = LOG_LIMIT_BYTES) -> str:
     )
 
 
-def run_process(argv: list[str], *, env: dict[str, str], cwd: Path, timeout_s: float) -> RunOutcome:
-    """Run ``argv`` in its own process group; on timeout kill the whole group."""
+class HeadTail:
+    """A stream read piece by piece, kept as :func:`truncate` would keep it whole.
+
+    Holds at most about ``1.5 * limit`` bytes however much is fed: the first ``limit // 2``
+    bytes, and a window over the rest that is trimmed back to its last ``limit - limit // 2``
+    bytes whenever it reaches twice that.
+    """
+
+    def __init__(self, limit: int = LOG_LIMIT_BYTES) -> None:
+        self.limit = limit
+        self.half = limit // 2
+        self.keep = limit - self.half
+        self.head = bytearray()
+        self.rest = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.rest += data
+        if len(self.rest) > 2 * self.keep:
+            del self.rest[: len(self.rest) - self.keep]
+
+    def text(self) -> str:
+        if self.total <= self.limit:
+            return (bytes(self.head) + bytes(self.rest)).decode("utf-8", "replace")
+        cut = self.total - 2 * self.half
+        return (
+            bytes(self.head).decode("utf-8", "replace")
+            + f"\n[... {cut} bytes cut ...]\n"
+            + bytes(self.rest[-self.half :]).decode("utf-8", "replace")
+        )
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """What :func:`run_process` enforces besides the wall clock (None: not bounded)."""
+
+    memory_bytes: int | None = None  # the whole run: processes and tmpfs pages together
+    pids: int | None = None
+    out_dir: Path | None = None
+    out_bytes: int | None = None
+    sandbox_tmp: bool = False  # the fallback watchdog also counts the sandbox's private /tmp
+
+    @classmethod
+    def for_job(cls, job: RunJob, *, sandbox_tmp: bool = False) -> RunLimits:
+        return cls(
+            memory_bytes=job.memory_bytes,
+            pids=PIDS_LIMIT,
+            out_dir=job.out,
+            out_bytes=job.out_bytes,
+            sandbox_tmp=sandbox_tmp,
+        )
+
+
+def folder_size(root: Path, max_entries: int = OUT_MAX_ENTRIES) -> tuple[int, int]:
+    """(bytes, entries) under ``root``, links not followed; a sparse file counts at its size.
+
+    Raises OSError when a folder cannot be read (a model hiding what it wrote)."""
+    total, entries = 0, 0
+    todo = [root]
+    while todo:
+        with os.scandir(todo.pop()) as it:
+            for entry in it:
+                entries += 1
+                if entries > max_entries:
+                    return total, entries
+                st = entry.stat(follow_symlinks=False)
+                total += max(st.st_size, st.st_blocks * 512)
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append(Path(entry.path))
+    return total, entries
+
+
+def _out_problem(limits: RunLimits) -> str | None:
+    if limits.out_dir is None or limits.out_bytes is None:
+        return None
+    bound = f"{limits.out_bytes / (1 << 30):g} GiB"
+    try:
+        size, entries = folder_size(limits.out_dir)
+    except OSError as err:
+        return f"output folder cannot be measured ({err.strerror or err}: {err.filename})"
+    if size > limits.out_bytes:
+        return f"output folder exceeded its bound of {bound} (held {size / (1 << 30):.2f} GiB)"
+    if entries > OUT_MAX_ENTRIES:
+        return f"output folder holds more than {OUT_MAX_ENTRIES} files and folders"
+    return None
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return "ok" if code == 0 else f"exited with code {code}"
+
+
+def run_process(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout_s: float,
+    limits: RunLimits | None = None,
+    log_limit: int = LOG_LIMIT_BYTES,
+) -> RunOutcome:
+    """Run ``argv`` in its own session under ``limits``; kill everything it started at the end.
+
+    The run stops early (everything killed, the reason says why) at the wall-clock limit, when
+    its memory passes ``limits.memory_bytes`` (a cgroup OOM kill, or the fallback watchdog) or
+    its output folder passes ``limits.out_bytes``. A run that ended by itself has its leftover
+    processes (daemons) killed too; ``details["killed_after_exit"]`` counts them.
+    """
+    limits = limits or RunLimits()
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+    box = Containment.start(
+        memory_bytes=limits.memory_bytes, pids_max=limits.pids, sandbox_tmp=limits.sandbox_tmp
     )
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-        reason = "ok" if proc.returncode == 0 else f"exited with code {proc.returncode}"
-        if proc.returncode < 0:
-            reason = f"killed by signal {signal.Signals(-proc.returncode).name}"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        reason = f"timed out after {timeout_s:g} s; process group killed"
+        proc = subprocess.Popen(
+            box.wrap(argv),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if box.gated else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except BaseException:
+        box.close()
+        raise
+    try:
+        box.attach(proc.pid, proc.stdin)
+        logs = _Logs(proc, log_limit)
+        stop: str | None = None
+        next_out_check = 0.0
+        while proc.poll() is None:
+            logs.pump(POLL_S)
+            now = time.perf_counter()
+            if now - start > timeout_s:
+                stop = f"timed out after {timeout_s:g} s; process group killed"
+            else:
+                stop = box.check()
+                if stop is None and now >= next_out_check:
+                    began = time.perf_counter()
+                    stop = _out_problem(limits)
+                    # A folder with many entries is scanned less often (at most ~5% of the time).
+                    next_out_check = now + max(POLL_S, 20 * (time.perf_counter() - began))
+            if stop is not None:
+                box.kill()
+                proc.wait()
+                break
+        killed_after = box.kill()
+        logs.drain(DRAIN_S)
+        code = proc.returncode
+        # A limit passed just before the end still fails the run, even one whose first process
+        # exited 0 (its child was OOM-killed, or it wrote too much and left).
+        over = stop or box.check() or _out_problem(limits)
+        reason = over or _exit_reason(code)
+        if over and code == 0:
+            code = -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            box.kill()
+            proc.wait()
+        box.close()
+    details: dict[str, object] = {"containment": box.describe()}
+    if killed_after:
+        details["killed_after_exit"] = killed_after
     return RunOutcome(
-        exit_code=proc.returncode if proc.returncode is not None else -9,
+        exit_code=code,
         reason=reason,
         wall_s=time.perf_counter() - start,
-        stdout=truncate(out),
-        stderr=truncate(err),
+        stdout=logs.out.text(),
+        stderr=logs.err.text(),
+        details=details,
     )
+
+
+class _Logs:
+    """The child's stdout and stderr, read without blocking into :class:`HeadTail` buffers."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], limit: int) -> None:
+        self.out, self.err = HeadTail(limit), HeadTail(limit)
+        self.sel = selectors.DefaultSelector()
+        for stream, buf in ((proc.stdout, self.out), (proc.stderr, self.err)):
+            assert stream is not None
+            os.set_blocking(stream.fileno(), False)
+            self.sel.register(stream, selectors.EVENT_READ, buf)
+
+    def pump(self, timeout: float) -> None:
+        """Read whatever arrives during ``timeout`` seconds (the caller's polling interval)."""
+        deadline = time.perf_counter() + timeout
+        while (left := deadline - time.perf_counter()) > 0:
+            if not self.sel.get_map():
+                time.sleep(left)  # both streams closed early: the caller still polls
+                return
+            for key, _ in self.sel.select(left):
+                stream: IO[bytes] = key.fileobj  # type: ignore[assignment]
+                try:
+                    chunk = os.read(stream.fileno(), 1 << 16)
+                except BlockingIOError:
+                    continue
+                if chunk:
+                    key.data.feed(chunk)
+                else:
+                    self.sel.unregister(stream)
+                    stream.close()
+
+    def drain(self, limit_s: float) -> None:
+        """Read to end of file; a writer that outlived the kill only costs ``limit_s``."""
+        deadline = time.perf_counter() + limit_s
+        while self.sel.get_map() and time.perf_counter() < deadline:
+            self.pump(min(0.01, max(0.0, deadline - time.perf_counter())))
+        for key in list(self.sel.get_map().values()):
+            self.sel.unregister(key.fileobj)
+            key.fileobj.close()  # type: ignore[union-attr]
+        self.sel.close()

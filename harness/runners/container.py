@@ -1,14 +1,18 @@
 """Runner ``container``: the worker in a docker or podman container, for untrusted model code.
 
 The container gets no network (``--network none``), a read-only root file system with a tmpfs
-``/tmp``, no capabilities, ``no-new-privileges``, limits on processes, memory and CPUs from the
-package's ``resources``, GPUs only when it asks for them (``--gpus N`` on docker, the CDI device
-``nvidia.com/gpu=all`` on podman), and three mounts: the bundle at ``/bundle`` and the package at
-``/package`` read-only, the output folder at ``/out`` read-write. The image comes from the
-package manifest (``model.image``) and must hold Python and the ``harness`` package at the
-harness version that scores it. The engine is ``docker`` unless the runner is built with another
-or ``ZSL_CONTAINER_ENGINE`` names ``podman``. At the wall-clock limit the client is killed, then
-the container itself (``kill``, then ``rm -f``), since it runs in the engine, not under us.
+``/tmp`` sized to ``resources.memory_gb`` (and charged to the container's memory), no
+capabilities, ``no-new-privileges``, limits on processes, memory (no swap beyond it) and CPUs
+from the package's ``resources``, GPUs only when it asks for them (``--gpus N`` on docker, the
+CDI device ``nvidia.com/gpu=all`` on podman), and three mounts: the bundle at ``/bundle`` and the
+package at ``/package`` read-only, the output folder at ``/out`` read-write, whose size the
+harness polls against ``memory_gb`` as for the other runners. The image comes from the package
+manifest (``model.image``, checked against the OCI reference grammar when the manifest is
+loaded, and placed after ``--`` so it can never be read as an option) and must hold Python and
+the ``harness`` package at the harness version that scores it. The engine is ``docker`` unless
+the runner is built with another or ``ZSL_CONTAINER_ENGINE`` names ``podman``. When the harness
+stops a run (wall clock, output folder) it kills the client, then the container itself
+(``kill``, then ``rm -f``), since it runs in the engine, not under us.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import os
 import shutil
 import subprocess
 import uuid
+from dataclasses import replace
+from pathlib import Path
 
 from harness.errors import RunnerError, SubmissionError
-from harness.runners.base import RunJob, RunOutcome, run_process, runners
+from harness.runners.base import RunJob, RunLimits, RunOutcome, job_argv, run_process, runners
 from harness.submission.package import load_package
 
 ENGINES = ("docker", "podman")
@@ -35,6 +41,7 @@ def container_argv(
     base name. ``name`` defaults to a fresh ``zsl-<uuid>``.
     """
     name = name or f"zsl-{uuid.uuid4().hex}"
+    inner = replace(job, bundle=Path("/bundle"), package=Path("/package"), out=Path("/out"))
     gpus: list[str] = []
     if job.gpus:
         if os.path.basename(engine) == "podman":
@@ -56,6 +63,8 @@ def container_argv(
         str(PIDS_LIMIT),
         "--memory",
         f"{job.memory_gb:g}g",
+        "--memory-swap",
+        f"{job.memory_gb:g}g",
         "--cpus",
         str(job.cpus),
         *gpus,
@@ -66,21 +75,15 @@ def container_argv(
         "-v",
         f"{job.out}:/out:rw",
         "--tmpfs",
-        "/tmp",
+        f"/tmp:size={job.memory_bytes}",
         "--workdir",
         "/out",
         "--name",
         name,
+        # The end of the options: whatever the image reference is, it is not read as one.
+        "--",
         image,
-        "python",
-        "-m",
-        "harness.worker",
-        "/bundle",
-        "/package",
-        job.entrypoint,
-        "/out",
-        "--seed",
-        str(job.seed),
+        *job_argv(inner, python="python"),
     ]
 
 
@@ -125,9 +128,11 @@ class ContainerRunner:
         name = f"zsl-{uuid.uuid4().hex}"
         argv = container_argv(job, self.image(job), path, name=name)
         env = dict(os.environ)  # the client's settings (DOCKER_HOST…); the container gets none
-        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s)
+        # The engine bounds the container's memory and processes; the harness bounds /out.
+        limits = RunLimits(out_dir=job.out, out_bytes=job.out_bytes)
+        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits)
         outcome.details["container"] = name
-        if outcome.reason.startswith("timed out"):
+        if outcome.reason.startswith(("timed out", "output folder")):
             cleanup = [self._call([path, "kill", name]), self._call([path, "rm", "-f", name])]
             outcome.details["cleanup"] = cleanup
             outcome.reason += f"; container {name} killed and removed"

@@ -1,34 +1,90 @@
-"""Runner ``local``: trusted code in a subprocess, with a clean environment and a timeout.
+"""Runner ``local``: your own trusted code in a subprocess, with a clean environment and limits.
 
-No isolation beyond a separate process and a minimal environment: use it for the project's own
-reference submissions and for code you trust. Untrusted code goes through ``sandbox`` or
-``container``.
+No isolation beyond a separate process: the model runs as the harness's user, sees its files and
+the network. Use it for the project's own reference submissions and for code you trust; untrusted
+code goes through ``sandbox`` or ``container`` (``harness.runners.default_runner`` picks the
+strongest one the machine offers, and warns when only ``local`` is left).
+
+What it does hold:
+
+- **the environment**: an allow-list (:data:`PASSED_ENV`: the path, the locale, the temporary
+  folder), never the caller's secrets (``AWS_*``, ``ZSL_DATABASE_URL``…). ``VIRTUAL_ENV`` is not
+  passed (the worker is started with this interpreter, it needs no activation), and
+  ``PYTHONPATH`` only ever names the folder the ``harness`` package was imported from, when the
+  caller's ``PYTHONPATH`` is how it was found (a source checkout run without installing).
+- **the harness's own environment**: while a run is alive the harness is not dumpable
+  (``prctl(PR_SET_DUMPABLE, 0)``), so a model running as the same non-root user cannot read
+  ``/proc/<harness pid>/environ`` (or its memory). Root is exempt from that check (it holds
+  ``CAP_SYS_PTRACE``): a harness run as root hands a ``local`` model everything, which is one
+  more reason ``local`` is for trusted code only.
+- **limits and the process tree**: the run's total memory (``resources.memory_gb``), its
+  processes and the size of its output folder, and at the end every process it started,
+  daemons included, is killed (see ``base.run_process`` and ``harness.runners.cgroup``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
-from harness.runners.base import RunJob, RunOutcome, run_process, runners, worker_argv
+import harness
+from harness.runners.base import RunJob, RunLimits, RunOutcome, job_argv, run_process, runners
+from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
 
 # Only what Python and BLAS need; the caller's secrets and settings stay out.
-PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH")
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR")
+
+
+def local_env(job: RunJob, caller: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a local run: the allow-list of ``caller`` (default: ours) and settings."""
+    caller = dict(os.environ) if caller is None else caller
+    env = {k: caller[k] for k in PASSED_ENV if k in caller}
+    source = str(Path(harness.__file__).resolve().parent.parent)
+    if source in [str(Path(p).resolve()) for p in caller.get("PYTHONPATH", "").split(":") if p]:
+        env["PYTHONPATH"] = source
+    env.update(
+        HOME=str(job.out),
+        PYTHONHASHSEED=str(job.seed),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+        OMP_NUM_THREADS=str(job.cpus),
+        OPENBLAS_NUM_THREADS=str(job.cpus),
+        MKL_NUM_THREADS=str(job.cpus),
+    )
+    return env
+
+
+@contextmanager
+def not_dumpable() -> Iterator[str]:
+    """The harness process is not dumpable inside the block; yields what was done."""
+    try:
+        before = prctl(PR_GET_DUMPABLE)
+        prctl(PR_SET_DUMPABLE, 0)
+    except OSError as err:
+        yield f"could not make the harness non-dumpable ({err})"
+        return
+    try:
+        yield "harness not dumpable during the run"
+    finally:
+        prctl(PR_SET_DUMPABLE, before)
 
 
 class LocalRunner:
     name = "local"
 
     def run(self, job: RunJob) -> RunOutcome:
-        env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-        env.update(
-            HOME=str(job.out),
-            PYTHONHASHSEED=str(job.seed),
-            PYTHONDONTWRITEBYTECODE="1",
-            OMP_NUM_THREADS=str(job.cpus),
-            OPENBLAS_NUM_THREADS=str(job.cpus),
-            MKL_NUM_THREADS=str(job.cpus),
-        )
-        return run_process(worker_argv(job), env=env, cwd=job.out, timeout_s=job.timeout_s)
+        with not_dumpable() as dumpable:
+            outcome = run_process(
+                job_argv(job),
+                env=local_env(job),
+                cwd=job.out,
+                timeout_s=job.timeout_s,
+                limits=RunLimits.for_job(job),
+            )
+        outcome.details["dumpable"] = dumpable
+        return outcome
 
 
 runners.add("local", LocalRunner())

@@ -6,9 +6,17 @@ the task bundle at ``/bundle`` and the package at ``/package`` (both read-only),
 folder at ``/out`` (the only writable place besides a private tmpfs ``/tmp``), a fresh ``/proc``
 and a minimal ``/dev``. It has no network (a new, empty network namespace), its own PID, IPC and
 UTS namespaces, a new session (no terminal injection), a cleared environment, and rlimits on
-address space (``resources.memory_gb``), CPU time, processes, file size and open files. The
-wall-clock limit kills the whole process group; ``--die-with-parent`` and the PID namespace take
-every process of the sandbox with it.
+address space (``resources.memory_gb``), CPU time, processes, file size and open files.
+
+Totals, which per-process rlimits cannot bound (``base.run_process`` and ``cgroup``): the whole
+run's memory, processes and ``/tmp`` together, is held to ``resources.memory_gb`` by a cgroup
+(tmpfs pages are charged to it), or where none can be made by a watchdog that polls the run's
+resident memory plus what ``/tmp`` holds. ``/tmp`` is also sized to ``memory_gb`` (bwrap
+``--size``). ``/out`` lives on the host's disk: it may hold ``memory_gb`` too (prediction files
+are arrays the worker held in memory), one file at most that much (``RLIMIT_FSIZE``), and the
+harness polls its size and stops the run past the bound. The wall-clock limit, any limit passed,
+and the end of the run kill every process of the run; ``--die-with-parent`` and the PID
+namespace take the sandbox's processes with bwrap as well.
 
 Root and non-root differ in one point. As a normal user, bwrap also creates a user namespace and
 the model runs as that user. As root (a CI container), a user namespace would map the model to
@@ -31,13 +39,21 @@ from pathlib import Path
 
 import harness
 from harness.errors import RunnerError
-from harness.runners.base import RunJob, RunOutcome, run_process, runners, worker_argv
+from harness.runners.base import (
+    PIDS_LIMIT,
+    RunJob,
+    RunLimits,
+    RunOutcome,
+    job_argv,
+    run_process,
+    runners,
+)
 
 INSIDE_BUNDLE = Path("/bundle")
 INSIDE_PACKAGE = Path("/package")
 INSIDE_OUT = Path("/out")
 NOBODY = 65534
-NPROC_LIMIT = 256
+NPROC_LIMIT = PIDS_LIMIT
 FSIZE_LIMIT = 1 << 30
 NOFILE_LIMIT = 1024
 # The system parts Python and its compiled extensions need; /etc only what the loader reads.
@@ -160,10 +176,10 @@ def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = No
     setenv = [a for k, v in env.items() for a in ("--setenv", k, v)]
     cpu_s = math.ceil(job.timeout_s * max(job.cpus, 1)) + 10
     limits = [
-        str(int(job.memory_gb * (1 << 30))),
+        str(job.memory_bytes),
         str(cpu_s),
         str(NPROC_LIMIT),
-        str(FSIZE_LIMIT),
+        str(min(FSIZE_LIMIT, job.out_bytes)),
         str(NOFILE_LIMIT),
         str(NOBODY if as_root else -1),
     ]
@@ -175,9 +191,11 @@ def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = No
         "--clearenv",
         *setenv,
         # The private /tmp comes first: a Python or checkout living under /tmp (a CI clone) is
-        # then bound on top of it instead of being hidden by it.
+        # then bound on top of it instead of being hidden by it. Sized: tmpfs is memory.
         "--perms",
         "1777",
+        "--size",
+        str(job.memory_bytes),
         "--tmpfs",
         "/tmp",
         *_ro_binds([*SYSTEM_DIRS, *ETC_FILES, *_python_dirs()], existing=frozenset({"/tmp"})),
@@ -203,7 +221,7 @@ def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = No
         LAUNCHER,
         *limits,
         "--",
-        *worker_argv(inner, python=python),
+        *job_argv(inner, python=python),
     ]
 
 
@@ -243,7 +261,8 @@ class SandboxRunner:
             os.chown(job.out, NOBODY, NOBODY)
         argv = sandbox_argv(job, bwrap=bwrap, as_root=as_root)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s)
+        limits = RunLimits.for_job(job, sandbox_tmp=True)
+        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits)
         return _explain(outcome)
 
 

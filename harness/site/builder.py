@@ -5,8 +5,13 @@ file, one small script (sorting, filtering, the comparison picker: progressive e
 pages are complete without it), text logs and ``results.json``. Links are relative and nothing is
 fetched from elsewhere, so the site opens from ``file://`` and can be served from anywhere. Output
 is deterministic: the same records give byte-identical files. Every submitted string is escaped
-by jinja2's autoescaping, a submitted URL becomes a link only when it is ``http``/``https``, and
-every page carries a Content-Security-Policy that allows the site's own script and nothing inline.
+by jinja2's autoescaping and isolated (its own ``<bdi>``, or FSI … PDI where only text can go, its
+bidi controls balanced: :mod:`harness.site.text`), so a right-to-left override in a name reorders
+nothing outside it; a submitted URL becomes a link only when it is ``http``/``https``; every page
+carries a Content-Security-Policy that allows the site's own script and nothing inline. Two names
+(or benchmark ids) that read alike are refused (:mod:`harness.identity`), and transductive runs
+are ranked apart from inductive ones unless the reader asks for one ranking
+(:mod:`harness.site.model`).
 
 Layout::
 
@@ -54,8 +59,8 @@ def build_site(records: Sequence[RunRecord], out_dir: Path) -> Path:
     IntegrityError
         Records of one benchmark version disagree on its hash or spec hash.
     HarnessError
-        Two records share a benchmark version and submission version, or ``out_dir`` can't be
-        replaced.
+        Two records share a benchmark version and submission version, two submission names
+        (benchmark ids, versions of a name) read alike, or ``out_dir`` can't be replaced.
     """
     model = plan_site(records)  # every check runs before the filesystem is touched
     out_dir = Path(out_dir).expanduser().absolute()

@@ -4,6 +4,11 @@ The drawing is :mod:`harness.site.charts`; this module chooses the series (the c
 score details: DARTS accuracy–specificity points, the calibrated-stacking seen–unseen curve,
 hp@k over k, the prediction relation shares, the benchmark's structure diagnostics), orders them
 as the table ranks the submissions, and never puts two metric versions on one chart.
+
+Transductive runs are drawn after the inductive ones, their labels marked ``[T]`` (a caption says
+so): a chart orders submissions as the tables list them apart. Submitted text reaches an SVG
+``<text>`` between FSI and PDI with its bidi controls balanced (:func:`harness.site.text.
+isolate_text`), and a caption holds it in ``<bdi>`` elements, so no name reorders what follows it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.site import charts
-from harness.site.model import Benchmark, Column, Setting, SiteModel, version_key
+from harness.site.model import Benchmark, Column, Setting, Submission, version_key
+from harness.site.text import isolate, isolate_text
 
 __all__ = ["Figure", "benchmark_figures", "rank_figure", "setting_figures", "structure_facts"]
 
@@ -24,6 +30,10 @@ __all__ = ["Figure", "benchmark_figures", "rank_figure", "setting_figures", "str
 MAX_SERIES = 10
 #: Points kept of a long curve (the seen–unseen curve has one per breakpoint).
 MAX_POINTS = 160
+#: Prefix of a transductive run's label in a chart (first, so a cut label keeps it).
+TRANSDUCTIVE_MARK = "[T] "
+_WHICH = {"-transductive": ", transductive submissions", "-combined": ", every submission"}
+_MARK_NOTE = " [T]: transductive (used the unlabelled test images; ranked apart in the tables)."
 RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
 
 
@@ -32,7 +42,7 @@ class Figure:
     id: str
     title: str
     svg: Markup
-    caption: str
+    caption: Markup | str
 
 
 Href = Callable[[str], str]
@@ -41,7 +51,7 @@ Href = Callable[[str], str]
 def setting_figures(bench: Benchmark, plan: Setting, href: Href) -> list[Figure]:
     """Charts of one setting's table: primary scores, then the curves the records hold."""
     figures: list[Figure] = []
-    order = plan.order
+    order = plan.shown  # inductive runs first, then the transductive ones
     if plan.primary is not None:
         figures.append(_primary_bars(plan, plan.primary, order, href))
     darts = _first_column(plan, ("darts_area", "darts_reward"), lambda d: "curve" in d)
@@ -74,7 +84,7 @@ def benchmark_figures(bench: Benchmark) -> list[Figure]:
         title = (
             "Test classes by hops to the nearest training class"
             if key == "hops_to_train"
-            else _words(key)
+            else isolate_text(_words(key))
         )
         figures.append(
             Figure(
@@ -92,7 +102,9 @@ def benchmark_figures(bench: Benchmark) -> list[Figure]:
                 "test classes close to training classes make the benchmark easier than its "
                 "accuracy suggests."
                 if hops
-                else f"The distribution {_words(key)} of the benchmark's structure diagnostics.",
+                else Markup("The distribution {} of the benchmark's structure diagnostics.").format(
+                    isolate(_words(key))
+                ),
             )
         )
     return figures
@@ -150,19 +162,18 @@ def _pair_text(value: Any) -> str:
     return _short_json(value)
 
 
-def rank_figure(model: SiteModel, setting: str, href: Href) -> Figure | None:
-    """The rank matrix across benchmarks of ``setting`` as a heatmap (rank 1 darkest)."""
-    ranks = model.rank_matrices.get(setting)
-    if ranks is None:
-        return None
-    subs = ranks["submission_refs"]
-    benches = ranks["benchmark_pages"]
+def rank_figure(ranks: dict[str, Any], setting: str, href: Href, *, suffix: str = "") -> Figure:
+    """A rank matrix across benchmarks of ``setting`` (one of :class:`harness.site.model.
+    SiteModel`'s) as a heatmap, rank 1 darkest; ``suffix`` tells the figure ids apart."""
+    subs: list[Submission] = ranks["submission_refs"]
+    benches: list[Benchmark] = ranks["benchmark_pages"]
     label = {"zsl": "ZSL", "gzsl": "GZSL"}.get(setting, setting)
+    marked = any(s.transductive for s in subs)
     svg = charts.heatmap(
-        [s.label for s in subs],
-        [b.label for b in benches],
+        [_sub_label(s) for s in subs],
+        [f"{isolate_text(b.id)} v{b.version}" for b in benches],
         ranks["ranks"],
-        title=f"{label}: rank on each benchmark (1 = best)",
+        title=f"{label}{_WHICH.get(suffix, '')}: rank on each benchmark (1 = best)",
         value_format=".3g",
         reverse=True,
         row_hrefs=[href(f"submissions/{s.filename}") for s in subs],
@@ -170,12 +181,12 @@ def rank_figure(model: SiteModel, setting: str, href: Href) -> Figure | None:
         cell_width=max(40, min(72, 720 // max(1, len(benches)))),
     )
     return Figure(
-        id=f"ranks-{setting}",
+        id=f"ranks-{setting}{suffix}",
         title=f"{label} rank matrix",
         svg=svg,
         caption="Each cell is a submission's rank by the benchmark's primary metric "
         "(ties share their average rank); rows are ordered by mean rank over the benchmarks "
-        "that scored them. Hatched cells: not scored there.",
+        "that scored them. Hatched cells: not scored there." + (_MARK_NOTE if marked else ""),
     )
 
 
@@ -192,8 +203,9 @@ def _primary_bars(plan: Setting, column: Column, order: list[str], href: Href) -
         lo=[e.interval.lo if e.interval else nan for e in entries],
         hi=[e.interval.hi if e.interval else nan for e in entries],
         percent=column.percent,
-        title=f"{plan.label} {column.metric} with 95% intervals",
-        value_label=column.metric + ("" if column.higher_is_better else " (lower is better)"),
+        title=f"{plan.label} {isolate_text(column.metric)} with 95% intervals",
+        value_label=isolate_text(column.metric)
+        + ("" if column.higher_is_better else " (lower is better)"),
         hrefs=[href(f"#{_row_anchor(plan, k)}") for k in keys],
     )
     return Figure(
@@ -202,7 +214,8 @@ def _primary_bars(plan: Setting, column: Column, order: list[str], href: Href) -
         svg=svg,
         caption="Whiskers: the bootstrap interval stored with each score (images resampled "
         "within classes). Overlapping whiskers don't make two submissions tied, nor do "
-        "separate ones make them different: the group column holds the paired test.",
+        "separate ones make them different: the group column holds the paired test."
+        + _mark_note(plan, keys),
     )
 
 
@@ -230,11 +243,17 @@ def _darts(plan: Setting, column: Column, order: list[str], href: Href) -> Figur
         id=f"{plan.setting}-darts",
         title="DARTS accuracy–specificity curves",
         svg=svg,
-        caption="Each point is one target accuracy of DARTS (Deng et al., CVPR 2012): "
-        "predictions fall back to ancestors in the hierarchy until the target accuracy is met; "
-        "the information gain measures how specific the answers stay. Up and to the right is "
-        f"better. Metric {column.function} v{column.version}; the {MAX_SERIES} best-ranked "
-        "submissions are drawn.",
+        caption=Markup(
+            "Each point is one target accuracy of DARTS (Deng et al., CVPR 2012): "
+            "predictions fall back to ancestors in the hierarchy until the target accuracy is "
+            "met; the information gain measures how specific the answers stay. Up and to the "
+            "right is better. Metric {} v{}; the {} best-ranked submissions are drawn.{}"
+        ).format(
+            isolate(column.function),
+            isolate(column.version),
+            MAX_SERIES,
+            _mark_note(plan, [k for k in order if k in column.entries][:MAX_SERIES]),
+        ),
     )
 
 
@@ -271,10 +290,18 @@ def _seen_unseen(plan: Setting, column: Column, order: list[str], href: Href) ->
         id=f"{plan.setting}-seen-unseen",
         title="Seen–unseen curves",
         svg=svg,
-        caption="Calibrated stacking (Chao et al., ECCV 2016) subtracts a constant from the "
-        "seen classes' scores; sweeping it traces the seen accuracy against the unseen "
-        f"accuracy. The area under the curve is {column.metric}. Metric {column.function} "
-        f"v{column.version}; the {MAX_SERIES} best-ranked submissions are drawn.",
+        caption=Markup(
+            "Calibrated stacking (Chao et al., ECCV 2016) subtracts a constant from the seen "
+            "classes' scores; sweeping it traces the seen accuracy against the unseen accuracy. "
+            "The area under the curve is {}. Metric {} v{}; the {} best-ranked submissions are "
+            "drawn.{}"
+        ).format(
+            isolate(column.metric),
+            isolate(column.function),
+            isolate(column.version),
+            MAX_SERIES,
+            _mark_note(plan, [k for k in order if k in column.entries][:MAX_SERIES]),
+        ),
     )
 
 
@@ -318,10 +345,11 @@ def _hp_at_k(plan: Setting, order: list[str], href: Href) -> Figure | None:
         id=f"{plan.setting}-hp-at-k",
         title="hp@k against k",
         svg=svg,
-        caption="Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top "
-        "k predictions that fall in the true class's hierarchical neighbourhood. Metric "
-        f"hierarchical_precision_at_k v{version}; the {MAX_SERIES} best-ranked submissions are "
-        "drawn.",
+        caption=Markup(
+            "Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top k "
+            "predictions that fall in the true class's hierarchical neighbourhood. Metric "
+            "hierarchical_precision_at_k v{}; the {} best-ranked submissions are drawn.{}"
+        ).format(isolate(version), MAX_SERIES, _mark_note(plan, order[:MAX_SERIES])),
     )
 
 
@@ -342,10 +370,12 @@ def _relation_shares(plan: Setting, column: Column, order: list[str], href: Href
         id=f"{plan.setting}-relations",
         title="Prediction relation shares",
         svg=svg,
-        caption="A structural-bias diagnostic: of each submission's top-1 predictions, the "
-        "share that is correct, an ancestor of the true class, a descendant of it, or "
-        "unrelated in the hierarchy. Many ancestor or descendant answers point at a split whose "
-        f"classes are not mutually exclusive. Metric {column.function} v{column.version}.",
+        caption=Markup(
+            "A structural-bias diagnostic: of each submission's top-1 predictions, the share "
+            "that is correct, an ancestor of the true class, a descendant of it, or unrelated in "
+            "the hierarchy. Many ancestor or descendant answers point at a split whose classes "
+            "are not mutually exclusive. Metric {} v{}.{}"
+        ).format(isolate(column.function), isolate(column.version), _mark_note(plan, keys)),
     )
 
 
@@ -364,7 +394,18 @@ def _first_column(
 
 
 def _name(plan: Setting, key: str) -> str:
-    return plan.labels.get(key, key)
+    mark = TRANSDUCTIVE_MARK if key in plan.transductive else ""
+    return mark + plan.isolated.get(key, key)
+
+
+def _sub_label(sub: Submission) -> str:
+    mark = TRANSDUCTIVE_MARK if sub.transductive else ""
+    return f"{mark}{isolate_text(sub.name)} {isolate_text(sub.version)}"
+
+
+def _mark_note(plan: Setting, keys: list[str]) -> str:
+    """The caption's note on ``[T]``, when a drawn run is transductive."""
+    return _MARK_NOTE if any(k in plan.transductive for k in keys) else ""
 
 
 def _row_anchor(plan: Setting, key: str) -> str:

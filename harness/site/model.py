@@ -5,7 +5,12 @@ table (one benchmark version), which scores share a column (one setting, metric 
 *version*: scores of different metric versions never share a column), the rank order, the tied
 groups and the paired tests of every column (:mod:`harness.site.stats`), each submission's slug
 and badges. The records are checked on the way (one benchmark version, one hash; one run per
-submission version).
+submission version; no two identities that read alike, :mod:`harness.identity`).
+
+Transductive runs (``declarations["transductive"]`` true: they used the unlabelled test images)
+are ranked apart: every ranking, tied group and rank matrix exists three times -- among the
+inductive runs (what a page shows first), among the transductive runs (their own section), and
+over all runs together (what a reader opts in to).
 """
 
 from __future__ import annotations
@@ -21,11 +26,22 @@ from itertools import pairwise
 from typing import Any
 
 from harness.errors import HarnessError, IntegrityError, MetricError
+from harness.identity import check_distinct_identities
 from harness.records import RunRecord, ScoreEntry
 from harness.site import stats
 from harness.site.slugs import submission_slug
+from harness.site.text import isolate_text
 
-__all__ = ["Badge", "Benchmark", "Column", "Setting", "SiteModel", "Submission", "plan_site"]
+__all__ = [
+    "Badge",
+    "Benchmark",
+    "Column",
+    "Setting",
+    "SiteModel",
+    "Submission",
+    "is_transductive",
+    "plan_site",
+]
 
 SETTING_ORDER = {"zsl": 0, "gzsl": 1, "transductive": 2}
 SETTING_LABELS = {"zsl": "ZSL", "gzsl": "GZSL", "transductive": "Transductive"}
@@ -66,6 +82,11 @@ class Submission:
         return max(self.records, key=lambda r: r.created_at)
 
     @property
+    def transductive(self) -> bool:
+        """Whether any of its runs declares itself transductive."""
+        return any(is_transductive(r) for r in self.records)
+
+    @property
     def badges(self) -> list[Badge]:
         """Every badge of any of its runs, once."""
         seen: dict[str, Badge] = {}
@@ -88,7 +109,9 @@ class Column:
     primary: bool
     versioned: bool  # other versions of this metric share the table: label with the version
     entries: dict[str, ScoreEntry]  # submission key -> score
-    ranks: dict[str, int] = field(default_factory=dict)
+    ranks: dict[str, int] = field(default_factory=dict)  # inductive runs, among themselves
+    transductive_ranks: dict[str, int] = field(default_factory=dict)  # among themselves
+    combined_ranks: dict[str, int] = field(default_factory=dict)  # every run together
     tests: stats.ColumnTests | None = None
     no_tests: str = ""  # why there are no paired tests
 
@@ -101,6 +124,12 @@ class Column:
     def id(self) -> str:
         return f"{self.setting}/{self.metric}/v{self.version}"
 
+    def rank_of(self, key: str) -> tuple[int | None, int]:
+        """``key``'s rank among the runs of its kind (inductive or transductive), and how many
+        runs of that kind this column ranks."""
+        pool = self.transductive_ranks if key in self.transductive_ranks else self.ranks
+        return pool.get(key), len(pool)
+
 
 @dataclass
 class Setting:
@@ -109,16 +138,29 @@ class Setting:
     setting: str
     columns: list[Column]
     primary: Column | None
-    order: list[str]  # submission keys, rank order (rows without the primary score last)
-    groups: list[list[str]] = field(default_factory=list)
+    order: list[str]  # inductive runs' keys, rank order (rows without the primary score last)
+    transductive: list[str] = field(default_factory=list)  # transductive runs', rank order
+    combined: list[str] = field(default_factory=list)  # every run's, one rank order
+    groups: list[list[str]] = field(default_factory=list)  # of the inductive runs
     group_of: dict[str, int] = field(default_factory=dict)  # key -> 1-based group
+    transductive_groups: list[list[str]] = field(default_factory=list)
+    transductive_group_of: dict[str, int] = field(default_factory=dict)
+    combined_groups: list[list[str]] = field(default_factory=list)
+    combined_group_of: dict[str, int] = field(default_factory=dict)
     mixed_versions: list[str] = field(default_factory=list)  # metrics with several versions
     labels: dict[str, str] = field(default_factory=dict)  # key -> "name version"
+    # key -> "name version" for text-only places: each part isolated (harness.site.text)
+    isolated: dict[str, str] = field(default_factory=dict)
     anchors: dict[str, str] = field(default_factory=dict)  # key -> row id on the page
 
     @property
     def label(self) -> str:
         return SETTING_LABELS.get(self.setting, self.setting.upper())
+
+    @property
+    def shown(self) -> list[str]:
+        """Every key as the page lists them apart: inductive runs, then transductive ones."""
+        return self.order + self.transductive
 
 
 @dataclass
@@ -133,6 +175,7 @@ class Benchmark:
     spec_hash: str
     records: dict[str, RunRecord]
     settings: list[Setting] = field(default_factory=list)
+    transductive: frozenset[str] = frozenset()  # keys of the runs that declare it
 
     @property
     def label(self) -> str:
@@ -151,7 +194,9 @@ class Benchmark:
 class SiteModel:
     benchmarks: list[Benchmark]
     submissions: dict[str, Submission]  # by key, sorted by name then version
-    rank_matrices: dict[str, dict[str, Any]]  # setting -> rank_matrix() output with labels
+    rank_matrices: dict[str, dict[str, Any]]  # setting -> rank_matrix() output, inductive runs
+    transductive_rank_matrices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    combined_rank_matrices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def plan_site(records: Sequence[RunRecord]) -> SiteModel:
@@ -162,9 +207,11 @@ def plan_site(records: Sequence[RunRecord]) -> SiteModel:
     IntegrityError
         Records of one benchmark version disagree on its hash or spec hash.
     HarnessError
-        Two records share a benchmark version and submission version, or two benchmark ids
-        would share a page.
+        Two records share a benchmark version and submission version, two benchmark ids would
+        share a page, or two names (ids) read alike (:func:`harness.identity.check_distinct_
+        identities`).
     """
+    check_distinct_identities(records)
     submissions: dict[str, Submission] = {}
     names: dict[str, tuple[str, str]] = {}
     for record in sorted(records, key=_submission_order):
@@ -200,7 +247,9 @@ def plan_site(records: Sequence[RunRecord]) -> SiteModel:
     return SiteModel(
         benchmarks=benchmarks,
         submissions=submissions,
-        rank_matrices=_rank_matrices(benchmarks, submissions),
+        rank_matrices=_rank_matrices(benchmarks, submissions, "inductive"),
+        transductive_rank_matrices=_rank_matrices(benchmarks, submissions, "transductive"),
+        combined_rank_matrices=_rank_matrices(benchmarks, submissions, "combined"),
     )
 
 
@@ -242,6 +291,11 @@ def truthy(value: Any) -> bool:
     return bool(value)
 
 
+def is_transductive(record: RunRecord) -> bool:
+    """Whether the run declares it used the unlabelled test images (ranked apart)."""
+    return truthy(record.submission.declarations.get("transductive", False))
+
+
 def record_badges(record: RunRecord) -> list[Badge]:
     """Leakage and protocol badges of one run, from its audit and the submitted declarations."""
     badges: list[Badge] = []
@@ -260,9 +314,14 @@ def record_badges(record: RunRecord) -> list[Badge]:
             )
         )
     declared = record.submission.declarations
-    if truthy(declared.get("transductive", False)):
+    if is_transductive(record):
         badges.append(
-            Badge("transductive", "info", "uses the unlabelled test images", "transductive")
+            Badge(
+                "transductive",
+                "info",
+                "uses the unlabelled test images: ranked apart from inductive submissions",
+                "transductive",
+            )
         )
     extra = declared.get("extra_data", False)
     if truthy(extra):
@@ -318,16 +377,19 @@ def _plan_benchmark(records: list[RunRecord]) -> Benchmark:
         hash=info.hash,
         spec_hash=info.spec_hash,
         records=by_key,
+        transductive=frozenset(k for k, r in by_key.items() if is_transductive(r)),
     )
     newest_first = sorted(by_key.items(), key=lambda kv: kv[1].created_at, reverse=True)
     settings = sorted({e.setting for r in records for e in r.scores}, key=setting_key)
     used: set[str] = set()
     for setting in settings:
-        plan = _plan_setting(setting, info.primary.get(setting), newest_first)
-        for key in plan.order:
+        plan = _plan_setting(setting, info.primary.get(setting), newest_first, bench.transductive)
+        for key in plan.shown:
             sub = by_key[key].submission
             plan.labels[key] = f"{sub.name} {sub.version}"
-            # A submission's permalink is its row in the first table that lists it.
+            plan.isolated[key] = f"{isolate_text(sub.name)} {isolate_text(sub.version)}"
+            # A submission's permalink is its row in the first table that lists it (the
+            # combined ranking repeats rows: those get their own ids on the page).
             plan.anchors[key] = f"sub-{key}" if key not in used else f"sub-{key}-{setting}"
             used.add(key)
         bench.settings.append(plan)
@@ -335,7 +397,10 @@ def _plan_benchmark(records: list[RunRecord]) -> Benchmark:
 
 
 def _plan_setting(
-    setting: str, primary: str | None, newest_first: list[tuple[str, RunRecord]]
+    setting: str,
+    primary: str | None,
+    newest_first: list[tuple[str, RunRecord]],
+    transductive: frozenset[str],
 ) -> Setting:
     # Metrics in the order the newest run lists them (its spec's order), then any others.
     found: dict[str, dict[str, dict[str, ScoreEntry]]] = {}  # metric -> version -> key -> entry
@@ -352,31 +417,59 @@ def _plan_setting(
         versions = sorted(found[metric], key=version_key, reverse=True)  # newest version first
         for version in versions:
             entries = dict(sorted(found[metric][version].items()))
-            columns.append(_plan_column(setting, metric, version, entries, metric == primary))
+            columns.append(
+                _plan_column(setting, metric, version, entries, metric == primary, transductive)
+            )
             columns[-1].versioned = len(versions) > 1
             columns[-1].primary = metric == primary and version == versions[0]
     primary_column = next((c for c in columns if c.primary), None)
     keys = sorted({key for c in columns for key in c.entries})
+    ranks = primary_column.ranks if primary_column else {}
+    apart = primary_column.transductive_ranks if primary_column else {}
+    combined = primary_column.combined_ranks if primary_column else {}
     plan = Setting(
         setting=setting,
         columns=columns,
         primary=primary_column,
-        order=_rank_order(keys, primary_column),
+        order=_rank_order([k for k in keys if k not in transductive], ranks),
+        transductive=_rank_order([k for k in keys if k in transductive], apart),
+        combined=_rank_order(keys, combined),
         mixed_versions=[m for m in metrics if len(found[m]) > 1],
     )
     return plan
 
 
 def _group(plan: Setting) -> None:
-    """Tied groups from the primary column's tests (none without them)."""
+    """Tied groups from the primary column's tests (none without them), for each ranking:
+    a transductive leader never leads the inductive runs' first group."""
     column = plan.primary
-    if column is not None and column.tests is not None:
-        plan.groups = column.tests.groups(higher_is_better=column.higher_is_better)
-        plan.group_of = {key: i for i, group in enumerate(plan.groups, start=1) for key in group}
+    if column is None or column.tests is None:
+        return
+    tests, better = column.tests, column.higher_is_better
+    plan.groups = _groups_among(tests, plan.order, better)
+    plan.transductive_groups = _groups_among(tests, plan.transductive, better)
+    plan.combined_groups = _groups_among(tests, plan.combined, better)
+    plan.group_of = _group_numbers(plan.groups)
+    plan.transductive_group_of = _group_numbers(plan.transductive_groups)
+    plan.combined_group_of = _group_numbers(plan.combined_groups)
+
+
+def _groups_among(tests: stats.ColumnTests, keys: list[str], better: bool) -> list[list[str]]:
+    among = tests.subset(keys)
+    return among.groups(higher_is_better=better) if among is not None else []
+
+
+def _group_numbers(groups: list[list[str]]) -> dict[str, int]:
+    return {key: i for i, group in enumerate(groups, start=1) for key in group}
 
 
 def _plan_column(
-    setting: str, metric: str, version: str, entries: dict[str, ScoreEntry], primary: bool
+    setting: str,
+    metric: str,
+    version: str,
+    entries: dict[str, ScoreEntry],
+    primary: bool,
+    transductive: frozenset[str] = frozenset(),
 ) -> Column:
     some = next(iter(entries.values()))
     column = Column(
@@ -390,7 +483,11 @@ def _plan_column(
         versioned=False,
         entries=entries,
     )
-    column.ranks = _competition_ranks(entries, some.higher_is_better)
+    inductive = {k: e for k, e in entries.items() if k not in transductive}
+    apart = {k: e for k, e in entries.items() if k in transductive}
+    column.ranks = _competition_ranks(inductive, some.higher_is_better)
+    column.transductive_ranks = _competition_ranks(apart, some.higher_is_better)
+    column.combined_ranks = _competition_ranks(entries, some.higher_is_better)
     return column
 
 
@@ -448,16 +545,17 @@ def _competition_ranks(entries: dict[str, ScoreEntry], higher_is_better: bool) -
     return ranks
 
 
-def _rank_order(keys: Iterable[str], primary: Column | None) -> list[str]:
+def _rank_order(keys: Iterable[str], ranks: dict[str, int]) -> list[str]:
     """Ranked rows first (by rank, then key: name then version), the rest by key."""
-    ranks = primary.ranks if primary is not None else {}
     return sorted(keys, key=lambda k: (k not in ranks, ranks.get(k, 0), k))
 
 
 def _rank_matrices(
-    benchmarks: list[Benchmark], submissions: dict[str, Submission]
+    benchmarks: list[Benchmark], submissions: dict[str, Submission], runs: str
 ) -> dict[str, dict[str, Any]]:
-    """Per setting, the ranks of every submission on every benchmark by its primary column."""
+    """Per setting, the ranks of submissions on every benchmark by its primary column: of the
+    ``runs`` "inductive", "transductive" or "combined" (every run); a cell whose run is of the
+    other kind is empty."""
     out: dict[str, dict[str, Any]] = {}
     settings = sorted({s.setting for b in benchmarks for s in b.settings}, key=setting_key)
     for setting in settings:
@@ -469,7 +567,12 @@ def _rank_matrices(
             if plan is None or plan.primary is None:
                 continue
             column = plan.primary
-            row = {k: e.value for k, e in column.entries.items() if _finite(e.value)}
+            row = {
+                k: e.value
+                for k, e in column.entries.items()
+                if _finite(e.value)
+                and (runs == "combined" or (k in bench.transductive) == (runs == "transductive"))
+            }
             if row:
                 values[bench.label] = row
                 directions[bench.label] = column.higher_is_better

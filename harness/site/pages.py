@@ -2,9 +2,14 @@
 
 One function per page kind prepares the rows its template prints (formatted numbers, sort keys,
 badges, links) and renders it with jinja2's autoescaping: every submitted string reaches the page
-escaped, and a submitted URL becomes a link only through :func:`harness.site.builder.safe_href`.
-Pages link each other with relative URLs only, so the folder works from ``file://`` and from any
-static host.
+escaped and isolated (the ``bdi`` and ``fsi`` filters, :func:`harness.site.text.isolate`), and a
+submitted URL becomes a link only through :func:`harness.site.builder.safe_href`. Pages link each
+other with relative URLs only, so the folder works from ``file://`` and from any static host.
+
+Transductive runs are ranked apart (:mod:`harness.site.model`): a benchmark table lists the
+inductive runs, a second one the transductive runs with their own ranks, and a third, shown only
+on request (the ``#combined-<setting>`` anchor without the script, a checkbox with it), every run
+in one ranking. The index's leaders and rank matrices follow the same rule.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from harness.site.text import (
     format_p,
     format_value,
     interval_text,
+    isolate,
+    isolate_text,
     safe_href,
     short_hash,
 )
@@ -103,11 +110,35 @@ class Row:
 
 
 @dataclass(frozen=True)
+class Ranking:
+    """One ranking of a setting's runs: which rows, in which order, their ranks and groups."""
+
+    keys: list[str]
+    ranks: dict[str, int]
+    groups: list[list[str]]
+    group_of: dict[str, int]
+    anchor_suffix: str = ""  # rows repeated from another table get other ids
+
+
+@dataclass(frozen=True)
 class SettingView:
     plan: Setting
-    rows: list[Row]
+    rows: list[Row]  # the inductive runs, ranked among themselves
+    transductive_rows: list[Row]  # the transductive runs, ranked among themselves
+    combined_rows: list[Row]  # every run in one ranking (empty: nothing to combine)
     figures: list[figures.Figure]
     groups_note: str
+
+    @property
+    def table_ids(self) -> str:
+        """The ids of the setting's tables, for the filter bar (space-separated)."""
+        setting = self.plan.setting
+        ids = [f"table-{setting}"]
+        if self.transductive_rows:
+            ids.append(f"table-{setting}-transductive")
+        if self.combined_rows:
+            ids.append(f"table-{setting}-combined")
+        return " ".join(ids)
 
 
 def render_site(model: SiteModel, site: Path) -> None:
@@ -134,7 +165,10 @@ def render_site(model: SiteModel, site: Path) -> None:
             _submission(template, model, sub, logs, pairs, common),
         )
     compare = env.get_template("compare.html").render(
-        options=list(model.submissions.values()),
+        options=[
+            (sub, _plain_label(sub) + (" (transductive)" if sub.transductive else ""))
+            for sub in model.submissions.values()
+        ],
         pairs=[(a, b, f"compare/{pair_slug(a.key, b.key)}.html") for a, b in pairs],
         root="",
         page_title="Compare",
@@ -157,9 +191,11 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
     for bench in model.benchmarks:
         leaders = []
         for plan in bench.settings:
-            lead = _leader(plan)
-            if lead is not None:
-                leaders.append(lead)
+            inductive, transductive = _rankings(plan)[:2]
+            for ranking, kind in ((inductive, False), (transductive, True)):
+                lead = _leader(bench, plan, ranking, transductive=kind)
+                if lead is not None:
+                    leaders.append(lead)
         rows.append(
             {
                 "bench": bench,
@@ -169,34 +205,23 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
                 "leaders": leaders,
             }
         )
+    settings = {
+        *model.rank_matrices,
+        *model.transductive_rank_matrices,
+        *model.combined_rank_matrices,
+    }
     rank_views = []
-    for setting, ranks in sorted(model.rank_matrices.items(), key=lambda kv: setting_key(kv[0])):
-        fig = figures.rank_figure(model, setting, lambda path: path)
-        if fig is None:  # pragma: no cover - rank_matrices and rank_figure agree
-            continue
-        view_rows = []
-        for s, sub in enumerate(ranks["submission_refs"]):
-            cells = []
-            for value in ranks["ranks"][s]:
-                finite = math.isfinite(float(value))
-                cells.append((f"{value:g}" if finite else "—", f"{value:g}" if finite else ""))
-            mean = float(ranks["mean_rank"][s])
-            view_rows.append(
-                {
-                    "sub": sub,
-                    "mean": f"{mean:.2f}",
-                    "mean_sort": repr(mean),
-                    "n": int(ranks["n_benchmarks"][s]),
-                    "cells": cells,
-                }
-            )
+    for setting in sorted(settings, key=setting_key):
+        apart = model.transductive_rank_matrices.get(setting)
+        everyone = model.combined_rank_matrices.get(setting)
         rank_views.append(
             {
                 "setting": setting,
                 "label": SETTING_LABELS.get(setting, setting),
-                "figure": fig,
-                "benchmarks": ranks["benchmark_pages"],
-                "rows": view_rows,
+                "main": _rank_view(model.rank_matrices.get(setting), setting, ""),
+                "transductive": _rank_view(apart, setting, "transductive"),
+                # one ranking of every run: only worth offering when some are transductive
+                "combined": _rank_view(everyone, setting, "combined") if apart else None,
             }
         )
     subs = []
@@ -207,7 +232,7 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
             {
                 "sub": sub,
                 "kind": info.kind,
-                "authors": ", ".join(info.authors),
+                "authors": info.authors,
                 "badges": badges,
                 "flags": " ".join(b.flag for b in badges if b.flag in _FLAGS),
                 "search": sub.label.lower(),
@@ -223,27 +248,88 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
     )
 
 
-def _leader(plan: Setting) -> dict[str, str] | None:
-    column = plan.primary
-    if column is None or not plan.order or plan.order[0] not in column.ranks:
+def _plain_label(sub: Submission) -> str:
+    """``name version`` for text-only places (page titles, options), each part isolated."""
+    return f"{isolate_text(sub.name)} {isolate_text(sub.version)}"
+
+
+def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[str, Any] | None:
+    """A rank matrix's figure and table rows; ``which`` is "", "transductive" or "combined"."""
+    if ranks is None:
         return None
-    key = plan.order[0]
+    suffix = f"-{which}" if which else ""
+    fig = figures.rank_figure(ranks, setting, lambda path: path, suffix=suffix)
+    view_rows = []
+    for s, sub in enumerate(ranks["submission_refs"]):
+        cells = []
+        for value in ranks["ranks"][s]:
+            finite = math.isfinite(float(value))
+            cells.append((f"{value:g}" if finite else "—", f"{value:g}" if finite else ""))
+        mean = float(ranks["mean_rank"][s])
+        view_rows.append(
+            {
+                "sub": sub,
+                "badges": [b for b in sub.badges if b.flag == "transductive"],
+                "mean": f"{mean:.2f}",
+                "mean_sort": repr(mean),
+                "n": int(ranks["n_benchmarks"][s]),
+                "cells": cells,
+            }
+        )
+    return {
+        "id": f"ranks-{setting}{suffix}",
+        "table_id": f"table-ranks-{setting}{suffix}",
+        "figure": fig,
+        "benchmarks": ranks["benchmark_pages"],
+        "rows": view_rows,
+    }
+
+
+def _rankings(plan: Setting) -> tuple[Ranking, Ranking, Ranking]:
+    """The inductive, transductive and combined rankings of a setting's runs."""
+    column = plan.primary
+    return (
+        Ranking(plan.order, column.ranks if column else {}, plan.groups, plan.group_of),
+        Ranking(
+            plan.transductive,
+            column.transductive_ranks if column else {},
+            plan.transductive_groups,
+            plan.transductive_group_of,
+        ),
+        Ranking(
+            plan.combined,
+            column.combined_ranks if column else {},
+            plan.combined_groups,
+            plan.combined_group_of,
+            anchor_suffix="-all",
+        ),
+    )
+
+
+def _leader(
+    bench: Benchmark, plan: Setting, ranking: Ranking, *, transductive: bool
+) -> dict[str, Any] | None:
+    column = plan.primary
+    if column is None or not ranking.keys or ranking.keys[0] not in ranking.ranks:
+        return None
+    key = ranking.keys[0]
     entry = column.entries[key]
     unit = "%" if column.percent else ""
-    group = next((g for g in plan.groups if key in g), None)
+    group = next((g for g in ranking.groups if key in g), None)
     tied, title = "", ""
     if group is not None and len(group) > 1:
         tied = f"tied with {len(group) - 1} other{'s' if len(group) > 2 else ''}"
-        title = "not separable by a paired test: " + ", ".join(plan.labels[k] for k in group[1:])
+        title = "not separable by a paired test: " + ", ".join(plan.isolated[k] for k in group[1:])
     return {
         "setting": plan.label,
-        "metric": column.label.removesuffix(" (%)"),
+        "metric": metric_markup(column, unit=False),
         "value": format_value(entry.value, percent=column.percent) + unit,
         "interval": _interval(entry, column),
-        "label": plan.labels[key],
+        "sub": bench.records[key].submission,
         "anchor": plan.anchors[key],
         "tied": tied,
         "tied_title": title,
+        "transductive": transductive,
     }
 
 
@@ -251,15 +337,19 @@ def _leader(plan: Setting) -> dict[str, str] | None:
 
 
 def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
-    views = [
-        SettingView(
-            plan=plan,
-            rows=_rows(bench, plan),
-            figures=figures.setting_figures(bench, plan, lambda path: path),
-            groups_note=_groups_note(plan),
+    views = []
+    for plan in bench.settings:
+        inductive, transductive, combined = _rankings(plan)
+        views.append(
+            SettingView(
+                plan=plan,
+                rows=_rows(bench, plan, inductive),
+                transductive_rows=_rows(bench, plan, transductive),
+                combined_rows=_rows(bench, plan, combined) if plan.transductive else [],
+                figures=figures.setting_figures(bench, plan, lambda path: path),
+                groups_note=_groups_note(plan),
+            )
         )
-        for plan in bench.settings
-    ]
     return template.render(
         bench=bench,
         info=bench.latest.benchmark,
@@ -272,7 +362,7 @@ def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
         n_boot=stats.N_BOOT,
         alpha=stats.ALPHA,
         root="../",
-        page_title=f"{bench.title} v{bench.version}",
+        page_title=f"{isolate_text(bench.title)} v{bench.version}",
         **common,
     )
 
@@ -285,7 +375,8 @@ def _groups_note(plan: Setting) -> str:
             f"No groups of tied submissions: {plan.primary.no_tests} "
             f"for {plan.primary.label}. Re-score the runs (zsl results rescore) to add them."
         )
-    missing = [k for k in plan.order if k in plan.primary.entries and k not in plan.group_of]
+    grouped = plan.group_of.keys() | plan.transductive_group_of.keys()
+    missing = [k for k in plan.shown if k in plan.primary.entries and k not in grouped]
     if missing:
         return (
             f"{len(missing)} run(s) have no per-class values for {plan.primary.label} and stay "
@@ -294,23 +385,22 @@ def _groups_note(plan: Setting) -> str:
     return ""
 
 
-def _rows(bench: Benchmark, plan: Setting) -> list[Row]:
+def _rows(bench: Benchmark, plan: Setting, ranking: Ranking) -> list[Row]:
     rows = []
-    primary = plan.primary
     seen_groups: set[int] = set()
-    for key in plan.order:
+    for key in ranking.keys:
         record = bench.records[key]
         sub = record.submission
         badges = record_badges(record)
-        rank = primary.ranks.get(key) if primary is not None else None
-        group = plan.group_of.get(key)
+        rank = ranking.ranks.get(key)
+        group = ranking.group_of.get(key)
         group_title = ""
         if group is not None:
-            members = plan.groups[group - 1]
+            members, n = ranking.groups[group - 1], len(ranking.groups)
             group_title = (
-                f"group {group} of {len(plan.groups)}, led by {plan.labels[members[0]]}"
+                f"group {group} of {n}, led by {plan.isolated[members[0]]}"
                 if len(members) > 1
-                else f"group {group} of {len(plan.groups)}: separable from every other group leader"
+                else f"group {group} of {n}: separable from every other group leader"
             )
         cells = [_cell(column.entries.get(key), column) for column in plan.columns]
         # A group's first row gets a rule above it (in rank order: groups are contiguous there).
@@ -319,7 +409,7 @@ def _rows(bench: Benchmark, plan: Setting) -> list[Row]:
             seen_groups.add(group)
         rows.append(
             Row(
-                anchor=plan.anchors[key],
+                anchor=plan.anchors[key] + ranking.anchor_suffix,
                 name=sub.name,
                 version=sub.version,
                 kind=sub.kind,
@@ -447,18 +537,33 @@ def _submission(
                 entry = column.entries.get(sub.key)
                 if entry is None:
                     continue
-                rank = column.ranks.get(sub.key)
-                group = plan.group_of.get(sub.key) if column.primary else None
+                rank, n_ranked = column.rank_of(sub.key)
+                apart = sub.key in bench.transductive
+                group_of, groups = (
+                    (plan.transductive_group_of, plan.transductive_groups)
+                    if apart
+                    else (plan.group_of, plan.groups)
+                )
+                group = group_of.get(sub.key) if column.primary else None
+                # ranked among runs of its kind; the ranking of all runs together too, where
+                # the column has both kinds
+                mixed = bool(column.transductive_ranks) and bool(column.ranks)
+                overall = column.combined_ranks.get(sub.key)
                 rows.append(
                     {
                         "setting": plan.label,
-                        "metric": column.label.removesuffix(" (%)"),
+                        "metric": metric_markup(column, unit=False),
                         "primary": column.primary,
                         "value": format_value(entry.value, percent=column.percent)
                         + ("%" if column.percent else ""),
                         "interval": _interval(entry, column),
-                        "rank": f"{rank} of {len(column.ranks)}" if rank else "—",
-                        "group": f"{group} of {len(plan.groups)}" if group else "—",
+                        "rank": f"{rank} of {n_ranked}{' transductive' if apart else ''}"
+                        if rank
+                        else "—",
+                        "rank_all": f"{overall} of {len(column.combined_ranks)} all together"
+                        if mixed and overall
+                        else "",
+                        "group": f"{group} of {len(groups)}" if group else "—",
                         "function": column.function,
                         "version": column.version,
                     }
@@ -476,7 +581,6 @@ def _submission(
                 "environment": _pairs_text(record.environment),
                 "timings": [(k, f"{v:.2f} s") for k, v in sorted(record.timings.items())],
                 "log": log,
-                "log_label": f"{bench.label} log (text)",
             }
         )
     others = [
@@ -494,7 +598,7 @@ def _submission(
         results=results,
         pairs=others,
         root="../",
-        page_title=sub.label,
+        page_title=_plain_label(sub),
         **common,
     )
 
@@ -516,9 +620,12 @@ def _write_logs(site: Path, model: SiteModel, sub: Submission) -> dict[str, str]
         bench = benches[(record.benchmark.id, record.benchmark.version)]
         folder = site / "logs" / sub.key
         folder.mkdir(exist_ok=True)
+        # Submitted parts between FSI and PDI: a text file has no elements to isolate them.
         lines = [
-            f"{sub.label} on {bench.label}, scored {record.created_at.isoformat()}",
-            f"runner: {record.runner}; harness {record.harness_version}",
+            f"{_plain_label(sub)} on {isolate_text(bench.id)} v{bench.version}, "
+            f"scored {record.created_at.isoformat()}",
+            f"runner: {isolate_text(record.runner)}; "
+            f"harness {isolate_text(record.harness_version)}",
             "",
         ]
         for name, text in sorted(record.logs.items(), key=lambda kv: (kv[0] != "reason", kv[0])):
@@ -559,22 +666,22 @@ class _PairColumn:
 
 def _pair_columns(
     model: SiteModel,
-) -> tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], str]]:
+) -> tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], Markup]]:
     """Per benchmark, the tested columns, and a sentence naming the untested ones."""
     out = {}
-    untested: dict[tuple[str, int], str] = {}
+    untested: dict[tuple[str, int], Markup] = {}
     for bench in model.benchmarks:
         columns = []
         skipped = []
         for plan in bench.settings:
             for column in plan.columns:
                 if column.tests is None:
-                    skipped.append(f"{plan.label} {column.label.removesuffix(' (%)')}")
+                    skipped.append(Markup(f"{plan.label} {metric_markup(column, unit=False)}"))
                     continue
                 columns.append(
                     _PairColumn(
                         setting=plan.label,
-                        metric=escape(column.label),
+                        metric=metric_markup(column),
                         primary=column.primary,
                         percent=column.percent,
                         higher_is_better=column.higher_is_better,
@@ -588,16 +695,16 @@ def _pair_columns(
                 )
         out[(bench.id, bench.version)] = columns
         if skipped:
-            untested[(bench.id, bench.version)] = (
-                f"Not tested (no per-class values that pair up): {', '.join(skipped)}."
-            )
+            untested[(bench.id, bench.version)] = Markup(
+                "Not tested (no per-class values that pair up): {}."
+            ).format(Markup(", ").join(skipped))
     return out, untested
 
 
 def _pair(
     template: Any,
     model: SiteModel,
-    prepared: tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], str]],
+    prepared: tuple[dict[tuple[str, int], list[_PairColumn]], dict[tuple[str, int], Markup]],
     a: Submission,
     b: Submission,
     common: dict[str, Any],
@@ -605,12 +712,12 @@ def _pair(
     columns, untested = prepared
     blocks = []
     counts = {"A": 0, "B": 0, "tied": 0}
-    only_a: list[str] = []
-    only_b: list[str] = []
+    only_a: list[Benchmark] = []
+    only_b: list[Benchmark] = []
     for bench in model.benchmarks:
         in_a, in_b = a.key in bench.records, b.key in bench.records
         if in_a != in_b:
-            (only_a if in_a else only_b).append(bench.label)
+            (only_a if in_a else only_b).append(bench)
         if not (in_a and in_b):
             continue
         rows = []
@@ -632,7 +739,7 @@ def _pair(
             {
                 "bench": bench,
                 "rows": Markup("\n".join(rows)),
-                "untested": untested.get((bench.id, bench.version), ""),
+                "untested": untested.get((bench.id, bench.version), Markup()),
             }
         )
     return str(
@@ -649,10 +756,17 @@ def _pair(
             n_boot=stats.N_BOOT,
             alpha=stats.ALPHA,
             root="../",
-            page_title=f"{a.label} vs {b.label}",
+            page_title=f"{_plain_label(a)} vs {_plain_label(b)}",
             **common,
         )
     )
+
+
+def metric_markup(column: Column, *, unit: bool = True) -> Markup:
+    """A column's label as markup, the metric's name (from the spec) isolated."""
+    version = f" v{column.version}" if column.versioned else ""
+    percent = " (%)" if unit and column.percent else ""
+    return Markup(f"{isolate(column.metric)}{escape(version)}{percent}")
 
 
 def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
@@ -690,6 +804,9 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["short_hash"] = short_hash
+    env.filters["bdi"] = isolate
+    env.filters["fsi"] = isolate_text
+    env.filters["metric"] = metric_markup
     return env
 
 

@@ -1,16 +1,26 @@
 """``results.json``: the site for machines -- every record, plus the ranks and groups computed.
 
-Layout (format ``zsl-leaderboard-results/1``)::
+Layout (format ``zsl-leaderboard-results/2``)::
 
     {"format": ..., "harness_version": ..., "tests": {how groups were tested},
      "benchmarks": [{"id", "version", "title", "hash", "page",
                      "settings": [{"setting", "primary": {"metric", "version"} | null,
-                                   "ranking": [{"submission", "version", "rank", "group",
-                                                "value", "interval"}],
-                                   "groups": [[...]]}]}],
+                                   "ranking": [{"submission", "version", "transductive",
+                                                "rank", "group", "rank_combined",
+                                                "group_combined", "value", "interval"}],
+                                   "groups": [[...]], "transductive_groups": [[...]],
+                                   "combined_groups": [[...]]}]}],
      "rank_matrices": {setting: {"benchmarks", "submissions", "ranks", "mean_rank",
                                  "n_benchmarks"}},
+     "rank_matrices_transductive": {...}, "rank_matrices_combined": {...},
+     "submissions": [{"submission", "version", "slug", "page", "transductive"}],
      "records": [record file, one per line]}
+
+Transductive runs (``declarations["transductive"]`` true) are ranked apart, as the pages show
+them: ``rank`` and ``group`` count runs of the same kind only (inductive among inductive,
+transductive among transductive; ``groups`` and ``rank_matrices`` are the inductive runs'),
+``rank_combined``/``group_combined``, ``combined_groups`` and ``rank_matrices_combined`` rank
+every run together. Version 2 of the format: in version 1 every rank counted every run.
 
 Each line of ``records`` is exactly a record file of :mod:`harness.results.records_io` (its
 ``format``/``id``/``record`` envelope, with the same content id) written compactly, so a record
@@ -35,7 +45,7 @@ from harness.site.model import SiteModel
 
 __all__ = ["FORMAT", "record_line", "write_results_json"]
 
-FORMAT = "zsl-leaderboard-results/1"
+FORMAT = "zsl-leaderboard-results/2"
 
 
 def record_line(record: RunRecord) -> str:
@@ -69,16 +79,20 @@ def summary(model: SiteModel) -> dict[str, Any]:
         for plan in bench.settings:
             column = plan.primary
             ranking = []
-            for key in plan.order:
+            for key in plan.shown:
                 sub = bench.records[key].submission
                 entry = column.entries.get(key) if column is not None else None
+                apart = key in bench.transductive
                 ranking.append(
                     {
                         "submission": sub.name,
                         "version": sub.version,
                         "slug": key,
-                        "rank": column.ranks.get(key) if column is not None else None,
-                        "group": plan.group_of.get(key),
+                        "transductive": apart,
+                        "rank": column.rank_of(key)[0] if column is not None else None,
+                        "group": (plan.transductive_group_of if apart else plan.group_of).get(key),
+                        "rank_combined": column.combined_ranks.get(key) if column else None,
+                        "group_combined": plan.combined_group_of.get(key),
                         "value": _number(entry.value) if entry is not None else None,
                         "interval": [entry.interval.lo, entry.interval.hi]
                         if entry is not None and entry.interval is not None
@@ -94,6 +108,8 @@ def summary(model: SiteModel) -> dict[str, Any]:
                     "groups_tested": column is not None and column.tests is not None,
                     "ranking": ranking,
                     "groups": plan.groups,
+                    "transductive_groups": plan.transductive_groups,
+                    "combined_groups": plan.combined_groups,
                     "columns": [
                         {
                             "metric": c.metric,
@@ -117,15 +133,6 @@ def summary(model: SiteModel) -> dict[str, Any]:
                 "settings": settings,
             }
         )
-    matrices = {}
-    for setting, ranks in model.rank_matrices.items():
-        matrices[setting] = {
-            "benchmarks": ranks["benchmarks"],
-            "submissions": ranks["submissions"],
-            "ranks": [[_number(v) for v in row] for row in ranks["ranks"].tolist()],
-            "mean_rank": [float(v) for v in ranks["mean_rank"]],
-            "n_benchmarks": [int(v) for v in ranks["n_benchmarks"]],
-        }
     return {
         "format": FORMAT,
         "harness_version": harness_version,
@@ -139,16 +146,32 @@ def summary(model: SiteModel) -> dict[str, Any]:
             "against the group's leader has p >= alpha, else it leads a new group",
         },
         "benchmarks": benchmarks,
-        "rank_matrices": matrices,
+        "rank_matrices": _matrices(model.rank_matrices),
+        "rank_matrices_transductive": _matrices(model.transductive_rank_matrices),
+        "rank_matrices_combined": _matrices(model.combined_rank_matrices),
         "submissions": [
             {
                 "submission": s.name,
                 "version": s.version,
                 "slug": key,
                 "page": f"submissions/{key}.html",
+                "transductive": s.transductive,
             }
             for key, s in model.submissions.items()
         ],
+    }
+
+
+def _matrices(by_setting: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        setting: {
+            "benchmarks": ranks["benchmarks"],
+            "submissions": ranks["submissions"],
+            "ranks": [[_number(v) for v in row] for row in ranks["ranks"].tolist()],
+            "mean_rank": [float(v) for v in ranks["mean_rank"]],
+            "n_benchmarks": [int(v) for v in ranks["n_benchmarks"]],
+        }
+        for setting, ranks in by_setting.items()
     }
 
 

@@ -55,6 +55,26 @@ class ColumnTests:
         except ValueError:
             return None
 
+    def subset(self, keys: Sequence[str]) -> ColumnTests | None:
+        """The tests among ``keys`` only (those this column tested), in this column's order;
+        None when none of them was tested. The tests themselves don't change: each is a pair's."""
+        wanted = set(keys)
+        index = [i for i, key in enumerate(self.keys) if key in wanted]
+        if not index:
+            return None
+        if len(index) == len(self.keys):
+            return self
+        square = np.ix_(index, index)
+        return ColumnTests(
+            keys=tuple(self.keys[i] for i in index),
+            estimates=self.estimates[index],
+            diff=self.diff[square],
+            lo=self.lo[square],
+            hi=self.hi[square],
+            p_value=self.p_value[square],
+            n_classes=self.n_classes,
+        )
+
     def groups(self, *, higher_is_better: bool) -> list[list[str]]:
         """Tied groups, best first (rule of :func:`tied_groups_from_tests`, alpha :data:`ALPHA`)."""
         return tied_groups_from_tests(

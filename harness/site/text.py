@@ -1,4 +1,14 @@
-"""How the site writes values, hashes and links: one place for every number format and URL rule."""
+"""How the site writes values, hashes, links and submitted text: one place for every format rule.
+
+Submitted text is *isolated*: a name holding U+202E RIGHT-TO-LEFT OVERRIDE (or any other bidi
+control) must not reorder the text after it -- the version next to it, the score in the next
+cell, the rest of the page title. In markup every submitted string sits in its own ``<bdi>``
+element (:func:`isolate`, the templates' ``bdi`` filter), which the browser lays out as a bidi
+isolate; where no element can go (the page ``<title>``, ``<option>`` text, tooltips) the string
+is wrapped in U+2068 FIRST STRONG ISOLATE … U+2069 POP DIRECTIONAL ISOLATE (:func:`isolate_text`).
+Either way the string is *balanced* first (:func:`balance_bidi`): a stray U+2069 or U+202C in it
+would otherwise close the isolate the browser opened around it, and let what follows escape.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +17,29 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from markupsafe import Markup, escape
+
 __all__ = [
     "Link",
+    "balance_bidi",
     "format_diff",
     "format_p",
     "format_value",
     "interval_text",
+    "isolate",
+    "isolate_text",
     "safe_href",
     "short_hash",
 ]
 
 _UNSAFE_URL_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
+_EMBEDDINGS = frozenset("\u202a\u202b\u202d\u202e")  # LRE RLE LRO RLO, closed by PDF
+_ISOLATES = frozenset("\u2066\u2067\u2068")  # LRI RLI FSI, closed by PDI
+_PDF, _PDI = "\u202c", "\u2069"
+#: Bidi class B: a paragraph separator ends every embedding and isolate (UAX #9, X8).
+_PARAGRAPH = frozenset("\n\r\x1c\x1d\x1e\x85\u2029")
+_EXPLICIT = re.compile("[\u202a-\u202e\u2066-\u2069]")
+FSI, PDI = "\u2068", "\u2069"
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,60 @@ def safe_href(url: str | None) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
         return None
     return url
+
+
+def balance_bidi(text: str) -> str:
+    """``text`` with its explicit bidi controls balanced: a closer that closes nothing it opened
+    is dropped, and every embedding, override or isolate it leaves open is closed at its end.
+
+    Marks (LRM, RLM, ALM) are strong letters, not controls, and stay: inside an isolate they only
+    affect the isolated text.
+
+    >>> balance_bidi("ale") == "ale"
+    True
+    >>> balance_bidi("\u202eevil") == "\u202eevil\u202c"
+    True
+    >>> balance_bidi("a\u2069\u202cb\u2067c") == "ab\u2067c\u2069"
+    True
+    """
+    if _EXPLICIT.search(text) is None:
+        return text
+    out: list[str] = []
+    open_: list[str] = []  # the closer each open initiator needs, innermost last
+    for char in text:
+        if char in _EMBEDDINGS:
+            open_.append(_PDF)
+        elif char in _ISOLATES:
+            open_.append(_PDI)
+        elif char == _PDF:
+            if not open_ or open_[-1] != _PDF:
+                continue  # closes nothing of ours (or would reach out of an isolate)
+            open_.pop()
+        elif char == _PDI:
+            if _PDI not in open_:
+                continue
+            while open_.pop() != _PDI:  # a PDI also closes the embeddings inside its isolate
+                pass
+        elif char in _PARAGRAPH:
+            out.extend(reversed(open_))
+            open_.clear()
+        out.append(char)
+    out.extend(reversed(open_))
+    return "".join(out)
+
+
+def isolate(text: str) -> Markup:
+    """Submitted ``text`` as escaped markup in its own ``<bdi>`` (see the module's docstring).
+
+    >>> isolate("<b>\u202eevil") == Markup("<bdi>&lt;b&gt;\u202eevil\u202c</bdi>")
+    True
+    """
+    return Markup(f"<bdi>{escape(balance_bidi(text))}</bdi>")
+
+
+def isolate_text(text: str) -> str:
+    """Submitted ``text`` between FSI and PDI, balanced: for places that hold text only."""
+    return f"{FSI}{balance_bidi(text)}{PDI}"
 
 
 def short_hash(value: str, length: int = 12) -> str:

@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
 from harness.errors import HarnessError, IntegrityError
+from harness.identity import check_new_identities
 from harness.records import BenchmarkInfo, RunKey, RunRecord, ScoreEntry, SubmissionInfo, run_key
 from harness.store.curves import join_curve, split_curve
 from harness.store.db import SQLITE_BEGIN_OPTION, database_url, describe_url, make_engine, one_line
@@ -223,6 +224,12 @@ def _save_once(
     writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
     run_ids = []
     with Session(writer) as session, session.begin():
+        # Under the writer lock: a look-alike of a stored name ("ESZSL", "\u0435szsl") is refused.
+        check_new_identities(
+            records,
+            session.exec(select(SubmissionRow.name).distinct()).all(),
+            session.exec(select(BenchmarkRow.benchmark).distinct()).all(),
+        )
         for record in records:
             bench = _upsert_benchmark(session, record.benchmark)
             sub = _upsert_submission(session, record.submission)

@@ -2,13 +2,25 @@
 
 A package is a folder holding ``submission.yaml`` and either model code (``kind: model``, run
 through the model protocol by a runner) or prediction files (``kind: predictions``), optionally
-with a trusted generator script that writes them from a task bundle. The package hash covers
-every file except byte-code caches.
+with a generator script that writes them from a task bundle (run in the same runner as model
+code: it is untrusted too).
+
+The code that runs must be the code that was hashed and shown for review. So validation refuses
+every file Python could import or run in place of the package's ``.py`` source: byte-code
+(``.pyc``, ``.pyo``, ``__pycache__`` folders, which Python prefers to the source), compiled
+extension modules and shared libraries (every suffix in ``importlib.machinery.EXTENSION_SUFFIXES``,
+plus ``.so``, ``.pyd``, ``.dylib``, ``.dll``), and ``.pth`` files; and the package hash covers every
+other file. Nothing is silently left out: editor and tool folders (``.pytest_cache``,
+``.ipynb_checkpoints``, ``.git``) are hashed like any other file, so delete them before
+submitting if they should not be part of the package. The worker imports through
+:mod:`harness.submission.loader`, which finds only ``.py`` source even if this check were bypassed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,14 +32,70 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
+from harness import yamlio
 from harness.errors import SubmissionError
 
 MANIFEST = "submission.yaml"
-IGNORED_PARTS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+#: Native code Python imports in preference to source (the running interpreter's suffixes) or
+#: loads as a library (any platform's).
+NATIVE_SUFFIXES = tuple(
+    sorted({*importlib.machinery.EXTENSION_SUFFIXES, ".so", ".pyd", ".dylib", ".dll"})
+)
+_VERSIONED_SHARED_LIBRARY = re.compile(r".\.so(\.[0-9]+)+$")  # libfoo.so.1.2
+#: What ``zsl submission validate`` counts as plain data (anything else is listed for review).
+PLAIN_SUFFIXES = frozenset(
+    {".md", ".txt", ".rst", ".yaml", ".yml", ".json", ".csv", ".tsv", ".toml", ".cfg", ".ini"}
+    | {".bib", ".npy", ".npz", ".safetensors", ".png", ".jpg", ".jpeg", ".svg", ".pdf"}
+)
+PLAIN_NAMES = frozenset({"LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS", "CITATION"})
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
+
+# The OCI distribution reference grammar (github.com/distribution/reference, regexp.go):
+#   reference := name [ ":" tag ] [ "@" digest ];  name := [domain "/"] path-component ["/" …]
+# A reference that passes can only be an image name to docker/podman: it starts with a letter
+# or digit (never "-"), and holds no space, "=", newline or other character a shell or an
+# option parser would read.
+_ALNUM = r"[a-z0-9]+"
+_SEPARATOR = r"(?:[._]|__|-+)"
+_PATH_COMPONENT = rf"{_ALNUM}(?:{_SEPARATOR}{_ALNUM})*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
+_NAME = rf"(?:{_HOST}(?::[0-9]+)?/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+_TAG = r"[\w][\w.-]{0,127}"
+_ALGORITHM = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*"
+IMAGE_REFERENCE = re.compile(
+    rf"(?P<name>{_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<algorithm>{_ALGORITHM}):(?P<hex>[0-9a-fA-F]+))?",
+    re.ASCII,
+)
+# Digest lengths the registries use; any other algorithm needs at least 128 bits (32 hex).
+DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
+
+
+def check_image_reference(value: str) -> str:
+    """``value`` if it is an OCI image reference (``[host[:port]/]path[:tag][@algo:hex]``)."""
+    match = IMAGE_REFERENCE.fullmatch(value)
+    problem = None
+    if match is None:
+        problem = (
+            "not an image reference ([registry[:port]/]lowercase/path[:tag][@sha256:64 hex],"
+            " starting with a letter or digit)"
+        )
+    elif len(match["name"]) > 255:
+        problem = "image name longer than 255 characters"
+    elif match["algorithm"] is not None:
+        algorithm, digest = match["algorithm"], match["hex"]
+        wanted = DIGEST_HEX.get(algorithm)
+        if (wanted is not None and len(digest) != wanted) or len(digest) < 32:
+            problem = f"a {algorithm} digest has {wanted or 'at least 32'} hex digits"
+    if problem is not None:
+        # repr: a newline or control character in the value stays on the error's one line.
+        raise ValueError(f"{value[:80]!r}: {problem}")
+    return value
 
 
 class _Strict(BaseModel):
@@ -39,7 +107,16 @@ class ModelCode(_Strict):
         Field(description="'module:Class' relative to the package folder")
     )
     requirements: list[str] = Field(default_factory=list, description="pip requirements")
-    image: str | None = Field(None, description="container image for the container runner")
+    image: str | None = Field(
+        None,
+        description="container image for the container runner: an OCI reference such as"
+        " 'ghcr.io/org/zsl-worker:0.1' or 'name@sha256:<64 hex>'",
+    )
+
+    @field_validator("image")
+    @classmethod
+    def _image_reference(cls, value: str | None) -> str | None:
+        return None if value is None else check_image_reference(value)
 
 
 class PredictionFiles(_Strict):
@@ -48,7 +125,9 @@ class PredictionFiles(_Strict):
         description="path pattern inside the package; {benchmark} and {setting} are filled in",
     )
     generator: str | None = Field(
-        None, description="trusted script that writes the files: `python GEN BUNDLE_DIR OUT_DIR`"
+        None,
+        description="script that writes the files, run isolated like model code:"
+        " `python GEN BUNDLE_DIR OUT_DIR`",
     )
 
 
@@ -112,24 +191,70 @@ class Package:
         return self.manifest.name
 
     def files(self) -> list[Path]:
-        out = []
-        for path in sorted(self.root.rglob("*")):
-            rel = path.relative_to(self.root)
-            if IGNORED_PARTS & set(rel.parts) or path.suffix == ".pyc":
-                continue
-            if path.is_symlink():
-                raise SubmissionError(f"{self.root}: {rel} is a symbolic link; packages hold files")
-            if path.is_file():
-                out.append(path)
-        return out
+        """Every file of the package, sorted by path; each one is covered by :meth:`hash`.
+
+        Refuses symbolic links, special files (FIFOs, sockets, devices) and every file Python
+        could import or run instead of the ``.py`` source (see the module docstring), naming
+        the first offender in path order and saying what to do.
+        """
+        found: list[tuple[tuple[str, ...], Path]] = []
+        problems: list[tuple[tuple[str, ...], str]] = []
+        pending = [self.root]
+        while pending:
+            folder = pending.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError as err:
+                raise SubmissionError(f"{folder}: cannot list it ({err.strerror})") from None
+            for entry in entries:
+                path = Path(entry.path)
+                rel = path.relative_to(self.root)
+                if entry.is_symlink():
+                    problems.append((rel.parts, "is a symbolic link; packages hold files"))
+                elif entry.is_dir(follow_symlinks=False):
+                    problem = _runs_instead_of_source(entry.name, folder=True)
+                    if problem is None:
+                        pending.append(path)
+                    else:
+                        problems.append((rel.parts, problem))
+                elif entry.is_file(follow_symlinks=False):
+                    problem = _runs_instead_of_source(entry.name, folder=False)
+                    if problem is None:
+                        found.append((rel.parts, path))
+                    else:
+                        problems.append((rel.parts, problem))
+                else:
+                    problems.append(
+                        (rel.parts, "is not a regular file (a FIFO, socket or device); refused")
+                    )
+        if problems:
+            problems.sort()
+            parts, message = problems[0]
+            more = f" ({len(problems) - 1} more such file(s))" if len(problems) > 1 else ""
+            raise SubmissionError(f"{self.root}: {'/'.join(parts)} {message}{more}")
+        # Sorted by path components (as pathlib sorts), the order the hash has always used.
+        return [path for _, path in sorted(found)]
 
     def hash(self) -> str:
-        """sha256 over the sorted (relative path, file sha256) pairs."""
+        """sha256 over the sorted (relative path, file sha256) pairs of every file."""
         digest = hashlib.sha256()
         for path in self.files():
             rel = path.relative_to(self.root).as_posix()
-            digest.update(f"{rel}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+            with path.open("rb") as handle:
+                content = hashlib.file_digest(handle, "sha256").hexdigest()
+            digest.update(f"{rel}\0{content}\n".encode())
         return "sha256:" + digest.hexdigest()
+
+    def files_to_review(self) -> list[str]:
+        """Hashed files that are neither ``.py`` source nor plain data (docs, configs, arrays):
+        ``zsl submission validate`` lists them so a reviewer looks at them."""
+        return [
+            path.relative_to(self.root).as_posix()
+            for path in self.files()
+            if path.suffix != ".py"
+            and path.suffix.lower() not in PLAIN_SUFFIXES
+            and path.name not in PLAIN_NAMES
+        ]
 
     def prediction_path(self, benchmark: str, setting: str) -> Path:
         rel = self.manifest.prediction_files.files.format(benchmark=benchmark, setting=setting)
@@ -137,6 +262,33 @@ class Package:
         if not path.is_relative_to(self.root.resolve()):
             raise SubmissionError(f"{self.root / MANIFEST}: predictions.files leaves the package")
         return path
+
+
+def _runs_instead_of_source(name: str, *, folder: bool) -> str | None:
+    """Why Python could import or run the file (or folder) ``name`` in place of the package's
+    source, with what to do; None for an ordinary file."""
+    lower = name.lower()
+    if folder:
+        if lower == "__pycache__":
+            return (
+                "is a byte-code cache folder: Python runs the .pyc files in it instead of the"
+                " source the package hash covers. Delete it and ship only the .py source"
+            )
+        return None
+    if lower.endswith(BYTECODE_SUFFIXES):
+        return (
+            "is compiled Python byte-code, which Python runs instead of (or without) the .py"
+            " source. Delete it and ship the .py source"
+        )
+    if lower.endswith(NATIVE_SUFFIXES) or _VERSIONED_SHARED_LIBRARY.search(lower):
+        return (
+            "is a compiled extension module or shared library, which Python imports in"
+            " preference to .py source. Delete it and ship source; compiled dependencies"
+            " belong in model.requirements or model.image"
+        )
+    if lower.endswith(".pth"):
+        return "is a .pth file, whose import lines Python runs at start-up. Delete it"
+    return None
 
 
 def _clean_loc(loc: tuple[object, ...]) -> str:
@@ -152,8 +304,11 @@ def load_package(path: str | Path) -> Package:
     manifest_path = root / MANIFEST
     if not root.is_dir():
         raise SubmissionError(f"{root}: a submission package is a folder with {MANIFEST}")
+    if manifest_path.is_symlink():  # refused before it is read: it could point anywhere
+        raise SubmissionError(f"{root}: {MANIFEST} is a symbolic link; packages hold files")
     try:
-        data = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
+        text = yamlio.read_text(manifest_path, error=SubmissionError)
+        data = yamlio.load(text, str(manifest_path), error=SubmissionError)  # bounded: no bombs
     except FileNotFoundError:
         raise SubmissionError(f"{root}: no {MANIFEST}; run `zsl submission init`") from None
     except yaml.YAMLError as err:
@@ -175,6 +330,9 @@ def load_package(path: str | Path) -> Package:
             lines.append(f"{_clean_loc(e['loc'])}: {msg}")
         raise SubmissionError(f"{manifest_path}: " + "; ".join(lines)) from None
     package = Package(root.resolve(), manifest)
+    # Links, special files, byte-code, extension modules, .pth files: refused before anything
+    # else looks for a file (a sourceless model.pyc is named as such, not as a missing module).
+    package.files()
     if manifest.model is not None:
         module = manifest.model.entrypoint.split(":")[0]
         candidates = [
@@ -192,5 +350,4 @@ def load_package(path: str | Path) -> Package:
             r"[\w./-]+\.py", manifest.predictions.generator
         ):
             raise SubmissionError(f"{manifest_path}: predictions.generator {generator} not found")
-    package.files()  # refuses links
     return package

@@ -8,15 +8,26 @@ the setting and the hash of the column (candidate class) order it was made for; 
 refuses a file made for another benchmark or class order, a wrong shape or dtype, NaN/inf,
 out-of-range or repeated top-K entries (naming the first bad row).
 Rows are in the frozen test order of the setting; columns in the spec's candidate order.
+
+A prediction file is untrusted input, so reading one costs memory in proportion to the
+predictions the run expects, never to what the file claims: only the members the contract names
+are read (an unknown or repeated ``.npz`` member is refused, listed, without being inflated);
+every member's declared size, the ``.npy`` or safetensors header and the file's size are checked
+against the expected shape before any array data is read; object dtypes are refused from the
+header (no pickle is ever loaded).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, BinaryIO, cast
 
 import numpy as np
 
@@ -95,47 +106,283 @@ def write_predictions(
 
 
 TENSORS = {"dense": ("scores",), "topk": ("topk_indices", "topk_scores")}
+META_KEYS = ("benchmark_hash", "class_order_hash", "setting")
+
+# Bounds checked before a byte of array data is read (a prediction file is untrusted input).
+#: the largest float a score may be stored as (float64)
+MAX_ITEMSIZE = 8
+#: a .npy header; numpy's own reader refuses headers over 10000 bytes
+NPY_HEADER_MAX = 16 * 1024
+#: a metadata member: one string (a hash is 71 characters) in a .npy file
+META_MEMBER_MAX = 4 * 1024
+#: a zip's central directory: five members need a few hundred bytes
+ZIP_DIRECTORY_MAX = 64 * 1024
+#: a safetensors JSON header: a few tensors and four metadata strings
+SAFETENSORS_HEADER_MAX = 64 * 1024
+READ_CHUNK = 1 << 24
+#: The members of a .npz prediction file, as ``write_predictions`` (``np.savez``) names them.
+NPZ_MEMBERS = ("scores.npy", "format.npy", *(f"{key}.npy" for key in META_KEYS))
+_SAFETENSORS_DTYPES = {
+    "F16": "float16",
+    "F32": "float32",
+    "F64": "float64",
+    "I8": "int8",
+    "I16": "int16",
+    "I32": "int32",
+    "I64": "int64",
+    "U8": "uint8",
+    "U16": "uint16",
+    "U32": "uint32",
+    "U64": "uint64",
+    "BOOL": "bool",
+}
+_PICKLE_REFUSAL = (
+    "refused (Object arrays cannot be loaded when allow_pickle=False);"
+    " object arrays and pickles are never loaded"
+)
 
 
-def _read_raw(path: Path, kind: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Dense tensors in memory; for top-K only the metadata (the tensors are streamed)."""
-    if not path.is_file():
-        raise PredictionError(f"{path}: prediction file not found")
-    wanted = TENSORS[kind]
-    if path.suffix == ".safetensors":
-        from safetensors import SafetensorError, safe_open
-
-        try:
-            with safe_open(str(path), framework="numpy") as handle:
-                meta = dict(handle.metadata() or {})
-                keys = sorted(handle.keys())
-                if keys != sorted(wanted):
-                    raise PredictionError(
-                        f"{path}: expected tensors {list(wanted)} for {kind} predictions,"
-                        f" found {keys}"
-                    )
-                if kind == "topk":
-                    return {}, meta
-                return {"scores": handle.get_tensor("scores")}, meta
-        except SafetensorError as err:
-            raise PredictionError(f"{path}: not a valid safetensors file ({err})") from None
-    if path.suffix == ".npz":
-        if kind == "topk":
-            raise PredictionError(f"{path}: top-K predictions are read from .safetensors files")
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                names = set(archive.files)
-                if "scores" not in names:
-                    raise PredictionError(f"{path}: no 'scores' array (found {sorted(names)})")
-                meta = {k: str(archive[k][()]) for k in names - {"scores"}}
-                return {"scores": archive["scores"]}, meta
-        except ValueError as err:
+def _check_meta(path: Path, meta: dict[str, str], expected: dict[str, str]) -> None:
+    for key, want in expected.items():
+        got = meta.get(key)
+        if got != want:
             raise PredictionError(
-                f"{path}: refused ({err}); object arrays and pickles are never loaded"
-            ) from None
-        except (OSError, zipfile.BadZipFile, EOFError) as err:
-            raise PredictionError(f"{path}: not a valid .npz file ({err})") from None
-    raise PredictionError(f"{path}: prediction files end in .safetensors or .npz")
+                f"{path}: made for {key} {got!r}, but this run needs {want!r}."
+                " Regenerate the file from the current task bundle."
+            )
+
+
+def _check_scores_header(
+    path: Path, dtype: np.dtype | str, got_shape: tuple[int, ...], shape: tuple[int, int]
+) -> None:
+    """Dense scores' dtype and shape, from the file's header: checked before any data is read."""
+    if not isinstance(dtype, np.dtype) or dtype.type not in FLOAT_DTYPES:
+        raise PredictionError(f"{path}: scores must be float16/32/64; got dtype {dtype}")
+    if tuple(got_shape) != shape:
+        raise PredictionError(
+            f"{path}: scores must have shape (n_test, n_candidates) = {shape};"
+            f" got {tuple(got_shape)}"
+        )
+
+
+def _read_safetensors(
+    path: Path, kind: str, expected: dict[str, str], shape: tuple[int, int], topk: int | None
+) -> np.ndarray | None:
+    """Check the header's size and the file's size before safetensors parses or maps it, then
+    the keys, the metadata and (dense) the dtype and shape before the tensor is copied out.
+    Top-K tensors are not read here: :func:`_check_topk` streams them."""
+    from safetensors import SafetensorError, safe_open
+
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if len(head) < 8:
+        raise PredictionError(f"{path}: not a valid safetensors file (shorter than 8 bytes)")
+    header_bytes = struct.unpack("<Q", head)[0]
+    if header_bytes > SAFETENSORS_HEADER_MAX:
+        raise PredictionError(
+            f"{path}: not a valid safetensors file (its header claims {header_bytes} bytes,"
+            f" more than the {SAFETENSORS_HEADER_MAX} a prediction file needs)"
+        )
+    n_rows, n_cols = shape
+    cells = n_rows * n_cols if topk is None else 2 * n_rows * topk
+    limit = 8 + header_bytes + cells * MAX_ITEMSIZE
+    size = path.stat().st_size
+    if size > limit:
+        raise PredictionError(
+            f"{path}: {size} bytes, more than {kind} predictions for shape {shape} can take"
+            f" ({limit}); refused"
+        )
+    wanted = TENSORS[kind]
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            meta = dict(handle.metadata() or {})
+            keys = sorted(handle.keys())
+            if keys != sorted(wanted):
+                raise PredictionError(
+                    f"{path}: expected tensors {list(wanted)} for {kind} predictions, found {keys}"
+                )
+            _check_meta(path, meta, expected)
+            if kind == "topk":
+                return None
+            found = handle.get_slice("scores")
+            name = _SAFETENSORS_DTYPES.get(found.get_dtype())
+            _check_scores_header(
+                path,
+                np.dtype(name) if name else found.get_dtype().lower(),
+                tuple(found.get_shape()),
+                shape,
+            )
+            scores: np.ndarray = handle.get_tensor("scores")
+            return scores
+    except SafetensorError as err:
+        raise PredictionError(f"{path}: not a valid safetensors file ({err})") from None
+
+
+class _CappedReads:
+    """A file whose single reads may not exceed ``cap`` bytes while the cap is set.
+
+    ``zipfile`` reads the whole central directory in one ``read(size)``, with ``size`` taken
+    from the archive's end record (or a zip64 record that overrides it): capping that read is
+    what bounds the memory the directory can take, whatever the records claim.
+    """
+
+    def __init__(self, raw: BinaryIO, cap: int) -> None:
+        self.raw = raw
+        self.cap: int | None = cap
+
+    def read(self, size: int = -1) -> bytes:
+        if self.cap is not None:
+            if size is None or size < 0:  # "to the end": that many bytes
+                here = self.raw.tell()
+                size = self.raw.seek(0, 2) - here
+                self.raw.seek(here)
+            if size > self.cap:
+                raise _DirectoryTooLarge(size)
+        return self.raw.read(size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class _DirectoryTooLarge(Exception):
+    pass
+
+
+def _npy_header(
+    path: Path, name: str, handle: IO[bytes]
+) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, header length) of one .npy member: no data is read."""
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle, NPY_HEADER_MAX)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle, NPY_HEADER_MAX)
+        else:
+            raise PredictionError(
+                f"{path}: member '{name}' is a .npy file of format version {version};"
+                " only versions 1.0 and 2.0 are read"
+            )
+    except ValueError as err:
+        raise PredictionError(f"{path}: member '{name}' is not a valid .npy file ({err})") from None
+    if dtype.hasobject:
+        raise PredictionError(f"{path}: {_PICKLE_REFUSAL}")
+    return tuple(int(n) for n in shape), bool(fortran), dtype, handle.tell()
+
+
+def _read_npz(path: Path, expected: dict[str, str], shape: tuple[int, int]) -> np.ndarray:
+    """Read ``scores`` from a .npz, touching only the members the contract names.
+
+    Before any array data is decompressed: the zip directory is bounded, every member name is
+    one the writer makes (unknown ones are listed and refused, repeated ones refused), every
+    member is stored or deflated, its declared uncompressed size is bounded by what it can
+    legitimately hold, and its .npy header (no object dtype) must describe exactly that many
+    bytes. Then the metadata is compared, then the scores' dtype and shape, and only then are
+    the scores read, in chunks, into an array of the size the header (now known to match)
+    gives. ``zipfile`` stops each member at its declared size and checks its CRC, so a member
+    that decompresses to more than it declares is refused as corrupt without being inflated.
+    """
+    n_rows, n_cols = shape
+    scores_max = NPY_HEADER_MAX + n_rows * n_cols * MAX_ITEMSIZE
+    limits = {name: META_MEMBER_MAX for name in NPZ_MEMBERS} | {"scores.npy": scores_max}
+    try:
+        with path.open("rb") as raw:
+            capped = _CappedReads(raw, ZIP_DIRECTORY_MAX)
+            try:
+                archive = zipfile.ZipFile(cast(IO[bytes], capped))
+            except _DirectoryTooLarge as err:
+                raise PredictionError(
+                    f"{path}: its zip directory is {err.args[0]} bytes, more than the"
+                    f" {ZIP_DIRECTORY_MAX} a prediction file's few members need; refused"
+                ) from None
+            capped.cap = None
+            with archive:
+                infos = archive.infolist()
+                seen: set[str] = set()
+                for info in infos:
+                    # zipfile cuts a name at a NUL byte; the original name shows the trick
+                    if info.orig_filename in seen:
+                        raise PredictionError(
+                            f"{path}: member '{info.orig_filename}' appears twice; refused"
+                        )
+                    seen.add(info.orig_filename)
+                unknown = sorted(seen - set(NPZ_MEMBERS))
+                if unknown:
+                    raise PredictionError(
+                        f"{path}: unexpected member(s) {', '.join(map(repr, unknown))}; a .npz"
+                        f" prediction file holds only {', '.join(NPZ_MEMBERS)}; refused"
+                    )
+                if "scores.npy" not in seen:
+                    found = sorted(name.removesuffix(".npy") for name in seen)
+                    raise PredictionError(f"{path}: no 'scores' array (found {found})")
+                headers = {}
+                for info in infos:
+                    headers[info.filename] = _npz_member_header(
+                        path, archive, info, limits[info.filename]
+                    )
+                meta = {}
+                for name, (member_shape, _, dtype, _) in headers.items():
+                    if name == "scores.npy":
+                        continue
+                    if dtype.kind != "U" or member_shape != ():
+                        raise PredictionError(
+                            f"{path}: member '{name}' must hold one string; got dtype {dtype},"
+                            f" shape {member_shape}"
+                        )
+                    with archive.open(name) as handle:
+                        handle.seek(headers[name][3])
+                        text = handle.read(dtype.itemsize)
+                    meta[name.removesuffix(".npy")] = str(np.frombuffer(text, dtype)[0])
+                _check_meta(path, meta, expected)
+                got_shape, fortran, dtype, header_end = headers["scores.npy"]
+                _check_scores_header(path, dtype, got_shape, shape)
+                with archive.open("scores.npy") as handle:
+                    handle.seek(header_end)
+                    return _read_array_data(path, handle, got_shape, fortran, dtype)
+    except (OSError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError) as err:
+        raise PredictionError(f"{path}: not a valid .npz file ({err})") from None
+
+
+def _npz_member_header(
+    path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int
+) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    name = info.filename
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise PredictionError(
+            f"{path}: member '{name}' uses zip compression method {info.compress_type}; only"
+            " stored and deflated members (what numpy.savez and savez_compressed write) are read"
+        )
+    if info.file_size > limit:
+        raise PredictionError(
+            f"{path}: member '{name}' declares {info.file_size} bytes uncompressed, more than"
+            f" it can hold ({limit} bytes); refused"
+        )
+    with archive.open(info) as handle:
+        shape, fortran, dtype, header_end = _npy_header(path, name, handle)
+    described = header_end + math.prod(shape) * dtype.itemsize
+    if described != info.file_size:
+        raise PredictionError(
+            f"{path}: member '{name}' holds {info.file_size} bytes, but its .npy header"
+            f" describes {described} (shape {shape}, dtype {dtype}); refused"
+        )
+    return shape, fortran, dtype, header_end
+
+
+def _read_array_data(
+    path: Path, handle: IO[bytes], shape: tuple[int, ...], fortran: bool, dtype: np.dtype
+) -> np.ndarray:
+    flat = np.empty(math.prod(shape), dtype=dtype)
+    buffer = flat.view(np.uint8).data  # writable, no copy
+    done = 0
+    while done < len(buffer):
+        chunk = handle.read(min(READ_CHUNK, len(buffer) - done))
+        if not chunk:
+            raise PredictionError(f"{path}: member 'scores.npy' ends before its data does")
+        buffer[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    if fortran:
+        return np.ascontiguousarray(flat.reshape(shape[::-1]).T)
+    return flat.reshape(shape)
 
 
 def read_predictions(
@@ -149,29 +396,29 @@ def read_predictions(
 ) -> Predictions:
     """Read and check one prediction file for (benchmark, setting).
 
-    ``shape`` is (n_test, n_candidates); ``topk`` is K for top-K files (None: dense).
+    ``shape`` is (n_test, n_candidates); ``topk`` is K for top-K files (None: dense). Only the
+    members the contract names are read, each bounded by the size ``shape`` allows before it
+    is read; see :func:`_read_npz` and :func:`_read_safetensors`.
     """
-    tensors, meta = _read_raw(path, "dense" if topk is None else "topk")
-    for key, expected in (
-        ("benchmark_hash", benchmark_hash),
-        ("class_order_hash", class_order_hash),
-        ("setting", setting),
-    ):
-        got = meta.get(key)
-        if got != expected:
-            raise PredictionError(
-                f"{path}: made for {key} {got!r}, but this run needs {expected!r}."
-                " Regenerate the file from the current task bundle."
-            )
+    expected = {
+        "benchmark_hash": benchmark_hash,
+        "class_order_hash": class_order_hash,
+        "setting": setting,
+    }
+    kind = "dense" if topk is None else "topk"
+    if not path.is_file():
+        raise PredictionError(f"{path}: prediction file not found")
+    if path.suffix == ".safetensors":
+        scores = _read_safetensors(path, kind, expected, shape, topk)
+    elif path.suffix == ".npz":
+        if topk is not None:
+            raise PredictionError(f"{path}: top-K predictions are read from .safetensors files")
+        scores = _read_npz(path, expected, shape)
+    else:
+        raise PredictionError(f"{path}: prediction files end in .safetensors or .npz")
     if topk is not None:
-        return _check_topk(path, meta, shape, topk)
-    scores = tensors["scores"]
-    if scores.dtype.type not in FLOAT_DTYPES:
-        raise PredictionError(f"{path}: scores must be float16/32/64; got dtype {scores.dtype}")
-    if scores.ndim != 2 or tuple(scores.shape) != shape:
-        raise PredictionError(
-            f"{path}: scores must have shape (n_test, n_candidates) = {shape}; got {scores.shape}"
-        )
+        return _check_topk(path, expected, shape, topk)
+    assert scores is not None
     if not np.isfinite(scores.sum(dtype=np.float64)):
         bad_rows = np.flatnonzero(~np.isfinite(scores).all(axis=1))
         if len(bad_rows):

@@ -1,4 +1,5 @@
-// zsl-harness leaderboard: sortable and filterable tables, the comparison picker.
+// zsl-harness leaderboard: sortable and filterable tables, the comparison picker, and the
+// switch between rankings that keep transductive submissions apart and one ranking of all.
 // Progressive enhancement only: without this file every table is complete and in rank order.
 // It reads data-* attributes and moves existing elements; it never parses markup (no innerHTML),
 // never evaluates strings, and binds events with addEventListener (the CSP forbids inline code).
@@ -94,9 +95,16 @@
     });
   }
 
+  // Every filter bar's apply(): a switch of rankings shows other tables, whose counts change.
+  var filterUpdates = [];
+
   function makeFilterable(bar) {
-    var table = document.getElementById(bar.getAttribute("data-filter-for"));
-    if (!table || !table.tBodies.length) {
+    // data-filter-for: the ids of the tables it filters (a setting's tables: inductive,
+    // transductive, all together); the count covers the ones on display.
+    var tables = (bar.getAttribute("data-filter-for") || "").split(" ").map(function (id) {
+      return document.getElementById(id);
+    }).filter(function (table) { return table && table.tBodies.length; });
+    if (!tables.length) {
       return;
     }
     var text = bar.querySelector(".filter-text");
@@ -107,27 +115,62 @@
       var hidden = flags.filter(function (box) { return box.checked; }).map(function (box) {
         return box.value;
       });
-      var rows = table.tBodies[0].rows;
       var shown = 0;
-      Array.prototype.forEach.call(rows, function (row) {
-        var name = row.getAttribute("data-name") || "";
-        var rowFlags = (row.getAttribute("data-flags") || "").split(" ");
-        var hide = (needle !== "" && name.indexOf(needle) === -1) ||
-          hidden.some(function (flag) { return rowFlags.indexOf(flag) !== -1; });
-        row.hidden = hide;
-        if (!hide) {
-          shown += 1;
-        }
+      var total = 0;
+      tables.forEach(function (table) {
+        var displayed = table.closest("[hidden]") === null;
+        Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+          var name = row.getAttribute("data-name") || "";
+          var rowFlags = (row.getAttribute("data-flags") || "").split(" ");
+          var hide = (needle !== "" && name.indexOf(needle) === -1) ||
+            hidden.some(function (flag) { return rowFlags.indexOf(flag) !== -1; });
+          row.hidden = hide;
+          if (displayed) {
+            total += 1;
+            shown += hide ? 0 : 1;
+          }
+        });
       });
       if (count) {
-        count.textContent = shown + " of " + rows.length + " shown";
+        count.textContent = shown + " of " + total + " shown";
       }
     }
     if (text) {
       text.addEventListener("input", apply);
     }
     flags.forEach(function (box) { box.addEventListener("change", apply); });
+    filterUpdates.push(apply);
     apply();
+  }
+
+  // A checkbox that swaps the rankings that keep transductive submissions apart (data-apart)
+  // for the ranking of every submission together (data-combined). Without the script the
+  // combined ranking is an anchor (#combined-…) that CSS shows only when targeted.
+  function makeCombineToggle(box) {
+    var combined = document.getElementById(box.getAttribute("data-combined"));
+    var apart = document.getElementById(box.getAttribute("data-apart"));
+    if (!combined || !apart) {
+      return;
+    }
+    function show(together) {
+      box.checked = together;
+      combined.hidden = !together;
+      apart.hidden = together;
+      filterUpdates.forEach(function (apply) { apply(); });
+    }
+    function fromAddress() {
+      var id = decodeURIComponent(window.location.hash.slice(1));
+      var target = id ? document.getElementById(id) : null;
+      if (target && (target === combined || combined.contains(target))) {
+        show(true);
+      } else if (target && apart.contains(target)) {
+        show(false);
+      }
+    }
+    box.addEventListener("change", function () { show(box.checked); });
+    window.addEventListener("hashchange", fromAddress);
+    show(false);
+    fromAddress();
   }
 
   function setUpComparison(form) {
@@ -159,6 +202,7 @@
   function start() {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
     Array.prototype.forEach.call(document.querySelectorAll(".filters[data-filter-for]"), makeFilterable);
+    Array.prototype.forEach.call(document.querySelectorAll("input.combine-toggle"), makeCombineToggle);
     var form = document.getElementById("compare-form");
     if (form) {
       setUpComparison(form);

@@ -1,0 +1,322 @@
+"""What the worker leaves in a run's output folder, and how the harness reads it without trust.
+
+The output folder is writable by model code for the whole run, so everything in it is treated as
+hostile input. The harness never follows a link out of it: every file is opened with
+``O_NOFOLLOW`` relative to a directory descriptor of the folder (itself opened ``O_NOFOLLOW``),
+must be a regular file with one link, is bounded in size by what its expected shape needs (plus a
+little headroom for the header), and is read through that descriptor only. Every failure (a link,
+a fifo, a folder, a device, too big, unreadable, malformed) is a :class:`RunnerError` naming the
+file, never a traceback; nothing of the run is stored then.
+
+Files (rows are the fit's ``test/features.npy`` rows, in the bundle's shuffled order)::
+
+    worker.json                        status, exit code, message, timings, inductive check
+    <setting>.scores.npy               dense [n_rows, n_candidates] float16/32/64
+    <setting>.topk_indices.npy         top-K settings: [n_rows, K] int64 candidate columns
+    <setting>.topk_scores.npy          top-K settings: [n_rows, K] float16/32/64
+
+:func:`collect_predictions` maps them through the harness's :class:`harness.tasks.RowMap` into
+the contract's prediction files (rows in each setting's frozen test order), written into a
+folder of the harness, outside the run's reach.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from harness.errors import RunnerError
+from harness.submission.predictions import write_predictions
+
+if TYPE_CHECKING:
+    from harness.data.prepare import Benchmark
+    from harness.tasks import RowMap
+
+WORKER_JSON = "worker.json"
+WORKER_JSON_LIMIT = 1 << 20
+# An .npy header is at most a few hundred bytes (format 1.0 caps it at 64 KiB).
+HEADER_LIMIT = 1 << 16
+BLOCK_BYTES = 64 << 20
+FLOATS = (np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"))
+INDICES = (np.dtype("<i8"),)
+
+
+def raw_names(setting: str, topk: bool) -> tuple[str, ...]:
+    """The worker's output files for one setting (see the module docstring)."""
+    if topk:
+        return (f"{setting}.topk_indices.npy", f"{setting}.topk_scores.npy")
+    return (f"{setting}.scores.npy",)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a fifo"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+class OutputDir:
+    """The run's output folder, opened once; files are read relative to it, links refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.fd = os.open(
+                self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            )
+        except OSError as err:
+            raise RunnerError(
+                f"{self.path}: cannot open the run's output folder ({err.strerror})"
+            ) from None
+
+    def __enter__(self) -> OutputDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _open(self, name: str, limit: int) -> tuple[int, int]:
+        """(fd, size) of the regular file ``name``, at most ``limit`` bytes; else RunnerError."""
+        where = self.path / name
+        if "/" in name or name in ("", ".", ".."):
+            raise RunnerError(f"{where}: not a file name of the output folder")
+        try:
+            # O_NONBLOCK: opening a fifo must not wait for a writer; O_NOFOLLOW: a link fails.
+            fd = os.open(
+                name,
+                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY,
+                dir_fd=self.fd,
+            )
+        except FileNotFoundError:
+            raise RunnerError(f"{where}: missing; the worker did not write it") from None
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.EMLINK):
+                raise RunnerError(
+                    f"{where}: is a symbolic link; the harness never follows links out of the"
+                    " run's output folder"
+                ) from None
+            if err.errno == errno.ENXIO:
+                raise RunnerError(f"{where}: is a socket or a fifo, not a file") from None
+            raise RunnerError(f"{where}: cannot be opened ({err.strerror})") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise RunnerError(f"{where}: is {_kind(st.st_mode)}, not a file the worker wrote")
+            if st.st_nlink != 1:
+                raise RunnerError(
+                    f"{where}: has {st.st_nlink} hard links; the worker writes each output once"
+                )
+            if st.st_size > limit:
+                raise RunnerError(
+                    f"{where}: holds {st.st_size} bytes, more than the {limit} its expected"
+                    " content can take"
+                )
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st.st_size
+
+    def _read(self, fd: int, size: int, where: Path) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            try:
+                chunk = os.read(fd, min(size - len(data), BLOCK_BYTES))
+            except OSError as err:
+                raise RunnerError(f"{where}: cannot be read ({err.strerror})") from None
+            if not chunk:
+                raise RunnerError(f"{where}: ended after {len(data)} of {size} bytes")
+            data += chunk
+        return bytes(data)
+
+    def copy_to(self, name: str, dest: Path, limit: int) -> Path:
+        """Copy the regular file ``name`` (at most ``limit`` bytes) to ``dest``, a path of the
+        harness, through the descriptor checked here (for a generator's prediction files)."""
+        where = self.path / name
+        fd, size = self._open(name, limit)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".tmp")
+            with open(tmp, "wb") as handle:
+                copied = 0
+                while copied < size:
+                    chunk = self._read(fd, min(BLOCK_BYTES, size - copied), where)
+                    handle.write(chunk)
+                    copied += len(chunk)
+            tmp.replace(dest)
+        finally:
+            os.close(fd)
+        return dest
+
+    def read_json(self, name: str, limit: int = WORKER_JSON_LIMIT) -> dict[str, Any]:
+        """A JSON object file of at most ``limit`` bytes."""
+        where = self.path / name
+        fd, size = self._open(name, limit)
+        try:
+            data = self._read(fd, size, where)
+        finally:
+            os.close(fd)
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise RunnerError(f"{where}: not valid JSON ({err})") from None
+        if not isinstance(value, dict):
+            raise RunnerError(f"{where}: must hold a JSON object")
+        return value
+
+    def array_blocks(
+        self,
+        name: str,
+        *,
+        shape: tuple[int, int],
+        dtypes: tuple[np.dtype[Any], ...],
+        block_bytes: int = BLOCK_BYTES,
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, rows) blocks of the 2-D ``.npy`` file ``name`` of exactly ``shape``.
+
+        The header is checked (C order, one of ``dtypes``, ``shape``) and the file size must be
+        the header plus the data, before any row is yielded.
+        """
+        where = self.path / name
+        widest = max(d.itemsize for d in dtypes)
+        fd, size = self._open(name, HEADER_LIMIT + shape[0] * shape[1] * widest)
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as handle:
+                try:
+                    version = np.lib.format.read_magic(handle)
+                    if version == (1, 0):
+                        header = np.lib.format.read_array_header_1_0(handle)
+                    elif version in ((2, 0), (3, 0)):
+                        header = np.lib.format.read_array_header_2_0(handle)
+                    else:
+                        raise ValueError(f"unknown .npy version {version}")
+                except ValueError as err:
+                    raise RunnerError(f"{where}: not a valid .npy file ({err})") from None
+                got_shape, fortran, dtype = header
+                offset = handle.tell()
+            if dtype not in dtypes or fortran or tuple(got_shape) != shape:
+                raise RunnerError(
+                    f"{where}: holds {dtype} {tuple(got_shape)}"
+                    f"{' in Fortran order' if fortran else ''}; expected"
+                    f" {' or '.join(str(d) for d in dtypes)} {shape}"
+                )
+            row_bytes = shape[1] * dtype.itemsize
+            if size != offset + shape[0] * row_bytes:
+                raise RunnerError(
+                    f"{where}: {size} bytes where the header says {offset + shape[0] * row_bytes}"
+                )
+            os.lseek(fd, offset, os.SEEK_SET)
+            step = max(1, block_bytes // max(1, row_bytes))
+            for start in range(0, shape[0], step):
+                rows = min(step, shape[0] - start)
+                data = self._read(fd, rows * row_bytes, where)
+                yield start, np.frombuffer(data, dtype=dtype).reshape(rows, shape[1])
+        finally:
+            os.close(fd)
+
+    def read_array(
+        self, name: str, *, shape: tuple[int, int], dtypes: tuple[np.dtype[Any], ...]
+    ) -> np.ndarray:
+        """The whole 2-D array (see :meth:`array_blocks` for what is checked)."""
+        parts = [block for _, block in self.array_blocks(name, shape=shape, dtypes=dtypes)]
+        if not parts:
+            return np.empty(shape, dtype=dtypes[0])
+        return np.concatenate(parts)
+
+
+def read_worker_status(out: Path) -> dict[str, Any]:
+    """``worker.json`` of a run, read safely (see :class:`OutputDir`)."""
+    with OutputDir(out) as folder:
+        return folder.read_json(WORKER_JSON)
+
+
+def _gather(
+    folder: OutputDir,
+    name: str,
+    *,
+    n_rows: int,
+    width: int,
+    dtypes: tuple[np.dtype[Any], ...],
+    rows: np.ndarray,
+) -> np.ndarray:
+    """The rows ``rows`` (in that order) of an all-row output file, read block by block.
+
+    Only the selected rows are kept: memory is the result plus one block.
+    """
+    # where[j]: position in the result of bundle row j (-1: not in this setting).
+    where = np.full(n_rows, -1, dtype=np.int64)
+    where[rows] = np.arange(len(rows))
+    result: np.ndarray | None = None
+    for start, block in folder.array_blocks(name, shape=(n_rows, width), dtypes=dtypes):
+        if result is None:
+            result = np.empty((len(rows), width), dtype=block.dtype)
+        target = where[start : start + len(block)]
+        keep = target >= 0
+        result[target[keep]] = block[keep]
+    if result is None:  # no rows at all
+        result = np.empty((len(rows), width), dtype=dtypes[0])
+    return result
+
+
+def collect_predictions(
+    out: Path, rowmap: RowMap, bench: Benchmark, dest: Path, settings: list[str]
+) -> dict[str, Path]:
+    """Turn the worker's all-row outputs into the contract's prediction files under ``dest``.
+
+    Each setting's rows are picked through ``rowmap`` (kept by the harness, never in the
+    bundle) into its frozen test order, and written with the benchmark and class-order hashes;
+    :func:`harness.pipeline.read_all` then checks them like any prediction file.
+    """
+    fmt = bench.spec.predictions
+    dest.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    with OutputDir(out) as folder:
+        for setting in settings:
+            n_rows = rowmap.n_rows[rowmap.fits[setting]]
+            rows = rowmap.rows[setting]
+            n_candidates = len(bench.columns(setting))
+            topk = fmt.format == "topk" and not setting.endswith("_val")
+            hashes: dict[str, Any] = {
+                "benchmark_hash": bench.hash,
+                "class_order_hash": bench.class_order_hash(setting),
+                "setting": setting,
+            }
+            path = dest / f"{setting}.safetensors"
+            if topk:
+                assert fmt.k is not None
+                k = min(int(fmt.k), n_candidates)
+                idx_name, score_name = raw_names(setting, topk=True)
+                indices = _gather(
+                    folder, idx_name, n_rows=n_rows, width=k, dtypes=INDICES, rows=rows
+                )
+                scores = _gather(
+                    folder, score_name, n_rows=n_rows, width=k, dtypes=FLOATS, rows=rows
+                )
+                write_predictions(path, topk_indices=indices, topk_scores=scores, **hashes)
+            else:
+                (name,) = raw_names(setting, topk=False)
+                scores = _gather(
+                    folder, name, n_rows=n_rows, width=n_candidates, dtypes=FLOATS, rows=rows
+                )
+                write_predictions(path, scores, **hashes)
+            paths[setting] = path
+    return paths
