@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import platform
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -30,7 +29,12 @@ from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.archive import archive_predictions
 from harness.runners import RunJob, default_runner, runners
-from harness.runners.outputs import WORKER_JSON, collect_predictions, read_worker_status
+from harness.runners.outputs import (
+    WORKER_JSON,
+    OutputDir,
+    collect_predictions,
+    read_worker_status,
+)
 from harness.scoring import score
 from harness.spec import Spec, load_spec
 from harness.submission.archive import open_package
@@ -88,7 +92,11 @@ def _run_model(
     """
     model = package.manifest.model
     assert model is not None
-    rowmap = write_model_bundle(bench, work / "bundle")
+    # The main fit's test images stay outside the bundle (never bound into a sandbox): the runner
+    # hands them to the worker, which serves them to predict only (see harness.tasks).
+    secret = work / "secret"
+    secret.mkdir(mode=0o700)
+    rowmap = write_model_bundle(bench, work / "bundle", test_features=secret / "test-features.npy")
     out = work / "out"
     out.mkdir()
     resources = package.manifest.resources
@@ -103,9 +111,11 @@ def _run_model(
         cpus=resources.cpus,
         gpus=resources.gpus,
         transductive=package.manifest.declarations.transductive,
+        test_features=secret / "test-features.npy",
     )
     outcome = runners.get(runner).run(job)
     logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
+    logs["test_features"] = str(outcome.details.get("test_features", "not reported"))
     if not outcome.ok:
         tail = outcome.stderr.strip().splitlines()[-3:]
         raise RunnerError(
@@ -123,6 +133,10 @@ def _run_model(
     return collect_predictions(
         out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
     )
+
+
+#: Bytes a generated prediction file may hold beyond its float64 cells (header, metadata).
+GENERATED_HEADROOM = 1 << 20
 
 
 def generate_prediction_files(
@@ -167,13 +181,13 @@ def generate_prediction_files(
                 f"{package.name} generator on runner '{runner}': {outcome.reason}"
                 + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
             )
+        # The generator is untrusted: its files are copied through OutputDir, which follows no
+        # link, takes regular files only and bounds their size by the dense contract's.
+        made = OutputDir(out)
         for setting in prediction_settings(bench.spec):
-            made = out / f"{setting}.safetensors"
-            if not made.is_file():
-                raise RunnerError(f"{package.name} generator wrote no {made.name}")
+            cells = len(bench.rows(setting)) * len(bench.columns(setting))
             target = package.prediction_path(bench.spec.benchmark, setting)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(made, target)
+            made.copy_to(f"{setting}.safetensors", target, limit=8 * cells + GENERATED_HEADROOM)
 
 
 def prediction_settings(spec: Spec) -> list[str]:

@@ -11,7 +11,9 @@ A bundle is a directory::
     hierarchy/*.npy                the frozen hierarchy (if any)
     test/features.npy              every test image of the fit (the union over its settings), in
                                    a fresh random order; no labels, and nothing says which
-                                   setting (or class) an image belongs to
+                                   setting (or class) an image belongs to. Not there for the
+                                   main fit of a model bundle written with ``test_features``
+                                   (task.json ``"test_features": "descriptor"``): see below
     test/<setting>/candidates.npy  the candidate class indices, in prediction-column order
     test/<setting>/rows.npy        generator bundles only (see below): which rows of
                                    test/features.npy, in prediction-file order
@@ -34,6 +36,15 @@ A *generator bundle* (:func:`write_bundle`) additionally holds ``test/<setting>/
 prediction-file generator (trusted code the submitter runs on their own machine, which holds the
 whole benchmark anyway) can write files in the contract's row order with :meth:`Bundle.test`.
 Never hand a generator bundle to untrusted model code.
+
+Why the main fit's test images live outside the bundle: a model that could read them during
+``fit`` could use statistics of the whole test set (transductive), which no partition of the
+predict calls can see. :func:`write_model_bundle` with ``test_features`` writes them to a file
+outside the bundle directory, which the runner opens read-only and hands to the worker as an
+inherited descriptor (``--test-features-fd``; containers, which cannot pass descriptors, bind the
+file and pass ``--test-features-path``), and the worker serves them to ``predict`` only. The
+calibration fit's test images are training and validation images, not secret: they stay in the
+bundle.
 
 Why a calibration fit: calibrated stacking and DARTS choose a parameter on *validation*
 predictions, which must come from a model that never saw the validation classes. The worker
@@ -133,11 +144,14 @@ def _write_fit(
     classes: dict[str, np.ndarray],
     settings: Sequence[str],
     row_files: bool,
+    test_features: Path | None = None,
 ) -> tuple[int, dict[str, np.ndarray]]:
     """One fit's part of a bundle: train/val images and labels, class sets, shuffled test images.
 
     Returns (number of test rows, per setting the row of ``test/features.npy`` of each of its
     prediction-file rows); ``row_files`` also writes those maps into the bundle.
+    ``test_features`` (a ``.npy`` path outside ``root``) takes the test images instead of
+    ``root/test/features.npy``.
     """
     features, labels = bench.a("features"), bench.a("labels")
     for part, idx in images.items():
@@ -149,7 +163,12 @@ def _write_fit(
     # A fresh secret seed per bundle: the order says nothing about class, setting or image id,
     # and nothing in the bundle lets model code undo it.
     order = np.random.default_rng(secrets.randbits(128)).permutation(len(predict_images))
-    _save(root, "test/features", features[predict_images[order]])
+    test = np.ascontiguousarray(features[predict_images[order]])
+    if test_features is None:
+        _save(root, "test/features", test)
+    else:
+        test_features.parent.mkdir(parents=True, exist_ok=True)
+        np.save(test_features, test, allow_pickle=False)
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
     rows: dict[str, np.ndarray] = {}
@@ -187,16 +206,33 @@ def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None
     return out
 
 
-def write_model_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None) -> RowMap:
+def write_model_bundle(
+    bench: Benchmark,
+    out: Path,
+    *,
+    calibration: bool | None = None,
+    test_features: Path | None = None,
+) -> RowMap:
     """Write the bundle model code runs on into the empty directory ``out``.
 
     Every setting of a fit sees the same shuffled test images; the returned :class:`RowMap`,
     which the caller keeps outside the bundle, says which of them each setting scores.
+    ``test_features`` (a path outside ``out``, never shown to model code) takes the main fit's
+    test images, which the worker then gets by descriptor (see the module docstring).
     """
-    return _write(bench, out, calibration=calibration, row_files=False)
+    if test_features is not None and test_features.resolve().is_relative_to(out.resolve()):
+        raise RunnerError(f"{test_features}: the test features must live outside the bundle")
+    return _write(bench, out, calibration=calibration, row_files=False, test_features=test_features)
 
 
-def _write(bench: Benchmark, out: Path, *, calibration: bool | None, row_files: bool) -> RowMap:
+def _write(
+    bench: Benchmark,
+    out: Path,
+    *,
+    calibration: bool | None,
+    row_files: bool,
+    test_features: Path | None = None,
+) -> RowMap:
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise RunnerError(f"{out}: a task bundle is written into an empty directory")
@@ -209,6 +245,7 @@ def _write(bench: Benchmark, out: Path, *, calibration: bool | None, row_files: 
         classes={"train": a("splits/train_classes"), "val": a("splits/val_classes")},
         settings=settings,
         row_files=row_files,
+        test_features=test_features,
     )
     n_rows = {"main": n_main}
     fits: dict[str, str] = {s: "main" for s in settings}
@@ -252,6 +289,7 @@ def _write(bench: Benchmark, out: Path, *, calibration: bool | None, row_files: 
         "has_hierarchy": bench.hierarchy is not None,
         "test_rows": n_rows,
         "row_files": row_files,
+        "test_features": "bundle" if test_features is None else "descriptor",
     }
     (out / "task.json").write_text(json.dumps(task, indent=1, sort_keys=True) + "\n")
     return RowMap(fits=fits, n_rows=n_rows, rows=rows)
@@ -321,8 +359,20 @@ class Bundle:
             seed=seed,
         )
 
+    def supplied_test_features(self, fit: str = "main") -> bool:
+        """Whether ``fit``'s test images are not in the bundle but handed to the worker by the
+        runner (a descriptor, or a file outside the bundle): the main fit of a bundle written
+        with ``test_features``."""
+        self._fit_root(fit)
+        return fit == "main" and self.info.get("test_features") == "descriptor"
+
     def test_features(self, fit: str = "main") -> np.ndarray:
         """Every test image of ``fit`` (memory-mapped, read-only), in the bundle's random order."""
+        if self.supplied_test_features(fit):
+            raise RunnerError(
+                f"{self.root}: the {fit} fit's test features are not in this bundle; the runner"
+                " hands them to the worker (--test-features-fd)"
+            )
         path = self.root / f"{self._fit_root(fit)}test" / "features.npy"
         return np.load(path, allow_pickle=False, mmap_mode="r")
 

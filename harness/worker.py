@@ -12,6 +12,17 @@ fits it; predictions are then served to the worker over pipes, one request per r
 worker decides which images each ``predict`` call sees. Every setting's calls see the same
 images: all rows of the fit's ``test/features.npy``.
 
+The test images. The worker sends each chunk's feature rows over the pipe: no process that runs
+model code holds the fit's test features. The main fit's are not in the bundle at all (task.json
+``"test_features": "descriptor"``, see :mod:`harness.tasks`): the runner hands the worker an open
+read-only descriptor (``--test-features-fd N``). The worker makes itself non-dumpable first (a
+same-user model cannot open ``/proc/<worker>/fd/N`` nor read its memory), makes N
+non-inheritable, closes it in every fit process right after ``fork`` (before any model code is
+imported), and maps the file only after the main fit process was forked, so that process's
+copy of the worker's memory never held it. Containers cannot pass descriptors: there the runner
+binds the file and passes ``--test-features-path``, which model code can read too (the record
+says ``"test_features": "file"``).
+
 The inductive check (``--inductive-check``; default: from the package's ``submission.yaml``).
 Unless a package declares ``declarations.transductive: true``, a score must depend only on its
 own image, not on the other images of its batch. The worker predicts every image in two passes:
@@ -44,9 +55,10 @@ caches per-image scores across calls passes it. The record says which check ran.
 ``skip`` (declared transductive): one pass, each setting's images in one call (top-K settings in
 row chunks bounded by memory).
 
-What the check cannot see: a model that reads ``test/features.npy`` itself (it is in the bundle,
-readable by the worker and so by the model) can compute statistics over all test images that no
-partition changes; and model code that rewrites the worker's own functions during ``fit`` runs
+What the check cannot see: a model that reads the test features itself (where they are a file it
+can read: a bundle without ``"test_features": "descriptor"``, the ``container`` runner, a
+``local`` run as root) can compute statistics over all test images that no partition changes;
+and model code that rewrites the worker's own functions during ``fit`` runs
 in the forked pass processes too and can skip their seal (what the worker checks from outside
 still holds then).
 """
@@ -104,10 +116,11 @@ MESSAGE_LIMIT = 16_384
 CONTROL_LIMIT = 1 << 20
 WAIT_S = 30.0
 
-# Pipe protocol. Request (worker -> pass process): op, setting index, row count, then the rows
-# (int64). Reply: status, kind, dtype code, message length, rows, columns, then the message or
-# the arrays (top-K: int64 indices, then scores).
-REQUEST = struct.Struct("<BxxxIQ")
+# Pipe protocol. Request (worker -> pass process): op, setting index, row count, feature
+# columns, feature dtype (numpy dtype string), then the rows' features. Reply: status, kind,
+# dtype code, message length, rows, columns, then the message or the arrays (top-K: int64
+# indices, then scores).
+REQUEST = struct.Struct("<BxxxIQQ8s")
 REPLY = struct.Struct("<BBBxIQQ")
 OP_QUIT, OP_PREDICT = 0, 1
 OK, MODEL_ERROR, PROTOCOL, READY = 0, 1, 2, 3
@@ -444,6 +457,8 @@ class _Server:
     reply: int  # read end
     reaper: guard.Reaper
     what: str = "prediction process"
+    # The fit's test features (worker side): each request carries its rows' features.
+    features: np.ndarray | None = None
 
     def close(self) -> None:
         for fd in (self.request, self.reply):
@@ -492,8 +507,11 @@ class _Server:
     def predict(self, s: _Setting, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """Ask for one chunk and read the answer, checked against what was asked."""
         try:
-            _write_all(self.request, REQUEST.pack(OP_PREDICT, s.index, len(rows)))
-            _write_all(self.request, rows.astype("<i8").tobytes())
+            assert self.features is not None
+            x = np.ascontiguousarray(self.features[rows])
+            ask = REQUEST.pack(OP_PREDICT, s.index, len(rows), x.shape[1], x.dtype.str.encode())
+            _write_all(self.request, ask)
+            _write_all(self.request, memoryview(x.data))
             head = REPLY.unpack(_read_exact(self.reply, REPLY.size))
             if head[0] != OK:
                 self._error(head)
@@ -517,7 +535,7 @@ class _Server:
 
     def quit(self) -> None:
         with contextlib.suppress(_Closed):
-            _write_all(self.request, REQUEST.pack(OP_QUIT, 0, 0))
+            _write_all(self.request, REQUEST.pack(OP_QUIT, 0, 0, 0, b""))
 
 
 def _canonical_pass(
@@ -581,6 +599,48 @@ class _Job:
     mode: str
     roots: list[Path]
     reaper: guard.Reaper = field(default_factory=guard.Reaper)
+    # The main fit's test features when the bundle does not hold them: an inherited descriptor
+    # (never in a process that runs model code), or a path (containers).
+    test_fd: int | None = None
+    test_path: Path | None = None
+
+    def close_test_fd(self) -> None:
+        """In a forked fit process, before anything else: drop the test features descriptor."""
+        if self.test_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.test_fd)
+
+    def test_features(self, fit: str) -> np.ndarray:
+        """The fit's test features, read-only: from the bundle, or the runner's descriptor or
+        path. Call it in the worker only, after the fit process was forked."""
+        if not self.bundle.supplied_test_features(fit):
+            return self.bundle.test_features(fit)
+        if self.test_fd is not None:
+            with os.fdopen(os.dup(self.test_fd), "rb") as handle:
+                return _map_npy(handle)
+        if self.test_path is not None:
+            return np.load(self.test_path, allow_pickle=False, mmap_mode="r")
+        raise Violation(
+            EXIT_PROTOCOL,
+            "the bundle's test features come from the runner (task.json test_features:"
+            " descriptor), and the worker got neither --test-features-fd nor"
+            " --test-features-path",
+        )
+
+
+def _map_npy(handle: Any) -> np.ndarray:
+    """A read-only memory map of the ``.npy`` file open as ``handle`` (a descriptor, no path)."""
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
+    if dtype.hasobject:
+        raise Violation(EXIT_PROTOCOL, "the test features file holds objects")
+    offset = handle.tell()
+    if fortran:
+        return np.memmap(handle, dtype=dtype, mode="r", offset=offset, shape=shape, order="F")
+    return np.memmap(handle, dtype=dtype, mode="r", offset=offset, shape=shape, order="C")
 
 
 def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bool) -> NoReturn:
@@ -593,14 +653,14 @@ def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bo
                 _send_error(reply, PROTOCOL, str(err))
                 raise _Closed from None
         _write_all(reply, REPLY.pack(READY, 0, 0, 0, 0, 0))
-        features = job.bundle.test_features(fit)
         settings = _settings(job.bundle, fit)
         while True:
-            op, index, n = REQUEST.unpack(_read_exact(request, REQUEST.size))
+            op, index, n, cols, dtype = REQUEST.unpack(_read_exact(request, REQUEST.size))
             if op != OP_PREDICT:
                 break
-            rows = np.frombuffer(_read_exact(request, 8 * n), dtype="<i8")
-            _answer(model, np.asarray(features[rows]), settings[index], reply)
+            features = np.empty((n, cols), dtype=np.dtype(dtype.rstrip(b"\0").decode()))
+            _read_into(request, memoryview(features.data))
+            _answer(model, features, settings[index], reply)
     except _Closed:
         pass
     except BaseException:  # the worker side reports it; keep the traceback for the log
@@ -685,13 +745,13 @@ def _fit_process(
 
 def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outputs]:
     settings = _settings(job.bundle, fit)
-    order = canonical_order(job.bundle.test_features(fit))
     n_servers = 2 if job.mode == "isolated" else 1
     control_r, control_w = os.pipe()
     pipes = [(os.pipe(), os.pipe()) for _ in range(n_servers)]
     _flush()
     pid = os.fork()
     if pid == 0:  # the fit process
+        job.close_test_fd()  # first: model code never holds the test features descriptor
         try:
             os.close(control_r)
             for (_rq_r, rq_w), (rp_r, _rp_w) in pipes:
@@ -710,6 +770,11 @@ def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outpu
     fit_process = _Server(pid, -1, -1, job.reaper, what="fit process")
     servers: list[_Server] = []
     try:
+        # Only now, in the worker: the fit process's copy of this process never held them.
+        features = job.test_features(fit)
+        if features.ndim != 2:
+            raise Violation(EXIT_PROTOCOL, f"the {fit} fit's test features are not 2-D")
+        order = canonical_order(features)
         try:
             report = _read_json(control_r)
         except (_Closed, struct.error):
@@ -739,7 +804,7 @@ def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outpu
             raise Violation(EXIT_PROTOCOL, "the fit process reported the wrong pass processes")
         what = "prediction pass process" if job.mode == "isolated" else "fit process"
         servers = [
-            _Server(p, rq[1], rp[0], job.reaper, what)
+            _Server(p, rq[1], rp[0], job.reaper, what, features)
             for p, (rq, rp) in zip(pids, pipes, strict=True)
         ]
         if job.mode == "isolated":
@@ -914,7 +979,15 @@ def run(
     out: Path,
     seed: int,
     inductive_check: str | None = None,
+    *,
+    test_features_fd: int | None = None,
+    test_features_path: Path | None = None,
 ) -> int:
+    if test_features_fd is not None:
+        # Before anything else: a same-user process cannot open /proc/<worker>/fd/N nor read
+        # this process's memory, and no child inherits the descriptor through exec.
+        undumpable = guard.set_undumpable()
+        os.set_inheritable(test_features_fd, False)
     status: dict[str, object] = {}
     timings: dict[str, float] = {}
     status["timings"] = timings
@@ -937,6 +1010,10 @@ def run(
     if mode == "isolated" and not _isolation_available():
         mode, label = "in-process", "in-process (no /proc or subreaper here to isolate passes)"
     status["inductive_check"] = label
+    if test_features_fd is not None:
+        status["test_features"] = "descriptor" if undumpable else "descriptor (worker dumpable)"
+    else:
+        status["test_features"] = "file" if test_features_path is not None else "bundle"
     # The worker itself: no model process may read or write its memory, and no POSIX message
     # queue (which outlives processes and shows in no folder) can be made by the model.
     guard.set_undumpable()
@@ -950,7 +1027,18 @@ def run(
                 " to which setting, which model code must not see (harness.tasks)",
                 file=sys.stderr,
             )
-        job = _Job(bundle, package, entrypoint, out, seed, mode, guard.writable_roots(out), reaper)
+        job = _Job(
+            bundle,
+            package,
+            entrypoint,
+            out,
+            seed,
+            mode,
+            guard.writable_roots(out),
+            reaper,
+            test_fd=test_features_fd,
+            test_path=test_features_path,
+        )
         outputs: dict[str, _Outputs] = {}
         # A fresh fit process per fit: the calibration fit (training classes only) must not
         # leak into the main fit, and vice versa.
@@ -983,6 +1071,8 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--test-features-fd" in (sys.argv[1:] if argv is None else argv):
+        guard.set_undumpable()  # before parsing anything; run() checks it again
     parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
     parser.add_argument("bundle", type=Path)
     parser.add_argument("package", type=Path)
@@ -996,9 +1086,30 @@ def main(argv: list[str] | None = None) -> int:
         help="isolated (CPU), in-process (GPU) or skip (declared transductive); default: from"
         " the package's submission.yaml",
     )
+    test = parser.add_mutually_exclusive_group()
+    test.add_argument(
+        "--test-features-fd",
+        type=int,
+        default=None,
+        help="an open read-only descriptor of the main fit's test features (.npy), for a bundle"
+        " that does not hold them",
+    )
+    test.add_argument(
+        "--test-features-path",
+        type=Path,
+        default=None,
+        help="the path of that file, where the runner cannot pass a descriptor (containers)",
+    )
     args = parser.parse_args(argv)
     return run(
-        args.bundle, args.package, args.entrypoint, args.out, args.seed, args.inductive_check
+        args.bundle,
+        args.package,
+        args.entrypoint,
+        args.out,
+        args.seed,
+        args.inductive_check,
+        test_features_fd=args.test_features_fd,
+        test_features_path=args.test_features_path,
     )
 
 

@@ -41,6 +41,8 @@ import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from harness.procfs import proc_stat, process_table, subtree
+
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_ROUNDS = 100
@@ -86,46 +88,12 @@ def forbid_message_queues() -> None:
 # --- processes ---------------------------------------------------------------------------
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state letter) of ``pid`` from ``/proc/PID/stat``, or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    # The command name is in parentheses and may itself hold spaces and parentheses.
-    fields = data[data.rfind(b")") + 2 :].split()
-    if len(fields) < 2:
-        return None
-    return int(fields[1]), fields[0].decode("ascii", "replace")
-
-
-def _processes() -> dict[int, tuple[int, str]]:
-    table: dict[int, tuple[int, str]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            info = _stat(int(name))
-            if info is not None:
-                table[int(name)] = info
-    return table
-
-
 def descendants(root: int | None = None) -> dict[int, str]:
     """Every live descendant of ``root`` (default: this process) with its state letter."""
     root = os.getpid() if root is None else root
-    table = _processes()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _state) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found: dict[int, str] = {}
-    todo = list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        if pid in found:
-            continue
-        found[pid] = table[pid][1]
-        todo.extend(children.get(pid, []))
-    return found
+    table = process_table()
+    children = [pid for pid, info in table.items() if info.ppid == root]
+    return {pid: table[pid].state for pid in subtree(table, children)}
 
 
 def is_descendant(pid: int, root: int) -> bool:
@@ -133,10 +101,10 @@ def is_descendant(pid: int, root: int) -> bool:
     seen = set()
     while pid not in seen and pid > 1:
         seen.add(pid)
-        info = _stat(pid)
+        info = proc_stat(pid)
         if info is None:
             return False
-        pid = info[0]
+        pid = info.ppid
         if pid == root:
             return True
     return False
@@ -247,10 +215,10 @@ def stop(pid: int, timeout_s: float = 10.0) -> None:
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + timeout_s
     while True:
-        info = _stat(pid)
-        if info is None or info[1] in "ZX":
+        info = proc_stat(pid)
+        if info is None or info.state in "ZX":
             raise GuardError(f"a prediction pass process (pid {pid}) ended before it could wait")
-        if info[1] in "Tt":
+        if info.state in "Tt":
             return
         if time.monotonic() > deadline:
             raise GuardError(f"a prediction pass process (pid {pid}) did not stop")
@@ -258,8 +226,8 @@ def stop(pid: int, timeout_s: float = 10.0) -> None:
 
 
 def is_stopped(pid: int) -> bool:
-    info = _stat(pid)
-    return info is not None and info[1] in "Tt"
+    info = proc_stat(pid)
+    return info is not None and info.state in "Tt"
 
 
 # --- what survives processes -------------------------------------------------------------

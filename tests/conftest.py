@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.runners.sandbox import available as sandbox_available
+from harness.store import count_runs, create_tables, make_engine
+
 # Tests import reference submissions' model.py files; byte-code cached into submissions/* would
 # make those packages invalid (packages may hold no byte-code). Set before any test module loads.
 sys.dont_write_bytecode = True
@@ -26,3 +29,23 @@ def isolated_home(
     monkeypatch.setenv("ZSL_HOME", str(home))
     monkeypatch.delenv("ZSL_DATABASE_URL", raising=False)
     return home
+
+
+# bwrap is probed once; CI installs it, so sandbox tests run there.
+needs_bwrap = pytest.mark.skipif(
+    not sandbox_available(),
+    reason="bubblewrap (bwrap) is missing or cannot create a sandbox here",
+)
+
+
+def stored_runs(url: str) -> int:
+    """How many runs the store at ``url`` holds (0 for a store never written)."""
+    engine = make_engine(url)
+    create_tables(engine)
+    return count_runs(engine)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """A fresh SQLite store for one test."""
+    return f"sqlite:///{tmp_path / 'runs.sqlite3'}"

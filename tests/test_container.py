@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,8 @@ from harness.errors import RunnerError, SubmissionError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
 from harness.runners.container import ContainerRunner, container_argv
-from harness.store import count_runs, create_tables, make_engine
 from harness.submission.package import load_package
-from tests.conftest import SPECS, SUBMISSIONS
+from tests.conftest import SPECS, SUBMISSIONS, stored_runs
 
 DEMO = SPECS / "demo.yaml"
 FAKE = Path(__file__).with_name("fake_container_cli.py")
@@ -40,6 +40,18 @@ MOUNTS_AND_COMMAND = [
 def test_cpu_argv(engine: str) -> None:
     argv = container_argv(JOB, "img:1", engine, name="zsl-x")
     assert argv == [engine, *COMMON, *MOUNTS_AND_COMMAND]
+
+
+def test_test_features_are_bound_read_only_and_passed_by_path() -> None:
+    """Engines cannot pass descriptors: the file is bound, and the model can read it (weaker
+    than the sandbox; the module docstring and the outcome's details say so)."""
+    job = replace(JOB, test_features=Path("/w/secret/test-features.npy"))
+    argv = container_argv(job, "img:1", "docker", name="zsl-x")
+    assert argv[argv.index("/p:/package:ro") + 1 : argv.index("/p:/package:ro") + 3] == [
+        "-v",
+        "/w/secret/test-features.npy:/bundle-test/features.npy:ro",
+    ]
+    assert argv[-2:] == ["--test-features-path", "/bundle-test/features.npy"]
 
 
 def test_gpu_argv_docker_and_podman() -> None:
@@ -90,12 +102,6 @@ def _package(tmp_path: Path, *, time_s: int = 600, image: bool = True) -> Path:
     return dest
 
 
-def _runs(db: str) -> int:
-    engine = make_engine(db)
-    create_tables(engine)
-    return count_runs(engine)
-
-
 def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_path: Path) -> None:
     package = _package(tmp_path)
     boxed = run_submission(package, DEMO, runner="container", store=False, quiet=True)
@@ -116,7 +122,7 @@ def test_timeout_kills_and_removes_the_container(
     run, kill, rm = _calls(fake_docker)
     name = run[run.index("--name") + 1]
     assert kill == ["kill", name] and rm == ["rm", "-f", name]
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 def test_nonzero_exit_is_a_runner_error(
@@ -126,7 +132,7 @@ def test_nonzero_exit_is_a_runner_error(
     db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     with pytest.raises(RunnerError, match="runner 'container': exited with code 125"):
         run_submission(_package(tmp_path), DEMO, runner="container", database_url=db, quiet=True)
-    assert len(_calls(fake_docker)) == 1 and _runs(db) == 0
+    assert len(_calls(fake_docker)) == 1 and stored_runs(db) == 0
 
 
 def test_missing_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

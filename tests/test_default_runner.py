@@ -24,19 +24,16 @@ from harness.errors import RunnerError
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.runners.base import RunJob
 from harness.runners.local import LocalRunner
-from harness.runners.sandbox import SandboxRunner, available
+from harness.runners.sandbox import SandboxRunner
 from harness.spec import load_spec
 from harness.store import create_tables, load_runs, make_engine
 from harness.submission.package import load_package
 from harness.tasks import write_bundle
-from tests.conftest import REPO, SPECS, SUBMISSIONS
+from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
 from tests.test_sandbox import _package
 
 DEMO = SPECS / "demo.yaml"
 FAKE_ENGINE = Path(__file__).with_name("fake_container_cli.py")
-needs_bwrap = pytest.mark.skipif(
-    not available(), reason="bubblewrap (bwrap) is missing or cannot create a sandbox here"
-)
 AWS_SECRET = "FAKE-aws-secret-4f9c2e7d1b"
 DB_PASSWORD = "FAKE-db-password-8a3d6c"
 
@@ -337,6 +334,26 @@ sys.exit("isolated, leaks: %r" % leaks)
     with pytest.raises(RunnerError, match=r"generator on runner 'sandbox'.*isolated, leaks: \[\]"):
         generate_prediction_files(load_package(root), bench)
     assert not (root / "evil.txt").exists()
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "os.symlink('/etc/shadow', out + '/zsl.safetensors')",
+        "os.symlink('../bundle/task.json', out + '/zsl.safetensors')",
+        "os.mkfifo(out + '/zsl.safetensors')",
+        "os.mkdir(out + '/zsl.safetensors')",
+    ],
+)
+def test_generator_outputs_are_copied_without_following_links(tmp_path: Path, plant: str) -> None:
+    """An untrusted generator's files are read like a model's outputs: no link, no special file."""
+    root = _baseline(tmp_path)
+    (root / "make_predictions.py").write_text(f"import os, sys\nout = sys.argv[2]\n{plant}\n")
+    bench = load_benchmark(load_spec(DEMO))
+    with pytest.raises(RunnerError, match=r"zsl\.safetensors"):
+        generate_prediction_files(load_package(root), bench, runner="sandbox")
+    assert not (root / "predictions").exists()
 
 
 def test_cli_generate_takes_a_runner(tmp_path: Path) -> None:

@@ -19,11 +19,10 @@ from harness.data.prepare import Benchmark, load_benchmark
 from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import run_submission
 from harness.spec import load_spec
-from harness.store import count_runs, create_tables, make_engine
 from harness.submission.archive import open_package, unpack_package
 from harness.submission.predictions import read_predictions, write_predictions
 from tests import hostile
-from tests.conftest import SPECS
+from tests.conftest import SPECS, stored_runs
 
 DEMO = SPECS / "demo.yaml"
 
@@ -47,12 +46,10 @@ def bench() -> Benchmark:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-    yield url
-    engine = make_engine(url)
-    create_tables(engine)
-    assert count_runs(engine) == 0, "a refused submission left a record"
+def db(db: str) -> Iterator[str]:
+    """The shared fresh store, which must hold no run afterwards: every case here is refused."""
+    yield db
+    assert stored_runs(db) == 0, "a refused submission left a record"
 
 
 def _refused(package: Path, db: str, error: type[Exception], message: str) -> None:

@@ -23,24 +23,12 @@ from harness.errors import RunnerError
 from harness.pipeline import prediction_settings, read_all, run_submission
 from harness.runners.local import LocalRunner
 from harness.spec import load_spec
-from harness.store import count_runs, create_tables, make_engine
-from tests.conftest import SPECS, SUBMISSIONS
+from tests.conftest import SPECS, SUBMISSIONS, stored_runs
 
 DEMO = SPECS / "demo.yaml"
 SHAPE = (5, 3)
 # The harness-side reader is imported inside the tests that use it, so that the end-to-end
 # tests below also run (and fail) against a harness without it.
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-
-
-def _runs(db: str) -> int:
-    engine = make_engine(db)
-    create_tables(engine)
-    return count_runs(engine)
 
 
 @pytest.fixture
@@ -319,7 +307,7 @@ def test_tampered_outputs_are_refused_and_nothing_is_stored(
     with pytest.raises(RunnerError) as info:
         run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", database_url=db, quiet=True)
     assert "/out/" in str(info.value) and "Traceback" not in str(info.value)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 @pytest.mark.parametrize("make", [_proc_environ, _etc_shadow], ids=lambda f: f.__name__)
@@ -334,4 +322,4 @@ def test_tampered_worker_json_is_refused(
     monkeypatch.setattr(pipeline.runners, "get", lambda name: _Tamper(action))
     with pytest.raises(RunnerError, match=r"/out/worker\.json: is a symbolic link"):
         run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", database_url=db, quiet=True)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0

@@ -35,13 +35,12 @@ from harness.pipeline import run_submission
 from harness.runners import RunJob, runners
 from harness.runners.sandbox import available
 from harness.spec import load_spec
-from harness.store import count_runs, create_tables, make_engine
 from harness.submission.archive import open_package
 from harness.submission.loader import check_entrypoint
 from harness.submission.package import Package, load_package
 from harness.tasks import write_bundle
 from tests import hostile
-from tests.conftest import REPO, SPECS, SUBMISSIONS
+from tests.conftest import REPO, SPECS, SUBMISSIONS, stored_runs
 
 DEMO = SPECS / "demo.yaml"
 RUNNERS = [
@@ -89,12 +88,10 @@ def bench() -> Benchmark:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-    yield url
-    engine = make_engine(url)
-    create_tables(engine)
-    assert count_runs(engine) == 0, "a refused submission left a record"
+def db(db: str) -> Iterator[str]:
+    """The shared fresh store, which must hold no run afterwards: every case here is refused."""
+    yield db
+    assert stored_runs(db) == 0, "a refused submission left a record"
 
 
 def _refused(package: Path, runner: str, db: str, message: str) -> None:

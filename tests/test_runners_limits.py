@@ -20,14 +20,11 @@ from harness.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners import base
 from harness.runners.base import RunJob, run_process, truncate
-from harness.runners.sandbox import available, sandbox_argv
-from tests.conftest import REPO, SPECS
+from harness.runners.sandbox import sandbox_argv
+from tests.conftest import REPO, SPECS, needs_bwrap
 from tests.test_sandbox import _package
 
 DEMO = SPECS / "demo.yaml"
-needs_bwrap = pytest.mark.skipif(
-    not available(), reason="bubblewrap (bwrap) is missing or cannot create a sandbox here"
-)
 GIB = 1 << 30
 
 
@@ -256,3 +253,39 @@ def test_cgroups_hold_the_run_and_are_removed_after(tmp_path: Path, cgroups: Non
     group = Path(str(held["memory"]).split(" ", 2)[2])
     assert f"/{group.name}" in outcome.stdout  # the process really ran inside it
     assert not group.exists()  # removed at the end
+
+
+def test_out_size_skips_entries_that_vanish_during_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model renaming its own files mid-poll is not 'a folder that cannot be measured'."""
+    (tmp_path / "sub").mkdir()
+    for name in ("a", "b", "sub/c"):
+        (tmp_path / name).write_bytes(b"x" * 1000)
+    real_scandir = base.os.scandir
+
+    def vanishing(path):  # type: ignore[no-untyped-def]
+        entries = list(real_scandir(path))
+        for entry in entries:  # everything listed is gone before it is looked at
+            if entry.is_file():
+                Path(entry.path).unlink()
+        if Path(path) == tmp_path:
+            (tmp_path / "sub").rename(tmp_path / "moved")
+
+        class Listing:  # what os.scandir returns: a context manager that iterates
+            def __enter__(self):  # type: ignore[no-untyped-def]
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                return None
+
+            def __iter__(self):  # type: ignore[no-untyped-def]
+                return iter(entries)
+
+        return Listing()
+
+    monkeypatch.setattr(base.os, "scandir", vanishing)
+    size, entries = base.folder_size(tmp_path)
+    assert entries == 3 and size < 3000
+    with pytest.raises(FileNotFoundError):
+        base.folder_size(tmp_path / "no-such-folder")

@@ -12,25 +12,10 @@ import pytest
 from harness.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
-from harness.runners.sandbox import SandboxRunner, available, sandbox_argv
-from harness.store import count_runs, create_tables, make_engine
-from tests.conftest import SPECS, SUBMISSIONS
+from harness.runners.sandbox import SandboxRunner, sandbox_argv
+from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
 DEMO = SPECS / "demo.yaml"
-needs_bwrap = pytest.mark.skipif(
-    not available(), reason="bubblewrap (bwrap) is missing or cannot create a sandbox here"
-)
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-
-
-def _runs(db: str) -> int:
-    engine = make_engine(db)
-    create_tables(engine)
-    return count_runs(engine)
 
 
 def _package(tmp_path: Path, body: str, *, time_s: int = 60, memory_gb: float = 2) -> Path:
@@ -54,7 +39,7 @@ def _package(tmp_path: Path, body: str, *, time_s: int = 60, memory_gb: float = 
 def _refused(package: Path, db: str, match: str) -> None:
     with pytest.raises(RunnerError, match=match):
         run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 def test_argv_binds_read_only_and_leaves_only_out_writable(tmp_path: Path) -> None:
@@ -214,7 +199,7 @@ def test_huge_stdout_is_truncated_and_the_run_still_judged(tmp_path: Path, db: s
         tmp_path, "import sys\nfor _ in range(2000):\n    sys.stdout.write('y' * 10000 + '\\n')"
     )
     record = run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert record.scores and _runs(db) == 1
+    assert record.scores and stored_runs(db) == 1
     bundle = tmp_path / "bundle"
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec

@@ -136,3 +136,27 @@ def test_old_bundles_and_unknown_settings_are_refused(bench, tmp_path: Path) -> 
     (root / "task.json").write_text(json.dumps({**info, "format": "zsl-bundle/1"}))
     with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/2' bundle"):
         Bundle(root)
+
+
+def test_main_test_features_can_live_outside_the_bundle(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The main fit's test images go to a file outside the bundle (the runner hands them to the
+    worker by descriptor); the calibration fit's, training and validation images, stay."""
+    from harness.tasks import write_model_bundle
+
+    secret = tmp_path / "secret" / "test-features.npy"
+    rowmap = write_model_bundle(bench, tmp_path / "b", test_features=secret)
+    bundle = Bundle(tmp_path / "b")
+    assert bundle.info["test_features"] == "descriptor"
+    assert not (bundle.root / "test" / "features.npy").exists()
+    assert bundle.supplied_test_features("main") and not bundle.supplied_test_features(
+        "calibration"
+    )
+    with pytest.raises(RunnerError, match=r"not in this bundle"):
+        bundle.test_features("main")
+    images = _labels_of(bench, np.load(secret))
+    union = np.unique(np.concatenate([bench.rows(s) for s in ("zsl", "gzsl")]))
+    assert sorted(images) == sorted(union) and rowmap.n_rows["main"] == len(union)
+    np.testing.assert_array_equal(images[rowmap.rows["zsl"]], bench.rows("zsl"))
+    assert len(bundle.test_features("calibration")) == rowmap.n_rows["calibration"]
+    with pytest.raises(RunnerError, match=r"outside the bundle"):
+        write_model_bundle(bench, tmp_path / "c", test_features=tmp_path / "c" / "x.npy")

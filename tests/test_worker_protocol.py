@@ -31,27 +31,11 @@ import pytest
 
 from harness.errors import PredictionError, RunnerError
 from harness.pipeline import run_submission
-from harness.runners.sandbox import available
-from harness.store import count_runs, create_tables, make_engine
-from tests.conftest import SPECS, SUBMISSIONS
+from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
 DEMO = SPECS / "demo.yaml"
-needs_bwrap = pytest.mark.skipif(
-    not available(), reason="bubblewrap (bwrap) is missing or cannot create a sandbox here"
-)
 RUNNERS = [pytest.param("local"), pytest.param("sandbox", marks=needs_bwrap)]
 NOT_INDUCTIVE = r"predict is not inductive: .*declarations\.transductive: true"
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-
-
-def _runs(db: str) -> int:
-    engine = make_engine(db)
-    create_tables(engine)
-    return count_runs(engine)
 
 
 def _package(tmp_path: Path, code: str, *, transductive: bool = False, name: str = "pkg") -> Path:
@@ -131,7 +115,7 @@ def test_gzsl_membership_model_undeclared_earns_nothing(
         record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
     except RunnerError as err:
         assert "predict is not inductive" in str(err)
-        assert _runs(db) == 0
+        assert stored_runs(db) == 0
     else:
         assert _h(record) <= eszsl_h + 0.01, (_h(record), eszsl_h)
 
@@ -159,7 +143,7 @@ def test_batch_statistics_are_refused_with_the_declaration_to_make(
     assert "predict is not inductive" in message
     assert "declarations.transductive: true" in message and "submission.yaml" in message
     assert "first: row" in message
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -170,7 +154,7 @@ def test_declared_transductive_model_runs_and_is_scored(
     record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
     assert record.logs["inductive_check"] == "skipped: declared transductive"
     assert record.submission.declarations["transductive"] is True
-    assert _h(record) > 0 and _runs(db) == 1
+    assert _h(record) > 0 and stored_runs(db) == 1
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
@@ -418,7 +402,7 @@ def test_models_that_adapt_to_the_check_are_refused(
     finally:
         (Path(tempfile.gettempdir()) / name).unlink(missing_ok=True)
     assert re.search(match, str(info.value)), str(info.value)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 @needs_bwrap
@@ -427,7 +411,7 @@ def test_cache_written_through_a_mapping_is_seen_by_the_snapshot(tmp_path: Path,
     package = _package(tmp_path, MMAP_FILE_CACHE)
     with pytest.raises(RunnerError, match=r"prediction pass changed /tmp/zsl-score-cache\.bin"):
         run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 def test_in_process_check_catches_batch_statistics(tmp_path: Path) -> None:
@@ -529,7 +513,7 @@ def test_entries_planted_at_output_names_are_refused_naming_the_file(
     assert any(n in message for n in (".scores.npy", "worker.json", ".safetensors", ".topk_")), (
         message
     )
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 @needs_bwrap
@@ -540,7 +524,7 @@ def test_links_planted_in_the_sandbox_are_refused_naming_the_file(
     package = _package(tmp_path, _plant(TARGETS["etc-shadow"], when=when))
     with pytest.raises(RunnerError, match=r"/out/[a-z_]+\.(scores\.npy|safetensors)|worker\.json"):
         run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 def test_planted_link_is_never_a_prediction_error(tmp_path: Path, db: str) -> None:
@@ -555,7 +539,7 @@ def test_planted_link_is_never_a_prediction_error(tmp_path: Path, db: str) -> No
         pytest.fail(f"a planted link reached the prediction reader: {err!r}")
     else:
         pytest.fail("a run whose outputs were replaced by links was accepted")
-    assert _runs(db) == 0
+    assert stored_runs(db) == 0
 
 
 # --- the comparison itself ----------------------------------------------------------------
@@ -603,3 +587,155 @@ def test_topk_comparison_allows_float_noise_and_ties_at_the_cut_only() -> None:
         atol,
     )[0]
     assert moved.tolist() == [True, True]
+
+
+# --- the main fit's test features reach predict only --------------------------------------
+
+SEEK_TEST_FEATURES = '''
+import hashlib
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+
+def _digest(x):
+    rows = sorted(hashlib.sha1(np.ascontiguousarray(r).tobytes()).hexdigest() for r in x)
+    return hashlib.sha256("".join(rows).encode()).hexdigest()
+
+
+class Hostile(ESZSL):
+    """In fit, looks everywhere for the main fit's test features: the bundle (at /bundle and at
+    the path on the worker's command line), every .npy under / and next to the bundle, the
+    descriptors of every process it can see (its own included), the files mapped into its own
+    memory, and the memory of its ancestors. Raises LEAK on an array equal to them."""
+
+    def fit(self, task):
+        want = json.loads((Path(__file__).parent / "expect.json").read_text())
+        shape, digest = tuple(want["shape"]), want["digest"]
+        needle = bytes.fromhex(want["row"])
+        found, looked = [], 0
+        deadline = time.monotonic() + 40
+
+        def check(path, label):
+            nonlocal looked
+            try:
+                if not stat.S_ISREG(os.stat(path).st_mode):
+                    return
+                x = np.load(path, mmap_mode="r", allow_pickle=False)
+            except Exception:
+                return
+            looked += 1
+            if x.shape == shape and _digest(x) == digest:
+                found.append(label)
+
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\\0")
+        bundles = [Path("/bundle")] + [
+            Path(a.decode()) for a in argv if a and Path(a.decode(), "task.json").is_file()
+        ]
+        for b in bundles:
+            check(b / "test" / "features.npy", f"{b}/test/features.npy")
+        for top in [*bundles, *(b.parent for b in bundles), Path("/")]:
+            for root, dirs, files in os.walk(top):
+                dirs[:] = [d for d in dirs if f"{root}/{d}" not in ("/proc", "/sys", "/dev")]
+                if time.monotonic() > deadline:
+                    break
+                for name in files:
+                    if name.endswith(".npy"):
+                        check(os.path.join(root, name), os.path.join(root, name))
+        pids = [p for p in os.listdir("/proc") if p.isdigit()] + ["self"]
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                check(f"/proc/{pid}/fd/{fd}", f"/proc/{pid}/fd/{fd}")
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+            if path.startswith("/"):
+                check(path, f"mapped {path}")
+        pid, ancestors = os.getpid(), []
+        while pid > 1:
+            try:
+                pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                break
+            ancestors.append(pid)
+        for pid in ancestors:
+            try:
+                maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+                mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
+            except OSError:
+                continue
+            with mem:
+                for line in maps:
+                    parts = line.split()
+                    lo, hi = (int(v, 16) for v in parts[0].split("-"))
+                    if "r" not in parts[1] or hi - lo > 1 << 28:
+                        continue
+                    try:
+                        mem.seek(lo)
+                        if needle in mem.read(hi - lo):
+                            found.append(f"/proc/{pid}/mem")
+                            break
+                    except (OSError, ValueError, OverflowError):
+                        continue
+        if found:
+            raise RuntimeError(f"LEAK: the test features at {sorted(set(found))}")
+        if looked == 0:
+            raise RuntimeError("SEARCHED NOTHING")
+        return super().fit(task)
+'''
+
+
+def _expect_test_features(package: Path) -> None:
+    """Write what the hostile model looks for: the main fit's test features' shape, an
+    order-free digest of their rows, and one row's bytes (to find them in memory)."""
+    import hashlib
+
+    from harness.data.prepare import load_benchmark
+    from harness.spec import load_spec
+
+    bench = load_benchmark(load_spec(DEMO))
+    rows = np.unique(np.concatenate([bench.rows(s) for s in bench.spec.settings]))
+    x = np.ascontiguousarray(bench.a("features")[rows])
+    digests = sorted(hashlib.sha1(np.ascontiguousarray(r).tobytes()).hexdigest() for r in x)
+    expect = {
+        "shape": list(x.shape),
+        "digest": hashlib.sha256("".join(digests).encode()).hexdigest(),
+        "row": x[len(x) // 2].tobytes().hex(),
+    }
+    (package / "expect.json").write_text(json.dumps(expect))
+
+
+@needs_bwrap
+def test_fit_cannot_find_the_test_features_in_the_sandbox(tmp_path: Path, db: str) -> None:
+    """The main fit's test features are not in the bundle: the sandbox runner hands the worker a
+    descriptor, which no process running model code holds, and the worker is not dumpable."""
+    package = _package(tmp_path, SEEK_TEST_FEATURES)
+    _expect_test_features(package)
+    record = run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
+    assert record.logs["test_features"] == "descriptor"
+    assert _h(record) > 0 and stored_runs(db) == 1
+
+
+def test_hostile_search_finds_test_features_in_a_bundle(tmp_path: Path) -> None:
+    """The search above is not blind: given a bundle that holds the test features (as bundles
+    did before they moved out), the same model finds them and the worker reports LEAK."""
+    from harness.data.prepare import load_benchmark
+    from harness.spec import load_spec
+    from harness.tasks import write_model_bundle
+
+    write_model_bundle(load_benchmark(load_spec(DEMO)), tmp_path / "bundle")
+    package = _package(tmp_path, SEEK_TEST_FEATURES)
+    _expect_test_features(package)
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.worker", str(tmp_path / "bundle"), str(package),
+         "model:Hostile", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "LEAK" in json.loads((out / "worker.json").read_text())["message"]

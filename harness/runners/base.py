@@ -18,9 +18,12 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -53,6 +56,10 @@ class RunJob:
     script: str | None = None
     # The package declares itself transductive: the worker skips its inductive check.
     transductive: bool = False
+    # The main fit's test features, outside the bundle (``harness.tasks``): the runner opens it
+    # read-only and hands the worker the descriptor (``--test-features-fd``), or, where it cannot
+    # (containers), binds the file and passes its path (``--test-features-path``).
+    test_features: Path | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -89,10 +96,16 @@ class Runner(Protocol):
 runners: Registry[Runner] = Registry("runner")
 
 
-def worker_argv(job: RunJob, python: str = sys.executable) -> list[str]:
+def worker_argv(
+    job: RunJob, python: str = sys.executable, *, test_features_fd: int | None = None
+) -> list[str]:
     """The worker's command line. A transductive job says so (``--inductive-check skip``);
     otherwise the worker reads the check from the package's manifest (isolated passes on CPU,
-    in-process ones for GPU jobs, which cannot fork; see ``harness.worker``)."""
+    in-process ones for GPU jobs, which cannot fork; see ``harness.worker``).
+
+    A job with ``test_features`` gets ``--test-features-fd N`` when the runner passes the open
+    file as descriptor ``test_features_fd``, else ``--test-features-path`` (the job's path, as
+    the worker sees it)."""
     argv = [
         python,
         "-m",
@@ -106,14 +119,35 @@ def worker_argv(job: RunJob, python: str = sys.executable) -> list[str]:
     ]
     if job.transductive:
         argv += ["--inductive-check", "skip"]
+    if job.test_features is not None:
+        if test_features_fd is not None:
+            argv += ["--test-features-fd", str(test_features_fd)]
+        else:
+            argv += ["--test-features-path", str(job.test_features)]
     return argv
 
 
-def job_argv(job: RunJob, python: str = sys.executable) -> list[str]:
+def job_argv(
+    job: RunJob, python: str = sys.executable, *, test_features_fd: int | None = None
+) -> list[str]:
     """The command a runner starts for ``job``: the worker, or the package's generator script."""
     if job.script is not None:
         return [python, str(job.package / job.script), str(job.bundle), str(job.out)]
-    return worker_argv(job, python=python)
+    return worker_argv(job, python=python, test_features_fd=test_features_fd)
+
+
+@contextmanager
+def open_test_features(job: RunJob) -> Iterator[int | None]:
+    """The job's test features file opened read-only (``O_CLOEXEC``: only a child it is passed
+    to with ``run_process(pass_fds=...)`` inherits it), closed after the block; None without."""
+    if job.test_features is None or job.script is not None:
+        yield None
+        return
+    fd = os.open(job.test_features, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def truncate(data: bytes, limit: int = LOG_LIMIT_BYTES) -> str:
@@ -190,18 +224,30 @@ class RunLimits:
 def folder_size(root: Path, max_entries: int = OUT_MAX_ENTRIES) -> tuple[int, int]:
     """(bytes, entries) under ``root``, links not followed; a sparse file counts at its size.
 
-    Raises OSError when a folder cannot be read (a model hiding what it wrote)."""
+    Raises OSError when a folder cannot be read (a model hiding what it wrote). An entry that
+    vanishes during the scan (a model renaming or deleting its own files) is skipped: the next
+    poll, and the check after the run, see the folder as it then is."""
     total, entries = 0, 0
     todo = [root]
     while todo:
-        with os.scandir(todo.pop()) as it:
+        folder = todo.pop()
+        try:
+            it = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == root:
+                raise
+            continue
+        with it:
             for entry in it:
                 entries += 1
                 if entries > max_entries:
                     return total, entries
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 total += max(st.st_size, st.st_blocks * 512)
-                if entry.is_dir(follow_symlinks=False):
+                if stat.S_ISDIR(st.st_mode):
                     todo.append(Path(entry.path))
     return total, entries
 
@@ -238,6 +284,7 @@ def run_process(
     timeout_s: float,
     limits: RunLimits | None = None,
     log_limit: int = LOG_LIMIT_BYTES,
+    pass_fds: tuple[int, ...] = (),
 ) -> RunOutcome:
     """Run ``argv`` in its own session under ``limits``; kill everything it started at the end.
 
@@ -245,6 +292,7 @@ def run_process(
     its memory passes ``limits.memory_bytes`` (a cgroup OOM kill, or the fallback watchdog) or
     its output folder passes ``limits.out_bytes``. A run that ended by itself has its leftover
     processes (daemons) killed too; ``details["killed_after_exit"]`` counts them.
+    ``pass_fds``: descriptors the child inherits (``subprocess.Popen``'s), at the same numbers.
     """
     limits = limits or RunLimits()
     start = time.perf_counter()
@@ -260,6 +308,7 @@ def run_process(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except BaseException:
         box.close()

@@ -41,8 +41,11 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from harness.procfs import proc_stat, process_table, subtree
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 SELF_CGROUP = Path("/proc/self/cgroup")
@@ -151,26 +154,6 @@ def _read_counter(path: Path, key: str) -> int:
 
 
 # -- the process table, for the fallback ---------------------------------------------------------
-
-
-def _stat(pid: int) -> tuple[int, int, int] | None:
-    """(ppid, start time in clock ticks, resident pages) of ``pid``, or None when it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    rest = text[text.rfind(")") + 2 :].split()  # the command name may hold spaces and ')'
-    return int(rest[1]), int(rest[19]), int(rest[21])
-
-
-def _table() -> dict[int, tuple[int, int, int]]:
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat is not None:
-                table[int(entry)] = stat
-    return table
 
 
 @dataclass
@@ -311,8 +294,8 @@ class Containment:
                 self._drop(group)
         if not self.groups:
             self._fallback()
-        stat = _stat(pid)
-        self.root_start = stat[1] if stat else 0
+        stat = proc_stat(pid)
+        self.root_start = stat.start_ticks if stat else 0
         if gate is not None:
             try:
                 gate.write(b"go\n")  # type: ignore[attr-defined]
@@ -343,25 +326,15 @@ class Containment:
     def tree(self) -> list[int]:
         """The run's processes, in the fallback: the tree under the first process and the
         harness's children (re-parented daemons) started after it."""
-        table = _table()
+        table = process_table()
         me = os.getpid()
         roots = [self.root_pid] if self.root_pid in table else []
         roots += [
             pid
-            for pid, (ppid, start, _) in table.items()
-            if ppid == me and pid != self.root_pid and start >= self.root_start
+            for pid, info in table.items()
+            if info.ppid == me and pid != self.root_pid and info.start_ticks >= self.root_start
         ]
-        children: dict[int, list[int]] = {}
-        for pid, (ppid, _, _) in table.items():
-            children.setdefault(ppid, []).append(pid)
-        seen: list[int] = []
-        todo = list(roots)
-        while todo:
-            pid = todo.pop()
-            if pid not in seen:
-                seen.append(pid)
-                todo += children.get(pid, [])
-        return seen
+        return subtree(table, roots)
 
     def memory_used(self) -> int:
         """The fallback's measure: resident memory of the tree plus the sandbox's /tmp."""
@@ -369,8 +342,8 @@ class Containment:
         page = os.sysconf("SC_PAGE_SIZE")
         total = 0
         for pid in pids:
-            stat = _stat(pid)
-            total += stat[2] * page if stat else 0
+            stat = proc_stat(pid)
+            total += stat.rss_pages * page if stat else 0
         if self.sandbox_tmp:
             total += self._sandbox_tmp_bytes(pids)
         return total
@@ -423,29 +396,27 @@ class Containment:
         return self._kill_tree()
 
     def _kill_group(self, group: _Group) -> int:
-        first = [p for p in group.procs() if p != self.root_pid]
         if group.has_kill:
             with contextlib.suppress(OSError):
                 _write(group.path / "cgroup.kill", "1")
-        deadline = time.monotonic() + KILL_WAIT_S
-        while True:
-            left = group.procs()
-            for pid in left:
-                _kill(pid)
-            self._reap(left)
-            if not [p for p in left if p != self.root_pid] or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        return len(first)
+        return self._kill_until_gone(group.procs)
 
     def _kill_tree(self) -> int:
-        first = [p for p in self.tree() if p != self.root_pid]
-        deadline = time.monotonic() + KILL_WAIT_S
-        while True:
-            left = self.tree()
+        def tree_and_group() -> list[int]:
             if self.root_pid:
                 with contextlib.suppress(OSError):
                     os.killpg(self.root_pid, signal.SIGKILL)
+            return self.tree()
+
+        return self._kill_until_gone(tree_and_group)
+
+    def _kill_until_gone(self, members: Callable[[], list[int]]) -> int:
+        """SIGKILL and reap ``members()`` until none but the first process is left (or
+        ``KILL_WAIT_S`` passed); returns how many others there were at first."""
+        first = [p for p in members() if p != self.root_pid]
+        deadline = time.monotonic() + KILL_WAIT_S
+        while True:
+            left = members()
             for pid in left:
                 _kill(pid)
             self._reap(left)

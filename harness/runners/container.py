@@ -13,6 +13,13 @@ the ``harness`` package at the harness version that scores it. The engine is ``d
 the runner is built with another or ``ZSL_CONTAINER_ENGINE`` names ``podman``. When the harness
 stops a run (wall clock, output folder) it kills the client, then the container itself
 (``kill``, then ``rm -f``), since it runs in the engine, not under us.
+
+Weaker than ``sandbox`` on one point: the main fit's test features. An engine cannot hand the
+container an open descriptor, so their file (outside the bundle, see ``harness.tasks``) is bound
+read-only at ``/bundle-test/features.npy`` and the worker gets ``--test-features-path``; model
+code running as the same user in the container can read that file during ``fit`` and so use
+statistics of the whole test set. The record says so (``"test_features": "file"`` in the
+outcome's details, where ``sandbox`` and ``local`` say ``"descriptor"``).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from harness.submission.package import load_package
 
 ENGINES = ("docker", "podman")
 PIDS_LIMIT = 256
+# Where the main fit's test features file is bound (read-only; see the module docstring).
+INSIDE_TEST_FEATURES = "/bundle-test/features.npy"
 
 
 def container_argv(
@@ -41,7 +50,16 @@ def container_argv(
     base name. ``name`` defaults to a fresh ``zsl-<uuid>``.
     """
     name = name or f"zsl-{uuid.uuid4().hex}"
-    inner = replace(job, bundle=Path("/bundle"), package=Path("/package"), out=Path("/out"))
+    inner = replace(
+        job,
+        bundle=Path("/bundle"),
+        package=Path("/package"),
+        out=Path("/out"),
+        test_features=None if job.test_features is None else Path(INSIDE_TEST_FEATURES),
+    )
+    test_mount: list[str] = []
+    if job.test_features is not None:
+        test_mount = ["-v", f"{job.test_features}:{INSIDE_TEST_FEATURES}:ro"]
     gpus: list[str] = []
     if job.gpus:
         if os.path.basename(engine) == "podman":
@@ -72,6 +90,7 @@ def container_argv(
         f"{job.bundle}:/bundle:ro",
         "-v",
         f"{job.package}:/package:ro",
+        *test_mount,
         "-v",
         f"{job.out}:/out:rw",
         "--tmpfs",
@@ -132,6 +151,8 @@ class ContainerRunner:
         limits = RunLimits(out_dir=job.out, out_bytes=job.out_bytes)
         outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits)
         outcome.details["container"] = name
+        if job.test_features is not None:
+            outcome.details["test_features"] = "file"
         if outcome.reason.startswith(("timed out", "output folder")):
             cleanup = [self._call([path, "kill", name]), self._call([path, "rm", "-f", name])]
             outcome.details["cleanup"] = cleanup

@@ -17,6 +17,10 @@ What it does hold:
   ``/proc/<harness pid>/environ`` (or its memory). Root is exempt from that check (it holds
   ``CAP_SYS_PTRACE``): a harness run as root hands a ``local`` model everything, which is one
   more reason ``local`` is for trusted code only.
+- **the test features**: the main fit's test images come as an inherited read-only descriptor
+  (``--test-features-fd``, see ``harness.tasks``) to the worker, which is not dumpable and closes
+  it in every process that runs model code. Their file still lies next to the bundle on the
+  host's disk, where a ``local`` model can read it: this only holds for the sandbox.
 - **limits and the process tree**: the run's total memory (``resources.memory_gb``), its
   processes and the size of its output folder, and at the end every process it started,
   daemons included, is killed (see ``base.run_process`` and ``harness.runners.cgroup``).
@@ -30,7 +34,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import harness
-from harness.runners.base import RunJob, RunLimits, RunOutcome, job_argv, run_process, runners
+from harness.runners.base import (
+    RunJob,
+    RunLimits,
+    RunOutcome,
+    job_argv,
+    open_test_features,
+    run_process,
+    runners,
+)
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
 
 # Only what Python and BLAS need; the caller's secrets and settings stay out.
@@ -75,15 +87,18 @@ class LocalRunner:
     name = "local"
 
     def run(self, job: RunJob) -> RunOutcome:
-        with not_dumpable() as dumpable:
+        with not_dumpable() as dumpable, open_test_features(job) as fd:
             outcome = run_process(
-                job_argv(job),
+                job_argv(job, test_features_fd=fd),
                 env=local_env(job),
                 cwd=job.out,
                 timeout_s=job.timeout_s,
                 limits=RunLimits.for_job(job),
+                pass_fds=() if fd is None else (fd,),
             )
         outcome.details["dumpable"] = dumpable
+        if fd is not None:
+            outcome.details["test_features"] = "descriptor"
         return outcome
 
 

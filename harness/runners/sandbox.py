@@ -45,6 +45,7 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
+    open_test_features,
     run_process,
     runners,
 )
@@ -145,11 +146,19 @@ def _python_dirs() -> list[str]:
     return [d for d in out if not any(d != o and d.startswith(o + "/") for o in out)]
 
 
-def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = None) -> list[str]:
+def sandbox_argv(
+    job: RunJob,
+    *,
+    bwrap: str = "bwrap",
+    as_root: bool | None = None,
+    test_features_fd: int | None = None,
+) -> list[str]:
     """The full command line that runs ``job``'s worker inside bubblewrap (pure: runs nothing).
 
     ``as_root`` (default: whether this process is root) chooses between a user namespace (normal
     users) and a drop to ``nobody`` inside the sandbox (root); see the module docstring.
+    ``test_features_fd``: the descriptor of the job's test features, which bwrap and the
+    launcher pass on to the worker (the file itself is never bound into the sandbox).
     """
     if as_root is None:
         as_root = os.geteuid() == 0
@@ -221,7 +230,7 @@ def sandbox_argv(job: RunJob, *, bwrap: str = "bwrap", as_root: bool | None = No
         LAUNCHER,
         *limits,
         "--",
-        *job_argv(inner, python=python),
+        *job_argv(inner, python=python, test_features_fd=test_features_fd),
     ]
 
 
@@ -259,10 +268,20 @@ class SandboxRunner:
         as_root = os.geteuid() == 0
         if as_root:
             os.chown(job.out, NOBODY, NOBODY)
-        argv = sandbox_argv(job, bwrap=bwrap, as_root=as_root)
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
         limits = RunLimits.for_job(job, sandbox_tmp=True)
-        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits)
+        with open_test_features(job) as fd:
+            argv = sandbox_argv(job, bwrap=bwrap, as_root=as_root, test_features_fd=fd)
+            outcome = run_process(
+                argv,
+                env=env,
+                cwd=job.out,
+                timeout_s=job.timeout_s,
+                limits=limits,
+                pass_fds=() if fd is None else (fd,),
+            )
+        if fd is not None:
+            outcome.details["test_features"] = "descriptor"
         return _explain(outcome)
 
 
