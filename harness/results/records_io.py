@@ -466,24 +466,33 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
     return result
 
 
-def _write_if_changed(root_fd: int, root: Path, path: Path, data: bytes) -> bool:
-    *folders, name = path.relative_to(root).parts
+@contextmanager
+def _folder_fd(root_fd: int, root: Path, folders: list[str], *, create: bool) -> Iterator[int]:
+    """The descriptor of ``root/folders…``, each step opened with ``O_NOFOLLOW`` (created when
+    ``create``); every descriptor opened on the way is closed on exit."""
     fds: list[int] = []
     try:
         parent, where = root_fd, root
         for folder in folders:
             where = where / folder
-            fd = _open_subdir(parent, folder, where, create=True)
-            assert fd is not None  # created
+            fd = _open_subdir(parent, folder, where, create=create)
+            if fd is None:
+                raise HarnessError(f"{where}: vanished while being read")
             fds.append(fd)
             parent = fd
+        yield parent
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _write_if_changed(root_fd: int, root: Path, path: Path, data: bytes) -> bool:
+    *folders, name = path.relative_to(root).parts
+    with _folder_fd(root_fd, root, folders, create=True) as parent:
         if _read_in(parent, name, path) == data:
             return False
         _write_in(parent, name, data, path)
         return True
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _prune(
@@ -617,23 +626,11 @@ def read_record_files(root: Path) -> list[RecordFile]:
 
 
 def _read_relative(root_fd: int, root: Path, folders: list[str], name: str, path: Path) -> bytes:
-    fds: list[int] = []
-    try:
-        parent, where = root_fd, root
-        for folder in folders:
-            where = where / folder
-            fd = _open_subdir(parent, folder, where, create=False)
-            if fd is None:
-                raise HarnessError(f"{where}: vanished while being read")
-            fds.append(fd)
-            parent = fd
+    with _folder_fd(root_fd, root, folders, create=False) as parent:
         data = _read_in(parent, name, path)
-        if data is None:
-            raise HarnessError(f"{path}: vanished while being read")
-        return data
-    finally:
-        for fd in fds:
-            os.close(fd)
+    if data is None:
+        raise HarnessError(f"{path}: vanished while being read")
+    return data
 
 
 def read_records(root: Path) -> list[RunRecord]:
