@@ -307,7 +307,7 @@ def dense(seed: int = 0, n_boot: int = 1000) -> dict[str, Any]:
         {"name": "hierarchical_retrieval_precision_at_k", "key": "hret@5", "k": 5},
         {"name": "prediction_relation_share", "key": "semantic"},
         {"name": "darts_area", "key": "darts"},
-        {"name": "darts_reward", "key": "darts@90"},
+        {"name": "darts_reward", "key": "darts@val90"},
     ]
     gzsl_rows: list[dict[str, Any]] = [
         {"name": "per_class_top_k_accuracy", "key": "top1", "k": 1},

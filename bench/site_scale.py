@@ -34,6 +34,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.audit import ClassAudit, LeakageAudit, Relation, Relative  # noqa: E402
 from harness.records import (  # noqa: E402
     BenchmarkInfo,
     ClassValues,
@@ -56,7 +57,7 @@ ZSL_METRICS = (  # key, function, combine, higher is better
     ("hret@5", "hierarchical_retrieval_precision_at_k", "image_mean", True),
     ("semantic", "prediction_relation_share", "image_mean", True),
     ("darts", "darts_area", None, True),
-    ("darts@90", "darts_reward", "image_mean", True),
+    ("darts@val90", "darts_reward", "image_mean", True),
 )
 GZSL_METRICS = (
     ("top1", "per_class_top_k_accuracy", "class_mean", True),
@@ -145,21 +146,31 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
         gzsl_classes = np.arange(n_seen + n_unseen)
         gzsl_counts = np.concatenate([seen_counts, unseen_counts])
         gzsl_groups = np.concatenate([np.zeros(n_seen, int), np.ones(n_unseen, int)])
-        leakage: dict[str, Any] = {
-            "overlap": [],
-            "n_overlap": 0,
-            "n_test": n_unseen,
-            "n_not_wordnet": 0,
-            "n_not_auditable": 0,
-            "match": "exact",
-            "source": "ilsvrc2012",
-        }
+        leakage = LeakageAudit(source="ilsvrc2012", n_test=n_unseen)
         if b % 4 == 0:
-            leakage["overlap"] = [
-                {"class": f"n0{2100000 + i}", "name": f"class {i}", "via": [f"n0{2100000 + i}"]}
-                for i in range(3)
-            ]
-            leakage["n_overlap"] = 3
+            leakage = leakage.model_copy(
+                update={
+                    "classes": [
+                        ClassAudit(
+                            class_id=f"n0{2100000 + i}",
+                            name=f"class {i}",
+                            wordnet_id=f"n0{2100000 + i}",
+                            mapping="id",
+                            counts={Relation.HYPONYM: 2},
+                            relatives=[
+                                Relative(
+                                    wordnet_id=f"n0{2200000 + 2 * i + j}",
+                                    name=f"pre-training class {2 * i + j}",
+                                    relation=Relation.HYPONYM,
+                                    hops=1,
+                                )
+                                for j in range(2)
+                            ],
+                        )
+                        for i in range(3)
+                    ]
+                }
+            )
         for s in range(n_submissions):
             skill = float(skills[s]) + rng.normal(0.0, 0.2)
             scores = []

@@ -1,158 +1,389 @@
 """Leakage audit: which test classes did the feature backbone already see in pre-training?
 
-Xian et al. (GBU) showed that the standard splits of AWA, aPY, CUB and SUN put ImageNet-1K
-classes among the test classes while the ResNet-101 features were trained on ImageNet-1K. This
-module computes that overlap from data, never from a hard-coded list: the test classes (as
-WordNet ids) are intersected with the class set the spec's ``features.pretrained_on`` names
-(or a submission's own ``declarations.backbone_pretrained_on``), optionally after expanding each
-test class to its WordNet descendants and/or ancestors (``pretrained_on.match``), e.g. so that a
-test class "dog" counts as seen when the backbone was trained on dog breeds.
+Xian et al. (GBU, TPAMI 2018, Sec. 4.1) showed that the standard splits of AWA, aPY, CUB and SUN
+put ImageNet-1K classes among the test classes while the ResNet-101 features were trained on
+ImageNet-1K. This module computes that overlap from data, never from a hard-coded list, and
+reports for every test class each way it meets the pre-training class set, on WordNet 3.0's
+hypernym graph (instance hypernyms included):
+
+``same``
+    a pre-training class *is* the test class (aPY ``zebra``, AWA ``leopard``);
+``hyponym``
+    a pre-training class is a kind of the test class, so the backbone saw instances of it: aPY
+    ``monkey`` through ILSVRC's capuchin, howler monkey, ...; ``person`` through scuba diver;
+``hypernym``
+    a pre-training class contains the test class, within ``related_within`` hops: CUB's Laysan
+    albatross under ILSVRC's ``albatross`` (the backbone saw the broader category, perhaps this
+    class among it);
+``sibling``
+    a pre-training class shares a hypernym with the test class, at most ``related_within`` hops
+    above each (aPY ``carriage`` and ILSVRC's horse cart).
+
+The first two are leakage in every sense that matters and are what the badge and the summary
+count by default (``audit.match: descendants``); ``exact`` counts ``same`` only, ``ancestors``
+counts ``same`` and ``hypernym``, ``both`` the three. Siblings are reported, never counted.
+
+A test class gets its WordNet synset from its id (AWA and aPY ids are WordNet ids) or, by name,
+from the spec's ``audit.wordnet_map`` (CUB species, SUN scenes). A map row marked ``broader``
+(:mod:`harness.data.class_maps`) names the narrowest synset containing a class WordNet lacks:
+the class is placed one hop below it, so that synset is its hypernym, and the synset's other
+hyponyms are its siblings. A class with neither is reported as not auditable, never as clean.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    from harness.data.class_maps import ClassMapRow
     from harness.data.prepare import Benchmark
     from harness.spec import Spec
 
+__all__ = [
+    "MATCHES",
+    "ClassAudit",
+    "LeakageAudit",
+    "Relation",
+    "Relative",
+    "benchmark_audit",
+    "leakage_audit",
+    "pretrained_classes",
+    "relation_meaning",
+    "spec_audit",
+]
+
 WNID = re.compile(r"^n\d{8}$")
-MATCHES = ("exact", "descendants", "ancestors", "both")
+Match = Literal["exact", "descendants", "ancestors", "both"]
+#: How many pre-training classes a record keeps per test class and relation (nearest first);
+#: the counts are always complete.
+RELATIVES_KEPT = 5
 
 
-def normalize_name(name: str) -> str:
-    """A class name as a comparable string: ``002.Laysan_Albatross`` → ``laysan albatross``,
-    ``grizzly+bear`` → ``grizzly bear``; qualifiers stay (``church_indoor`` is a scene, not the
-    building ImageNet's "church" shows).
+class Relation(StrEnum):
+    """How a pre-training class relates to a test class (see the module docstring)."""
 
-    >>> normalize_name("002.Laysan_Albatross"), normalize_name("Black-footed Albatross")
-    ('laysan albatross', 'black footed albatross')
+    SAME = "same"
+    HYPONYM = "hyponym"
+    HYPERNYM = "hypernym"
+    SIBLING = "sibling"
+
+
+#: The relations each ``audit.match`` counts as leakage.
+MATCHES: dict[str, tuple[Relation, ...]] = {
+    "exact": (Relation.SAME,),
+    "descendants": (Relation.SAME, Relation.HYPONYM),
+    "ancestors": (Relation.SAME, Relation.HYPERNYM),
+    "both": (Relation.SAME, Relation.HYPONYM, Relation.HYPERNYM),
+}
+_ORDER = {relation: pos for pos, relation in enumerate(Relation)}
+
+
+def _hops(n: int) -> str:
+    return f"{n} WordNet hop" + ("" if n == 1 else "s")
+
+
+def relation_meaning(relation: Relation, within: int) -> str:
+    """What a relation says, in words a reader of the site or the CLI can check."""
+    return {
+        Relation.SAME: "same: a pre-training class is the test class",
+        Relation.HYPONYM: (
+            "hyponym: a pre-training class is a kind of the test class (the backbone saw"
+            " instances of it)"
+        ),
+        Relation.HYPERNYM: (
+            f"hypernym: a pre-training class contains the test class, within {_hops(within)}"
+            " (the backbone saw the broader category)"
+        ),
+        Relation.SIBLING: (
+            f"sibling: a pre-training class shares a hypernym with the test class, within"
+            f" {_hops(within)} of both"
+        ),
+    }[relation]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Relative(_Frozen):
+    """A pre-training class related to a test class.
+
+    ``hops`` counts WordNet hypernym edges: 0 for ``same``; from the pre-training class up to
+    the test class (``hyponym``) or from the test class up to it (``hypernym``); for a
+    ``sibling``, up from the test class to the shared hypernym ``via`` plus down to it.
     """
-    text = re.sub(r"^\d+\.", "", name.strip()).lower()
-    text = re.sub(r"[_+\-/]+", " ", text)
-    return re.sub(r"\s+", " ", text).strip()
+
+    wordnet_id: str
+    name: str
+    relation: Relation
+    hops: int = Field(ge=0)
+    via: str | None = None
 
 
-def _expand(wnids: Iterable[str], match: str) -> dict[str, set[str]]:
-    """Each test wnid → itself plus its WordNet descendants/ancestors as ``match`` asks."""
-    out = {w: {w} for w in wnids}
-    if match == "exact" or not out:
-        return out
-    from harness.wordnet import open_wordnet, synset_of, wnid
+class ClassAudit(_Frozen):
+    """One test class: its WordNet synset, how it got it, and its pre-training relatives.
 
-    reader = open_wordnet()
-    for test in out:
-        synset = synset_of(reader, test)
-        related = []
-        if match in ("descendants", "both"):
-            related += synset.closure(lambda s: s.hyponyms() + s.instance_hyponyms())
-        if match in ("ancestors", "both"):
-            related += synset.closure(lambda s: s.hypernyms() + s.instance_hypernyms())
-        out[test] |= {wnid(s) for s in related}
-    return out
+    ``mapping``: ``id`` (the class id is a WordNet id), ``exact`` or ``broader`` (a row of the
+    spec's ``audit.wordnet_map``), or ``none`` (not auditable). ``counts`` is complete;
+    ``relatives`` keeps the nearest :data:`RELATIVES_KEPT` per relation.
+    """
+
+    class_id: str
+    name: str = ""
+    wordnet_id: str | None = None
+    mapping: Literal["id", "exact", "broader", "none"]
+    counts: dict[Relation, int] = Field(default_factory=dict)
+    relatives: list[Relative] = Field(default_factory=list)
+
+    @property
+    def relations(self) -> frozenset[Relation]:
+        return frozenset(r for r, n in self.counts.items() if n)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.class_id
+
+    def relatives_by(self, relation: Relation) -> list[Relative]:
+        return [r for r in self.relatives if r.relation == relation]
+
+
+class LeakageAudit(_Frozen):
+    """The audit of a benchmark's test classes against one pre-training class set.
+
+    ``classes`` holds the test classes with at least one relation and those that could not be
+    audited; the others are clean. ``error`` replaces everything when the audit could not be
+    made here (class lists or WordNet not installed): never read that as clean.
+    """
+
+    source: str
+    match: Match = "descendants"
+    related_within: int = 1
+    n_test: int = 0
+    classes: list[ClassAudit] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def counted(self) -> tuple[Relation, ...]:
+        """The relations counted as leakage (``audit.match``)."""
+        return MATCHES[self.match]
+
+    @property
+    def leaked(self) -> list[ClassAudit]:
+        """Test classes with a counted relation: the badge's numerator."""
+        counted = set(self.counted)
+        return [c for c in self.classes if c.relations & counted]
+
+    @property
+    def n_overlap(self) -> int:
+        return len(self.leaked)
+
+    @property
+    def not_auditable(self) -> list[ClassAudit]:
+        return [c for c in self.classes if c.mapping == "none"]
+
+    def with_relation(self, relation: Relation) -> list[ClassAudit]:
+        return [c for c in self.classes if relation in c.relations]
+
+    def rule(self) -> str:
+        """What is counted and what each relation means (the badge's tooltip)."""
+        counted = [relation_meaning(r, self.related_within) for r in self.counted]
+        other = [
+            relation_meaning(r, self.related_within) for r in Relation if r not in self.counted
+        ]
+        return (
+            f"Leakage counts test classes related to the {self.source} pre-training classes"
+            f" by: {'; '.join(counted)}. Reported, not counted: {'; '.join(other)}."
+        )
+
+    def summary(self) -> str:
+        """One line: what is counted, then every relation's class count."""
+        if self.error is not None:
+            return f"leakage audit unavailable ({self.source}): {self.error}"
+        counted = " or ".join(r.value for r in self.counted)
+        parts = [
+            f"{len(self.with_relation(r))} {r.value}" for r in Relation if self.with_relation(r)
+        ]
+        text = (
+            f"{self.n_overlap} of {self.n_test} test classes seen in pre-training ({self.source};"
+            f" counted: {counted}); relations: {', '.join(parts) or 'none'}"
+        )
+        if self.not_auditable:
+            text += f"; {len(self.not_auditable)} not auditable (no WordNet synset)"
+        return text
+
+
+def _wordnet() -> WordNetCorpusReader:
+    from harness.wordnet import open_wordnet
+
+    return open_wordnet()
 
 
 def leakage_audit(
-    test_classes: Iterable[str],
+    class_ids: Sequence[str],
     pretrained: frozenset[str],
     *,
-    match: str = "exact",
-    names: dict[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
+    wordnet_map: Mapping[str, ClassMapRow] | None = None,
+    match: Match = "descendants",
+    related_within: int = 1,
     source: str = "",
-    pretrained_synonyms: dict[str, tuple[str, ...]] | None = None,
-) -> dict[str, Any]:
-    """Overlap of test classes with a pre-training class set.
+    reader: WordNetCorpusReader | None = None,
+) -> LeakageAudit:
+    """Relate every test class to a pre-training class set.
 
     Parameters
     ----------
-    test_classes : iterable of str
-        Test class ids; those that are not WordNet ids (``n########``) cannot be audited and
-        are reported as such.
+    class_ids : sequence of str
+        The test classes' ids; a WordNet id (``n########``) is the class's synset.
     pretrained : frozenset of str
         WordNet ids the backbone was trained on.
+    names : mapping, optional
+        Class id → class name (as the dataset spells it): shown, and the key into
+        ``wordnet_map``.
+    wordnet_map : mapping, optional
+        Class name → its class-map row, for classes whose ids are not WordNet ids.
     match : {"exact", "descendants", "ancestors", "both"}
-        How a test class meets the pre-training set: itself only, or also through its WordNet
-        descendants and/or ancestors (needs WordNet 3.0).
-    names : dict, optional
-        Class id → display name.
-    pretrained_synonyms : dict, optional
-        Pre-training wnid → its WordNet synonyms. Test classes without a WordNet id (CUB
-        species, SUN scenes) are then matched by name: their normalised name equals a
-        normalised synonym (:func:`normalize_name`). Such rows say ``"by": "name"``; without
-        synonyms these classes are counted as not auditable, never as clean.
+        Which relations count as leakage (:data:`MATCHES`).
+    related_within : int
+        Bound, in hypernym edges, of the ``hypernym`` and ``sibling`` relations.
+    source : str
+        The pre-training class set's name, for the report.
+    reader : WordNetCorpusReader, optional
+        WordNet 3.0 (default :func:`harness.wordnet.open_wordnet`); read only when there is
+        something to relate.
 
-    Returns
-    -------
-    dict
-        ``overlap`` (list of {class, name, via, by}), ``n_overlap``, ``n_test``,
-        ``n_not_wordnet``, ``n_not_auditable``, ``match``, ``source``.
-
-    Examples
-    --------
-    >>> r = leakage_audit(["n02084071", "n02121808", "xlsa17:cat"], frozenset({"n02084071"}))
-    >>> r["n_overlap"], r["overlap"][0]["class"], r["n_not_wordnet"], r["n_not_auditable"]
-    (1, 'n02084071', 1, 1)
-    >>> by_name = leakage_audit(["cub:001"], frozenset({"n01531178"}),
-    ...     names={"cub:001": "011.Rusty_Blackbird"},
-    ...     pretrained_synonyms={"n01531178": ("goldfinch", "Carduelis carduelis")})
-    >>> by_name["n_overlap"], by_name["n_not_auditable"]
-    (0, 0)
+    Raises
+    ------
+    HarnessError
+        If ``match`` is unknown, or a pre-training id is not a WordNet 3.0 noun.
+    HierarchyError
+        If WordNet is needed and not installed (from :func:`~harness.wordnet.open_wordnet`).
     """
     if match not in MATCHES:
-        raise HarnessError(f"leakage audit: match must be one of {MATCHES}; got {match!r}")
-    classes = sorted(set(test_classes))
-    audited = [c for c in classes if WNID.match(c)]
-    expanded = _expand(audited, match)
-    overlap = []
-    for test in audited:
-        via = sorted(expanded[test] & pretrained)
-        if via:
-            overlap.append(
-                {"class": test, "name": (names or {}).get(test, ""), "via": via[:20], "by": "id"}
+        raise HarnessError(f"leakage audit: match must be one of {sorted(MATCHES)}; got {match!r}")
+    names = names or {}
+    classes = sorted(set(class_ids))
+    audit = LeakageAudit(
+        source=source, match=match, related_within=related_within, n_test=len(classes)
+    )
+    if not pretrained:  # nothing was pre-trained on: every class is clean, no WordNet needed
+        return audit
+    reader = reader if reader is not None else _wordnet()
+    below = _pretrained_index(reader, pretrained)
+    found = []
+    for class_id in classes:
+        name = names.get(class_id, "")
+        row = wordnet_map.get(name) if wordnet_map is not None and name else None
+        if WNID.match(class_id):
+            synset, mapping = class_id, "id"
+        elif row is not None:
+            synset, mapping = row.wnid, ("broader" if row.broader else "exact")
+        else:
+            found.append(ClassAudit(class_id=class_id, name=name, mapping="none"))
+            continue
+        relatives = _relatives(
+            reader, synset, mapping == "broader", pretrained, below, related_within
+        )
+        if relatives:
+            found.append(_class_audit(reader, class_id, name, synset, mapping, relatives))
+    return audit.model_copy(update={"classes": found})
+
+
+def _pretrained_index(
+    reader: WordNetCorpusReader, pretrained: Iterable[str]
+) -> dict[str, list[tuple[str, int]]]:
+    """Each hypernym of a pre-training class → the pre-training classes below it, with hops."""
+    from harness.errors import HierarchyError
+    from harness.wordnet import hypernym_hops
+
+    below: dict[str, list[tuple[str, int]]] = {}
+    for wordnet_id in sorted(pretrained):
+        try:
+            hops = hypernym_hops(reader, wordnet_id)
+        except HierarchyError as err:
+            raise HarnessError(f"leakage audit: pre-training class {wordnet_id}: {err}") from None
+        for above, down in hops.items():
+            below.setdefault(above, []).append((wordnet_id, down))
+    return below
+
+
+def _relatives(
+    reader: WordNetCorpusReader,
+    synset: str,
+    broader: bool,
+    pretrained: frozenset[str],
+    below: Mapping[str, list[tuple[str, int]]],
+    within: int,
+) -> dict[str, tuple[Relation, int, str | None]]:
+    """Pre-training class → (relation, hops, shared hypernym) for one test class."""
+    from harness.wordnet import hypernym_hops
+
+    # A 'broader' class sits one hop below its synset, which it is not.
+    up = {h: n + broader for h, n in hypernym_hops(reader, synset).items()}
+    out: dict[str, tuple[Relation, int, str | None]] = {}
+    if not broader:
+        if synset in pretrained:
+            out[synset] = (Relation.SAME, 0, None)
+        for other, down in below.get(synset, ()):
+            if down > 0:
+                out[other] = (Relation.HYPONYM, down, None)
+    for above, hops in up.items():
+        if 0 < hops <= within and above in pretrained:
+            out[above] = (Relation.HYPERNYM, hops, None)
+    for above, hops in sorted(up.items(), key=lambda item: (item[1], item[0])):
+        if not 0 < hops <= within:
+            continue
+        for other, down in below.get(above, ()):
+            if not 0 < down <= within or other in up:  # too far, or an ancestor of the class
+                continue
+            known = out.get(other)
+            if known is None or (known[0] == Relation.SIBLING and hops + down < known[1]):
+                out[other] = (Relation.SIBLING, hops + down, above)
+    return out
+
+
+def _class_audit(
+    reader: WordNetCorpusReader,
+    class_id: str,
+    name: str,
+    synset: str,
+    mapping: str,
+    relatives: Mapping[str, tuple[Relation, int, str | None]],
+) -> ClassAudit:
+    from harness.wordnet import first_lemma
+
+    ordered = sorted(relatives.items(), key=lambda kv: (_ORDER[kv[1][0]], kv[1][1], kv[0]))
+    counts: dict[Relation, int] = {}
+    kept = []
+    for wordnet_id, (relation, hops, via) in ordered:
+        counts[relation] = counts.get(relation, 0) + 1
+        if counts[relation] <= RELATIVES_KEPT:
+            kept.append(
+                Relative(
+                    wordnet_id=wordnet_id,
+                    name=first_lemma(reader, wordnet_id),
+                    relation=relation,
+                    hops=hops,
+                    via=via,
+                )
             )
-    unaudited = [c for c in classes if not WNID.match(c)]
-    if pretrained_synonyms is not None and unaudited:
-        index: dict[str, set[str]] = {}
-        for wnid, words in pretrained_synonyms.items():
-            if wnid in pretrained:
-                for word in words:
-                    index.setdefault(normalize_name(word), set()).add(wnid)
-        for test in unaudited:
-            name = (names or {}).get(test, "")
-            via = sorted(index.get(normalize_name(name), ())) if name else []
-            if via:
-                overlap.append({"class": test, "name": name, "via": via, "by": "name"})
-        n_not_auditable = sum(1 for c in unaudited if not (names or {}).get(c))
-    else:
-        n_not_auditable = len(unaudited)
-    return {
-        "overlap": overlap,
-        "n_overlap": len(overlap),
-        "n_test": len(classes),
-        "n_not_wordnet": len(unaudited),
-        "n_not_auditable": n_not_auditable,
-        "match": match,
-        "source": source,
-    }
-
-
-def synonyms_for(
-    class_set: str | None, pretrained: frozenset[str]
-) -> dict[str, tuple[str, ...]] | None:
-    """WordNet synonyms of a named class set (for matching by name), or None if unavailable."""
-    if class_set in (None, "none") or not pretrained:
-        return None
-    from harness.data.class_sets import synonyms
-
-    try:
-        return synonyms(pretrained)
-    except HarnessError:
-        return None
+    return ClassAudit(
+        class_id=class_id,
+        name=name,
+        wordnet_id=synset,
+        mapping=mapping,
+        counts=counts,
+        relatives=kept,
+    )
 
 
 def pretrained_classes(class_set: str | None, wnids: list[str] | None) -> frozenset[str]:
@@ -166,29 +397,61 @@ def pretrained_classes(class_set: str | None, wnids: list[str] | None) -> frozen
     return resolve_class_set(class_set)
 
 
-def benchmark_audit(
-    spec: Spec, bench: Benchmark, *, class_set: str | None = None
-) -> dict[str, Any]:
-    """The leakage audit of a benchmark's unseen (test) classes.
+def spec_audit(
+    spec: Spec,
+    class_ids: Sequence[str],
+    names: Mapping[str, str],
+    *,
+    class_set: str | None = None,
+) -> LeakageAudit:
+    """The leakage audit of ``class_ids`` under the spec's ``audit`` rule.
 
     ``class_set`` overrides the spec's ``features.pretrained_on`` (a submission that declares
-    its own backbone's pre-training). A class set that cannot be resolved here (lists not
-    installed) gives ``{"error": ...}`` rather than a guess.
+    its own backbone's pre-training). When the class set or WordNet cannot be read here, the
+    audit carries the ``error`` rather than a guess; a malformed ``audit.wordnet_map`` is the
+    spec's fault and raises.
     """
     pretrained_on = spec.features.pretrained_on
     name = class_set or pretrained_on.class_set
+    source = name or "wnids"
+    rule = spec.audit
+    unavailable = LeakageAudit(
+        source=source,
+        match=rule.match,
+        related_within=rule.related_within,
+        n_test=len(set(class_ids)),
+    )
     try:
         pretrained = pretrained_classes(name, None if class_set else pretrained_on.wnids)
     except HarnessError as err:
-        return {"error": str(err), "source": name or "wnids"}
+        return unavailable.model_copy(update={"error": str(err)})
+    wordnet_map = None
+    map_path = spec.audit_map_path()
+    if map_path is not None:
+        from harness.data.class_maps import read_class_map_rows
+
+        wordnet_map = {row.name: row for row in read_class_map_rows(map_path)}
+    try:
+        return leakage_audit(
+            class_ids,
+            pretrained,
+            names=names,
+            wordnet_map=wordnet_map,
+            match=rule.match,
+            related_within=rule.related_within,
+            source=source,
+        )
+    except HarnessError as err:
+        from harness.errors import HierarchyError
+
+        if isinstance(err, HierarchyError):  # WordNet not installed here
+            return unavailable.model_copy(update={"error": str(err)})
+        raise
+
+
+def benchmark_audit(spec: Spec, bench: Benchmark, *, class_set: str | None = None) -> LeakageAudit:
+    """The leakage audit of a prepared benchmark's unseen (test) classes."""
     ids = bench.class_ids
     unseen = ids[bench.a("splits/unseen_classes")].tolist()
     names = dict(zip(ids.tolist(), bench.a("class_names").tolist(), strict=True))
-    return leakage_audit(
-        unseen,
-        pretrained,
-        match=pretrained_on.match,
-        names=names,
-        source=name or "wnids",
-        pretrained_synonyms=synonyms_for(name, pretrained),
-    )
+    return spec_audit(spec, unseen, names, class_set=class_set)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audit import benchmark_audit, leakage_audit, pretrained_classes, synonyms_for
+from harness.audit import benchmark_audit, spec_audit
 from harness.data.prepare import Benchmark
 from harness.errors import HarnessError
 from harness.metrics.structure import mutual_exclusivity_violations, structural_ratio
@@ -126,19 +126,5 @@ def describe_release(spec: Spec) -> dict[str, Any]:
             "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
         }
     if ids is not None:
-        pretrained_on = spec.features.pretrained_on
-        source = pretrained_on.class_set or "wnids"
-        try:
-            pretrained = pretrained_classes(pretrained_on.class_set, pretrained_on.wnids)
-        except HarnessError as err:
-            result["leakage"] = {"error": str(err), "source": source}
-        else:
-            result["leakage"] = leakage_audit(
-                ids,
-                pretrained,
-                match=pretrained_on.match,
-                names=dict(zip(ids, names or ids, strict=True)),
-                source=source,
-                pretrained_synonyms=synonyms_for(pretrained_on.class_set, pretrained),
-            )
+        result["leakage"] = spec_audit(spec, ids, dict(zip(ids, names or ids, strict=True)))
     return result

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from harness.audit import LeakageAudit
 from harness.identity import identity_text
 
 Setting = Literal["zsl", "gzsl"]
@@ -135,8 +136,8 @@ class RunRecord(BaseModel):
         default_factory=dict,
         description="the runner's exit reason and the model's stdout/stderr (head and tail kept)",
     )
-    leakage: dict[str, Any] = Field(
-        default_factory=dict,
+    leakage: LeakageAudit | None = Field(
+        None,
         description="leakage audit of the test classes against the backbone's pre-training",
     )
     scores: list[ScoreEntry]

@@ -63,11 +63,6 @@ class PretrainedOn(_Strict):
 
     class_set: str | None = Field(None, description="named class set, e.g. 'ilsvrc2012' or 'none'")
     wnids: list[WNID] | None = Field(None, description="explicit WordNet ids")
-    match: Literal["exact", "descendants", "ancestors", "both"] = Field(
-        "exact",
-        description="leakage audit: a test class overlaps pre-training by itself only, or also"
-        " through its WordNet descendants and/or ancestors",
-    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PretrainedOn:
@@ -81,6 +76,36 @@ class FeatureSpec(_Strict):
     dim: int = Field(gt=0)
     backbone: str
     pretrained_on: PretrainedOn
+
+
+class AuditSpec(_Strict):
+    """How the leakage audit relates test classes to the backbone's pre-training classes.
+
+    The audit reports every relation (:mod:`harness.audit`): ``same`` class, a pre-training class
+    that is a ``hyponym`` of the test class (the backbone saw instances of it), a ``hypernym``
+    within ``related_within`` hops, a ``sibling`` under a shared hypernym within
+    ``related_within`` hops of both. ``match`` chooses which relations the badge and summary
+    count as leakage.
+    """
+
+    match: Literal["exact", "descendants", "ancestors", "both"] = Field(
+        "descendants",
+        description="relations counted as leakage: exact = same class only; descendants = same"
+        " or a pre-training hyponym (the default: the backbone saw instances of the class);"
+        " ancestors = same or a hypernym; both = all three",
+    )
+    related_within: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="hops bounding the hypernym and sibling relations (WordNet hypernym edges):"
+        " 1 = a direct parent, and siblings under a shared direct parent",
+    )
+    wordnet_map: str | None = Field(
+        None,
+        description="class map TSV (relative to the spec file) giving each class name its"
+        " WordNet synset, for classes whose ids are not WordNet ids (CUB species, SUN scenes)",
+    )
 
 
 class ClassEmbeddingSpec(_Strict):
@@ -199,6 +224,7 @@ class Spec(_Strict):
     primary: dict[Setting, str]
     predictions: PredictionFormat = PredictionFormat()
     uncertainty: Uncertainty = Uncertainty()
+    audit: AuditSpec = AuditSpec()
 
     _path: Path | None = PrivateAttr(None)
 
@@ -286,6 +312,12 @@ class Spec(_Strict):
             return None
         return (self.path.parent / self.hierarchy.file).resolve()
 
+    def audit_map_path(self) -> Path | None:
+        """The leakage audit's class → WordNet map (``audit.wordnet_map``), if the spec has one."""
+        if self.audit.wordnet_map is None:
+            return None
+        return (self.path.parent / self.audit.wordnet_map).resolve()
+
     def data_hash(self) -> str:
         """Hash of everything that defines the frozen arrays (not titles or metrics)."""
         payload: dict[str, Any] = self.model_dump(
@@ -302,6 +334,14 @@ class Spec(_Strict):
         """Hash of the whole validated spec (leaderboard rows record it)."""
         payload = self.model_dump(mode="json")
         payload["_data"] = self.data_hash()
+        audit_map = self.audit_map_path()
+        if audit_map is not None:  # the map decides the audit a record carries
+            try:
+                payload["_audit_map"] = file_sha256(audit_map)
+            except OSError as err:
+                raise SpecError(
+                    f"cannot read audit.wordnet_map {audit_map}: {err.strerror}"
+                ) from None
         return json_sha256(payload)
 
 

@@ -54,6 +54,8 @@ from harness.hierarchy import Hierarchy
 
 __all__ = [
     "build_wordnet_hierarchy",
+    "first_lemma",
+    "hypernym_hops",
     "open_wordnet",
     "read_wnid_list",
     "synset_of",
@@ -267,6 +269,39 @@ def synset_of(reader: WordNetCorpusReader, wnid: str) -> Any:
 
 def _name(synset: Any) -> str:
     return str(synset.lemmas()[0].name()).replace("_", " ")
+
+
+def hypernym_hops(reader: WordNetCorpusReader, wordnet_id: str) -> dict[str, int]:
+    """Every hypernym of a synset, transitively, with the fewest hypernym edges up to it.
+
+    Instance hypernyms count as hypernyms (as in :func:`build_wordnet_hierarchy`). The synset
+    itself is at 0 hops.
+
+    Raises
+    ------
+    HierarchyError
+        As :func:`synset_of`.
+    """
+    start = synset_of(reader, wordnet_id)
+    hops = {wordnet_id: 0}
+    frontier = [start]
+    depth = 0
+    while frontier:  # breadth first: the first visit is the shortest path
+        depth += 1
+        following = []
+        for synset in frontier:
+            for up in synset.hypernyms() + synset.instance_hypernyms():
+                key = wnid(up)
+                if key not in hops:
+                    hops[key] = depth
+                    following.append(up)
+        frontier = following
+    return hops
+
+
+def first_lemma(reader: WordNetCorpusReader, wordnet_id: str) -> str:
+    """The synset's first lemma, ``_`` as spaces (``giant panda``)."""
+    return _name(synset_of(reader, wordnet_id))
 
 
 def read_wnid_list(path: str | os.PathLike[str]) -> list[str]:

@@ -55,6 +55,10 @@ caches per-image scores across calls passes it. The record says which check ran.
 ``skip`` (declared transductive): one pass, each setting's images in one call (top-K settings in
 row chunks bounded by memory).
 
+Top-K settings keep each row's K best scores; a row whose K-th and (K+1)-th scores are exactly
+equal is refused as a model error naming the row (the list would depend on which tied class it
+kept: :func:`harness.submission.predictions.top_k_from_scores`).
+
 What the check cannot see: a model that reads the test features itself (where they are a file it
 can read: a bundle without ``"test_features": "descriptor"``, the ``container`` runner, a
 ``local`` run as root) can compute statistics over all test images that no partition changes;
@@ -86,6 +90,7 @@ import numpy as np
 
 from harness import worker_guard as guard
 from harness.runners.outputs import WORKER_JSON, raw_names
+from harness.submission.predictions import top_k_from_scores
 from harness.tasks import Bundle, Model
 
 EXIT_MODEL_ERROR = 3
@@ -699,13 +704,10 @@ def _answer(model: Model, features: np.ndarray, s: _Setting, reply: int) -> None
 
 
 def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best columns per row, best first (ties: smaller column first)."""
-    k = min(k, scores.shape[1])
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    top = np.take_along_axis(scores, part, 1)
-    order = np.lexsort((part, -top), axis=1)
-    indices = np.take_along_axis(part, order, 1).astype("<i8")
-    return indices, np.ascontiguousarray(np.take_along_axis(top, order, 1))
+    """The ``k`` best columns per row, best first (ties: smaller column first); a row whose
+    k-th and (k+1)-th scores tie is refused (harness.submission.predictions.top_k_from_scores)."""
+    indices, top = top_k_from_scores(scores, k)
+    return indices.astype("<i8"), top
 
 
 def _fit_process(

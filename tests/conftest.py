@@ -49,3 +49,18 @@ def stored_runs(url: str) -> int:
 def db(tmp_path: Path) -> str:
     """A fresh SQLite store for one test."""
     return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+
+
+WORDNET_DIR = Path(os.environ.get("ZSL_WORDNET_DIR", "/usr/share/wordnet"))
+WORDNET_LEXNAMES = Path(
+    os.environ.get("ZSL_WORDNET_LEXNAMES", SHARED_DATA / "wordnet" / "lexnames")
+)
+
+
+@pytest.fixture
+def wordnet_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """WordNet 3.0 for the code under test (Debian's wordnet-base + the shared lexnames)."""
+    if not ((WORDNET_DIR / "data.noun").is_file() and WORDNET_LEXNAMES.is_file()):
+        pytest.skip("WordNet 3.0 (apt-get install wordnet-base) or the shared lexnames absent")
+    monkeypatch.setenv("ZSL_WORDNET_DIR", str(WORDNET_DIR))
+    monkeypatch.setenv("ZSL_WORDNET_LEXNAMES", str(WORDNET_LEXNAMES))

@@ -15,9 +15,32 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import yaml
 
+from tests.conftest import SHARED_DATA
+
 REPO = Path(__file__).resolve().parents[1]
+#: The shared ImageNet lists directory and the files the ImageNet tests read from it.
+SHARED_LISTS = SHARED_DATA / "imagenet"
+LIST_FILES = (
+    "ilsvrc2012_synsets.txt",
+    "fall11_wnids.txt",
+    "goz_v1_test_wnids.txt",
+    "wordnet.is_a.txt",
+    "words.txt",
+)
+
+
+def shared_lists() -> Path:
+    """The shared ImageNet lists directory; the calling test skips, naming what is missing."""
+    missing = [f for f in LIST_FILES if not (SHARED_LISTS / f).is_file()]
+    if missing:
+        pytest.skip(
+            f"ImageNet lists not found under {SHARED_LISTS} ({', '.join(missing)});"
+            " set ZSL_SHARED_DATA"
+        )
+    return SHARED_LISTS
 
 
 def all_wnids(lists_dir: Path) -> list[str]:

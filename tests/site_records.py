@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 
+from harness.audit import LeakageAudit
 from harness.records import (
     BenchmarkInfo,
     ClassValues,
@@ -47,7 +48,7 @@ def make_record(
     class_means: dict[str, list[float]] | None = None,
     metric_versions: dict[str, str] | None = None,
     declarations: dict[str, Any] | None = None,
-    leakage: dict[str, Any] | None = None,
+    leakage: LeakageAudit | None = None,
     logs: dict[str, str] | None = None,
     interval: float | None = None,
 ) -> RunRecord:
@@ -122,7 +123,7 @@ def make_record(
         environment={"python": "3.11.7"},
         timings={"fit": 1.25},
         logs=logs if logs is not None else {"reason": "ok", "stdout": "", "stderr": ""},
-        leakage=leakage or {},
+        leakage=leakage,
         scores=scores,
         created_at=T0 + timedelta(minutes=minutes),
     )

@@ -160,7 +160,7 @@ def curve_scores(tag: dict[str, Any], shift: float = 0.0, n_ausuc: int = 50) -> 
         ),
         ScoreEntry(
             setting="zsl",
-            metric="darts@90",
+            metric="darts@val90",
             function="darts_reward",
             version="1",
             value=0.3 + shift / 10,

@@ -587,6 +587,62 @@ def test_bars_lie_inside_the_plot_area(
         assert all(left - 0.005 <= x <= right + 0.005 for x, _ in path_points(whisker.get("d", "")))
 
 
+def test_line_chart_rings_highlighted_points_and_draws_reference_rules() -> None:
+    chart = line_chart(
+        [Series("a", [0.0, 1.0], [0.0, 1.0], highlight=[(0.5, 0.4, "read at the target")])],
+        title="t",
+        x_label="x",
+        y_label="y",
+        x_range=(0, 1),
+        y_range=(0, 1),
+        x_percent=True,
+        x_rules=[(0.9, "val target 90%"), (float("nan"), "dropped")],
+    )
+    root = parse(chart)
+    # Plot area 64..624 by 30..314: x = 64 + 560 t, y = 314 - 284 t.
+    (ring,) = with_class(root, "highlight", "circle")
+    assert (float(ring.get("cx", "")), float(ring.get("cy", ""))) == (344.0, 200.4)
+    tip = ring.find(NS + "title")
+    assert tip is not None and tip.text == "a: read at the target"
+    (series,) = with_class(root, "series", "g")
+    assert ring in list(series)  # drawn in its series' colour
+    (rule,) = with_class(root, "rule", "g")
+    (line,) = with_class(rule, "rule-line", "line")
+    assert (line.get("x1"), line.get("x2"), line.get("y1"), line.get("y2")) == (
+        "568.00",
+        "568.00",
+        "30.00",
+        "314.00",
+    )
+    assert texts(rule, "rule-label") == ["val target 90%"]
+    rule_tip = rule.find(NS + "title")
+    assert rule_tip is not None and rule_tip.text == "val target 90% (90%)"
+
+
+def test_line_chart_axes_reach_highlights_and_rules() -> None:
+    # The data spans x 0.2..0.5, y 0.1..0.3; a ring at (0.7, 0.8) and a rule at 0.95 widen the
+    # automatic axes to show them.
+    root = parse(
+        line_chart(
+            [Series("a", [0.2, 0.5], [0.1, 0.3], highlight=[(0.7, 0.8, "")])],
+            **LINE,
+            x_rules=[(0.95, "target")],
+        )
+    )
+    left, top, right, bottom = plot_area(root)
+    (ring,) = with_class(root, "highlight", "circle")
+    (line,) = with_class(root, "rule-line", "line")
+    assert left <= float(ring.get("cx", "nan")) <= right
+    assert top <= float(ring.get("cy", "nan")) <= bottom
+    assert left <= float(line.get("x1", "nan")) <= right
+    (x_axis,) = with_class(root, "x-axis", "g")
+    x_ticks = [float(t) for t in texts(x_axis, "tick-label")]
+    assert max(x_ticks) >= 0.95 and min(x_ticks) <= 0.2
+    # A rule alone does not make a data range: no data says so.
+    empty = parse(line_chart([], **LINE, x_rules=[(0.9, "target")]))
+    assert texts(empty, "note") == ["no data"]
+
+
 # -- validation -----------------------------------------------------------------------------------
 
 LINE = {"title": "t", "x_label": "x", "y_label": "y"}
@@ -643,6 +699,26 @@ LINE = {"title": "t", "x_label": "x", "y_label": "y"}
         (
             lambda: line_chart([Series("a", [0], [0], href=1)], **LINE),
             r"series\[0\]\.href must be a string or None, got int",
+        ),
+        (
+            lambda: line_chart([Series("a", [0], [0], highlight=[(0, 0)])], **LINE),
+            r"series\[0\]\.highlight\[0\] must be \(x, y, tooltip\)",
+        ),
+        (
+            lambda: line_chart([Series("a", [0], [0], highlight="ab")], **LINE),
+            r"series\[0\]\.highlight must be a sequence of \(x, y, tooltip\)",
+        ),
+        (
+            lambda: line_chart([Series("a", [0], [0], highlight=[("x", 0, "")])], **LINE),
+            r"series\[0\]\.highlight\[0\] must be a sequence of numbers",
+        ),
+        (
+            lambda: line_chart([], **LINE, x_rules=[(0.5,)]),
+            r"x_rules\[0\] must be \(x, label\)",
+        ),
+        (
+            lambda: line_chart([], **LINE, x_rules="ab"),
+            r"x_rules must be a sequence of \(x, label\)",
         ),
         (lambda: stacked_bar_chart(["a"], {}, title="t"), r"parts must be a non-empty mapping"),
         (

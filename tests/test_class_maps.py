@@ -21,6 +21,8 @@ from harness.cli.classmap import app
 from harness.data.class_maps import (
     APY_HINT_ROOTS,
     AWA_HINT_ROOTS,
+    CUB_HINT_ROOTS,
+    SUN_HINT_ROOTS,
     ClassMapError,
     ClassMapRow,
     build_class_map_hierarchy,
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 MAPS = REPO / "specs" / "xlsa17"
 AWA_TSV, APY_TSV = MAPS / "awa-wordnet.tsv", MAPS / "apy-wordnet.tsv"
 AWA_JSON, APY_JSON = MAPS / "awa-hierarchy.json", MAPS / "apy-hierarchy.json"
+CUB_TSV, SUN_TSV = MAPS / "cub-wordnet.tsv", MAPS / "sun-wordnet.tsv"
 SHARED_DATA = Path(
     os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
@@ -245,6 +248,7 @@ def test_suggestion_refuses_a_bad_hint_root(reader: WordNetCorpusReader) -> None
 
 def test_normalise_name() -> None:
     assert normalise_name("grizzly+bear") == "grizzly_bear"
+    assert normalise_name("014.Indigo_Bunting") == "indigo_bunting"  # CUB's number dropped
     assert normalise_name(" Polar Bear ") == "polar_bear"
 
 
@@ -370,6 +374,11 @@ def test_reader_skips_header_comments_and_keeps_row_comments(tmp_path: Path) -> 
             r"map\.tsv:2: classes 'seal' and 'phoca' both map to n02076196",
         ),
         ("# only a comment\n\n", r"map\.tsv: holds no class rows"),
+        (
+            "seal\tn02076196\tseal\tnarrower\n",
+            r"map\.tsv:1: the fourth field may only be 'broader' .*got 'narrower'",
+        ),
+        ("seal\tn02076196\tseal\tbroader\tx\n", r"map\.tsv:1: expected 3 .*got 5"),
     ],
 )
 def test_reader_errors_name_file_and_line(tmp_path: Path, text: str, pattern: str) -> None:
@@ -461,3 +470,105 @@ def test_cli_reports_errors_on_one_line(reader: WordNetCorpusReader, tmp_path: P
     assert result.exit_code == 1
     assert "error:" in result.output and "is a WordNet ancestor of class 'moose'" in result.output
     assert not (tmp_path / "h.json").exists()
+
+
+# ----------------------------------------------------------------------------- 'broader' rows
+
+
+def test_broader_rows_share_synsets_and_round_trip(tmp_path: Path) -> None:
+    rows = [
+        ClassMapRow("002.Laysan_Albatross", "n02058221", "albatross", "not in WordNet", True),
+        ClassMapRow("003.Sooty_Albatross", "n02058221", "albatross", "not in WordNet", True),
+        ClassMapRow("014.Indigo_Bunting", "n01537544", "indigo_bunting"),
+    ]
+    path = tmp_path / "birds.tsv"
+    write_class_map(path, rows)
+    assert "\tn02058221\talbatross\tbroader\n" in path.read_text()
+    again = read_class_map_rows(path)
+    assert again == rows and [r.broader for r in again] == [True, True, False]
+    dup = tmp_path / "dup.tsv"
+    dup.write_text("a\tn01537544\tindigo_bunting\nb\tn01537544\tindigo_bunting\n")
+    with pytest.raises(ClassMapError, match=r"dup\.tsv:2: classes 'a' and 'b' both map"):
+        read_class_map_rows(dup)
+
+
+def test_broader_rows_build_no_hierarchy_and_give_no_class_ids(
+    reader: WordNetCorpusReader, tmp_path: Path
+) -> None:
+    from harness.data.xlsa17 import read_class_map as class_ids_from_map
+    from harness.errors import SpecError
+
+    path = tmp_path / "birds.tsv"
+    path.write_text(
+        "002.Laysan_Albatross\tn02058221\talbatross\tbroader\n"
+        "014.Indigo_Bunting\tn01537544\tindigo_bunting\n"
+    )
+    assert len(check_class_map(reader, path)) == 2
+    with pytest.raises(ClassMapError, match=r"'002\.Laysan_Albatross' is mapped 'broader'"):
+        build_class_map_hierarchy(reader, path)
+    with pytest.raises(SpecError, match=r"birds\.tsv:1: class '002\.Laysan_Albatross' is mapped"):
+        class_ids_from_map(path, ["002.Laysan_Albatross", "014.Indigo_Bunting"])
+
+
+def test_overlapping_maps_are_refused_unless_asked(
+    reader: WordNetCorpusReader, tmp_path: Path
+) -> None:
+    path = tmp_path / "scenes.tsv"
+    path.write_text("bridge\tn02898711\tbridge\nviaduct\tn04532670\tviaduct\n")
+    with pytest.raises(
+        ClassMapError, match=r"'bridge' .* is a WordNet ancestor of class 'viaduct'"
+    ):
+        check_class_map(reader, path)
+    assert len(check_class_map(reader, path, exclusive=False)) == 2
+    result = CliRunner().invoke(app, ["check", str(path), "--overlapping", *_wordnet_args()])
+    assert result.exit_code == 0, result.output
+    assert "2 rows (0 broader)" in " ".join(result.output.split())
+
+
+# ----------------------------------------------------------------------------- CUB and SUN maps
+
+
+def _release_names(dataset: str) -> list[str]:
+    from harness.data.xlsa17 import release_class_names
+
+    return release_class_names(XLSA17 / dataset / "att_splits.mat")
+
+
+@needs_xlsa17
+@pytest.mark.parametrize(
+    ("tsv", "dataset", "roots", "exclusive"),
+    [(CUB_TSV, "CUB", CUB_HINT_ROOTS, True), (SUN_TSV, "SUN", SUN_HINT_ROOTS, False)],
+)
+def test_audit_maps_cover_the_release_and_record_every_decision(
+    reader: WordNetCorpusReader,
+    tsv: Path,
+    dataset: str,
+    roots: tuple[str, ...],
+    exclusive: bool,
+) -> None:
+    names = _release_names(dataset)
+    rows = check_class_map(reader, tsv, classes=names, exclusive=exclusive)
+    assert [r.name for r in rows] == names  # every class, in the release's order
+    suggestions = suggest_wordnet_ids(reader, names, hint_roots=roots)
+    for row, s in zip(rows, suggestions, strict=True):
+        if row.broader or s.best is None or s.best.wnid != row.wnid:
+            assert row.comment, f"{tsv.name}:{row.line}: {row.name} needs the reason it was chosen"
+    if dataset == "CUB":  # every CUB id is a bird
+        bird = synset_of(reader, CUB_HINT_ROOTS[0])
+        for row in rows:
+            assert bird in synset_of(reader, row.wnid).closure(lambda x: x.hypernyms()), row
+
+
+def test_hand_checked_audit_map_facts() -> None:
+    cub = {r.name: r for r in read_class_map_rows(CUB_TSV)}
+    sun = {r.name: r for r in read_class_map_rows(SUN_TSV)}
+    # GBU's CUB overlap: the indigo bunting is a WordNet species and ILSVRC class
+    assert (cub["014.Indigo_Bunting"].wnid, cub["014.Indigo_Bunting"].broader) == (
+        "n01537544",
+        False,
+    )
+    laysan = cub["002.Laysan_Albatross"]
+    assert laysan.broader and laysan.lemma == "albatross"
+    assert (sun["restaurant"].wnid, sun["restaurant"].broader) == ("n04081281", False)
+    assert sun["church_indoor"].broader and not sun["church_outdoor"].broader
+    assert sun["church_indoor"].wnid == sun["church_outdoor"].wnid

@@ -158,6 +158,18 @@ def test_metrics_list_shows_every_registered_metric() -> None:
     assert hp["needs_hierarchy"] and set(hp["params"]) == {"k", "valid"}
     table = runner.invoke(app, ["metrics", "list"], env={"COLUMNS": "250"})
     assert "calibrated_harmonic_mean" in table.output and "hierarchical_cost ↓" in table.output
+    # Every metric says what it averages over, as the registry declares it.
+    for row in rows:
+        metric = metrics.get(row["name"])
+        assert row["averaged_over"] == metric.averaged_over in ("images", "classes")
+        assert row["averaging"] == metric.averaging
+    units = {r["name"]: r["averaged_over"] for r in rows}
+    assert units["hierarchical_precision_at_k"] == "images"
+    assert units["per_class_hierarchical_precision_at_k"] == "classes"
+    assert units["darts_reward"] == "images" and units["hierarchical_cost"] == "classes"
+    assert "averaged over" in table.output
+    line = next(x for x in table.output.splitlines() if "per_image_top_k_accuracy" in x)
+    assert "│ images" in line
 
 
 def test_spec_describe_demo() -> None:
@@ -170,7 +182,7 @@ def test_spec_describe_demo() -> None:
     assert report["hierarchy"]["leaves"] == 100
     assert 0 < report["structural_ratio"]["value"] < 10
     assert report["mutual_exclusivity_violations"]["unseen"] == []
-    assert report["leakage"]["n_overlap"] == 0 and report["leakage"]["source"] == "none"
+    assert report["leakage"]["classes"] == [] and report["leakage"]["source"] == "none"
     text = runner.invoke(
         app, ["spec", "describe", str(SPECS / "demo.yaml")], env={"COLUMNS": "200"}
     )

@@ -37,30 +37,20 @@ from harness.data.prepare import load_benchmark
 from harness.errors import HarnessError, SpecError
 from harness.hierarchy import Hierarchy
 from harness.spec import load_spec
-from tests.imagenet_fixture import all_wnids, spec_copy, write_counts, write_user_features
+from tests.imagenet_fixture import (
+    all_wnids,
+    shared_lists,
+    spec_copy,
+    write_counts,
+    write_user_features,
+)
 
-SHARED_DATA = Path(
-    os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
-LISTS = SHARED_DATA / "imagenet"
-NEEDED = (
-    "ilsvrc2012_synsets.txt",
-    "fall11_wnids.txt",
-    "goz_v1_test_wnids.txt",
-    "wordnet.is_a.txt",
-    "words.txt",
-)
 SPLIT_NAMES = ("within-1-hop", "within-2-hops", "all", "goz")
 
 
 @pytest.fixture
 def lists() -> Path:
-    missing = [f for f in NEEDED if not (LISTS / f).is_file()]
-    if missing:
-        pytest.skip(
-            f"ImageNet lists not found under {LISTS} ({', '.join(missing)}); set ZSL_SHARED_DATA"
-        )
-    return LISTS
+    return shared_lists()
 
 
 @pytest.fixture
@@ -213,10 +203,9 @@ def test_structural_ratios_goz_is_not_lower_than_within_1_hop(
     assert ratios["within-1-hop"]["n_included"] == 1548
 
 
-def test_split_names_aliases_and_errors() -> None:
-    assert resolve_split_name("2-hops").name == "within-1-hop"
-    assert resolve_split_name("3-hops") == imagenet.SplitName(
-        "within-2-hops", "within", hops=2, alias="3-hops"
+def test_split_names_and_errors() -> None:
+    assert resolve_split_name("within-2-hops") == imagenet.SplitName(
+        "within-2-hops", "within", hops=2
     )
     assert resolve_split_name("within-1-hops").name == "within-1-hop"
     assert resolve_split_name("exactly-3-hops").hops == 3
@@ -233,8 +222,8 @@ def test_split_names_aliases_and_errors() -> None:
         resolve_split_name("most-populated-500", 1000)
 
 
-def test_split_classes_for_aliases_and_goz(lists: Path, splits: dict[str, tuple[str, ...]]) -> None:
-    train, test = split_classes(resolve_split_name("2-hops"), lists)
+def test_split_classes_for_hops_and_goz(lists: Path, splits: dict[str, tuple[str, ...]]) -> None:
+    train, test = split_classes(resolve_split_name("within-1-hops"), lists)
     assert test == splits["within-1-hop"] and len(train) == 1000
     _, goz = split_classes(resolve_split_name("goz"), lists)
     assert len(goz) == 500 and "n09450163" in goz
@@ -311,7 +300,7 @@ def user_dir(
     return tmp_path / "features", classes, written
 
 
-def test_adapter_end_to_end_within_1_hop_via_alias(
+def test_adapter_end_to_end_within_1_hop(
     tmp_path: Path,
     lists: Path,
     sets: dict[str, frozenset[str]],
@@ -319,15 +308,16 @@ def test_adapter_end_to_end_within_1_hop_via_alias(
     user_dir: tuple[Path, dict[str, list[str]], dict[str, Any]],
 ) -> None:
     root, classes, written = user_dir
-    params = {"split": "2-hops", "features_dir": str(root), "lists_dir": str(lists)}
+    params = {"split": "within-1-hops", "features_dir": str(root), "lists_dir": str(lists)}
     spec = load_spec(spec_copy(tmp_path, "within-1-hop", params=params))
     bench = load_benchmark(spec)
     meta = bench.frozen.meta
-    assert (meta["split"], meta["requested_split"], meta["literature_name"]) == (
+    assert (meta["split"], meta["requested_split"], meta["class_list"]) == (
         "within-1-hop",
-        "2-hops",
-        "2-hops",
+        "within-1-hops",
+        None,
     )
+    assert meta["hops_to_train"] == {"1": 1548}
     assert meta["structural_ratio"] == pytest.approx(0.6169573643410853)
     assert meta["test_classes_without_images"] == 1548 - 5
     ids = bench.class_ids
@@ -566,5 +556,5 @@ def test_shipped_specs_validate_and_expect_the_true_sizes(lists: Path, name: str
     expect = spec.splits.expect
     assert expect is not None and expect.unseen_classes == len(test)
     assert (expect.train_classes or 0) + (expect.val_classes or 0) == len(train)
-    if name == "within-1-hop":
-        assert "literature: 2-hops" in spec.title
+    if name != "goz":  # hop splits are titled by their true size, not a literature name
+        assert f"({len(test):,} classes)" in spec.title and "literature" not in spec.title

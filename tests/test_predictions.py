@@ -338,3 +338,100 @@ def test_safetensors_sizes_are_bounded_before_reading(tmp_path: Path) -> None:
     assert _refused_small(wrong) == (
         f"{wrong}: scores must have shape (n_test, n_candidates) = (4, 3); got (5, 3)"
     )
+
+
+# --- top-K lists cut from dense scores: a tie at the cut is refused --------------------------
+
+
+def _reference_top_k(row: list[float], k: int) -> tuple[list[int], bool]:
+    """A plain sort: columns by (score descending, column ascending); and whether the k-th and
+    (k+1)-th scores tie (a straddling tie)."""
+    order = sorted(range(len(row)), key=lambda j: (-row[j], j))
+    straddles = k < len(row) and row[order[k - 1]] == row[order[k]]
+    return order[:k], straddles
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_k_from_scores_agrees_with_a_plain_sort_and_refuses_straddling_ties(
+    seed: int,
+) -> None:
+    from harness.submission.predictions import top_k_from_scores
+
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 6, size=(40, 9)).astype(np.float32)  # many ties
+    for k in range(1, 11):
+        expected = [_reference_top_k(row, k) for row in scores.tolist()]
+        bad = [i for i, (_, straddles) in enumerate(expected) if straddles]
+        if bad:
+            with pytest.raises(PredictionError, match=rf"top-{k} lists: row {bad[0]}'s "):
+                top_k_from_scores(scores, k)
+            keep = np.setdiff1d(np.arange(len(scores)), bad)
+        else:
+            keep = np.arange(len(scores))
+        indices, top = top_k_from_scores(scores[keep], k)
+        assert indices.dtype == np.int64 and top.dtype == np.float32
+        assert indices.tolist() == [expected[i][0] for i in keep.tolist()]
+        np.testing.assert_array_equal(top, np.take_along_axis(scores[keep], indices, 1))
+
+
+def test_top_k_lists_without_a_straddling_tie_score_like_dense() -> None:
+    # The rule's point: a strict cut makes the flat accuracy from top-K lists (ties inside
+    # the list included) equal to the dense one, for every k <= K.
+    from harness.metrics.flat import top_k_correct, top_k_correct_from_topk
+    from harness.submission.predictions import top_k_from_scores
+
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 5, size=(300, 8)).astype(np.float64)
+    y = rng.integers(0, 8, size=300)
+    big_k = 4
+    ok = np.array([not _reference_top_k(row, big_k)[1] for row in scores.tolist()])
+    assert ok.sum() > 50 and (~ok).sum() > 50  # both kinds of rows occur
+    indices, top = top_k_from_scores(scores[ok], big_k)
+    for k in range(1, big_k + 1):
+        dense = top_k_correct(y[ok], scores[ok], k=k)
+        assert (top_k_correct_from_topk(y[ok], indices, top, k=k) == dense).all(), k
+    # A straddling tie would have made the list-based answer differ from the dense one:
+    # the dense rule counts the unlisted tied class against a true class listed K-th.
+    row = np.array([[3.0, 2.0, 1.0, 1.0]])
+    assert not top_k_correct([2], row, k=3)[0]
+    assert top_k_correct_from_topk([2], np.array([[0, 1, 2]]), row[:, :3], k=3)[0]
+
+
+def test_write_predictions_cuts_dense_scores_and_refuses_a_tie_at_the_cut(
+    tmp_path: Path,
+) -> None:
+    # Row 2 ties 0.4 and 0.4 inside a top-2 list (fine) and across a top-1 cut (refused).
+    scores = np.array([[0.1, 0.9, 0.5], [0.3, 0.2, 0.7], [0.4, 0.4, 0.1], [0.6, 0.5, 0.2]])
+    path = write_predictions(tmp_path / "p.safetensors", scores, **META, top_k=2)
+    got = _read(path, topk=2)
+    rows = [(i.tolist(), s.tolist()) for _, i, s in got.topk_chunks()]
+    assert rows == [
+        ([[1, 2], [2, 0], [0, 1], [0, 1]], [[0.9, 0.5], [0.7, 0.3], [0.4, 0.4], [0.6, 0.5]])
+    ]
+    with pytest.raises(
+        PredictionError,
+        match=r"p1\.safetensors: top-1 lists: row 2's 1st and 2nd best scores tie \(0\.4\)",
+    ):
+        write_predictions(tmp_path / "p1.safetensors", scores, **META, top_k=1)
+    assert not (tmp_path / "p1.safetensors").exists()
+    with pytest.raises(PredictionError, match=r"top_k cuts dense scores; give scores only"):
+        write_predictions(
+            tmp_path / "p2.safetensors",
+            topk_indices=np.zeros((1, 1), np.int64),
+            topk_scores=np.zeros((1, 1)),
+            **META,
+            top_k=1,
+        )
+
+
+def test_worker_cut_refuses_a_tie_at_the_cut_and_keeps_ties_inside() -> None:
+    from harness.worker import _top_k
+
+    scores = np.array([[0.5, 0.5, 0.1, 0.9]], dtype="<f4")
+    indices, top = _top_k(scores, 3)  # 0.9, then the 0.5 tie inside the list
+    assert indices.dtype == np.dtype("<i8")
+    assert indices.tolist() == [[3, 0, 1]]
+    np.testing.assert_array_equal(top, scores[:, [3, 0, 1]])
+    with pytest.raises(PredictionError, match=r"top-2 lists: row 0's 2nd and 3rd best scores tie"):
+        _top_k(scores, 2)
+    assert _top_k(scores, 10)[0].tolist() == [[3, 0, 1, 2]]  # K >= C: no cut

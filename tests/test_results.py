@@ -78,11 +78,11 @@ def test_dump_is_the_documented_envelope_with_a_content_id() -> None:
     text = dump_record(record)
     envelope = json.loads(text)
     assert list(envelope) == ["format", "id", "record"]
-    assert envelope["format"] == RECORD_FORMAT == "zsl-run-record/1"
+    assert envelope["format"] == RECORD_FORMAT == "zsl-run-record/2"
     assert envelope["id"] == _canonical_sha256(envelope["record"]) == record_id(record)
     assert envelope["record"]["scores"][0]["value"] == 0.1
     # indent 2, sorted keys, non-ASCII kept as UTF-8, one trailing newline
-    assert text.startswith('{\n  "format": "zsl-run-record/1",\n  "id": "sha256:')
+    assert text.startswith('{\n  "format": "zsl-run-record/2",\n  "id": "sha256:')
     assert text.endswith("}\n") and not text.endswith("\n\n")
     unicode = dump_record(make_record(name="ünï"))
     assert '"name": "ünï"' in unicode
@@ -116,7 +116,7 @@ def _text(envelope: dict[str, object], *, reseal: bool = True) -> str:
     ("mutate", "reseal", "expected"),
     [
         (lambda e: e["record"]["scores"][0].update(value=0.9), False, "id: the record's content"),
-        (lambda e: e.update(format="zsl-run-record/2"), False, "format: expected"),
+        (lambda e: e.update(format="zsl-run-record/1"), False, "format: expected"),
         (lambda e: e.update(extra=1), False, "unknown key 'extra'"),
         (lambda e: e.pop("id"), False, "missing key 'id'"),
         (lambda e: e["record"].pop("runner"), True, "record.runner: Field required"),
@@ -147,7 +147,7 @@ def test_tampering_is_an_integrity_error() -> None:
     [
         ("{", "not valid JSON (line 1, column 2"),
         ("[]", "expected a JSON object"),
-        ('{"format": "zsl-run-record/1", "format": "x"}', "key 'format' appears twice"),
+        ('{"format": "zsl-run-record/2", "format": "x"}', "key 'format' appears twice"),
         ('{"value": NaN}', "NaN is not a number records may hold"),
     ],
 )

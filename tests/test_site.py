@@ -13,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from typer.testing import CliRunner
 
+from harness.audit import ClassAudit, LeakageAudit, Relation, Relative
 from harness.cli import board
 from harness.errors import HarnessError, IntegrityError
 from harness.records import Interval, RunRecord
@@ -208,7 +209,8 @@ def test_lower_is_better_primary_sorts_ascending_and_ties_share_a_rank(tmp_path:
     assert bench.headers["table-zsl"][3] == "error (%) ↓"
     html = page(tmp_path / "site", "benchmarks/cub-demo-v1.html")
     assert (
-        'data-sort-first="asc" title="\u2068error_score\u2069 v\u20681\u2069; lower is better">'
+        'data-sort-first="asc" title="\u2068error_score\u2069 v\u20681\u2069; lower is better; '
+        'averaging unit unknown: this harness does not register the metric">'
         "<bdi>error</bdi> (%) ↓"
     ) in html
 
@@ -427,7 +429,7 @@ def test_results_json_holds_every_record_and_the_computed_groups(tmp_path: Path)
     assert [e["id"] for e in data["records"]] == [record_id(r) for r in loaded]
     # one record per line, so diffs of the file stay readable
     lines = text.splitlines()
-    assert sum(line.startswith('{"format":"zsl-run-record/1"') for line in lines) == 4
+    assert sum(line.startswith('{"format":"zsl-run-record/2"') for line in lines) == 4
     assert data["rank_matrices"]["zsl"]["submissions"] == ["a@1.0", "b@1.0", "d@1.0", "c@1.0"]
 
 
@@ -566,13 +568,21 @@ def test_intervals_are_shown_under_scores(tmp_path: Path) -> None:
 
 
 def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
-    audit = {
-        "overlap": [{"class": "n02129165", "name": "<b>lion</b>", "via": ["n02129165"]}],
-        "n_overlap": 1,
-        "n_test": 10,
-        "match": "exact",
-        "source": "ilsvrc2012",
-    }
+    lion = Relative(wordnet_id="n02129165", name="lion", relation=Relation.SAME, hops=0)
+    audit = LeakageAudit(
+        source="ilsvrc2012",
+        n_test=10,
+        classes=[
+            ClassAudit(
+                class_id="n02129165",
+                name="<b>lion</b>",
+                wordnet_id="n02129165",
+                mapping="id",
+                counts={Relation.SAME: 1},
+                relatives=[lion],
+            )
+        ],
+    )
     records = [
         make_record("a", zsl={"top1": 0.5}, leakage=audit),
         make_record("b", zsl={"top1": 0.4}, declarations={"transductive": True}),
@@ -583,7 +593,10 @@ def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
     index = page(tmp_path / "site", "index.html")
     badge = "leakage: 1 of 10 test classes seen in pre-training"
     assert badge in html and badge in index
-    assert "&lt;b&gt;lion&lt;/b&gt; (n02129165)" in html and "<b>lion" not in html
+    assert "&lt;b&gt;lion&lt;/b&gt; (n02129165): same lion" in html and "<b>lion" not in html
+    # the badge says what is counted and what each relation means
+    assert 'title="Leakage counts test classes related to the ilsvrc2012' in html
+    assert "hyponym: a pre-training class is a kind of the test class" in html
     assert "backbone pre-trained on <bdi>ilsvrc2012</bdi>" in html
     rows = scan(tmp_path / "site" / "benchmarks" / "cub-demo-v1.html")
     assert [r[2] for r in rows.tables["table-zsl"]] == [
@@ -597,10 +610,23 @@ def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
     assert "trained with data beyond the benchmark&#39;s: LAION-400M" in html
     assert "1 transductive" in index and "1 extra data" in index
 
-    clean = make_record("a", zsl={"top1": 0.5}, leakage={**audit, "overlap": [], "n_overlap": 0})
+    sibling = lion.model_copy(update={"relation": Relation.SIBLING, "hops": 2, "via": "n02120997"})
+    only_sibling = audit.model_copy(
+        update={
+            "classes": [
+                audit.classes[0].model_copy(
+                    update={"counts": {Relation.SIBLING: 1}, "relatives": [sibling]}
+                )
+            ]
+        }
+    )
+    clean = make_record("a", zsl={"top1": 0.5}, leakage=only_sibling)
     build_site([clean], tmp_path / "clean")
     assert "leakage:" not in page(tmp_path / "clean", "index.html")
-    broken = make_record("a", zsl={"top1": 0.5}, leakage={"error": "no lists", "source": "x"})
+    assert "reported, not counted: 1 sibling" in page(
+        tmp_path / "clean", "benchmarks/cub-demo-v1.html"
+    )
+    broken = make_record("a", zsl={"top1": 0.5}, leakage=LeakageAudit(source="x", error="no lists"))
     build_site([broken], tmp_path / "broken")
     assert "leakage audit unavailable" in page(tmp_path / "broken", "index.html")
 

@@ -52,7 +52,7 @@ CASES = [
         "unknown-top-level-key",
         lambda t: t.replace("metrics:\n", "metric:\n  - name: x\nmetrics:\n", 1),
         "metric:",
-        r"metric: unknown key 'metric'\. Did you mean 'metrics'\? Allowed keys: benchmark,",
+        r"metric: unknown key 'metric'\. Did you mean 'metrics'\? Allowed keys: audit, benchmark,",
     ),
     (
         "metric-param-out-of-range",
@@ -235,3 +235,43 @@ def test_every_shipped_spec_validates(path: Path) -> None:
     assert spec.benchmark and spec.metrics
     for setting in spec.settings:
         assert spec.primary[setting] in {m.result_key for m in spec.metrics_for(setting)}
+
+
+# -- the leakage audit's rule ---------------------------------------------------------------------
+
+
+def test_audit_rule_defaults_and_its_errors(tmp_path: Path) -> None:
+    spec = load_spec(SPECS / "demo.yaml")
+    assert (spec.audit.match, spec.audit.related_within, spec.audit.wordnet_map) == (
+        "descendants",
+        1,
+        None,
+    )
+    cases = [
+        ("audit:\n  match: cousins\n", r"audit\.match: Input should be 'exact', 'descendants'"),
+        ("audit:\n  related_within: 11\n", r"audit\.related_within: Input should be less than"),
+        (
+            "audit:\n  wordnet: x.tsv\n",
+            r"audit\.wordnet: unknown key 'wordnet'\. Did you mean 'wordnet_map'",
+        ),
+    ]
+    for extra, pattern in cases:
+        path = _write(tmp_path, DEMO_TEXT + extra)
+        with pytest.raises(SpecError) as info:
+            load_spec(path)
+        message = str(info.value)
+        assert re.search(pattern, message), message
+        assert f"bad.yaml:{_line(DEMO_TEXT + extra, extra.split(chr(10))[1].strip())}:" in message
+
+
+def test_spec_hash_covers_the_audit_map(tmp_path: Path) -> None:
+    path = _write(tmp_path, DEMO_TEXT + "audit:\n  wordnet_map: map.tsv\n")
+    (tmp_path / "map.tsv").write_text("a\tn02084071\tdog\n")
+    spec = load_spec(path)
+    assert spec.audit_map_path() == tmp_path / "map.tsv"
+    first = spec.spec_hash()
+    (tmp_path / "map.tsv").write_text("a\tn02084071\tdog\tbroader\n")
+    assert load_spec(path).spec_hash() != first  # the map decides what the records' audit says
+    (tmp_path / "map.tsv").unlink()
+    with pytest.raises(SpecError, match=r"cannot read audit\.wordnet_map .*map\.tsv"):
+        load_spec(path).spec_hash()

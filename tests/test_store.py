@@ -8,6 +8,7 @@ Kill-mid-save and multi-process tests: ``test_store_durability.py``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import threading
 import tomllib
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import Session, SQLModel, func, select
 
+from harness.audit import Relation
 from harness.errors import HarnessError, IntegrityError
 from harness.records import ScoreEntry
 from harness.store import (
@@ -135,7 +137,7 @@ def test_curves_are_stored_as_points_and_come_back_in_their_shape(engine: Engine
     save_run(engine, record)
     assert load_runs(engine) == [record]
     darts_area, darts_reward, ausuc = (
-        record.score(*key) for key in (("zsl", "darts"), ("zsl", "darts@90"), ("gzsl", "AUSUC"))
+        record.score(*key) for key in (("zsl", "darts"), ("zsl", "darts@val90"), ("gzsl", "AUSUC"))
     )
     assert darts_area and darts_reward and ausuc
     # Key order survives too (details and a columns curve), not only dict equality.
@@ -611,7 +613,7 @@ def test_migration_0001_is_the_schema_before_migrations(store_url: str) -> None:
     engine.dispose()
 
 
-def _legacy_store_with_a_run(store_url: str) -> None:
+def _legacy_store_with_a_run(store_url: str, leakage: dict[str, Any] | None = None) -> None:
     """What the code before migrations left behind: its tables, one run, no version table."""
     engine = make_engine(store_url)
     with engine.begin() as conn:
@@ -663,7 +665,7 @@ def _legacy_store_with_a_run(store_url: str) -> None:
                 "runner": "local",
                 "environment": record.environment,
                 "timings": record.timings,
-                "leakage": {},
+                "leakage": leakage or {},
                 "logs": {},
                 "created_at": T0,
                 "updated_at": T0,
@@ -705,6 +707,51 @@ def _legacy_store_with_a_run(store_url: str) -> None:
                 },
             ],
         )
+    engine.dispose()
+
+
+OLD_AUDIT = {
+    "overlap": [
+        {"class": "n02129165", "name": "lion", "via": ["n02129165"], "by": "id"},
+        {"class": "cub:014", "name": "Indigo Bunting", "via": ["n01537544"], "by": "name"},
+    ],
+    "n_overlap": 2,
+    "n_test": 10,
+    "n_not_wordnet": 1,
+    "n_not_auditable": 0,
+    "match": "exact",
+    "source": "ilsvrc2012",
+}
+
+
+@pytest.mark.parametrize(
+    ("old", "same", "error"),
+    [
+        (OLD_AUDIT, {"n02129165": ["n02129165"], "cub:014": ["n01537544"]}, None),
+        ({**OLD_AUDIT, "match": "descendants"}, {}, "run the submission again"),
+        ({"error": "no ImageNet lists", "source": "ilsvrc2012"}, {}, "no ImageNet lists"),
+    ],
+)
+def test_migration_0003_rewrites_old_leakage_audits(
+    store_url: str, old: dict[str, Any], same: dict[str, list[str]], error: str | None
+) -> None:
+    _legacy_store_with_a_run(store_url, leakage=old)
+    engine = open_store(store_url)
+    [loaded] = load_runs(engine)
+    audit = loaded.leakage
+    assert audit is not None and audit.source == "ilsvrc2012"
+    got = {c.class_id: [r.wordnet_id for r in c.relatives_by(Relation.SAME)] for c in audit.classes}
+    assert got == same and audit.n_overlap == len(same)
+    assert (audit.error is None) if error is None else (error in str(audit.error))
+    # and back: the downgrade gives the exact-match overlaps of the old shape
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0002")
+        stored = conn.execute(text("SELECT leakage FROM zsl_run")).scalar_one()
+    stored = json.loads(stored) if isinstance(stored, str) else stored
+    if error is None:
+        assert stored["overlap"] == old["overlap"] and stored["n_overlap"] == 2
+    elif "error" in old:
+        assert stored == {"error": old["error"], "source": old["source"]}
     engine.dispose()
 
 

@@ -789,4 +789,5 @@ def test_end_to_end_eszsl_on_awa2_ps_from_a_mirror(
     assert top1 is not None and top1.value > 0.5  # chance is 1/10
     harmonic = record.score("gzsl", "H")
     assert harmonic is not None and harmonic.value > 0.1
-    assert record.leakage.get("n_overlap") == 0 or "error" in record.leakage
+    assert record.leakage is not None
+    assert record.leakage.n_overlap == 0 or record.leakage.error is not None

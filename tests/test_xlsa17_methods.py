@@ -40,6 +40,8 @@ def _spec(tmp_path: Path, dataset: str, release: Path) -> Path:
         params["taxonomy_path"] = str(SHARED_DATA / "cub-hierarchy")
     if data.get("hierarchy", {}).get("file"):
         data["hierarchy"]["file"] = str(source.parent / data["hierarchy"]["file"])
+    if data.get("audit", {}).get("wordnet_map"):
+        data["audit"]["wordnet_map"] = str(source.parent / data["audit"]["wordnet_map"])
     data["features"]["dim"] = DIM
     data["uncertainty"] = {"n_boot": 50}
     path = tmp_path / f"{dataset.lower()}-ps.yaml"

@@ -63,12 +63,23 @@ ClassesOption = Annotated[
     Path | None,
     typer.Option(
         "--classes",
-        help="The dataset's class list (one name per line); the map must cover exactly it.",
+        help="The dataset's class list (one name per line, or an xlsa17 att_splits.mat); the"
+        " map must cover exactly it.",
         exists=True,
         dir_okay=False,
         readable=True,
     ),
 ]
+
+
+def _class_names(classes: Path | None) -> list[str] | None:
+    if classes is None:
+        return None
+    if classes.suffix == ".mat":
+        from harness.data.xlsa17 import release_class_names
+
+        return release_class_names(classes)
+    return read_class_list(classes)
 
 
 @app.command()
@@ -77,7 +88,7 @@ def suggest(
     classes: Annotated[
         Path,
         typer.Argument(
-            help="Class list, one name per line (xlsa17's allclasses.txt).",
+            help="Class list, one name per line (xlsa17's allclasses.txt), or att_splits.mat.",
             exists=True,
             dir_okay=False,
             readable=True,
@@ -98,7 +109,7 @@ def suggest(
     lexnames: Lexnames = None,
 ) -> None:
     """Write a draft map: the top-ranked synset per class, 'CHECK:' comments where weak."""
-    names = read_class_list(classes)
+    names = _class_names(classes) or []
     reader = open_wordnet(wordnet_dir, lexnames)
     roots = list(hint_root or [])
     rows: list[ClassMapRow] = []
@@ -139,20 +150,35 @@ def suggest(
 def check(
     file: MapFile,
     classes: ClassesOption = None,
+    overlapping: Annotated[
+        bool,
+        typer.Option(
+            "--overlapping",
+            help="Allow a class whose synset lies above another's (a map that serves only the"
+            " leakage audit, like CUB's and SUN's; no hierarchy is built from it).",
+        ),
+    ] = False,
     wordnet_dir: WordNetDir = None,
     lexnames: Lexnames = None,
 ) -> None:
     """Check a map against WordNet 3.0 and print each row's gloss and hypernym paths."""
     reader = open_wordnet(wordnet_dir, lexnames)
-    names = read_class_list(classes) if classes is not None else None
-    rows = check_class_map(reader, file, classes=names)
+    names = _class_names(classes)
+    rows = check_class_map(reader, file, classes=names, exclusive=not overlapping)
     for row in rows:
         stdout.print(
             f"{row.name}: {describe_wordnet_id(reader, row.wnid).format()}", soft_wrap=True
         )
         if row.comment:
             stdout.print("    # " + row.comment.replace("\n", "\n    # "), soft_wrap=True)
-    stdout.print(f"{file}: {len(rows)} rows, all WordNet 3.0 nouns, mutually exclusive")
+        if row.broader:
+            stdout.print("    broader: WordNet lacks the class; this synset contains it")
+    n_broader = sum(row.broader for row in rows)
+    stdout.print(
+        f"{file}: {len(rows)} rows ({n_broader} broader), all WordNet 3.0 nouns"
+        + ("" if overlapping else ", mutually exclusive"),
+        soft_wrap=True,
+    )
 
 
 @app.command()
@@ -176,7 +202,7 @@ def freeze(
 ) -> None:
     """Check a map, then save the WordNet hierarchy of its classes (every hypernym path)."""
     reader = open_wordnet(wordnet_dir, lexnames)
-    names = read_class_list(classes) if classes is not None else None
+    names = _class_names(classes)
     hierarchy = build_class_map_hierarchy(reader, file, classes=names, root=root)
     hierarchy.save_json(out)
     s = hierarchy.summary()

@@ -19,7 +19,13 @@ app = typer.Typer(help="List the registered metrics and their parameters.", no_a
 def list_metrics(
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """List every registered metric: name, version, settings, inputs, direction, parameters."""
+    """List every registered metric: name, version, what it averages over, settings, parameters.
+
+    "averaged over" says whether a value is a mean over test images (each image weighs the same)
+    or over classes with test images (each class weighs the same): on class-imbalanced splits
+    the two differ, so hp@k has both (hierarchical_precision_at_k, per images;
+    per_class_hierarchical_precision_at_k, per classes).
+    """
     rows: list[dict[str, Any]] = []
     for name, metric in metrics.items():
         params = {key: field.description or "" for key, field in metric.params.model_fields.items()}
@@ -30,6 +36,9 @@ def list_metrics(
                 "settings": sorted(metric.settings),
                 "inputs": sorted(metric.inputs),
                 "higher_is_better": metric.higher_is_better,
+                "averaged_over": metric.averaged_over,
+                "averaging": metric.averaging,
+                "averaging_note": metric.averaging_note,
                 "needs_hierarchy": metric.needs_hierarchy,
                 "needs_validation": metric.needs_validation,
                 "params": params,
@@ -39,12 +48,13 @@ def list_metrics(
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    table = Table("metric", "v", "settings", "needs", "params", "what it measures")
+    table = Table("metric", "v", "averaged over", "settings", "needs", "params", "what it measures")
     for row in rows:
         needs = [n for n in ("hierarchy", "validation") if row[f"needs_{n}"]]
         table.add_row(
             row["name"] + ("" if row["higher_is_better"] else " ↓"),
             row["version"],
+            row["averaged_over"] + (f" ({row['averaging_note']})" if row["averaging_note"] else ""),
             ",".join(row["settings"]),
             ",".join(needs) or "—",
             ",".join(row["params"]) or "—",

@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 
+from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
 from harness.errors import SpecError
 from harness.spec import json_schema, load_spec
@@ -69,7 +71,7 @@ def describe(
     if release_only:
         table = describe_release(spec)
         if as_json:
-            typer.echo(json.dumps(table, indent=1, sort_keys=True))
+            typer.echo(json.dumps(table, indent=1, sort_keys=True, default=_jsonable))
         else:
             leak = table.pop("leakage", None)
             for key, value in table.items():
@@ -79,7 +81,7 @@ def describe(
         return
     report = describe_benchmark(spec, load_benchmark(spec))
     if as_json:
-        typer.echo(json.dumps(report, indent=1, sort_keys=True, default=str))
+        typer.echo(json.dumps(report, indent=1, sort_keys=True, default=_jsonable))
         return
     sizes = report["sizes"]
     stdout.print(f"{spec.benchmark} v{spec.version} {report['hash']}")
@@ -109,23 +111,40 @@ def describe(
     _print_leakage(report["leakage"])
 
 
-def _print_leakage(leak: dict[str, Any]) -> None:
-    if "error" in leak:
-        stdout.print(f"  leakage audit unavailable: {leak['error']}")
-    else:
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)
+
+
+def _print_leakage(leak: LeakageAudit) -> None:
+    if leak.error is not None:
+        stdout.print(f"  leakage audit unavailable: {leak.error}", soft_wrap=True)
+        return
+    stdout.print(f"  leakage: {leak.summary()}", soft_wrap=True)
+    for relation in Relation:
+        stdout.print(f"    ({relation_meaning(relation, leak.related_within)})", soft_wrap=True)
+    for relation in Relation:
+        classes = leak.with_relation(relation)
+        if not classes:
+            continue
+        counted = "counted" if relation in leak.counted else "reported, not counted"
+        stdout.print(f"    {relation.value} ({len(classes)} classes, {counted}):")
+        for entry in classes:
+            shown = entry.relatives_by(relation)
+            kin = ", ".join(
+                f"{r.name} {r.wordnet_id}" + (f" via {r.via}" if r.via else "") for r in shown[:5]
+            )
+            hidden = entry.counts[relation] - len(shown[:5])
+            extra = f" and {hidden} more" if hidden else ""
+            stdout.print(
+                f"      {entry.label} ({entry.wordnet_id}, {entry.mapping}): {kin}{extra}",
+                soft_wrap=True,
+            )
+    if leak.not_auditable:
+        names = ", ".join(c.label for c in leak.not_auditable[:10])
         stdout.print(
-            f"  leakage ({leak['source']}, match {leak['match']}): {leak['n_overlap']} of"
-            f" {leak['n_test']} test classes seen in pre-training" + _not_wordnet_note(leak)
+            f"    not auditable ({len(leak.not_auditable)}: no WordNet id and no row in"
+            f" audit.wordnet_map): {names}",
+            soft_wrap=True,
         )
-        for row in leak["overlap"]:
-            how = " (by name)" if row.get("by") == "name" else ""
-            stdout.print(f"    {row['class']} {row['name']} via {', '.join(row['via'][:5])}{how}")
-
-
-def _not_wordnet_note(leak: dict[str, Any]) -> str:
-    n, unaudited = leak["n_not_wordnet"], leak.get("n_not_auditable", leak["n_not_wordnet"])
-    if not n:
-        return ""
-    if unaudited:
-        return f" ({n} without WordNet id, {unaudited} of them not auditable)"
-    return f" ({n} without WordNet id: compared by name with the WordNet synonyms)"

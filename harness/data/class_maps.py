@@ -14,14 +14,22 @@ project derives once, checks by hand, and commits under ``specs/`` (see
 
 The TSV format
 --------------
-UTF-8, one class per line, three tab-separated fields::
+UTF-8, one class per line, three tab-separated fields and an optional fourth::
 
-    xlsa17_name<TAB>wnid<TAB>wordnet_first_lemma
+    xlsa17_name<TAB>wnid<TAB>wordnet_first_lemma[<TAB>broader]
 
 ``wnid`` is a WordNet 3.0 noun id (``n`` + 8-digit offset) and the third field is that synset's
 first lemma, exactly as WordNet spells it (``German_shepherd``): a reader can see at a glance
 which synset was meant, and :func:`check_class_map` refuses a lemma that does not match the id,
-which catches a mistyped offset. Lines starting with ``#`` are comments and blank lines are
+which catches a mistyped offset.
+
+Without a fourth field the synset *is* the class. ``broader`` says WordNet has no synset for the
+class itself and ``wnid`` is the narrowest synset that contains it (CUB's Laysan albatross →
+``albatross.n.02``; SUN's ``church_indoor`` → the church building): the leakage audit then places
+the class one step below that synset (:mod:`harness.audit`), and no hierarchy is built from such
+a row. Several ``broader`` rows may share a synset; exact rows never do.
+
+Lines starting with ``#`` are comments and blank lines are
 skipped. Comment lines directly above a row (no blank line in between) are that row's
 *comment*: the record of a manual decision and why it was made. Comments separated from the
 next row by a blank line (the file header) belong to no row.
@@ -48,8 +56,11 @@ __all__ = [
     "APY_HINT_ROOTS",
     "ARTIFACT",
     "AWA_HINT_ROOTS",
+    "BROADER",
+    "CUB_HINT_ROOTS",
     "ORGANISM",
     "PERSON",
+    "SUN_HINT_ROOTS",
     "Candidate",
     "ClassMapError",
     "ClassMapRow",
@@ -78,7 +89,20 @@ PERSON = "n00007846"
 AWA_HINT_ROOTS: tuple[str, ...] = (ANIMAL,)
 #: Hint roots for aPY: PASCAL VOC's and Yahoo's objects, animals, plants and people.
 APY_HINT_ROOTS: tuple[str, ...] = (ARTIFACT, ORGANISM, PERSON)
+#: Hint roots for CUB-200: every class is a bird (``bird.n.01``).
+CUB_HINT_ROOTS: tuple[str, ...] = ("n01503061",)
+#: Hint roots for SUN's scenes: structure, location, geological formation, body of water,
+#: facility (``structure.n.01`` ... ``facility.n.01``).
+SUN_HINT_ROOTS: tuple[str, ...] = (
+    "n04341686",
+    "n00027167",
+    "n09287968",
+    "n09225146",
+    "n03315023",
+)
 
+#: The fourth field of a row whose class WordNet lacks (its id is the narrowest containing synset).
+BROADER = "broader"
 _WNID = re.compile(r"n\d{8}")
 _NAME = re.compile(r"\S+")
 
@@ -159,7 +183,8 @@ class Suggestion:
 
 
 def normalise_name(name: str) -> str:
-    """The WordNet lemma form of an xlsa17 class name: ``+``, spaces and ``-`` → ``_``, lower case.
+    """The WordNet lemma form of an xlsa17 class name: CUB's ``NNN.`` number dropped, ``+`` and
+    spaces → ``_``, lower case.
 
     Examples
     --------
@@ -167,8 +192,10 @@ def normalise_name(name: str) -> str:
     'grizzly_bear'
     >>> normalise_name(" Killer Whale ")
     'killer_whale'
+    >>> normalise_name("002.Laysan_Albatross")
+    'laysan_albatross'
     """
-    text = name.strip().lower()
+    text = re.sub(r"^\d+\.", "", name.strip()).lower()
     return re.sub(r"[+\s]+", "_", text)
 
 
@@ -341,6 +368,8 @@ class ClassMapRow:
     comment : str, default=""
         Why this row needed a manual decision (may span lines); empty when the suggestion
         tool's first candidate was taken as is.
+    broader : bool, default=False
+        WordNet has no synset for the class; ``wnid`` is the narrowest synset containing it.
     line : int, default=0
         The line of the row in the file it was read from (0 when not read from a file); not
         part of equality.
@@ -350,6 +379,7 @@ class ClassMapRow:
     wnid: str
     lemma: str
     comment: str = ""
+    broader: bool = False
     line: int = field(default=0, compare=False)
 
 
@@ -386,14 +416,16 @@ def _check_unique(rows: Sequence[ClassMapRow], source: str, label: str) -> None:
                 f"{where}: class {row.name!r} is mapped twice (first at "
                 f"{_where(source, first.line) if first.line else 'an earlier row'}); keep one row"
             )
-        other = ids.get(row.wnid)
+        other = None if row.broader else ids.get(row.wnid)
         if other is not None:
             raise ClassMapError(
                 f"{where}: classes {other.name!r} and {row.name!r} both map to {row.wnid}; "
-                "two classes cannot share a synset: give one a more specific id"
+                "two classes cannot be the same synset: give one a more specific id, or mark a "
+                "class WordNet lacks 'broader'"
             )
         names[row.name] = row
-        ids[row.wnid] = row
+        if not row.broader:
+            ids[row.wnid] = row
 
 
 def read_class_map_rows(path: str | os.PathLike[str]) -> list[ClassMapRow]:
@@ -425,22 +457,31 @@ def read_class_map_rows(path: str | os.PathLike[str]) -> list[ClassMapRow]:
             pending.append(body[1:] if body.startswith(" ") else body)
             continue
         fields = line.split("\t")
-        if len(fields) != 3:
+        if len(fields) not in (3, 4):
             hint = (
                 "; the fields look separated by spaces: use tabs"
-                if len(fields) == 1 and len(line.split()) == 3
+                if len(fields) == 1 and len(line.split()) in (3, 4)
                 else ""
             )
             raise ClassMapError(
                 f"{source}:{number}: expected 3 tab-separated fields (xlsa17_name, wnid, "
-                f"wordnet_first_lemma); got {len(fields)} in {line!r}{hint}"
+                f"wordnet_first_lemma) and optionally 'broader'; got {len(fields)} in "
+                f"{line!r}{hint}"
+            )
+        if len(fields) == 4 and fields[3] != BROADER:
+            raise ClassMapError(
+                f"{source}:{number}: the fourth field may only be {BROADER!r} (WordNet has no "
+                f"synset for the class; the id is the narrowest one containing it); got "
+                f"{fields[3]!r}"
             )
         if any(f != f.strip() for f in fields):
             raise ClassMapError(
                 f"{source}:{number}: a field has leading or trailing spaces in {line!r}; "
                 "separate fields by one tab only"
             )
-        row = ClassMapRow(fields[0], fields[1], fields[2], "\n".join(pending), line=number)
+        row = ClassMapRow(
+            fields[0], fields[1], fields[2], "\n".join(pending), len(fields) == 4, line=number
+        )
         _check_fields(row, f"{source}:{number}")
         rows.append(row)
         pending = []
@@ -491,7 +532,7 @@ def write_class_map(
     target = Path(path)
     for pos, row in enumerate(items):
         _check_fields(row, f"{target} rows[{pos}]")
-    _check_unique([ClassMapRow(r.name, r.wnid, r.lemma) for r in items], str(target), "rows")
+    _check_unique(items, str(target), "rows")
     if not items:
         raise ClassMapError(f"{target}: no rows to write")
     out: list[str] = [f"# {x}".rstrip() for x in header.splitlines()]
@@ -499,7 +540,8 @@ def write_class_map(
         if out and (row.comment or out[-1].startswith("#")) and out[-1] != "":
             out.append("")
         out.extend(f"# {x}".rstrip() for x in row.comment.splitlines())
-        out.append(f"{row.name}\t{row.wnid}\t{row.lemma}")
+        fields = [row.name, row.wnid, row.lemma, *([BROADER] if row.broader else [])]
+        out.append("\t".join(fields))
         if row.comment:
             out.append("")
     while out and out[-1] == "":
@@ -571,12 +613,14 @@ def check_class_map(
     rows: str | os.PathLike[str] | Sequence[ClassMapRow],
     *,
     classes: Sequence[str] | None = None,
+    exclusive: bool = True,
 ) -> list[ClassMapRow]:
     """Check a class map against WordNet 3.0 and itself; return its rows.
 
     Checks that every id names a noun synset, that the lemma field is that synset's first
-    lemma, that no mapped synset is an ancestor of another (classes must be mutually
-    exclusive), and, with ``classes``, that the map covers exactly those class names.
+    lemma, that (with ``exclusive``) no exactly mapped synset is an ancestor of another (the
+    classes of a hierarchy must be mutually exclusive), and, with ``classes``, that the map
+    covers exactly those class names.
 
     Parameters
     ----------
@@ -586,6 +630,10 @@ def check_class_map(
         A TSV file or rows.
     classes : sequence of str, default=None
         The dataset's class names (e.g. the lines of xlsa17's ``allclasses.txt``).
+    exclusive : bool, default=True
+        Refuse an exact row whose synset is a WordNet ancestor of another exact row's. False
+        for a map that only serves the leakage audit (CUB, SUN: no hierarchy is built from
+        it), where a scene ``bridge`` and a ``rope_bridge`` may both be what they are.
 
     Raises
     ------
@@ -607,8 +655,10 @@ def check_class_map(
                 f"is {first!r}, not {row.lemma!r}; fix the id or the lemma"
             )
         synsets.append(synset)
-    index = {row.wnid: pos for pos, row in enumerate(items)}
+    index = {row.wnid: pos for pos, row in enumerate(items) if not row.broader}
     for pos, synset in enumerate(synsets):
+        if not exclusive or items[pos].broader:
+            continue
         for up in sorted(_ancestor_ids(synset) & set(index)):
             other = index[up]
             if other == pos:
@@ -669,4 +719,11 @@ def build_class_map_hierarchy(
         If a class lies outside ``root``.
     """
     items = check_class_map(reader, rows, classes=classes)
+    broader = [row for row in items if row.broader]
+    if broader:
+        raise ClassMapError(
+            f"class {broader[0].name!r} is mapped 'broader' ({broader[0].wnid} contains it but is"
+            " not it): a hierarchy needs every class to be its own synset; such a map serves"
+            " only the leakage audit (spec key audit.wordnet_map)"
+        )
     return build_wordnet_hierarchy(reader, root=root, leaves=[row.wnid for row in items])

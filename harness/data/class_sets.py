@@ -20,6 +20,10 @@ lists, but not part of this project): the ``directory`` argument, else the envir
 ``ZSL_IMAGENET_DIR`` (:func:`imagenet_lists_dir`). Each file is read once per process (the cache
 key includes the file's size and modification time, so an edited file is read again).
 
+A class list given as a file (an ImageNet spec's ``split: {list: FILE, sha256: HEX}``) is read
+with :func:`read_wnid_lines` and identified by :func:`class_list_sha256`, the hash of its sorted
+ids, so its order and line endings do not matter.
+
 Examples
 --------
 >>> resolve_class_set("none")
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -42,8 +47,10 @@ from harness.errors import SpecError
 __all__ = [
     "CLASS_SET_FILES",
     "ENV_IMAGENET_DIR",
+    "class_list_sha256",
     "class_set_names",
     "imagenet_lists_dir",
+    "read_wnid_lines",
     "read_wnids",
     "resolve_class_set",
 ]
@@ -113,10 +120,14 @@ def imagenet_lists_dir(directory: str | os.PathLike[str] | None = None) -> Path:
     return path.resolve()
 
 
-def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -> tuple[str, ...]:
-    """The first token of every non-empty line of ``path``, in file order, checked.
+def read_wnid_lines(
+    path: str | os.PathLike[str], *, what: str = "WordNet id list"
+) -> tuple[tuple[int, str], ...]:
+    """``(line number, wnid)`` for the first token of every non-empty line of ``path``, checked.
 
-    Every token must look like a WordNet noun id (``n`` and 8 digits) and appear once.
+    Every token must look like a WordNet noun id (``n`` and 8 digits) and appear once. Line
+    endings (``\\n``, ``\\r\\n``), surrounding whitespace, blank lines, anything after the first
+    token and a UTF-8 byte-order mark are ignored.
 
     Raises
     ------
@@ -125,12 +136,12 @@ def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise SpecError(f"{what} not found: {file}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise SpecError(f"cannot read {what} {file}: {err}") from None
-    out: list[str] = []
+    out: list[tuple[int, str]] = []
     first_line: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
@@ -147,8 +158,38 @@ def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -
                 f"{file}:{number}: {wnid} repeats line {first_line[wnid]}; each id may appear once"
             )
         first_line[wnid] = number
-        out.append(wnid)
+        out.append((number, wnid))
     return tuple(out)
+
+
+def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -> tuple[str, ...]:
+    """The first token of every non-empty line of ``path``, in file order, checked.
+
+    Every token must look like a WordNet noun id (``n`` and 8 digits) and appear once (see
+    :func:`read_wnid_lines`, which also gives the line numbers).
+
+    Raises
+    ------
+    SpecError
+        If the file is missing or unreadable, or naming the first bad or repeated line.
+    """
+    return tuple(wnid for _, wnid in read_wnid_lines(path, what=what))
+
+
+def class_list_sha256(wnids: Iterable[str]) -> str:
+    """The identity of a class list: sha256 of its sorted ids joined by ``\\n`` (no final newline).
+
+    The hash is of the *set* of classes, not of a file's bytes: order, line endings, blank lines
+    and extra columns do not change it. Give distinct ids (:func:`read_wnids` refuses repeats).
+
+    Examples
+    --------
+    >>> class_list_sha256(["n02", "n01"]) == class_list_sha256(["n01", "n02"])
+    True
+    >>> class_list_sha256(["n01440764"])[:16]
+    '15ce93dd849dd052'
+    """
+    return hashlib.sha256("\n".join(sorted(wnids)).encode("utf-8")).hexdigest()
 
 
 @functools.lru_cache(maxsize=32)
@@ -197,31 +238,3 @@ def resolve_class_set(name: str, directory: str | os.PathLike[str] | None = None
             f" lists_dir) must point at a directory holding {_expected_files()}"
         ) from None
     return _cached(str(file), stat.st_size, stat.st_mtime_ns)
-
-
-def synonyms(
-    wnids: Iterable[str], directory: str | os.PathLike[str] | None = None
-) -> dict[str, tuple[str, ...]]:
-    """The WordNet synonyms of ``wnids`` from ``words.txt`` (``wnid<TAB>syn, syn, ...``).
-
-    Used by the leakage audit to match classes that have no WordNet id by name.
-    """
-    path = imagenet_lists_dir(directory) / "words.txt"
-    table = _words(str(path))
-    return {w: table.get(w, ()) for w in wnids}
-
-
-@functools.lru_cache(maxsize=2)
-def _words(path: str) -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as err:
-        raise SpecError(
-            f"cannot read {path} (WordNet synonyms for the leakage audit): {err}"
-        ) from None
-    for line in lines:
-        wnid, _, names = line.partition("\t")
-        if wnid:
-            out[wnid] = tuple(n.strip() for n in names.split(",") if n.strip())
-    return out

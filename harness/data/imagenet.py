@@ -1,4 +1,4 @@
-r"""ImageNet-21K zero-shot benchmarks: hop splits under honest names, GOZ, and user features.
+r"""ImageNet-21K zero-shot benchmarks: hop splits under honest names, literature lists, GOZ.
 
 Splits
 ------
@@ -10,26 +10,36 @@ classes. Hop distances are undirected is-a edges of ImageNet's ``wordnet.is_a.tx
 ================================  ==================================================================
 split                             test classes
 ================================  ==================================================================
-``within-1-hop`` (alias           candidates at hop distance 1 from the training set
-``2-hops``)
-``within-2-hops`` (alias          candidates at hop distance 1 or 2
-``3-hops``)
+``within-1-hop``                  candidates at hop distance 1 from the training set (1,548)
+``within-2-hops``                 candidates at hop distance 1 or 2 (5,994)
 ``within-<d>-hops``               candidates at distance ``<= d``; ``exactly-<d>-hop(s)``: ``== d``
-``all``                           every candidate (21K minus the training classes)
+``all``                           every candidate: 21K minus the training classes (20,844)
 ``goz``                           the 500 GOZ test classes (Hascoet et al., CVPR 2019)
 ``most-populated`` /              the ``n_classes`` candidates with the most / fewest images, from a
 ``least-populated``               user-supplied counts file (``wnid<TAB>count``)
+``{list: FILE, sha256: HEX}``     exactly the classes of a class list, e.g. a literature list
+                                  (:class:`ListSplit`, :func:`read_class_list`)
 ================================  ==================================================================
 
-Why "honest" names: DeViSE (Frome et al., NeurIPS 2013) and ConSE (Norouzi et al., ICLR 2014)
-call their test sets "2-hops" and "3-hops". Hascoet, Ariki and Takiguchi ("On zero-shot
-recognition of generic objects", CVPR 2019) showed that the published "2-hops" set is the set of
-classes within *one* undirected hop of the training classes (and "3-hops" within two). This
-module names splits by what they are; a literature name is accepted as an alias, resolved to the
-honest name, and both are recorded in the frozen benchmark's meta. On the shared lists,
-``within-1-hop`` has 1,548 classes (DeViSE and ConSE report about 1,550 to 1,590 for "2-hops")
-and ``within-2-hops`` 5,994 (they report 7,860 for "3-hops": the alias follows Hascoet et al.'s
-mapping, but the counts do not match on ImageNet's own is-a graph).
+Hop splits are named for what they are. The literature's test sets "2-hops" and "3-hops"
+(DeViSE, Frome et al., NeurIPS 2013; ConSE, Norouzi et al., ICLR 2014; as distributed with the
+GCNZ and DGP code) are *class lists*, not hop sets, and no split name stands for them
+(:data:`LITERATURE_LISTS`; ``split: 2-hops`` is refused with directions). Measured on the
+shared ImageNet lists:
+
+* "2-hops" (1,549 classes) is ``within-1-hop`` (1,548) without ``n00021939`` (artifact) and
+  with ``n00015388`` (animal, 3 hops from the nearest ILSVRC class on this is-a graph) and
+  ``n06793231`` (sign, 7 hops): the list was built on another is-a graph.
+* "3-hops" (7,860 classes; GBU counts 7,678) is not ``within-2-hops`` (5,994): it holds 5,984
+  of them and 1,876 other classes, 1,871 of them 3 to 16 hops away and 5 without an is-a edge
+  (about a quarter of the list lies beyond two hops).
+* "all" (DGP: 20,842 classes) is ``all`` (20,844) without ``n03931044`` (picture, image) and
+  ``n09859684`` (bleacher). GCNZ's ``all.txt`` adds 4 ids that are not fall 2011 classes.
+
+A literature list is used exactly through a list split, ``split: {list: FILE, sha256: HEX}``:
+the user's file (one wnid per line) must hash to ``HEX`` (:func:`class_list_sha256`: sha256
+of the sorted ids joined by newlines), so every benchmark built from it tests the same classes.
+The shipped specs ``literature-2-hops`` and ``literature-3-hops`` do this.
 
 GZSL (the literature's "+1K" variants: the training classes join the candidates) is not a
 separate split: list the ``gzsl`` setting in the spec, whose candidates are seen ∪ unseen
@@ -61,14 +71,16 @@ The frozen benchmark (adapter ``imagenet``)
 * image order: the selected images are shuffled with ``seed``, so a frozen image index says
   nothing about the user's file order (which is often sorted by class);
 * hierarchy: the is-a graph restricted to the ancestors-or-self of the benchmark's classes;
-* meta: the requested and honest split names, the structural ratio of the split on the full
-  is-a graph (:func:`split_structure`), classes without is-a edges, classes dropped for lack of
-  an embedding, and test classes without images.
+* meta: the requested and honest split names (and, for a list split, the list's file name,
+  sha256 and size), the structural ratio of the split and the histogram of hops from each test
+  class to its nearest training class, both on the full is-a graph (:func:`split_structure`),
+  classes without is-a edges, classes dropped for lack of an embedding, and test classes
+  without images.
 
 Examples
 --------
->>> resolve_split_name("2-hops")
-SplitName(name='within-1-hop', kind='within', hops=1, n_classes=None, alias='2-hops')
+>>> resolve_split_name("within-1-hops").name
+'within-1-hop'
 >>> h = Hierarchy(["r", "a", "b", "a1", "b1"],
 ...               [("r", "a"), ("r", "b"), ("a", "a1"), ("b", "b1")])
 >>> splits = hop_splits(h, ["a1"], ["r", "a", "b", "a1", "b1"], max_hops=2)
@@ -89,17 +101,24 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from scipy.sparse.csgraph import dijkstra
 
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.artifacts import zsl_home
-from harness.data.class_sets import imagenet_lists_dir, read_wnids, resolve_class_set
+from harness.data.class_sets import (
+    ENV_IMAGENET_DIR,
+    class_list_sha256,
+    imagenet_lists_dir,
+    read_wnid_lines,
+    read_wnids,
+    resolve_class_set,
+)
 from harness.errors import HierarchyError, MetricError, SpecError
 from harness.hierarchy import Hierarchy
 from harness.metrics.structure import structural_ratio
@@ -109,16 +128,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_FEATURES_DIR",
-    "LITERATURE_ALIASES",
+    "LITERATURE_LISTS",
     "ImageNetAdapter",
     "ImageNetParams",
+    "ListSplit",
+    "LiteratureList",
     "SplitName",
     "UserFeatures",
+    "class_list_sha256",
     "hop_distances",
+    "hop_histogram",
     "hop_splits",
+    "list_split",
     "load_isa_hierarchy",
     "open_user_features",
     "populated_splits",
+    "read_class_list",
     "read_counts",
     "resolve_split_name",
     "restrict_to_ancestors",
@@ -134,9 +159,6 @@ ENV_FEATURES_DIR = "ZSL_IMAGENET_FEATURES"
 ISA_FILE = "wordnet.is_a.txt"
 WORDS_FILE = "words.txt"
 CANDIDATES_FILE = "fall11_wnids.txt"
-
-#: Literature split name -> honest name (Hascoet et al., CVPR 2019).
-LITERATURE_ALIASES: dict[str, str] = {"2-hops": "within-1-hop", "3-hops": "within-2-hops"}
 
 #: Bytes of feature rows copied per chunk (bounds this module's peak memory).
 CHUNK_BYTES = 64 << 20
@@ -157,18 +179,90 @@ _POPULATED = re.compile(r"^(most|least)-populated(?:-(\d+))?$")
 # -- split names ----------------------------------------------------------------------------------
 
 
-SplitKind = Literal["within", "exactly", "all", "goz", "most-populated", "least-populated"]
+SplitKind = Literal["within", "exactly", "all", "goz", "most-populated", "least-populated", "list"]
+
+
+@dataclass(frozen=True)
+class LiteratureList:
+    """A literature test list: what the literature calls it, its size and identity, the shipped
+    spec that uses it exactly, and how it relates to the hop splits (on the shared lists)."""
+
+    name: str
+    n_classes: int
+    sha256: str
+    spec: str
+    file: str
+    relation: str
+
+
+#: The literature's ImageNet test lists as distributed with the GCNZ (Wang et al., CVPR 2018)
+#: and DGP (Kampffmeyer et al., CVPR 2019) code. They are class lists, not hop sets: no split
+#: name stands for them. Use them through ``split: {list: FILE, sha256: HEX}``.
+LITERATURE_LISTS: dict[str, LiteratureList] = {
+    "2-hops": LiteratureList(
+        "2-hops",
+        1549,
+        "174daed0a3dea5b356a08cd7383d9563a39db5b54a1647200bdb0810582368c9",
+        "literature-2-hops",
+        "2-hops.txt",
+        "within-1-hop (1,548) without n00021939 and with n00015388 and n06793231",
+    ),
+    "3-hops": LiteratureList(
+        "3-hops",
+        7860,
+        "58a6f7b9a3c02972d4819bb241cae1f1856b20bd35ccc5487111286a7d1db754",
+        "literature-3-hops",
+        "3-hops.txt",
+        "about a quarter of it lies 3 to 16 hops from the nearest training class; within-2-hops"
+        " has 5,994 classes",
+    ),
+}
+
+
+class ListSplit(BaseModel):
+    """``split: {list: FILE, sha256: HEX}``: exactly the classes of a class list.
+
+    ``FILE`` holds one WordNet id per line (the first token of each non-empty line); a relative
+    path is read from the ImageNet lists directory (``data.params.lists_dir`` or
+    ``$ZSL_IMAGENET_DIR``). ``HEX`` is :func:`class_list_sha256` of its ids: a file with other
+    ids is refused (:func:`read_class_list`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    list: str = Field(
+        min_length=1,
+        description="class list file, one wnid per line; relative to the ImageNet lists directory",
+    )
+    sha256: str = Field(
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="sha256 of the list's sorted wnids joined by newlines (no final newline)",
+    )
+
+
+def _split_tag(value: Any) -> str:
+    return "list-file" if isinstance(value, dict | ListSplit) else "name"
+
+
+#: ``data.params.split``: a split name, or a class list (pydantic reports errors under
+#: ``split.name`` or ``split.list-file``).
+SplitParam = Annotated[
+    Annotated[str, Tag("name")] | Annotated[ListSplit, Tag("list-file")],
+    Discriminator(_split_tag),
+]
 
 
 @dataclass(frozen=True)
 class SplitName:
-    """A resolved split name: the honest ``name``, its ``kind``, and the ``alias`` requested."""
+    """A resolved split: its honest ``name`` and ``kind``, and what the kind needs (``hops``,
+    ``n_classes``, or a class list's resolved ``list_file`` and expected ``sha256``)."""
 
     name: str
     kind: SplitKind
     hops: int | None = None
     n_classes: int | None = None
-    alias: str | None = None
+    list_file: Path | None = None
+    sha256: str | None = None
 
 
 def _hop_word(d: int) -> str:
@@ -178,19 +272,29 @@ def _hop_word(d: int) -> str:
 def _split_forms() -> str:
     return (
         "within-<d>-hops (within-1-hop, within-2-hops), exactly-<d>-hops, all, goz,"
-        " most-populated, least-populated, or a literature alias"
-        f" ({', '.join(f'{k} = {v}' for k, v in LITERATURE_ALIASES.items())})"
+        " most-populated, least-populated, or a class list {list: FILE, sha256: HEX}"
+    )
+
+
+def _literature_refusal(split: str, lit: LiteratureList) -> SpecError:
+    return SpecError(
+        f"data.params.split: {split!r} is the literature's name of a class list"
+        f" ({lit.n_classes:,} classes as distributed with the GCNZ/DGP code), not a hop set:"
+        f" {lit.relation}. Use the spec specs/imagenet/{lit.spec}.yaml (it reads {lit.file}"
+        f" from the ImageNet lists directory), or give the list itself: split: {{list: FILE,"
+        f" sha256: {lit.sha256}}}. Hop sets are named within-<d>-hops"
     )
 
 
 def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
-    """Resolve a split name or literature alias to its honest name.
+    """Resolve a split name to its honest name.
 
     Parameters
     ----------
     split : str
         ``within-<d>-hop(s)``, ``exactly-<d>-hop(s)``, ``all``, ``goz``, ``most-populated``,
-        ``least-populated`` (optionally ``-<N>``), or an alias of :data:`LITERATURE_ALIASES`.
+        ``least-populated`` (optionally ``-<N>``). Class lists are not named: see
+        :func:`list_split`.
     n_classes : int, default=None
         ``N`` of the populated splits (or give it in the name, e.g. ``most-populated-500``).
 
@@ -201,8 +305,9 @@ def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
     Raises
     ------
     SpecError
-        For an unknown name, a ``+1k`` name (a setting, not a split), or populated splits
-        without a (consistent) ``N``.
+        For an unknown name, a literature list name (``2-hops``, ``3-hops``: they are not hop
+        sets; the message says how to use the list itself), a ``+1k`` name (a setting, not a
+        split), or populated splits without a (consistent) ``N``.
 
     Examples
     --------
@@ -211,8 +316,10 @@ def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
     >>> resolve_split_name("least-populated", 500).name
     'least-populated-500'
     """
-    alias = split if split in LITERATURE_ALIASES else None
-    name = LITERATURE_ALIASES.get(split, split)
+    name = split
+    literature = LITERATURE_LISTS.get(name.removesuffix("+1k"))
+    if literature is not None:
+        raise _literature_refusal(split, literature)
     if name.endswith("+1k"):
         base = name.removesuffix("+1k")
         raise SpecError(
@@ -226,9 +333,9 @@ def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
         if d < 1:
             raise SpecError(f"data.params.split: {split!r}: the hop count must be at least 1")
         kind: SplitKind = "within" if hops.group(1) == "within" else "exactly"
-        return SplitName(f"{hops.group(1)}-{d}-{_hop_word(d)}", kind, hops=d, alias=alias)
+        return SplitName(f"{hops.group(1)}-{d}-{_hop_word(d)}", kind, hops=d)
     if name in ("all", "goz"):
-        return SplitName(name, "all" if name == "all" else "goz", alias=alias)
+        return SplitName(name, "all" if name == "all" else "goz")
     populated = _POPULATED.match(name)
     if populated:
         in_name = int(populated.group(2)) if populated.group(2) else None
@@ -248,9 +355,49 @@ def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
         )
         return SplitName(f"{pop_kind}-{n}", pop_kind, n_classes=n)
     known = ["within-1-hop", "within-2-hops", "all", "goz", "most-populated", "least-populated"]
-    close = difflib.get_close_matches(name, [*known, *LITERATURE_ALIASES], n=1)
+    close = difflib.get_close_matches(name, known, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise SpecError(f"data.params.split: unknown split {split!r}.{hint} Splits: {_split_forms()}")
+
+
+def list_split(
+    split: ListSplit,
+    lists_dir: str | os.PathLike[str] | None = None,
+    *,
+    name: str | None = None,
+) -> SplitName:
+    """Resolve a class-list split: its file (a relative path is read from the ImageNet lists
+    directory) and its name (``name``, e.g. the spec's ``splits.variant``; else
+    ``list-<first 12 hex digits of sha256>``).
+
+    Raises
+    ------
+    SpecError
+        If the file does not exist (naming where it was looked for), or ``name`` is the name of
+        a hop, GOZ or populated split (a class list is not one of them).
+    """
+    file = Path(split.list).expanduser()
+    if not file.is_absolute():
+        file = imagenet_lists_dir(lists_dir) / file
+    if not file.is_file():
+        raise SpecError(
+            f"data.params.split.list: class list {file} not found; a relative path is read"
+            f" from the ImageNet lists directory (data.params.lists_dir or {ENV_IMAGENET_DIR})."
+            " Put the list there (one WordNet id per line; see specs/imagenet/README.md) or"
+            " give an absolute path"
+        )
+    sha256 = split.sha256.lower()
+    if name is not None:
+        try:
+            resolve_split_name(name)
+        except SpecError:
+            pass
+        else:
+            raise SpecError(
+                f"splits.variant {name!r} names a split of the harness, but data.params.split"
+                " is a class list: name the list split for what it is (e.g. literature-2-hops)"
+            )
+    return SplitName(name or f"list-{sha256[:12]}", "list", list_file=file, sha256=sha256)
 
 
 # -- the is-a hierarchy ---------------------------------------------------------------------------
@@ -537,20 +684,52 @@ def populated_splits(
 # -- structure and the split's classes ------------------------------------------------------------
 
 
+def hop_histogram(
+    hierarchy: Hierarchy, train_wnids: Sequence[str], test_wnids: Sequence[str]
+) -> dict[str, int]:
+    """How many test classes lie ``d`` undirected hops from their nearest training class.
+
+    Returns
+    -------
+    dict of str to int
+        ``{"1": n1, "2": n2, ..., "inf": n}`` in increasing distance, only distances that
+        occur; ``"inf"`` counts test classes with no training class in their component (e.g.
+        classes without is-a edges).
+
+    Examples
+    --------
+    >>> h = Hierarchy(["r", "a", "b", "a1", "z"], [("r", "a"), ("r", "b"), ("a", "a1")])
+    >>> hop_histogram(h, ["a1"], ["a", "b", "z"])
+    {'1': 1, '3': 1, 'inf': 1}
+    """
+    dist = hop_distances(hierarchy, hierarchy.indices(list(train_wnids)))
+    hops = dist[hierarchy.indices(list(test_wnids))]
+    labels = np.where(np.isfinite(hops), hops, -1).astype(np.int64)
+    values, counts = np.unique(labels, return_counts=True)
+    out = {str(v): c for v, c in zip(values.tolist(), counts.tolist(), strict=True) if v >= 0}
+    if values.size and values[0] < 0:
+        out["inf"] = int(counts[0])
+    return out
+
+
 def split_structure(
     hierarchy: Hierarchy, train_wnids: Sequence[str], test_wnids: Sequence[str]
 ) -> dict[str, Any]:
-    """Size and structural ratio of a split (train classes vs. test classes).
+    """Size, hop histogram and structural ratio of a split (train classes vs. test classes).
 
     Returns
     -------
     dict
-        ``classes`` (number of test classes), ``structural_ratio`` (float, or ``None`` when it
-        is undefined), ``n_included`` and ``excluded`` (test wnids left out of the ratio, by
-        reason: ``no_training_class_connected``, ``no_other_test_class_connected``); see
+        ``classes`` (number of test classes), ``hops_to_train`` (:func:`hop_histogram`),
+        ``structural_ratio`` (float, or ``None`` when it is undefined), ``n_included`` and
+        ``excluded`` (test wnids left out of the ratio, by reason:
+        ``no_training_class_connected``, ``no_other_test_class_connected``); see
         :func:`harness.metrics.structure.structural_ratio`.
     """
-    out: dict[str, Any] = {"classes": len(test_wnids)}
+    out: dict[str, Any] = {
+        "classes": len(test_wnids),
+        "hops_to_train": hop_histogram(hierarchy, train_wnids, test_wnids),
+    }
     try:
         result = structural_ratio(
             hierarchy, hierarchy.indices(list(train_wnids)), hierarchy.indices(list(test_wnids))
@@ -570,6 +749,74 @@ def split_structure(
     return out
 
 
+def read_class_list(
+    path: str | os.PathLike[str],
+    sha256: str,
+    *,
+    candidates: Iterable[str],
+    train: Iterable[str],
+    train_class_set: str = "ilsvrc2012",
+) -> tuple[str, ...]:
+    """The test classes of a class-list split, checked: exactly the ids the file lists.
+
+    Parameters
+    ----------
+    path : path
+        One WordNet id per line: the first token of each non-empty line (blank lines, extra
+        columns, ``\\r\\n`` line endings and surrounding whitespace are ignored).
+    sha256 : str
+        The expected :func:`class_list_sha256` of the ids (hex, any case).
+    candidates : iterable of str
+        The classes a test list may hold (the ImageNet-21K fall 2011 classes).
+    train : iterable of str
+        The training classes, which a test list must not hold.
+    train_class_set : str, default="ilsvrc2012"
+        Their name, for messages.
+
+    Returns
+    -------
+    tuple of str
+        The listed ids, sorted.
+
+    Raises
+    ------
+    SpecError
+        One line each: a malformed or repeated id (file and line), an empty file, a hash that
+        differs (naming the file, the expected and the actual hash), an id that is not a
+        candidate, or a training class (naming the first such id and its line, and how many).
+    """
+    file = Path(path)
+    lines = read_wnid_lines(file, what="class list (data.params.split.list)")
+    if not lines:
+        raise SpecError(f"{file}: the class list holds no WordNet id (one id per line expected)")
+    ids = [wnid for _, wnid in lines]
+    actual = class_list_sha256(ids)
+    if actual != sha256.lower():
+        raise SpecError(
+            f"{file}: class list sha256 {actual} ({len(ids)} ids) differs from the spec's"
+            f" data.params.split.sha256 {sha256.lower()}: this is not the list the spec names"
+            " (the hash is of the sorted ids joined by newlines)"
+        )
+    candidate_set = frozenset(candidates)
+    outside = [(n, w) for n, w in lines if w not in candidate_set]
+    if outside:
+        number, wnid = outside[0]
+        raise SpecError(
+            f"{file}:{number}: {wnid} is not an ImageNet-21K (fall 2011) class, so it has no"
+            f" images to test on ({len(outside)} listed id(s) are not:"
+            f" {_first([w for _, w in outside])})"
+        )
+    train_set = frozenset(train)
+    seen = [(n, w) for n, w in lines if w in train_set]
+    if seen:
+        number, wnid = seen[0]
+        raise SpecError(
+            f"{file}:{number}: {wnid} is a training class ({train_class_set}); a test list must"
+            f" not hold training classes ({len(seen)} listed: {_first([w for _, w in seen])})"
+        )
+    return tuple(sorted(ids))
+
+
 def split_classes(
     split: SplitName,
     lists_dir: str | os.PathLike[str] | None = None,
@@ -582,9 +829,20 @@ def split_classes(
     Raises
     ------
     SpecError
-        If a list is missing, or a populated split has no ``counts_file``.
+        If a list is missing, a populated split has no ``counts_file``, or a class list is
+        refused (:func:`read_class_list`).
     """
     train = tuple(sorted(resolve_class_set(train_class_set, lists_dir)))
+    if split.kind == "list":
+        assert split.list_file is not None and split.sha256 is not None
+        listed = read_class_list(
+            split.list_file,
+            split.sha256,
+            candidates=resolve_class_set("imagenet21k", lists_dir),
+            train=train,
+            train_class_set=train_class_set,
+        )
+        return train, listed
     if split.kind == "goz":
         test = set(resolve_class_set("goz_v1_test", lists_dir)) - set(train)
         return train, tuple(sorted(test))
@@ -805,9 +1063,9 @@ class ImageNetParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    split: str = Field(
-        description="within-1-hop, within-2-hops, all, goz, most-/least-populated, or an alias"
-        " (2-hops, 3-hops)"
+    split: SplitParam = Field(
+        description="within-1-hop, within-2-hops, exactly-<d>-hops, all, goz,"
+        " most-/least-populated, or a class list {list: FILE, sha256: HEX}"
     )
     n_classes: int | None = Field(None, gt=0, description="N of most-/least-populated splits")
     counts_file: str | None = Field(
@@ -836,6 +1094,43 @@ def _spec_relative(spec: Spec, value: str) -> Path:
         return spec.path.parent / path
     except SpecError:
         return path
+
+
+def _resolve_split(spec: Spec, params: ImageNetParams) -> tuple[SplitName, Path, Path | None]:
+    """The split, the ImageNet lists directory and the counts file of a spec's parameters
+    (relative ``lists_dir`` and ``counts_file`` are read relative to the spec file)."""
+    lists_dir = imagenet_lists_dir(
+        None if params.lists_dir is None else _spec_relative(spec, params.lists_dir)
+    )
+    counts = None if params.counts_file is None else _spec_relative(spec, params.counts_file)
+    variant = spec.splits.variant
+    if isinstance(params.split, ListSplit):
+        try:
+            split = list_split(
+                params.split, lists_dir, name=None if variant == "default" else variant
+            )
+        except SpecError as err:
+            raise SpecError(f"{spec.path}: {err}") from None
+        return split, lists_dir, counts
+    split = resolve_split_name(params.split, params.n_classes)
+    if variant not in ("default", split.name, params.split):
+        raise SpecError(
+            f"{spec.path}: splits.variant is {variant!r} but data.params.split is"
+            f" {params.split!r} ({split.name}); make them agree"
+        )
+    return split, lists_dir, counts
+
+
+def _requested(params: ImageNetParams) -> str | dict[str, str]:
+    split = params.split
+    return split.model_dump() if isinstance(split, ListSplit) else split
+
+
+def _class_list_meta(split: SplitName, n_ids: int) -> dict[str, Any] | None:
+    if split.kind != "list":
+        return None
+    assert split.list_file is not None
+    return {"file": split.list_file.name, "sha256": split.sha256, "n_ids": n_ids}
 
 
 def _features_dir(spec: Spec, params: ImageNetParams) -> Path:
@@ -877,39 +1172,32 @@ class ImageNetAdapter:
 
     def describe_release(self, spec: Spec, params: ImageNetParams) -> dict[str, Any]:
         """The split from the class lists and is-a edges alone (no features): its honest name,
-        its literature alias, its size and its structural ratio."""
-        split = resolve_split_name(params.split, params.n_classes)
+        its size, the hops from its test classes to the training classes and its structural
+        ratio (:func:`split_structure`), and for a class list its file, sha256 and size."""
+        split, lists_dir, counts = _resolve_split(spec, params)
         train, test = split_classes(
-            split,
-            params.lists_dir,
-            train_class_set=params.train_class_set,
-            counts_file=params.counts_file,
+            split, lists_dir, train_class_set=params.train_class_set, counts_file=counts
         )
-        hierarchy = load_isa_hierarchy(imagenet_lists_dir(params.lists_dir))
-        return {
+        hierarchy = load_isa_hierarchy(lists_dir)
+        structure = split_structure(hierarchy, train, test)
+        out: dict[str, Any] = {
             "split": split.name,
-            "requested_as": params.split,
+            "requested_as": _requested(params),
             "train_classes": len(train),
             "test_classes": len(test),
-            "structure": split_structure(hierarchy, train, test),
-            "literature_alias": split.alias,
-            "test_class_ids": list(test),
-            "test_class_names": list(test),
-            "seen_class_ids": list(train),
+            "hops_to_train": structure.pop("hops_to_train"),
+            "structure": structure,
         }
+        class_list = _class_list_meta(split, len(test))
+        if class_list is not None:
+            out["class_list"] = class_list
+        out.update(
+            test_class_ids=list(test), test_class_names=list(test), seen_class_ids=list(train)
+        )
+        return out
 
     def load(self, spec: Spec, params: ImageNetParams) -> RawBenchmark:
-        split = resolve_split_name(params.split, params.n_classes)
-        variant = spec.splits.variant
-        if variant not in ("default", split.name, params.split):
-            raise SpecError(
-                f"{spec.path}: splits.variant is {variant!r} but data.params.split is"
-                f" {params.split!r} ({split.name}); make them agree"
-            )
-        lists_dir = imagenet_lists_dir(
-            None if params.lists_dir is None else _spec_relative(spec, params.lists_dir)
-        )
-        counts = None if params.counts_file is None else _spec_relative(spec, params.counts_file)
+        split, lists_dir, counts = _resolve_split(spec, params)
         train_all, test_all = split_classes(
             split, lists_dir, train_class_set=params.train_class_set, counts_file=counts
         )
@@ -1012,13 +1300,14 @@ class ImageNetAdapter:
         meta = {
             "adapter": "imagenet",
             "split": split.name,
-            "requested_split": params.split,
-            "literature_name": split.alias,
+            "requested_split": _requested(params),
+            "class_list": _class_list_meta(split, len(test_all)),
             "train_class_set": params.train_class_set,
             "n_training_classes": len(train),
             "n_test_classes": len(test),
             "structural_ratio": structure["structural_ratio"],
             "structural_ratio_included": structure["n_included"],
+            "hops_to_train": structure["hops_to_train"],
             "classes_without_isa_edges": no_edges,
             "dropped_without_embedding": sorted(dropped),
             "test_classes_without_images": len(imageless),

@@ -86,6 +86,7 @@ __all__ = [
     "describe_counts",
     "read_class_map",
     "read_release",
+    "release_class_names",
     "release_overlaps",
 ]
 
@@ -271,6 +272,15 @@ def _indices(value: Any, path: Path, key: str, n: int | None) -> np.ndarray:
 
 def _names(value: Any) -> list[str]:
     return [str(np.asarray(v).squeeze()) for v in np.atleast_1d(value)]
+
+
+def release_class_names(att_splits: Path) -> list[str]:
+    """The class names of a release's ``att_splits.mat`` (``allclasses_names``), in order.
+
+    SUN ships no ``allclasses.txt``: this is its class list.
+    """
+    att = _loadmat(att_splits, ["allclasses_names"], ["allclasses_names"])
+    return _names(att["allclasses_names"])
 
 
 def read_class_list(path: Path, index: Mapping[str, int]) -> list[int]:
@@ -608,6 +618,12 @@ def read_class_map(path: Path, names: Sequence[str]) -> list[str]:
             raise SpecError(f"{where}: unknown class {row.name!r}{_close(row.name, known)}")
         if row.name in mapped:
             raise SpecError(f"{where}: class {row.name!r} is mapped twice")
+        if row.broader:
+            raise SpecError(
+                f"{where}: class {row.name!r} is mapped 'broader' ({row.wnid} only contains it),"
+                " so its id would not be the class; data.params.class_map needs every class to"
+                " be its own synset (a 'broader' map serves the leakage audit: audit.wordnet_map)"
+            )
         if row.wnid in owner:
             raise SpecError(
                 f"{where}: {row.name!r} and {owner[row.wnid]!r} both map to {row.wnid};"

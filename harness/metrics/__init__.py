@@ -6,14 +6,17 @@ Families (pure numpy functions, documented where they live):
 - :mod:`~harness.metrics.gzsl` — GZSL seen/unseen accuracy and their harmonic mean H;
 - :mod:`~harness.metrics.calibration` — calibrated stacking: exact seen-unseen curve, AUSUC,
   H at a gamma chosen on validation predictions;
-- :mod:`~harness.metrics.hierarchical` — hp@k (DeViSE), hierarchical cost, mistake severity,
-  average hierarchical distance@k, hierarchical retrieval precision@k, relation breakdown;
-- :mod:`~harness.metrics.darts` — DARTS accuracy-specificity trade-off;
+- :mod:`~harness.metrics.hierarchical` — hp@k (DeViSE, per image; and per class), hierarchical
+  cost, mistake severity, average hierarchical distance@k, hierarchical retrieval precision@k,
+  relation breakdown;
+- :mod:`~harness.metrics.darts` — DARTS accuracy-specificity trade-off (lambda meets its target
+  on validation; the test accuracy it reaches is reported, not guaranteed);
 - :mod:`~harness.metrics.structure` — split diagnostics (structural ratio, mutual exclusivity);
 - :mod:`~harness.metrics.uncertainty` — bootstrap intervals, paired tests, ranks.
 
 Importing this package registers the built-in metrics (:mod:`~harness.metrics.builtin`) in
-:data:`metrics` by explicit import, no plugin discovery.
+:data:`metrics` by explicit import, no plugin discovery. Each declares what its value is a mean
+over (``averaged_over``: test images or classes with test images).
 
 >>> "per_class_top_k_accuracy" in metrics and "hierarchical_precision_at_k" in metrics
 True

@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 
 Setting = Literal["zsl", "gzsl"]
 InputKind = Literal["dense", "topk"]
+#: The unit a metric's value is a mean over: every test image weighs the same ("images"), or
+#: every class with test images weighs the same ("classes"). On class-imbalanced splits (ImageNet)
+#: the two differ; a reader must know which one a column holds.
+AveragedOver = Literal["images", "classes"]
+#: What each averaging unit means, in the words the CLI and the site use.
+AVERAGING_TEXT: dict[str, str] = {
+    "images": "mean over test images (each image weighs the same)",
+    "classes": "mean over classes with test images (each class weighs the same)",
+}
 
 
 @dataclass(frozen=True)
@@ -109,10 +118,18 @@ class Metric:
     higher_is_better: bool
     bounds: tuple[float, float]
     description: str
+    averaged_over: AveragedOver
+    averaging_note: str = ""  # what the mean runs over exactly, when more than the unit says
     inputs: frozenset[str] = frozenset({"dense", "topk"})
     needs_hierarchy: bool = False
     needs_validation: bool = False
     chunkable: bool = True
+
+    @property
+    def averaging(self) -> str:
+        """The averaging unit in words, with the metric's own note (CLI, column tooltips)."""
+        text = AVERAGING_TEXT[self.averaged_over]
+        return f"{text}; {self.averaging_note}" if self.averaging_note else text
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
         if data.kind not in self.inputs:
@@ -132,6 +149,8 @@ def register_metric(
     name: str,
     *,
     version: str,
+    averaged_over: AveragedOver,
+    averaging_note: str = "",
     params: type[MetricParams] = MetricParams,
     settings: tuple[str, ...] = ("zsl", "gzsl"),
     higher_is_better: bool = True,
@@ -141,7 +160,16 @@ def register_metric(
     needs_validation: bool = False,
     chunkable: bool = True,
 ) -> Callable[[Callable[[MetricInput, Any], MetricResult]], Metric]:
-    """Register ``compute`` under ``name``; its docstring's first line becomes the description."""
+    """Register ``compute`` under ``name``; its docstring's first line becomes the description.
+
+    ``averaged_over`` is required: every metric declares whether its value is a mean over test
+    images or over classes (``averaging_note`` adds what the unit alone does not say).
+    """
+    if averaged_over not in AVERAGING_TEXT:
+        raise ValueError(
+            f"Expected `averaged_over` of metric '{name}' to be one of {sorted(AVERAGING_TEXT)},"
+            f" but got {averaged_over!r}"
+        )
 
     def decorate(compute: Callable[[MetricInput, Any], MetricResult]) -> Metric:
         doc = (compute.__doc__ or "").strip().splitlines()
@@ -154,6 +182,8 @@ def register_metric(
             higher_is_better=higher_is_better,
             bounds=bounds,
             description=doc[0] if doc else name,
+            averaged_over=averaged_over,
+            averaging_note=averaging_note,
             inputs=frozenset(inputs),
             needs_hierarchy=needs_hierarchy,
             needs_validation=needs_validation,

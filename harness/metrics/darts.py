@@ -104,6 +104,13 @@ the one-sided Clopper-Pearson lower bound at level ``confidence`` reaches the ta
 A target the lower bound cannot reach with :math:`n` images (e.g. 1.0, since
 :math:`\underline{\theta}(n, n) = (1 - \mathrm{confidence})^{1/n} < 1`) is not achieved.
 
+What is guaranteed, and where: the target holds on the *validation* images, by construction.
+In the harness those are the validation classes of a calibration fit, disjoint from the test
+classes, and the chosen :math:`\lambda` is then applied to the test posteriors: the accuracy it
+reaches on test is measured (``per_image_accuracy`` of each point; ``test_accuracy`` of the
+registered ``darts_reward``), never promised, and may fall below the target when the test
+classes are harder or the posteriors are calibrated differently there.
+
 Per-image and per-class
 -----------------------
 The guarantee is a statement about a random image, so DARTS is a per-image metric: the curve's

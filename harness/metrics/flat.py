@@ -43,6 +43,8 @@ import numpy.typing as npt
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    _describe,
+    _integer_array,
     check_classes,
     check_k,
     check_scores_and_targets,
@@ -152,7 +154,8 @@ def top_k_correct_from_topk(
     topk_indices : array-like of int of shape (n_images, K)
         Listed candidate columns per image (no repeats).
     topk_scores : array-like of float of shape (n_images, K)
-        Their finite scores.
+        Their scores: finite, checked here (a NaN or -inf score would otherwise compare false
+        against everything and make the row count as correct).
     k : int, default=1
         ``1 <= k <= K``.
 
@@ -163,7 +166,16 @@ def top_k_correct_from_topk(
     Raises
     ------
     MetricError
-        If shapes disagree or ``k`` is not in ``[1, K]``.
+        If shapes disagree, ``topk_indices`` or ``y_true`` is not integer, ``topk_scores`` is
+        not real or holds NaN or ±inf (the message names the first such row), or ``k`` is not in
+        ``[1, K]``.
+
+    Notes
+    -----
+    A top-K list cannot show a tie at its cut: if an unlisted candidate scores exactly as the
+    K-th listed one, the dense tie policy would count it against a true class listed K-th, but
+    here it is invisible. Harness-written lists never straddle a tie (the worker refuses one);
+    see :mod:`harness.submission.predictions` for the rule a top-K file must follow.
 
     Examples
     --------
@@ -184,7 +196,25 @@ def top_k_correct_from_topk(
             "Expected `topk_indices` and `topk_scores` to be 2D arrays of one shape (n_images, K),"
             f" but got shapes {indices.shape} and {scores.shape}"
         )
-    y = np.asarray(y_true)
+    if indices.dtype.kind not in "iu":
+        raise MetricError(
+            f"Expected `topk_indices` to be an integer array, but got dtype {indices.dtype}."
+        )
+    if scores.dtype.kind not in "iuf":
+        raise MetricError(
+            f"Expected `topk_scores` to be a real-valued array, but got dtype {scores.dtype}."
+        )
+    finite = np.isfinite(scores)
+    if not finite.all():
+        row = int(np.argmin(finite.all(axis=1)))
+        col = int(np.argmin(finite[row]))
+        raise MetricError(
+            f"Expected `topk_scores` to contain only finite values, but row {row} holds "
+            f"{_describe(float(scores[row, col]))} (at position {col}). A non-finite score makes"
+            " every comparison false, so the row would count as correct; replace it, e.g. with a"
+            " very low finite score, or leave the class out of the list."
+        )
+    y = _integer_array(y_true, "y_true", "candidate column indices, one per image")
     if y.shape != (indices.shape[0],):
         raise MetricError(
             f"Expected `y_true` to have shape ({indices.shape[0]},), but got shape {y.shape}"

@@ -78,6 +78,7 @@ __all__ = [
     "hierarchical_retrieval_precision_at_k",
     "hop_distances_capped",
     "mistake_severity",
+    "per_class_hierarchical_precision_at_k",
     "prediction_relations",
     "ranked_from_scores",
 ]
@@ -956,8 +957,8 @@ def hierarchical_precision_at_k(
     * Radii are computed once per distinct true node and kept in the shared
       :class:`HCorrectCache`, so calling this on successive chunks of images is cheap after
       the first.
-    * The mean runs over images, as in [1]_; the per-class mean can be reduced from
-      ``per_image``.
+    * The mean runs over images, as in [1]_: frequent classes weigh more. On class-imbalanced
+      splits use :func:`per_class_hierarchical_precision_at_k`, the mean over classes.
 
     References
     ----------
@@ -1018,6 +1019,112 @@ def hierarchical_precision_at_k(
         "ks": list(checked_ks),
         "n_images": int(n_images),
         "n_ranked": int(n_ranked),
+    }
+
+
+def per_class_hierarchical_precision_at_k(
+    y_true: npt.ArrayLike,
+    ranked: npt.ArrayLike,
+    *,
+    hierarchy: Hierarchy,
+    candidate_nodes: npt.ArrayLike,
+    ks: Sequence[int] | int,
+    classes: npt.ArrayLike,
+    valid_nodes: npt.ArrayLike | None = None,
+) -> dict[str, Any]:
+    r"""hp@k averaged over classes: the mean over ``classes`` with images of their mean hp@k.
+
+    With :math:`I_c` the images of class :math:`c`, :math:`C'` the listed classes that have
+    images and :math:`\mathrm{hp@k}_i` as in :func:`hierarchical_precision_at_k`:
+
+    .. math::
+
+        \mathrm{hp@k}^{\mathrm{class}} = \frac{1}{|C'|} \sum_{c \in C'}
+            \frac{1}{|I_c|} \sum_{i \in I_c} \mathrm{hp@k}_i
+
+    Every class weighs the same, however many test images it has; the per-image mean of [1]_
+    lets frequent classes dominate, which matters on class-imbalanced splits (ImageNet-21K).
+
+    Parameters
+    ----------
+    y_true, ranked, hierarchy, candidate_nodes, ks, valid_nodes
+        As in :func:`hierarchical_precision_at_k`.
+    classes : array-like of int of shape (n_classes,)
+        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
+
+    Returns
+    -------
+    result : dict
+        ``value``: ``{k: float in [0, 1]}``, the mean over listed classes with images;
+        ``per_class``: ``{k: list of float or None}`` aligned with ``classes`` (None without
+        images); ``classes`` (list of int); ``excluded_classes`` (list of int, listed but
+        without images); ``n_images`` (int, images of listed classes); ``per_image`` (as in
+        :func:`hierarchical_precision_at_k`, every image); ``ks`` (list of int).
+
+    Raises
+    ------
+    MetricError
+        As :func:`hierarchical_precision_at_k`, and if ``classes`` is malformed or none of its
+        classes has a test image.
+
+    References
+    ----------
+    .. [1] A. Frome et al., "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, A.3.
+
+    Examples
+    --------
+    The tree of :func:`hierarchical_precision_at_k`. Two dog images rank (cat, dog) and (cat,
+    dog): hp@2 = 1 each; one car image ranks (dog, cat): hp@2 = 0. Per image the mean is
+    2/3; per class (dog 1, car 0) it is 1/2:
+
+    >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car", "bus"],
+    ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
+    ...                ("animal", "cat"), ("vehicle", "car"), ("vehicle", "bus")])
+    >>> nodes = h.indices(["dog", "cat", "car", "bus"])
+    >>> ranked = [[1, 0], [1, 0], [0, 1]]
+    >>> result = per_class_hierarchical_precision_at_k(
+    ...     [0, 0, 2], ranked, hierarchy=h, candidate_nodes=nodes, ks=[2], classes=[0, 1, 2, 3])
+    >>> result["value"], result["per_class"][2], result["excluded_classes"]
+    ({2: 0.5}, [1.0, None, 0.0, None], [1, 3])
+    """
+    out = hierarchical_precision_at_k(
+        y_true,
+        ranked,
+        hierarchy=hierarchy,
+        candidate_nodes=candidate_nodes,
+        ks=ks,
+        valid_nodes=valid_nodes,
+    )
+    n_candidates = np.asarray(candidate_nodes).shape[0]
+    checked_classes = check_classes(classes, n_candidates)
+    checked_y = np.asarray(y_true, dtype=np.int64)
+    totals = np.bincount(checked_y, minlength=n_candidates)[checked_classes]
+    present = totals > 0
+    if not present.any():
+        raise MetricError(
+            "Expected at least one test image whose true class is among `classes` "
+            f"({checked_classes.shape[0]} classes), but none of the {checked_y.shape[0]} images "
+            "is. The mean of per-class hp@k is undefined; check `classes` and `y_true`."
+        )
+    per_image = out["per_image"]
+    value: dict[int, float] = {}
+    per_class: dict[int, list[float | None]] = {}
+    for j, k in enumerate(out["ks"]):
+        sums = np.bincount(checked_y, weights=per_image[:, j], minlength=n_candidates)
+        means = sums[checked_classes][present] / totals[present]
+        listed: list[float | None] = [None] * checked_classes.shape[0]
+        for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
+            listed[position] = float(mean)
+        value[k] = float(np.mean(means))
+        per_class[k] = listed
+    return {
+        "value": value,
+        "per_class": per_class,
+        "classes": checked_classes.tolist(),
+        "excluded_classes": checked_classes[~present].tolist(),
+        "n_images": int(totals.sum()),
+        "per_image": per_image,
+        "ks": out["ks"],
     }
 
 

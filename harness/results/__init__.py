@@ -13,7 +13,7 @@ The leaderboard is built from reviewed data: every scored run is one JSON file u
     zsl results rescore                # re-score them from their archived predictions
 
 A record file is ``leaderboard/results/<benchmark>/v<version>/<submission>@<version>.json``
-and holds ``{"format": "zsl-run-record/1", "id": "sha256:…", "record": {…}}``: the benchmark,
+and holds ``{"format": "zsl-run-record/2", "id": "sha256:…", "record": {…}}``: the benchmark,
 spec, package and prediction hashes, the harness and metric versions, the runner, environment,
 timings and every score with its interval. The ``id`` is the sha256 of the record's canonical
 JSON; ``import`` recomputes it and refuses a file whose content does not match (naming the

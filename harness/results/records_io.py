@@ -1,6 +1,6 @@
 """Run records as JSON files: one file per run, content-addressed, stable enough to review.
 
-A record file is ``{"format": "zsl-run-record/1", "id": "sha256:…", "record": {…}}``. The id is
+A record file is ``{"format": "zsl-run-record/2", "id": "sha256:…", "record": {…}}``. The id is
 the hash of the record's canonical JSON (sorted keys, no whitespace, floats as Python writes
 them; :func:`harness.hashing.json_sha256`), so a file is *content-addressed*: whoever reads it
 recomputes the id and refuses a record whose content no longer matches it (an edit that did
@@ -48,7 +48,7 @@ from harness.hashing import json_sha256
 from harness.identity import check_distinct_identities
 from harness.records import RunKey, RunRecord, run_key
 
-RECORD_FORMAT = "zsl-run-record/1"
+RECORD_FORMAT = "zsl-run-record/2"
 RECORD_SUFFIX = ".json"
 _ENVELOPE_KEYS = frozenset({"format", "id", "record"})
 

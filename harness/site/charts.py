@@ -45,12 +45,17 @@ class ChartError(HarnessError, ValueError):
 
 @dataclass(frozen=True)
 class Series:
-    """One named curve of a :func:`line_chart`; ``href`` links its legend entry."""
+    """One named curve of a :func:`line_chart`; ``href`` links its legend entry.
+
+    ``highlight`` marks points of note on the curve (or off it) with a ring in the series'
+    colour, each ``(x, y, tooltip)``: e.g. the operating point a score was read at.
+    """
 
     name: str
     x: Sequence[float]
     y: Sequence[float]
     href: str | None = None
+    highlight: Sequence[tuple[float, float, str]] = ()
 
 
 def nice_ticks(lo: float, hi: float, *, target: int = 5) -> tuple[float, ...]:
@@ -120,6 +125,7 @@ def line_chart(
     width: int = 640,
     height: int = 360,
     description: str | None = None,
+    x_rules: Sequence[tuple[float, str]] = (),
 ) -> Markup:
     """A line chart with one curve per :class:`Series` and a legend below.
 
@@ -148,6 +154,9 @@ def line_chart(
         Size in pixels without the legend, which wraps into rows below.
     description : str, default=None
         The ``<desc>``; by default a sentence naming the axes and the series.
+    x_rules : sequence of (float, str), default=()
+        Vertical reference lines, each ``(x, label)``: a dashed line across the plot with its
+        label at the top (e.g. a target the curves are read at). Non-finite x are skipped.
 
     Returns
     -------
@@ -161,13 +170,26 @@ def line_chart(
     if isinstance(series, Series) or not isinstance(series, Sequence):
         raise ChartError("line_chart: series must be a sequence of Series")
     curves = [_curve(s, i, step) for i, s in enumerate(series)][:max_series]
+    marks = [_highlights(s, i) for i, s in enumerate(series)][: len(curves)]
+    rules = _rules(x_rules)
     left, top, right, bottom = 64.0, TOP, width - 16.0, height - 46.0
-    sx = _scale("x_range", x_range, [c[0] for c in curves], left, right)
-    sy = _scale("y_range", y_range, [c[1] for c in curves], bottom, top)
+    xs_all = [c[0] for c in curves] + [np.array([m[0] for m in ms]) for ms in marks]
+    ys_all = [c[1] for c in curves] + [np.array([m[1] for m in ms]) for ms in marks]
+    if rules and any(len(x) for x in xs_all):  # a rule alone does not make a data range
+        xs_all.append(np.array([x for x, _ in rules]))
+    sx = _scale("x_range", x_range, xs_all, left, right)
+    sy = _scale("y_range", y_range, ys_all, bottom, top)
     out = [_rect("plot-area", left, top, right - left, bottom - top)]
     out += _x_axis(sx, bottom, top, x_label, x_percent) + _y_axis(
         sy, left, right, y_label, y_percent
     )
+    for x, label in rules:
+        px, shown = _num(sx(x)), f"{label} ({_tick_value(x, x_percent)})"
+        out.append(f'<g class="rule"><title>{escape(_clean(shown))}</title>')
+        out.append(
+            f'<line class="rule-line" x1="{px}" x2="{px}" y1="{_num(top)}" y2="{_num(bottom)}"/>'
+        )
+        out.append(_text(sx(x) - 4, top + 12, label, "rule-label", "end") + "</g>")
     legend = []
     for i, ((xs, ys), s) in enumerate(zip(curves, series, strict=False)):
         # Dash shifts every N_COLORS series: no two of the first 32 share colour and dash.
@@ -187,6 +209,12 @@ def line_chart(
             for x, y in zip(xs, ys, strict=True):
                 where = f"{name}: {x_label} = {_exact(x)}, {y_label} = {_exact(y)}"
                 out.append(_marker(shape, sx(x), sy(y), where))
+        for x, y, note in marks[i]:
+            tip = f"{name}: {note}" if note else f"{name}: {x_label} = {_exact(x)}"
+            out.append(
+                f'<circle class="highlight" cx="{_num(sx(x))}" cy="{_num(sy(y))}" r="7">'
+                f"<title>{escape(_clean(tip))}</title></circle>"
+            )
         out.append("</g>")
         sample = f'<path class="line dash-{dash}" fill="none" d="M0 0L24 0"/>'
         legend.append(
@@ -526,6 +554,38 @@ def _format(name: str, spec: str) -> str:
     except (TypeError, ValueError) as err:
         raise ChartError(f"{name} {spec!r} is not a format spec for floats: {err}") from err
     return spec
+
+
+def _highlights(s: Series, i: int) -> list[tuple[float, float, str]]:
+    """A series' finite highlight points, checked (after :func:`_curve` checked the series)."""
+    found = s.highlight
+    if isinstance(found, str | bytes) or not isinstance(found, Sequence):
+        raise ChartError(f"series[{i}].highlight must be a sequence of (x, y, tooltip)")
+    out = []
+    for j, item in enumerate(found):
+        if not (isinstance(item, tuple | list) and len(item) == 3 and isinstance(item[2], str)):
+            raise ChartError(f"series[{i}].highlight[{j}] must be (x, y, tooltip), got {item!r}")
+        x, y = _floats(f"series[{i}].highlight[{j}]", item[:2], 2)
+        if math.isfinite(x) and math.isfinite(y):
+            out.append((float(x), float(y), item[2]))
+    return out
+
+
+def _rules(rules: Any) -> list[tuple[float, str]]:
+    if isinstance(rules, str | bytes) or not isinstance(rules, Sequence):
+        raise ChartError("line_chart: x_rules must be a sequence of (x, label)")
+    out = []
+    for j, item in enumerate(rules):
+        if not (isinstance(item, tuple | list) and len(item) == 2 and isinstance(item[1], str)):
+            raise ChartError(f"line_chart: x_rules[{j}] must be (x, label), got {item!r}")
+        x = float(_floats(f"x_rules[{j}]", [item[0]], 1)[0])
+        if math.isfinite(x):
+            out.append((x, item[1]))
+    return out
+
+
+def _tick_value(value: float, percent: bool) -> str:
+    return f"{value * 100:g}%" if percent else _exact(value)
 
 
 def _curve(s: Any, i: int, step: bool) -> tuple[np.ndarray, np.ndarray]:

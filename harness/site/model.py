@@ -300,16 +300,16 @@ def record_badges(record: RunRecord) -> list[Badge]:
     """Leakage and protocol badges of one run, from its audit and the submitted declarations."""
     badges: list[Badge] = []
     audit = record.leakage
-    if audit and "error" in audit:
-        badges.append(Badge("leakage audit unavailable", "muted", str(audit.get("error", ""))))
-    elif audit and int(audit.get("n_overlap", 0) or 0) > 0:
-        n, total = int(audit["n_overlap"]), audit.get("n_test", "?")
-        source = audit.get("source") or "its pre-training"
+    if audit is not None and audit.error is not None:
+        badges.append(Badge("leakage audit unavailable", "muted", audit.error))
+    elif audit is not None and audit.n_overlap > 0:
+        n, total = audit.n_overlap, audit.n_test
         badges.append(
             Badge(
                 f"leakage {n}/{total}",
                 "warn",
-                f"{n} of {total} test classes were seen by the backbone ({source})",
+                f"{n} of {total} test classes were seen by the backbone ({audit.source}). "
+                + audit.rule(),
                 "leakage",
             )
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -27,6 +27,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from harness import __version__ as harness_version
+from harness.audit import LeakageAudit, Relation
+from harness.metrics import metrics
 from harness.records import RunRecord, ScoreEntry
 from harness.site import figures, stats
 from harness.site.model import (
@@ -72,11 +74,16 @@ _FLAGS = ("leakage", "transductive", "extra-data")
 
 @dataclass(frozen=True)
 class Leakage:
-    """The benchmark's leakage badge: test classes its feature backbone saw in pre-training."""
+    """The benchmark's leakage badge: test classes its feature backbone saw in pre-training.
+
+    ``classes``: one line per counted class, its relations and the pre-training classes
+    responsible; ``title``: the badge's tooltip (what is counted and what each relation means).
+    """
 
     badge: str
     source: str
     classes: tuple[str, ...]
+    title: str
     unavailable: bool = False
 
 
@@ -87,6 +94,9 @@ class Cell:
     sort: str
     title: str
     primary: bool
+    note: str = ""  # a second line under the score (DARTS reward: the test accuracy reached)
+    note_title: str = ""
+    note_warn: bool = False  # the note reports something below what the score's name promises
 
 
 @dataclass(frozen=True)
@@ -359,6 +369,9 @@ def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
         settings=views,
         structure_facts=figures.structure_facts(bench),
         structure_figures=figures.benchmark_figures(bench),
+        has_darts_reward=any(
+            c.function == "darts_reward" for plan in bench.settings for c in plan.columns
+        ),
         n_boot=stats.N_BOOT,
         alpha=stats.ALPHA,
         root="../",
@@ -446,13 +459,108 @@ def _cell(entry: ScoreEntry | None, column: Column) -> Cell:
             f" ({entry.interval.scheme}, {entry.interval.n_boot} samples)"
         )
     finite = math.isfinite(entry.value)
+    reached = darts_reached(entry)
     return Cell(
         text=format_value(entry.value, percent=column.percent),
         interval=_interval(entry, column),
         sort=repr(float(entry.value)) if finite else "",
         title=title,
         primary=column.primary,
+        note=reached.note if reached else "",
+        note_title=reached.title if reached else "",
+        note_warn=reached.below if reached else False,
     )
+
+
+# -- what a column holds --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A DARTS reward's operating point: the target met on validation, the accuracy on test."""
+
+    target: float
+    test_accuracy: float
+    val_accuracy: float | None
+    confidence: float | None
+
+    @property
+    def below(self) -> bool:
+        return self.test_accuracy < self.target
+
+    @property
+    def note(self) -> str:
+        """``test acc 87.5% < 90% val target`` (below) or ``test acc 94.1%, val target 90%``."""
+        test, target = _percent(self.test_accuracy), _percent(self.target)
+        if self.below:
+            return f"test acc {test} < {target} val target"
+        return f"test acc {test}, val target {target}"
+
+    @property
+    def title(self) -> str:
+        level = f"{_percent(self.confidence)} " if self.confidence is not None else ""
+        val = (
+            f"; validation accuracy {_percent(self.val_accuracy)}"
+            if self.val_accuracy is not None
+            else ""
+        )
+        verdict = (
+            "below the target: the target holds on the validation classes only"
+            if self.below
+            else "at or above the target, which is not guaranteed on test"
+        )
+        return (
+            f"λ was chosen on the validation classes so that their accuracy reaches "
+            f"{_percent(self.target)} ({level}lower confidence bound{val}). The same λ reached "
+            f"{_percent(self.test_accuracy)} accuracy on the test images: {verdict}."
+        )
+
+
+def darts_reached(entry: ScoreEntry) -> Reached | None:
+    """The operating point of a ``darts_reward`` score, from its details (None otherwise)."""
+    if entry.function != "darts_reward":
+        return None
+    details = entry.details
+    target, test = _real(details.get("target")), _real(details.get("test_accuracy"))
+    if target is None or test is None:
+        return None
+    return Reached(
+        target, test, _real(details.get("val_accuracy")), _real(details.get("confidence"))
+    )
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a finite float, or None (a detail may be missing or malformed)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(float(value)) else None
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%".replace(".0%", "%")
+
+
+def column_title(column: Column) -> str:
+    """A column header's tooltip: the metric function and version, its direction, what it
+    averages over (from the metric registry), and for a DARTS reward what is guaranteed."""
+    direction = "higher" if column.higher_is_better else "lower"
+    parts = [f"{isolate_text(column.function)} v{isolate_text(column.version)}"]
+    parts.append(f"{direction} is better")
+    metric = metrics.get(column.function) if column.function in metrics else None
+    if metric is not None:
+        parts.append(metric.averaging)
+    else:
+        parts.append("averaging unit unknown: this harness does not register the metric")
+    if column.function == "darts_reward":
+        targets = sorted(
+            {r.target for e in column.entries.values() if (r := darts_reached(e)) is not None}
+        )
+        named = " / ".join(_percent(t) for t in targets) or "the target"
+        parts.append(
+            f"λ chosen so that the validation classes reach {named} accuracy; not guaranteed "
+            "on the test classes (the accuracy reached on test is shown under each score)"
+        )
+    return "; ".join(parts)
 
 
 def _interval(entry: ScoreEntry, column: Column) -> str:
@@ -461,26 +569,32 @@ def _interval(entry: ScoreEntry, column: Column) -> str:
     return interval_text(entry.interval.lo, entry.interval.hi, percent=column.percent)
 
 
-def _benchmark_audit(bench: Benchmark) -> dict[str, Any] | None:
+def _benchmark_audit(bench: Benchmark) -> LeakageAudit | None:
     """The newest audit of the benchmark's own features (runs without a declared backbone)."""
     records = sorted(bench.records.values(), key=lambda r: r.created_at)
     own = [r for r in records if not r.submission.declarations.get("backbone_pretrained_on")]
-    audits = [r.leakage for r in (own or records) if r.leakage]
+    audits = [r.leakage for r in (own or records) if r.leakage is not None]
     return audits[-1] if audits else None
 
 
 def leakage_note(bench: Benchmark) -> str:
-    """What the page says when the audit found no leakage (or there is no audit)."""
+    """What the page says when the audit counted no leakage (or there is no audit)."""
     audit = _benchmark_audit(bench)
     if audit is None:
         return "not audited: these records carry no leakage audit"
-    source = str(audit.get("source", ""))
-    if source in ("", "none"):
+    if audit.source in ("", "none"):
         return "none: the benchmark's features were not pre-trained on a class set"
-    return (
-        f"none: no test class is among the {source} classes the features' backbone was "
-        "pre-trained on"
+    counted = " or ".join(r.value for r in audit.counted)
+    note = (
+        f"none: no test class is related ({counted}) to the {audit.source} classes the"
+        " features' backbone was pre-trained on"
     )
+    others = [r for r in Relation if r not in audit.counted and audit.with_relation(r)]
+    if others:
+        note += "; reported, not counted: " + ", ".join(
+            f"{len(audit.with_relation(r))} {r.value}" for r in others
+        )
+    return note
 
 
 def benchmark_leakage(bench: Benchmark) -> Leakage | None:
@@ -488,18 +602,25 @@ def benchmark_leakage(bench: Benchmark) -> Leakage | None:
     audit = _benchmark_audit(bench)
     if audit is None:
         return None
-    if "error" in audit:
-        return Leakage("leakage audit unavailable", str(audit.get("source", "")), (), True)
-    n = int(audit.get("n_overlap", 0) or 0)
-    if n == 0:
+    if audit.error is not None:
+        return Leakage("leakage audit unavailable", audit.source, (), audit.error, unavailable=True)
+    if audit.n_overlap == 0:
         return None
+    counted = set(audit.counted)
     classes = tuple(
-        f"{o.get('name') or o.get('class')} ({o.get('class')})"
-        for o in audit.get("overlap", [])
-        if isinstance(o, dict)
+        f"{entry.label} ({entry.class_id}): "
+        + "; ".join(
+            f"{relation.value} "
+            + ", ".join(r.name for r in entry.relatives_by(relation)[:5])
+            + (f" and {entry.counts[relation] - 5} more" if entry.counts[relation] > 5 else "")
+            for relation in Relation
+            if relation in entry.relations
+        )
+        for entry in audit.classes
+        if entry.relations & counted
     )
-    badge = f"leakage: {n} of {audit.get('n_test', '?')} test classes seen in pre-training"
-    return Leakage(badge, str(audit.get("source", "")), classes)
+    badge = f"leakage: {audit.n_overlap} of {audit.n_test} test classes seen in pre-training"
+    return Leakage(badge, audit.source, classes, audit.rule())
 
 
 def _protocol_badges(records: Iterable[RunRecord]) -> list[Badge]:
@@ -553,6 +674,8 @@ def _submission(
                     {
                         "setting": plan.label,
                         "metric": metric_markup(column, unit=False),
+                        "metric_title": column_title(column),
+                        "reached": darts_reached(entry),
                         "primary": column.primary,
                         "value": format_value(entry.value, percent=column.percent)
                         + ("%" if column.percent else ""),
@@ -662,6 +785,8 @@ class _PairColumn:
     tests: stats.ColumnTests
     index: dict[str, int]
     scores: list[str]
+    title: str = ""  # the header tooltip: function, direction, averaging
+    reached: list[Reached | None] = field(default_factory=list)  # DARTS reward, per test key
 
 
 def _pair_columns(
@@ -690,6 +815,11 @@ def _pair_columns(
                         scores=[
                             format_value(float(v), percent=column.percent)
                             for v in column.tests.estimates
+                        ],
+                        title=column_title(column),
+                        reached=[
+                            darts_reached(column.entries[k]) if k in column.entries else None
+                            for k in column.tests.keys
                         ],
                     )
                 )
@@ -769,6 +899,16 @@ def metric_markup(column: Column, *, unit: bool = True) -> Markup:
     return Markup(f"{isolate(column.metric)}{escape(version)}{percent}")
 
 
+def _reached_html(column: _PairColumn, i: int) -> Markup:
+    """A DARTS reward's test accuracy under its score on a pair page (empty for others)."""
+    reached = column.reached[i] if i < len(column.reached) else None
+    if reached is None:
+        return Markup()
+    return Markup('<span class="reached{}" title="{}">{}</span>').format(
+        " below" if reached.below else "", reached.title, reached.note
+    )
+
+
 def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
     """The verdict and the table row (markup: the only text, the label, is escaped already)."""
     tests = column.tests
@@ -782,8 +922,10 @@ def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
     hi = format_diff(float(tests.hi[i, j]), percent=percent, unit=False)
     attrs = ' class="primary-row"' if column.primary else ""
     row = (
-        f"<tr{attrs}><td>{column.metric}</td><td>{column.scores[i]}</td>"
-        f"<td>{column.scores[j]}</td><td>{format_diff(diff, percent=percent)}</td>"
+        f'<tr{attrs}><td title="{escape(column.title)}">{column.metric}</td>'
+        f"<td>{column.scores[i]}{_reached_html(column, i)}</td>"
+        f"<td>{column.scores[j]}{_reached_html(column, j)}</td>"
+        f"<td>{format_diff(diff, percent=percent)}</td>"
         f"<td>{lo} to {hi}</td><td>{format_p(p)}</td>"
         + ('<td class="tied">tied</td></tr>' if verdict == "tied" else f"<td>{verdict}</td></tr>")
     )
@@ -807,6 +949,7 @@ def _environment() -> Environment:
     env.filters["bdi"] = isolate
     env.filters["fsi"] = isolate_text
     env.filters["metric"] = metric_markup
+    env.filters["column_title"] = column_title
     return env
 
 

@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
+from harness.audit import LeakageAudit
 from harness.errors import HarnessError, IntegrityError
 from harness.identity import check_new_identities
 from harness.records import BenchmarkInfo, RunKey, RunRecord, ScoreEntry, SubmissionInfo, run_key
@@ -353,7 +354,7 @@ def _upsert_run(
         "runner": record.runner,
         "environment": dict(record.environment),
         "timings": dict(record.timings),
-        "leakage": dict(record.leakage),
+        "leakage": record.leakage.model_dump(mode="json") if record.leakage else {},
         "logs": dict(record.logs),
         "created_at": _to_utc(record.created_at),
         "updated_at": now,
@@ -474,8 +475,10 @@ def _check_record(record: RunRecord) -> None:
                 entry.class_values.model_dump(mode="json"),
                 f"{where}: class values of {entry.setting}/{entry.metric}",
             )
-    for name in ("environment", "timings", "predictions_hashes", "logs", "leakage"):
+    for name in ("environment", "timings", "predictions_hashes", "logs"):
         _check_json(getattr(record, name), f"{where}: {name}")
+    if record.leakage is not None:
+        _check_json(record.leakage.model_dump(mode="json"), f"{where}: leakage")
     _check_json(record.submission.declarations, f"{where}: submission declarations")
     _check_json(record.benchmark.structure, f"{where}: benchmark structure")
 
@@ -541,7 +544,7 @@ def _record(
         runner=run.runner,
         environment=dict(run.environment),
         timings=dict(run.timings),
-        leakage=dict(run.leakage or {}),
+        leakage=LeakageAudit.model_validate(run.leakage) if run.leakage else None,
         logs=dict(run.logs or {}),
         scores=scores,
         created_at=_to_utc(run.created_at),

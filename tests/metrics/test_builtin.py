@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.stats import binomtest
 
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricParams, metrics
@@ -31,6 +32,7 @@ from tests.metrics.test_common import (
     replace,
     to_topk,
 )
+from tests.metrics.test_darts import Reference
 
 STREAMABLE = CHUNKABLE - DENSE_ONLY  # chunkable and accepting top-K: what the scorer streams
 CALIBRATED = ["calibrated_harmonic_mean", "calibrated_seen_accuracy", "calibrated_unseen_accuracy"]
@@ -239,8 +241,82 @@ def test_darts_lambda_does_not_depend_on_test_labels(setting: str) -> None:
 def test_darts_reward_unreachable_target_raises() -> None:
     # 60 validation images cannot certify 0.99 at 95% confidence: 0.05 ** (1 / 60) < 0.99.
     metric = metrics.get("darts_reward")
-    with pytest.raises(MetricError, match=r"accuracy guarantee 0.99 to be reachable"):
+    with pytest.raises(
+        MetricError,
+        match=r"validation target accuracy 0.99 to be reachable on the validation images",
+    ):
         metric(make_input("zsl", seed=0), params(metric, target=0.99))
+
+
+def _posteriors(rng: np.random.Generator, y: np.ndarray, c: int, sharp: float) -> np.ndarray:
+    """Dirichlet rows; ``sharp`` > 0 adds mass to the true column, < 0 to the next column."""
+    rows = rng.dirichlet(np.ones(c), size=len(y))
+    target = y if sharp > 0 else (y + 1) % c
+    rows[np.arange(len(y)), target] += abs(sharp)
+    return rows / rows.sum(axis=1, keepdims=True)
+
+
+def _reference_reward(data: MetricInput, target: float) -> dict[str, float]:
+    """darts_reward recomputed with the plain-loop DARTS of test_darts: lambda searched on the
+    validation graph (its own candidates), then applied on the test graph."""
+    val = data.validation
+    assert val is not None and val.scores is not None and data.scores is not None
+    on_val = Reference(HIERARCHY, HIERARCHY.indices(list(val.candidates)).tolist())
+    on_test = Reference(HIERARCHY, HIERARCHY.indices(list(data.candidates)).tolist())
+    n = len(val.y_true)
+    lows = [
+        binomtest(k, n, alternative="greater").proportion_ci(0.95, method="exact").low
+        for k in range(n + 1)
+    ]
+    needed = next(k for k in range(n + 1) if lows[k] >= target)
+    val_nodes = [on_val.node_posteriors(list(row)) for row in val.scores]
+    lam = on_val.search(val_nodes, val.y_true.tolist(), needed, target)
+    assert lam is not None
+    correct, gain = [], []
+    for row, y in zip(data.scores, data.y_true.tolist(), strict=True):
+        v = on_test.predict(on_test.node_posteriors(list(row)), lam)
+        correct.append(y in on_test.sets[v])
+        gain.append(on_test.rewards[v] / on_test.rmax if correct[-1] else 0.0)
+    return {
+        "lambda": lam,
+        "val_accuracy": on_val.hits(val_nodes, val.y_true.tolist(), lam) / n,
+        "test_accuracy": sum(correct) / len(correct),
+        "value": sum(gain) / len(gain),
+    }
+
+
+@pytest.mark.parametrize(
+    ("test_sharp", "reaches"),
+    [(3.0, True), (-3.0, False)],  # test as easy as validation, or confidently wrong
+)
+def test_darts_reward_reports_the_test_accuracy_its_validation_lambda_reaches(
+    test_sharp: float, reaches: bool
+) -> None:
+    # Validation posteriors put extra mass on the true leaf, so lambda meets 90% there; the
+    # test posteriors are as good (the target holds on test too) or put it on a wrong leaf
+    # (the same lambda reaches far less than 90% on test: nothing guarantees it there).
+    rng = np.random.default_rng(3)
+    data = make_input("zsl", seed=0)
+    val = data.validation
+    assert val is not None
+    val_scores = _posteriors(rng, val.y_true, len(val.candidates), 3.0)
+    test_scores = _posteriors(rng, data.y_true, N_CANDIDATES, test_sharp)
+    data = replace(data, scores=test_scores, validation=replace(val, scores=val_scores))
+    metric = metrics.get("darts_reward")
+    result = metric(data, params(metric, posterior="as_is", target=0.9))
+    expected = _reference_reward(data, 0.9)
+    details = result.details
+    assert details["target"] == 0.9 and details["target_on"] == "validation"
+    assert details["lambda"] == pytest.approx(expected["lambda"], rel=1e-12)
+    assert details["val_accuracy"] == pytest.approx(expected["val_accuracy"])
+    assert details["val_lower_bound"] >= 0.9
+    assert details["test_accuracy"] == pytest.approx(expected["test_accuracy"])
+    assert result.value == pytest.approx(expected["value"])
+    assert details["test_reaches_target"] is (details["test_accuracy"] >= 0.9)
+    assert details["test_reaches_target"] is reaches
+    # The curve point of the target is the same operating point.
+    point = next(p for p in details["curve"] if p["target"] == 0.9)
+    assert (point["accuracy"], point["info_gain"]) == (details["test_accuracy"], result.value)
 
 
 # --- (d) prediction relation share, by hand -------------------------------------------------------
@@ -370,6 +446,35 @@ def test_hp_at_1_at_least_per_image_top_1_accuracy_with_ties(seed: int, n_images
     data = _random_input(seed, n_images, "zsl", ties=True)
     hp = metrics.get("hierarchical_precision_at_k")(data).value
     assert hp >= metrics.get("per_image_top_k_accuracy")(data).value
+
+
+@pytest.mark.parametrize("as_topk", [False, True])
+@pytest.mark.parametrize("valid", ["candidates", "hierarchy"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_per_class_hp_at_k_is_the_class_mean_of_the_per_image_values(
+    k: int, valid: str, as_topk: bool
+) -> None:
+    # The same per-image hp@k values, grouped by true class in a dict: the per-class metric is
+    # the mean of the class means; on these class-imbalanced inputs it differs from the
+    # per-image mean.
+    data = make_input("zsl", seed=2, n_images=40)
+    if as_topk:
+        data = to_topk(data, k=5)
+    per_image = metrics.get("hierarchical_precision_at_k")
+    per_class = metrics.get("per_class_hierarchical_precision_at_k")
+    image_result = per_image(data, params(per_image, k=k, valid=valid))
+    class_result = per_class(data, params(per_class, k=k, valid=valid))
+    assert image_result.decomposition is not None
+    groups: dict[int, list[float]] = {}
+    for y, value in zip(
+        data.y_true.tolist(), image_result.decomposition.values.tolist(), strict=True
+    ):
+        groups.setdefault(y, []).append(value)
+    means = [sum(v) / len(v) for v in groups.values()]
+    assert class_result.value == pytest.approx(sum(means) / len(means), abs=1e-12)
+    assert class_result.value != pytest.approx(image_result.value, abs=1e-9)
+    assert class_result.details["k"] == k and class_result.details["valid"] == valid
+    assert class_result.details["n_images"] == 40
 
 
 # --- other wrappers -------------------------------------------------------------------------------

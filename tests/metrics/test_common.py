@@ -37,6 +37,7 @@ ALL_METRICS = {
     "gzsl_unseen_accuracy",
     "gzsl_harmonic_mean",
     "hierarchical_precision_at_k",
+    "per_class_hierarchical_precision_at_k",
     "hierarchical_cost",
     "mistake_severity",
     "average_hierarchical_distance_at_k",
@@ -87,6 +88,7 @@ K_PARAM_METRICS = {
     "gzsl_unseen_accuracy",
     "gzsl_harmonic_mean",
     "hierarchical_precision_at_k",
+    "per_class_hierarchical_precision_at_k",
     "average_hierarchical_distance_at_k",
     "hierarchical_retrieval_precision_at_k",
 }
@@ -119,6 +121,7 @@ GZSL_ONLY_METRICS = {
 # Registered with needs_hierarchy: MetricError without a hierarchy (or candidate nodes).
 HIERARCHICAL = {
     "hierarchical_precision_at_k",
+    "per_class_hierarchical_precision_at_k",
     "hierarchical_cost",
     "mistake_severity",
     "average_hierarchical_distance_at_k",
@@ -145,6 +148,7 @@ CHUNKABLE = {
     "gzsl_unseen_accuracy",
     "gzsl_harmonic_mean",
     "hierarchical_precision_at_k",
+    "per_class_hierarchical_precision_at_k",
     "hierarchical_cost",
     "mistake_severity",
     "average_hierarchical_distance_at_k",
@@ -183,6 +187,7 @@ ORACLE_BEST = ALL_METRICS - {"mistake_severity"}
 # Rank-based metrics reading `MetricInput.ranked` (dense scores sorted there).
 RANKED_FROM_SCORES = {
     "hierarchical_precision_at_k",
+    "per_class_hierarchical_precision_at_k",
     "hierarchical_cost",
     "mistake_severity",
     "average_hierarchical_distance_at_k",
@@ -190,7 +195,26 @@ RANKED_FROM_SCORES = {
     "prediction_relation_share",
 }
 
+# Declared averaged over classes (`averaged_over="classes"`): each class with test images weighs
+# the same, so the value does not change when a class's images are repeated. The others are
+# averaged over images and weigh a class by its number of test images.
+AVERAGED_OVER_CLASSES = {
+    "per_class_top_k_accuracy",
+    "gzsl_seen_accuracy",
+    "gzsl_unseen_accuracy",
+    "gzsl_harmonic_mean",
+    "per_class_hierarchical_precision_at_k",
+    "hierarchical_cost",
+    "ausuc",
+    "calibrated_harmonic_mean",
+    "calibrated_seen_accuracy",
+    "calibrated_unseen_accuracy",
+}
+AVERAGED_OVER_IMAGES = ALL_METRICS - AVERAGED_OVER_CLASSES
+
 PROPERTY_SETS = {
+    "AVERAGED_OVER_CLASSES": AVERAGED_OVER_CLASSES,
+    "AVERAGED_OVER_IMAGES": AVERAGED_OVER_IMAGES,
     "LOWER_IS_BETTER": LOWER_IS_BETTER,
     "BOUNDED_01": BOUNDED_01,
     "PERMUTATION_INVARIANT": PERMUTATION_INVARIANT,
@@ -381,6 +405,12 @@ def test_classification_agrees_with_registered_flags() -> None:
     assert {n for n, m in registered.items() if m.inputs == {"dense"}} == DENSE_ONLY
     assert {n for n, m in registered.items() if not m.higher_is_better} == LOWER_IS_BETTER
     assert {n for n, m in registered.items() if "k" in m.params.model_fields} == K_PARAM_METRICS
+    assert {n for n, m in registered.items() if m.averaged_over == "classes"} == (
+        AVERAGED_OVER_CLASSES
+    )
+    assert {n for n, m in registered.items() if m.averaged_over == "images"} == (
+        AVERAGED_OVER_IMAGES
+    )
     assert all(m.inputs in ({"dense"}, {"dense", "topk"}) for m in registered.values())
     # Set relations the scorer and the tests below rely on.
     assert CHUNKABLE <= DECOMPOSABLE  # streamed chunks are reduced through decompositions
@@ -401,6 +431,50 @@ def test_returned_decomposition_and_resample_match_classification(name: str) -> 
         assert (result.resample is not None) == (name in RESAMPLABLE)
 
 
+@pytest.mark.parametrize("name", sorted(DECOMPOSABLE))
+def test_decomposition_reduces_over_the_declared_unit(name: str) -> None:
+    # A per-image decomposition is reduced by its `combine`: an image mean for metrics averaged
+    # over images, a class mean (or the harmonic mean of two class means) for the others.
+    metric = metrics.get(name)
+    combine = {"images": {"image_mean"}, "classes": {"class_mean", "harmonic_of_groups"}}
+    for data in inputs_for(metric, seed=0):
+        decomposition = metric(data).decomposition
+        assert decomposition is not None
+        assert decomposition.combine in combine[metric.averaged_over], decomposition.combine
+
+
+def _repeat_class(data: MetricInput, column: int, times: int = 3) -> MetricInput:
+    """``data`` with every test image of candidate ``column`` repeated ``times`` times."""
+    assert data.scores is not None
+    rows = np.flatnonzero(data.y_true == column)
+    keep = np.concatenate([np.arange(len(data.y_true)), np.repeat(rows, times - 1)])
+    return replace(data, y_true=data.y_true[keep], scores=data.scores[keep])
+
+
+@pytest.mark.parametrize("name", cases(AVERAGED_OVER_CLASSES))
+def test_class_averaged_metric_ignores_how_many_images_a_class_has(name: str) -> None:
+    metric = metrics.get(name)
+    for data in inputs_for(metric, seed=1):
+        value = metric(data).value
+        for column in np.unique(data.y_true).tolist():
+            repeated = metric(_repeat_class(data, column)).value
+            assert repeated == pytest.approx(value, abs=1e-12), (data.setting, column)
+
+
+@pytest.mark.parametrize("name", cases(AVERAGED_OVER_IMAGES))
+def test_image_averaged_metric_weighs_a_class_by_its_images(name: str) -> None:
+    # Repeating one class's images moves an image mean towards that class's mean: for some
+    # class of these inputs the value changes (a class-averaged metric would never move).
+    metric = metrics.get(name)
+    for data in inputs_for(metric, seed=1):
+        value = metric(data).value
+        moved = [
+            abs(metric(_repeat_class(data, column)).value - value) > 1e-9
+            for column in np.unique(data.y_true).tolist()
+        ]
+        assert any(moved), data.setting
+
+
 @pytest.mark.parametrize("name", sorted(ALL_METRICS))
 def test_metric_metadata(name: str) -> None:
     metric = metrics.get(name)
@@ -414,6 +488,9 @@ def test_metric_metadata(name: str) -> None:
     assert metric.settings and metric.settings <= {"zsl", "gzsl"}
     assert (metric.settings == {"gzsl"}) == (name in GZSL_ONLY_METRICS)
     assert isinstance(metric.higher_is_better, bool)
+    assert metric.averaged_over in ("images", "classes")
+    unit = "test images" if metric.averaged_over == "images" else "classes with test images"
+    assert metric.averaging.startswith(f"mean over {unit}")
     low, high = metric.bounds
     assert low < high
     if name in BOUNDED_01:

@@ -451,3 +451,36 @@ def test_top_k_correct_from_topk_ties_missing_and_k_larger_than_K() -> None:
         top_k_correct_from_topk(y, idx, sc, k=4)
     with pytest.raises(MetricError, match=r"one shape \(n_images, K\)"):
         top_k_correct_from_topk(y, idx, sc[:, :2], k=1)
+
+
+@pytest.mark.parametrize(("bad", "shown"), [(np.nan, "NaN"), (-np.inf, "-inf"), (np.inf, "inf")])
+def test_top_k_correct_from_topk_refuses_non_finite_scores_naming_the_row(
+    bad: float, shown: str
+) -> None:
+    # Row 2 lists class 4 with a non-finite score above its true class 5 (0.3). Without the
+    # check, bad * 0 makes the true score NaN, every comparison false, and the row counts as
+    # correct at k = 1, even when class 4 scores +inf.
+    from harness.metrics.flat import top_k_correct_from_topk
+
+    idx = np.array([[0, 1], [2, 3], [4, 5]])
+    sc = np.array([[0.9, 0.1], [0.8, 0.2], [bad, 0.3]])
+    with pytest.raises(
+        MetricError,
+        match=rf"Expected `topk_scores` to contain only finite values, but row 2 holds {shown} "
+        r"\(at position 0\)",
+    ):
+        top_k_correct_from_topk([0, 3, 5], idx, sc, k=1)
+    sc[2] = [0.3, bad]  # the true class's own score is the bad one
+    with pytest.raises(MetricError, match=rf"but row 2 holds {shown} \(at position 1\)"):
+        top_k_correct_from_topk([0, 3, 5], idx, sc, k=2)
+
+
+def test_top_k_correct_from_topk_refuses_non_integer_inputs() -> None:
+    from harness.metrics.flat import top_k_correct_from_topk
+
+    with pytest.raises(MetricError, match=r"Expected `topk_indices` to be an integer array"):
+        top_k_correct_from_topk([0], np.array([[0.0, 1.0]]), np.array([[0.5, 0.4]]), k=1)
+    with pytest.raises(MetricError, match=r"Expected `y_true` to be a 1D integer array"):
+        top_k_correct_from_topk([0.0], np.array([[0, 1]]), np.array([[0.5, 0.4]]), k=1)
+    with pytest.raises(MetricError, match=r"Expected `topk_scores` to be a real-valued array"):
+        top_k_correct_from_topk([0], np.array([[0, 1]]), np.array([["a", "b"]]), k=1)

@@ -30,6 +30,7 @@ from harness.metrics.hierarchical import (
     hierarchical_retrieval_precision_at_k,
     hop_distances_capped,
     mistake_severity,
+    per_class_hierarchical_precision_at_k,
     prediction_relations,
     ranked_from_scores,
 )
@@ -644,6 +645,97 @@ def test_hp_at_k_errors() -> None:
         match=r"Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got NoneType",
     ):
         hierarchical_precision_at_k([0], [[0]], hierarchy=None, candidate_nodes=cand, ks=1)  # type: ignore[arg-type]
+
+
+# --- per-class hp@k -------------------------------------------------------------------------------
+
+
+def test_per_class_hp_at_k_hand_computed_differs_from_per_image() -> None:
+    # hCorrectSet_2(dog) = {dog, cat}, hCorrectSet_2(car) = {car, bus} (radius 2 each).
+    # Three dog images rank (cat, dog): 2/2; (dog, car): 1/2; (cat, bus): 1/2 -> class dog 2/3.
+    # One car image ranks (dog, cat): 0/2 -> class car 0. Cat and bus have no image.
+    # Per image (1 + 1/2 + 1/2 + 0) / 4 = 1/2; per class (2/3 + 0) / 2 = 1/3.
+    cand = nodes_of(TREE, TREE_LEAVES)
+    y, ranked = [0, 0, 0, 2], [[1, 0], [0, 2], [1, 3], [0, 1]]
+    kw: dict[str, Any] = {"hierarchy": TREE, "candidate_nodes": cand, "ks": [1, 2]}
+    per_image = hierarchical_precision_at_k(y, ranked, **kw)
+    result = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=[0, 1, 2, 3])
+    assert per_image["value"] == {1: 0.25, 2: 0.5}
+    assert result["value"] == {1: pytest.approx(1 / 6), 2: pytest.approx(1 / 3)}
+    assert result["per_class"] == {
+        1: [pytest.approx(1 / 3), None, 0.0, None],
+        2: [pytest.approx(2 / 3), None, 0.0, None],
+    }
+    assert result["excluded_classes"] == [1, 3]
+    assert (result["classes"], result["n_images"], result["ks"]) == ([0, 1, 2, 3], 4, [1, 2])
+    assert result["per_image"].tolist() == per_image["per_image"].tolist()
+    # Averaging over listed classes only: car alone.
+    only_car = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=[2])
+    assert only_car["value"] == {1: 0.0, 2: 0.0}
+    assert only_car["n_images"] == 1
+
+
+def test_per_class_hp_at_k_equals_per_image_when_classes_are_balanced() -> None:
+    rng = Random(11)
+    h = random_dag(rng, 14, 0.25, connected=True)
+    cand, _, _ = random_problem(rng, h, 1, 1, 6)
+    y = np.repeat(np.arange(6), 3)  # three images per class
+    ranked = np.array([rng.sample(range(6), 4) for _ in range(y.size)])
+    kw: dict[str, Any] = {"hierarchy": h, "candidate_nodes": cand, "ks": [1, 3, 4]}
+    per_class = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=np.arange(6))
+    per_image = hierarchical_precision_at_k(y, ranked, **kw)
+    for k in (1, 3, 4):
+        assert per_class["value"][k] == pytest.approx(per_image["value"][k])
+
+
+def test_per_class_hp_at_k_agrees_with_python_bfs_on_random_dags() -> None:
+    """An independent per-class hp@k: Python BFS radii, images grouped by class in a dict."""
+    rng = Random(2025)
+    for trial in range(30):
+        h = random_dag(rng, rng.randint(4, 16), rng.uniform(0.1, 0.45))
+        n_candidates = rng.randint(2, h.n_nodes)
+        # Class-imbalanced: image counts drawn from a skewed distribution.
+        weights = [rng.random() ** 3 for _ in range(n_candidates)]
+        y = np.array(rng.choices(range(n_candidates), weights=weights, k=15))
+        n_ranked = rng.randint(1, n_candidates)
+        cand = np.array(rng.sample(range(h.n_nodes), n_candidates))
+        ranked = np.array([rng.sample(range(n_candidates), n_ranked) for _ in range(y.size)])
+        classes = sorted(rng.sample(range(n_candidates), rng.randint(1, n_candidates)))
+        if not set(classes) & set(y.tolist()):
+            classes.append(int(y[0]))
+        ks = sorted(rng.sample(range(1, n_candidates + 1), min(3, n_candidates)))
+        result = per_class_hierarchical_precision_at_k(
+            y, ranked, hierarchy=h, candidate_nodes=cand, ks=ks, classes=classes
+        )
+        valid = set(cand.tolist())
+        for k in ks:
+            by_class: dict[int, list[float]] = {}
+            for i, t in enumerate(y.tolist()):
+                if t in classes:
+                    preds = cand[ranked[i]].tolist()
+                    by_class.setdefault(t, []).append(ref_hp(h, valid, int(cand[t]), preds, k))
+            means = {c: sum(v) / len(v) for c, v in by_class.items()}
+            expected = sum(means.values()) / len(means)
+            assert result["value"][k] == pytest.approx(expected, abs=1e-12), (trial, k)
+            assert result["per_class"][k] == [
+                pytest.approx(means[c], abs=1e-12) if c in means else None for c in classes
+            ], (trial, k)
+        assert result["excluded_classes"] == [c for c in classes if c not in set(y.tolist())]
+
+
+def test_per_class_hp_at_k_errors() -> None:
+    cand = nodes_of(TREE, TREE_LEAVES)
+    kw: dict[str, Any] = {"hierarchy": TREE, "candidate_nodes": cand, "ks": [1]}
+    with pytest.raises(
+        MetricError,
+        match=r"Expected at least one test image whose true class is among `classes` \(2 classes\)"
+        r".* The mean of per-class hp@k is undefined",
+    ):
+        per_class_hierarchical_precision_at_k([0, 0], [[0], [1]], **kw, classes=[1, 3])
+    with pytest.raises(MetricError, match=r"classes\[1\] = 0 repeats classes\[0\]"):
+        per_class_hierarchical_precision_at_k([0], [[0]], **kw, classes=[0, 0])
+    with pytest.raises(MetricError, match=r"Expected `y_true` to hold candidate column indices"):
+        per_class_hierarchical_precision_at_k([4], [[0]], **kw, classes=[0])
 
 
 # --- hierarchical cost, mistake severity, AHD@k ---------------------------------------------------
