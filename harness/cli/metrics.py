@@ -6,7 +6,8 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.padding import Padding
+from rich.text import Text
 
 from harness.cli._common import reports_errors, stdout
 from harness.metrics import metrics
@@ -48,16 +49,28 @@ def list_metrics(
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    table = Table("metric", "v", "averaged over", "settings", "needs", "params", "what it measures")
+    # One block per metric rather than a table: names are what specs refer to and must never be
+    # cut, and descriptions wrap to any terminal width.
     for row in rows:
         needs = [n for n in ("hierarchy", "validation") if row[f"needs_{n}"]]
-        table.add_row(
-            row["name"] + ("" if row["higher_is_better"] else " ↓"),
-            row["version"],
-            row["averaged_over"] + (f" ({row['averaging_note']})" if row["averaging_note"] else ""),
+        facts = [
+            f"v{row['version']}",
             ",".join(row["settings"]),
-            ",".join(needs) or "—",
-            ",".join(row["params"]) or "—",
-            row["description"],
+            f"averaged over {row['averaged_over']}",
+            "higher is better" if row["higher_is_better"] else "lower is better",
+        ]
+        if needs:
+            facts.append("needs " + ", ".join(needs))
+        if row["params"]:
+            facts.append("params " + ", ".join(row["params"]))
+        arrow = "" if row["higher_is_better"] else " ↓"
+        stdout.print(
+            Text.assemble((row["name"], "bold"), arrow, " ", " · ".join(facts)), soft_wrap=True
         )
-    stdout.print(table)
+        note = f" ({row['averaging_note']})" if row["averaging_note"] else ""
+        stdout.print(
+            Padding(
+                Text(row["description"] + f" Averaged over {row['averaged_over']}{note}."),
+                (0, 0, 1, 4),
+            )
+        )
