@@ -1,10 +1,11 @@
-# zsl-harness: `make demo` (set up + run the demo + print the site path), `make test`.
+# zsl-harness: `make demo` (set up + run the demo + print the site path), `make test` (everything,
+# as CI runs it), `make test-fast` (the tests not marked slow: under 2 minutes).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test test-fast lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +28,11 @@ pytest: install
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck pytest
+
+# Quick feedback while editing: every test but the end-to-end ones marked `slow` (see
+# pyproject.toml's markers); `make test` still runs them all.
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) leaderboard/site

@@ -201,7 +201,7 @@ def imagenet(n_images: int = 1_000_000, chunk: int = 100_000, k: int = 20) -> di
         hierarchy=hierarchy,
         candidate_nodes=candidate_nodes,
         ks=IMAGENET_KS,
-    )["value"]
+    ).values
     engine_hp = run["hp_only_seconds_warm_cache"] / n_images
     return {
         "n_images": n_images,

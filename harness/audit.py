@@ -25,7 +25,7 @@ counts ``same`` and ``hypernym``, ``both`` the three. Siblings are reported, nev
 
 A test class gets its WordNet synset from its id (AWA and aPY ids are WordNet ids) or, by name,
 from the spec's ``audit.wordnet_map`` (CUB species, SUN scenes). A map row marked ``broader``
-(:mod:`harness.data.class_maps`) names the narrowest synset containing a class WordNet lacks:
+(:mod:`harness.hierarchy.class_maps`) names the narrowest synset containing a class WordNet lacks:
 the class is placed one hop below it, so that synset is its hypernym, and the synset's other
 hyponyms are its siblings. A class with neither is reported as not auditable, never as clean.
 """
@@ -44,8 +44,8 @@ from harness.errors import HarnessError
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-    from harness.data.class_maps import ClassMapRow
     from harness.data.prepare import Benchmark
+    from harness.hierarchy.class_maps import ClassMapRow
     from harness.spec import Spec
 
 __all__ = [
@@ -222,7 +222,7 @@ class LeakageAudit(_Frozen):
 
 
 def _wordnet() -> WordNetCorpusReader:
-    from harness.wordnet import open_wordnet
+    from harness.hierarchy.wordnet import open_wordnet
 
     return open_wordnet()
 
@@ -258,15 +258,16 @@ def leakage_audit(
     source : str
         The pre-training class set's name, for the report.
     reader : WordNetCorpusReader, optional
-        WordNet 3.0 (default :func:`harness.wordnet.open_wordnet`); read only when there is
-        something to relate.
+        WordNet 3.0 (default :func:`harness.hierarchy.wordnet.open_wordnet`); read only when
+        there is something to relate.
 
     Raises
     ------
     HarnessError
         If ``match`` is unknown, or a pre-training id is not a WordNet 3.0 noun.
     HierarchyError
-        If WordNet is needed and not installed (from :func:`~harness.wordnet.open_wordnet`).
+        If WordNet is needed and not installed (from
+        :func:`~harness.hierarchy.wordnet.open_wordnet`).
     """
     if match not in MATCHES:
         raise HarnessError(f"leakage audit: match must be one of {sorted(MATCHES)}; got {match!r}")
@@ -303,7 +304,7 @@ def _pretrained_index(
 ) -> dict[str, list[tuple[str, int]]]:
     """Each hypernym of a pre-training class → the pre-training classes below it, with hops."""
     from harness.errors import HierarchyError
-    from harness.wordnet import hypernym_hops
+    from harness.hierarchy.wordnet import hypernym_hops
 
     below: dict[str, list[tuple[str, int]]] = {}
     for wordnet_id in sorted(pretrained):
@@ -325,7 +326,7 @@ def _relatives(
     within: int,
 ) -> dict[str, tuple[Relation, int, str | None]]:
     """Pre-training class → (relation, hops, shared hypernym) for one test class."""
-    from harness.wordnet import hypernym_hops
+    from harness.hierarchy.wordnet import hypernym_hops
 
     # A 'broader' class sits one hop below its synset, which it is not.
     up = {h: n + broader for h, n in hypernym_hops(reader, synset).items()}
@@ -359,7 +360,7 @@ def _class_audit(
     mapping: str,
     relatives: Mapping[str, tuple[Relation, int, str | None]],
 ) -> ClassAudit:
-    from harness.wordnet import first_lemma
+    from harness.hierarchy.wordnet import first_lemma
 
     ordered = sorted(relatives.items(), key=lambda kv: (_ORDER[kv[1][0]], kv[1][1], kv[0]))
     counts: dict[Relation, int] = {}
@@ -428,7 +429,7 @@ def spec_audit(
     wordnet_map = None
     map_path = spec.audit_map_path()
     if map_path is not None:
-        from harness.data.class_maps import read_class_map_rows
+        from harness.hierarchy.class_maps import read_class_map_rows
 
         wordnet_map = {row.name: row for row in read_class_map_rows(map_path)}
     try:

@@ -14,7 +14,12 @@ import numpy as np
 from harness.audit import benchmark_audit, spec_audit
 from harness.data.prepare import Benchmark
 from harness.errors import HarnessError
-from harness.metrics.structure import mutual_exclusivity_violations, structural_ratio
+from harness.hierarchy import Hierarchy
+from harness.metrics.structure import (
+    StructuralRatio,
+    mutual_exclusivity_violations,
+    structural_ratio,
+)
 from harness.spec import Spec
 
 
@@ -73,12 +78,8 @@ def structure_summary(bench: Benchmark) -> dict[str, Any]:
     unseen = hierarchy.indices(bench.class_ids[a("splits/unseen_classes")])
     try:
         ratio = structural_ratio(hierarchy, seen, unseen)
-        out["structural_ratio"] = {
-            "value": ratio["value"],
-            "n_included": ratio["n_included"],
-            "excluded": len(unseen) - int(ratio["n_included"]),
-        }
-        hops = np.asarray(ratio["numerator"], dtype=float)
+        out["structural_ratio"] = _ratio_entry(ratio)
+        hops = ratio.numerator
         labels = np.where(np.isfinite(hops), hops, -1).astype(int)
         values, counts = np.unique(labels, return_counts=True)
         out["hops_to_train"] = {
@@ -87,11 +88,27 @@ def structure_summary(bench: Benchmark) -> dict[str, Any]:
         }
     except HarnessError as err:
         out["structural_ratio"] = {"error": str(err)}
-    out["mutual_exclusivity_violations"] = {
+    out["mutual_exclusivity_violations"] = _exclusivity_entry(hierarchy, seen, unseen)
+    return out
+
+
+def _ratio_entry(ratio: StructuralRatio) -> dict[str, Any]:
+    """The stored form of a structural ratio: value, classes included and excluded."""
+    return {
+        "value": ratio.value,
+        "n_included": ratio.n_included,
+        "excluded": len(ratio.test_nodes) - ratio.n_included,
+    }
+
+
+def _exclusivity_entry(
+    hierarchy: Hierarchy, seen: np.ndarray, unseen: np.ndarray
+) -> dict[str, Any]:
+    """Ancestor/descendant pairs among the unseen classes, and how many among all of them."""
+    return {
         "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
         "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
     }
-    return out
 
 
 def describe_release(spec: Spec) -> dict[str, Any]:
@@ -111,20 +128,10 @@ def describe_release(spec: Spec) -> dict[str, Any]:
     seen_ids = result.pop("seen_class_ids", None)
     hierarchy_path = spec.hierarchy_path()
     if ids is not None and seen_ids is not None and hierarchy_path is not None:
-        from harness.hierarchy import Hierarchy
-
         hierarchy = Hierarchy.load_json(hierarchy_path)
         unseen, seen = hierarchy.indices(ids), hierarchy.indices(seen_ids)
-        ratio = structural_ratio(hierarchy, seen, unseen)
-        result["structural_ratio"] = {
-            "value": ratio["value"],
-            "n_included": ratio["n_included"],
-            "excluded": len(unseen) - int(ratio["n_included"]),
-        }
-        result["mutual_exclusivity_violations"] = {
-            "unseen": [list(p) for p in mutual_exclusivity_violations(hierarchy, unseen)],
-            "all": len(mutual_exclusivity_violations(hierarchy, np.concatenate([seen, unseen]))),
-        }
+        result["structural_ratio"] = _ratio_entry(structural_ratio(hierarchy, seen, unseen))
+        result["mutual_exclusivity_violations"] = _exclusivity_entry(hierarchy, seen, unseen)
     if ids is not None:
         result["leakage"] = spec_audit(spec, ids, dict(zip(ids, names or ids, strict=True)))
     return result

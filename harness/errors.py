@@ -1,3 +1,13 @@
+__all__ = [
+    "HarnessError",
+    "HierarchyError",
+    "IntegrityError",
+    "MetricError",
+    "PredictionError",
+    "RunnerError",
+    "SpecError",
+    "SubmissionError",
+]
 """Errors the harness raises on purpose.
 
 Each one carries a message a user can act on: what is wrong, where (file, key, row), and what to

@@ -14,6 +14,15 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "CHUNK_BYTES",
+    "array_sha256",
+    "canonical_dtype",
+    "file_sha256",
+    "json_sha256",
+    "strings_sha256",
+]
+
 CHUNK_BYTES = 1 << 24
 
 

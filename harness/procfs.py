@@ -11,6 +11,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+__all__ = [
+    "ProcStat",
+    "proc_stat",
+    "process_table",
+    "subtree",
+]
+
 
 @dataclass(frozen=True)
 class ProcStat:

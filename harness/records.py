@@ -15,6 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from harness.audit import LeakageAudit
 from harness.identity import identity_text
 
+__all__ = [
+    "BenchmarkInfo",
+    "ClassValues",
+    "Interval",
+    "RunKey",
+    "RunRecord",
+    "ScoreEntry",
+    "Setting",
+    "SubmissionInfo",
+    "run_key",
+]
+
 Setting = Literal["zsl", "gzsl"]
 #: A run's identity: benchmark id, benchmark version, submission name, submission version.
 RunKey = tuple[str, int, str, str]

@@ -14,6 +14,13 @@ from typing import Generic, TypeVar
 
 from harness.errors import HarnessError
 
+__all__ = [
+    "Registry",
+    "RegistryError",
+    "T",
+    "freeze_all",
+]
+
 T = TypeVar("T")
 
 _ALL: list[Registry[object]] = []

@@ -22,14 +22,9 @@ import numpy as np
 from harness.data.prepare import Benchmark
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricResult, metrics
+from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
 from harness.metrics.comparison import class_values
-from harness.metrics.uncertainty import (
-    bootstrap_interval,
-    bootstrap_recompute,
-    concatenate,
-    confidence_interval,
-    point_estimate,
-)
+from harness.metrics.decomposition import concatenate, point_estimate
 from harness.records import ClassValues, Interval, ScoreEntry
 from harness.spec import MetricSpec, Uncertainty
 from harness.submission.predictions import CHUNK_ROWS, Predictions
@@ -132,7 +127,7 @@ def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) 
             seed=unc.seed,
             level=unc.level,
         )
-        lo, hi = float(ci["lo"]), float(ci["hi"])
+        lo, hi = float(np.asarray(ci.lo)), float(np.asarray(ci.hi))
     elif result.resample is not None and data is not None:
         samples = bootstrap_recompute(
             result.resample,
@@ -153,7 +148,7 @@ def _class_values(result: MetricResult) -> ClassValues | None:
     if result.decomposition is None:
         return None
     values = class_values(result.decomposition)
-    return None if values is None else ClassValues.model_validate(values)
+    return None if values is None else ClassValues.model_validate(values, from_attributes=True)
 
 
 def _public(details: dict[str, Any]) -> dict[str, Any]:

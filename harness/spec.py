@@ -6,11 +6,31 @@ settings, the metrics (registry names with parameters) and the primary metric pe
 
 Every problem is reported at once, each as ``file:line: key.path: message``. Unknown keys are
 errors, YAML is loaded safely, and duplicate keys are refused.
+
+A spec may start from a *spec base* with ``extends: _<name>.yaml`` (lm-evaluation-harness's
+``include:``, one level deep). The rule, in full:
+
+- A base is a YAML mapping in a file whose name starts with ``_``, in the same folder as the
+  spec that extends it; ``extends`` names it by file name alone (no folder, no ``..``, no
+  absolute path), and it may not resolve, through a link, to a file anywhere else. A base is not
+  a spec: :func:`load_spec` refuses it, :func:`spec_files` leaves it out, and it may not set
+  ``benchmark`` or ``version`` (each spec names its own, and bumps its own version when a base
+  it extends changes its hash) nor ``extends`` (one level only).
+- Merging is by top-level key, the way ``dict.update`` is: a key the extending file sets
+  replaces the base's value wholesale (a mapping is not merged into, a list is not appended
+  to; ``null`` replaces too), and every other key of the base is taken as it is. So the value of
+  any key is read in one place: the spec if it sets the key, else its base.
+- Relative paths in either file (``hierarchy.file``, ``audit.wordnet_map``, adapter
+  parameters) mean the same thing, since both files share one folder.
+- Problems are reported in the file and at the line that holds the key (``_base.yaml:12:
+  metrics[3].k: ...``); the hashes are those of the resolved spec, exactly what the same keys
+  written out in one file give.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import types
 import typing
@@ -227,6 +247,7 @@ class Spec(_Strict):
     audit: AuditSpec = AuditSpec()
 
     _path: Path | None = PrivateAttr(None)
+    _base_path: Path | None = PrivateAttr(None)
 
     @field_validator("settings")
     @classmethod
@@ -247,35 +268,39 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Spec:
+        # Each message starts with the key path it is about ('primary.zsl: ...'), which
+        # parse_spec turns back into the file and line of that key.
         keys: dict[str, set[str]] = {s: set() for s in self.settings}
         for i, metric in enumerate(self.metrics):
             if metric.name in metrics and not _entry_settings(metric, self.settings):
                 raise ValueError(
-                    f"metrics[{i}] ('{metric.name}') applies to none of the settings"
-                    f" {self.settings}"
+                    f"metrics[{i}]: '{metric.name}' applies to none of the settings {self.settings}"
                 )
             for setting in _entry_settings(metric, self.settings):
                 if setting not in keys:
                     raise ValueError(
-                        f"metrics[{i}] names setting '{setting}', which is not in 'settings'"
+                        f"metrics[{i}].settings: names setting '{setting}', which is not in"
+                        " 'settings'"
                     )
                 if metric.result_key in keys[setting]:
                     raise ValueError(
-                        f"metrics[{i}]: key '{metric.result_key}' is used twice in '{setting}';"
-                        " give each entry a distinct 'key'"
+                        f"metrics[{i}].key: key '{metric.result_key}' is used twice in"
+                        f" '{setting}'; give each entry a distinct 'key'"
                     )
                 keys[setting].add(metric.result_key)
         for setting, key in self.primary.items():
             if setting not in keys:
-                raise ValueError(f"primary names setting '{setting}', which is not in 'settings'")
+                raise ValueError(
+                    f"primary.{setting}: names setting '{setting}', which is not in 'settings'"
+                )
             if key not in keys[setting]:
                 raise ValueError(
-                    f"primary.{setting} is '{key}', which is not a metric key of that setting;"
+                    f"primary.{setting}: '{key}' is not a metric key of that setting;"
                     f" one of {sorted(keys[setting])}"
                 )
         missing = [s for s in self.settings if s not in self.primary]
         if missing:
-            raise ValueError(f"primary needs a metric for every setting; missing {missing}")
+            raise ValueError(f"primary: needs a metric for every setting; missing {missing}")
         return self
 
     # -- derived -----------------------------------------------------------------------------
@@ -285,6 +310,11 @@ class Spec(_Strict):
         if self._path is None:
             raise SpecError(f"spec '{self.benchmark}' was not loaded from a file")
         return self._path
+
+    @property
+    def base_path(self) -> Path | None:
+        """The spec base this spec ``extends`` (resolved), or None."""
+        return self._base_path
 
     @property
     def default_embedding(self) -> str:
@@ -355,9 +385,10 @@ def _file_sha256(path: Path) -> str:
 # -- YAML with line numbers ----------------------------------------------------------------------
 
 Loc = tuple[str | int, ...]
+Where = tuple[str, int]  # (file, 1-based line)
 
 
-def _compose(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
+def _compose(text: str, source: str, what: str = "spec") -> tuple[Any, dict[Loc, int]]:
     """Parse YAML safely; return the data and the 1-based line of every key path."""
     try:
         node = yamlio.compose(text, source, error=SpecError)  # bounded: no alias bombs
@@ -367,7 +398,7 @@ def _compose(text: str, source: str) -> tuple[Any, dict[Loc, int]]:
         problem = getattr(err, "problem", None) or str(err)
         raise SpecError(f"{where}: not valid YAML: {problem}") from None
     if node is None:
-        raise SpecError(f"{source}: the spec is empty")
+        raise SpecError(f"{source}: the {what} is empty")
     lines: dict[Loc, int] = {}
 
     def walk(n: yaml.Node, loc: Loc) -> None:
@@ -409,10 +440,106 @@ def _fmt_loc(loc: Loc) -> str:
     return out or "(top level)"
 
 
-def _line_of(lines: dict[Loc, int], loc: Loc) -> int:
-    while loc not in lines and loc:
+def _where_of(where: dict[Loc, Where], loc: Loc, source: str) -> Where:
+    """The file and line of the nearest key path at or above ``loc`` (top level: the spec)."""
+    while loc not in where and loc:
         loc = loc[:-1]
-    return lines.get(loc, 1)
+    return where.get(loc, (source, 1))
+
+
+# -- extends: one level of spec bases ------------------------------------------------------------
+
+BASE_NAME = re.compile(r"^_[A-Za-z0-9][A-Za-z0-9._-]*\.yaml$")
+"""What ``extends`` may name: a base's file name, in the extending spec's folder."""
+
+_BASE_FORBIDDEN = {
+    "benchmark": "each spec names its own benchmark",
+    "version": "each spec keeps its own version, to bump when the base changes its hash",
+    "extends": "a base cannot extend another file (one level of extends only)",
+}
+
+
+def is_spec_base(path: str | Path) -> bool:
+    """Whether ``path`` names a spec base (``_<name>.yaml``), a part of specs, not a spec."""
+    return Path(path).name.startswith("_")
+
+
+def spec_files(folder: str | Path) -> list[Path]:
+    """Every spec under ``folder`` (``*.yaml``, recursively, sorted), spec bases left out."""
+    return sorted(p for p in Path(folder).rglob("*.yaml") if not is_spec_base(p))
+
+
+def _base_data(
+    text: str, source: str, extended_by: str | None = None
+) -> tuple[dict[str, Any], dict[Loc, int]]:
+    """A spec base's mapping and lines, refusing what a base may not hold (one line each)."""
+    data, lines = _compose(text, source, what="spec base")
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{source}:1: a spec base must be a mapping of keys, got {type(data).__name__}"
+        )
+    for key, reason in _BASE_FORBIDDEN.items():
+        if key in data:
+            by = f" ({extended_by} extends it)" if extended_by and key == "extends" else ""
+            raise SpecError(
+                f"{source}:{lines.get((key,), 1)}: {key}: not allowed in a spec base: {reason}{by}"
+            )
+    return data, lines
+
+
+def _read_base(
+    name: Any, line: int, source: str, path: Path | None
+) -> tuple[dict[str, Any], dict[Loc, int], str, Path]:
+    """Read and check the base ``extends: name`` names (``line`` of ``source``, at ``path``)."""
+    where = f"{source}:{line}: extends"
+    if path is None:
+        raise SpecError(f"{where}: a spec that extends a base must be loaded from its file")
+    if not isinstance(name, str) or not BASE_NAME.fullmatch(name):
+        raise SpecError(
+            f"{where}: must be the file name of a spec base in the spec's own folder,"
+            f" '_<name>.yaml' (no folder, no '..', no absolute path); got {name!r}"
+        )
+    folder = path.parent
+    target = folder / name
+    # Name the base the way the user named the spec (relative stays relative), unless the spec
+    # came through a link from another folder: then by the path actually read.
+    beside = os.path.join(os.path.dirname(source), name)
+    base_source = beside if Path(source).resolve().parent == folder else str(target)
+    try:
+        text = yamlio.read_text(Path(base_source), error=SpecError, within=folder)
+    except FileNotFoundError:
+        raise SpecError(f"{where}: spec base {base_source} not found") from None
+    except SpecError as err:  # not a regular file, too large, outside the folder, a link loop
+        raise SpecError(f"{where}: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f"{where}: cannot read spec base {base_source}: {err}") from None
+    data, lines = _base_data(text, base_source, extended_by=source)
+    return data, lines, base_source, target.resolve()
+
+
+def _resolve(
+    text: str, source: str, path: Path | None
+) -> tuple[dict[str, Any], dict[Loc, Where], Path | None]:
+    """The spec's mapping with its base merged in, and the file and line of every key path."""
+    data, lines = _compose(text, source)
+    if not isinstance(data, dict):
+        raise SpecError(
+            f"{source}:1: the spec must be a mapping of keys, got {type(data).__name__}"
+        )
+    where: dict[Loc, Where] = {loc: (source, line) for loc, line in lines.items()}
+    if "extends" not in data:
+        return data, where, None
+    own = {k: v for k, v in data.items() if k != "extends"}
+    base, base_lines, base_source, base_path = _read_base(
+        data["extends"], lines[("extends",)], source, path
+    )
+    merged = dict(own)  # the spec's keys win, wholesale; the base fills in the others
+    for key, value in base.items():
+        merged.setdefault(key, value)
+    for loc, line in base_lines.items():
+        if loc and loc[0] not in own:
+            where[loc] = (base_source, line)
+    return merged, where, base_path
 
 
 def _model_at(loc: Loc) -> type[BaseModel] | None:
@@ -439,6 +566,14 @@ def _unwrap(annotation: Any) -> Any:
 
 
 _PYDANTIC_LOC_NOISE = re.compile(r"^(function-after|function-before|function-wrap)\[.*\]$")
+# A whole-spec check names the key it is about first ('primary.zsl: ...'; Spec._cross_checks).
+_LEADING_KEY_PATH = re.compile(r"^((?:primary|metrics)(?:\.[A-Za-z0-9_]+|\[\d+\])*): (.*)$", re.S)
+_KEY_PATH_PART = re.compile(r"\.?([A-Za-z0-9_]+)|\[(\d+)\]")
+
+
+def _parse_loc(text: str) -> Loc:
+    """``metrics[2].k`` → ``('metrics', 2, 'k')``."""
+    return tuple(int(index) if index else key for key, index in _KEY_PATH_PART.findall(text))
 
 
 def _describe(err: Any, data: Any) -> tuple[Loc, str]:
@@ -451,6 +586,8 @@ def _describe(err: Any, data: Any) -> tuple[Loc, str]:
     if kind == "extra_forbidden":
         parent = _model_at(loc[:-1])
         allowed = sorted(parent.model_fields) if parent is not None else []
+        if parent is Spec:
+            allowed = sorted([*allowed, "extends"])
         key = str(loc[-1])
         close = difflib.get_close_matches(key, allowed, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
@@ -458,6 +595,9 @@ def _describe(err: Any, data: Any) -> tuple[Loc, str]:
     if kind == "missing":
         return loc, "required key is missing"
     message = str(err["msg"]).removeprefix("Value error, ")
+    leading = _LEADING_KEY_PATH.match(message) if not loc and kind == "value_error" else None
+    if leading is not None:  # a whole-spec check: at the line of the key it names
+        return _parse_loc(leading.group(1)), leading.group(2)
     if kind == "literal_error" or ("input" in err and not isinstance(err["input"], dict | list)):
         return loc, f"{message}; got {err['input']!r}"
     return loc, message
@@ -510,12 +650,12 @@ def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
 
 
 def parse_spec(text: str, source: str = "<string>", path: Path | None = None) -> Spec:
-    """Validate spec text; raise one :class:`SpecError` listing every problem with its line."""
-    data, lines = _compose(text, source)
-    if not isinstance(data, dict):
-        raise SpecError(
-            f"{source}:1: the spec must be a mapping of keys, got {type(data).__name__}"
-        )
+    """Validate spec text; raise one :class:`SpecError` listing every problem with its line.
+
+    ``path`` is the spec's file, resolved: relative paths in the spec, and the base it
+    ``extends``, are found next to it.
+    """
+    data, where, base_path = _resolve(text, source, path)
     problems: list[tuple[Loc, str]] = []
     spec: Spec | None = None
     try:
@@ -524,26 +664,77 @@ def parse_spec(text: str, source: str = "<string>", path: Path | None = None) ->
         problems.extend(_describe(e, data) for e in err.errors())
     problems.extend(_check_metric_params(data))
     if problems:
-        problems.sort(key=lambda p: _line_of(lines, p[0]))
+        located = [(_where_of(where, loc, source), loc, msg) for loc, msg in problems]
+        located.sort(key=lambda p: (p[0][0] != source, p[0][1]))  # the spec first, then its base
         text_lines = [
-            f"{source}:{_line_of(lines, loc)}: {_fmt_loc(loc)}: {msg}" for loc, msg in problems
+            f"{file}:{line}: {_fmt_loc(loc)}: {msg}" for (file, line), loc, msg in located
         ]
         count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
         raise SpecError(f"{count} in {source}:\n  " + "\n  ".join(text_lines))
     assert spec is not None
     spec._path = path
+    spec._base_path = base_path
     return spec
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Load and validate ``specs/<name>.yaml``."""
-    path = Path(path)
+def _read_spec_text(path: Path, what: str = "spec") -> str:
     try:
-        text = yamlio.read_text(path, error=SpecError)
+        return yamlio.read_text(path, error=SpecError)
     except FileNotFoundError:
-        raise SpecError(f"spec file not found: {path}") from None
+        raise SpecError(f"{what} file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read spec {path}: {err}") from None
+        raise SpecError(f"cannot read {what} {path}: {err}") from None
+
+
+def _refuse_base(path: Path) -> None:
+    if is_spec_base(path):
+        raise SpecError(
+            f"{path}: a spec base (its name starts with '_'), not a spec: it is checked as part"
+            f" of each spec that has 'extends: {path.name}'"
+        )
+
+
+def load_spec_data(path: str | Path) -> dict[str, Any]:
+    """A spec file's mapping with the base it ``extends`` merged in, not validated.
+
+    What the spec would be written out in one file (without ``extends``): for tools and tests
+    that edit a shipped spec and write the result elsewhere. Raises :class:`SpecError` for what
+    stops the merge (unreadable files, invalid YAML, a bad ``extends``).
+    """
+    path = Path(path)
+    _refuse_base(path)
+    data, _, _ = _resolve(_read_spec_text(path), str(path), path.resolve())
+    return data
+
+
+def load_spec_base(path: str | Path) -> dict[str, Any]:
+    """Read a spec base (``_<name>.yaml``) on its own and check what can be checked alone.
+
+    Its YAML, duplicate keys, that it is a mapping of known spec keys, and that it sets no
+    ``benchmark``, ``version`` or ``extends``. Its values are validated with each spec that
+    extends it (:func:`load_spec`), since a base alone is not a whole spec.
+    """
+    path = Path(path)
+    if not is_spec_base(path):
+        raise SpecError(f"{path}: not a spec base: a base's file name starts with '_'")
+    data, lines = _base_data(_read_spec_text(path, "spec base"), str(path))
+    allowed = sorted(set(Spec.model_fields) - set(_BASE_FORBIDDEN))
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SpecError(
+                f"{path}:{lines.get((str(key),), 1)}: {key}: unknown key '{key}'.{hint}"
+                f" Allowed keys: {', '.join(allowed)}"
+            )
+    return data
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load and validate ``specs/<name>.yaml`` (with the base it ``extends``, if any)."""
+    path = Path(path)
+    _refuse_base(path)
+    text = _read_spec_text(path)
     spec = parse_spec(text, source=str(path), path=path.resolve())
     hierarchy = spec.hierarchy_path()
     if hierarchy is not None and not hierarchy.is_file():
@@ -557,4 +748,14 @@ def json_schema() -> dict[str, Any]:
     """The JSON Schema of a spec, for editors."""
     schema = Spec.model_json_schema()
     schema["title"] = "zsl-harness benchmark spec"
+    schema["properties"]["extends"] = {
+        "type": "string",
+        "pattern": BASE_NAME.pattern,
+        "description": "a spec base in this folder, '_<name>.yaml', whose top-level keys this"
+        " spec takes unless it sets them itself (one level)",
+    }
+    required = schema.pop("required")
+    schema["if"] = {"required": ["extends"]}  # the base may supply every key but these two
+    schema["then"] = {"required": ["benchmark", "version"]}
+    schema["else"] = {"required": required}
     return schema

@@ -70,6 +70,17 @@ from harness.hierarchy import Hierarchy
 if TYPE_CHECKING:
     from harness.data.prepare import Benchmark
 
+__all__ = [
+    "BUNDLE_FORMAT",
+    "FITS",
+    "Bundle",
+    "Model",
+    "RowMap",
+    "TrainTask",
+    "write_bundle",
+    "write_model_bundle",
+]
+
 BUNDLE_FORMAT = "zsl-bundle/2"
 FITS = ("main", "calibration")
 

@@ -43,6 +43,31 @@ from pathlib import Path
 
 from harness.procfs import proc_stat, process_table, subtree
 
+__all__ = [
+    "PR_SET_CHILD_SUBREAPER",
+    "PR_SET_DUMPABLE",
+    "SHM_DIRS",
+    "SNAPSHOT_LIMIT",
+    "SWEEP_ROUNDS",
+    "Entry",
+    "GuardError",
+    "Reaper",
+    "become_subreaper",
+    "changes",
+    "descendants",
+    "forbid_message_queues",
+    "is_descendant",
+    "is_stopped",
+    "pending_signals",
+    "sched_count",
+    "seal_pass_process",
+    "set_undumpable",
+    "snapshot",
+    "status_fields",
+    "stop",
+    "writable_roots",
+]
+
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_ROUNDS = 100

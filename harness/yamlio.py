@@ -22,16 +22,26 @@ refusal costs at most about a second of pure-Python parsing. Refusals raise the 
 class with ``file:line: what; refused``. Syntax errors stay ``yaml.YAMLError`` so each caller
 keeps its own wording for them. The bounds are far above what a spec or manifest needs (the
 shipped ones are under 4 KB, under 300 nodes, nested under 8 levels).
+
+:func:`load_model` is the YAML + pydantic loader: the document validated as a model, every
+problem reported at once as ``file:line: key.path: message`` (the lines come from the node graph,
+:func:`key_lines`), so each file the harness reads names its mistakes the same way.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import stat
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from harness.errors import HarnessError
 
@@ -46,18 +56,34 @@ def _refuse(error: type[HarnessError], source: str, line: int | None, what: str)
     return error(f"{where}: {what}; refused")
 
 
-def read_text(path: Path, *, error: type[HarnessError] = HarnessError) -> str:
+def read_text(
+    path: Path, *, error: type[HarnessError] = HarnessError, within: Path | None = None
+) -> str:
     """The text of the YAML file ``path``, refusing one larger than :data:`MAX_BYTES`.
 
     Reads at most ``MAX_BYTES + 1`` bytes, so a huge file never reaches memory, and refuses
     anything but a regular file (opened non-blocking, so a FIFO cannot hang the reader).
+    With ``within`` (a folder), ``path`` must also resolve, links followed, to a file directly in
+    that folder: a file one document names from another (a spec's ``extends``) cannot reach
+    anything else on the machine through ``..`` or a symbolic link. The resolved file is then
+    opened without following links, so a link swapped in afterwards is refused too.
     ``OSError`` (``FileNotFoundError`` included) and ``UnicodeDecodeError`` propagate for the
     caller to word.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    flags = os.O_RDONLY | os.O_NONBLOCK
+    if within is not None:
+        try:
+            real = path.resolve(strict=True)
+        except RuntimeError:  # a loop of links (Python < 3.13; later versions raise OSError)
+            raise _refuse(error, str(path), None, "a loop of symbolic links") from None
+        if real.parent != within.resolve():
+            raise _refuse(error, str(path), None, f"resolves to a file outside {within}")
+        path, flags = real, flags | os.O_NOFOLLOW
+    fd = os.open(path, flags)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before fdopen, which refuses a folder its way
+        os.close(fd)
+        raise _refuse(error, str(path), None, "not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _refuse(error, str(path), None, "not a regular file")
         raw = handle.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         raise _refuse(error, str(path), None, f"larger than the {MAX_BYTES}-byte limit for YAML")
@@ -224,3 +250,161 @@ def load(text: str, source: str, *, error: type[HarnessError] = HarnessError) ->
     if node is not None:
         _check_duplicate_keys(node, source, error)
     return construct(node, source)
+
+
+# -- YAML validated by a pydantic model, every problem at its line --------------------------------
+
+#: A key path into a document: mapping keys and sequence indices, outermost first.
+Loc = tuple[str | int, ...]
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def key_lines(root: yaml.Node) -> dict[Loc, int]:
+    """The 1-based line of every key path in a node graph from :func:`compose`.
+
+    A mapping entry is at the line of its key, a sequence item at its own, ``()`` at the
+    document's first node. Iterative, and linear in the alias-expanded size :func:`compose` bounds.
+    """
+    lines: dict[Loc, int] = {}
+    stack: list[tuple[Loc, yaml.Node]] = [((), root)]
+    while stack:
+        loc, node = stack.pop()
+        lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    lines[(*loc, key_node.value)] = key_node.start_mark.line + 1
+                    stack.append(((*loc, key_node.value), value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(((*loc, index), item) for index, item in enumerate(node.value))
+    return lines
+
+
+def key_path(loc: Loc) -> str:
+    """A key path as messages write it: ``metrics[2].k``; ``(top level)`` for ``()``.
+
+    >>> key_path(("metrics", 2, "k")), key_path(())
+    ('metrics[2].k', '(top level)')
+    """
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    return text.removeprefix(".") or "(top level)"
+
+
+def line_of(lines: Mapping[Loc, int], loc: Loc) -> int:
+    """The line of ``loc``, else of its nearest enclosing key (a missing key: its mapping's)."""
+    while loc and loc not in lines:
+        loc = loc[:-1]
+    return lines.get(loc, 1)
+
+
+def _field_model(annotation: Any) -> type[BaseModel] | None:
+    """The model inside ``X``, ``list[X]``, ``dict[K, X]`` or ``X | None``, if any."""
+    pending = [annotation]
+    while pending:
+        hint = pending.pop()
+        if isinstance(hint, type) and issubclass(hint, BaseModel):
+            return hint
+        if typing.get_origin(hint) in (list, dict, typing.Union, types.UnionType):
+            pending.extend(typing.get_args(hint))
+    return None
+
+
+def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
+    """The model whose keys ``loc`` (a mapping's key path) lists, walking down from ``model``."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, str):
+            field = current.model_fields.get(part)
+            current = _field_model(field.annotation) if field is not None else None
+    return current
+
+
+def describe_error(error: ErrorDetails, model: type[BaseModel]) -> tuple[Loc, str]:
+    """One pydantic error of validating ``model`` as ``(key path, message)``.
+
+    An unknown key names the allowed ones (and the closest, when one is close); a missing key
+    says so; a scalar that does not fit says what it got.
+    """
+    loc: Loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "missing":
+        return loc, "required key is missing"
+    if error["type"] == "extra_forbidden" and loc:
+        parent = _model_at(model, loc[:-1])
+        allowed = sorted(parent.model_fields) if parent is not None else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        return loc, f"unknown key '{loc[-1]}'.{hint} Allowed keys: {', '.join(allowed)}"
+    if not isinstance(error.get("input"), dict | list):
+        message += f"; got {error.get('input')!r}"
+    return loc, message
+
+
+def problems_error(
+    problems: Sequence[tuple[Loc, str]],
+    source: str,
+    lines: Mapping[Loc, int],
+    *,
+    error: type[HarnessError] = HarnessError,
+) -> HarnessError:
+    """One ``error`` listing every ``(key path, message)``, in line order, each as
+    ``source:line: key.path: message`` under ``N problem(s) in source:``."""
+    ordered = sorted(problems, key=lambda problem: line_of(lines, problem[0]))
+    listed = [f"{source}:{line_of(lines, loc)}: {key_path(loc)}: {msg}" for loc, msg in ordered]
+    count = f"{len(listed)} problem{'s' if len(listed) != 1 else ''}"
+    return error(f"{count} in {source}:\n  " + "\n  ".join(listed))
+
+
+def load_model(
+    text: str, source: str, model: type[ModelT], *, error: type[HarnessError] = HarnessError
+) -> tuple[ModelT, dict[Loc, int]]:
+    """``text`` as a ``model``, with the line of every key path: YAML through pydantic.
+
+    Bounded and strict like :func:`load` (no bombs, no repeated key). A document that is not a
+    mapping, and every validation problem at once, raise one ``error`` whose lines read
+    ``source:line: key.path: message`` (:func:`problems_error`); the lines returned let the
+    caller place its own later checks the same way. ``yaml.YAMLError`` (invalid YAML, an
+    unsafe tag) propagates, for the caller to word.
+    """
+    node = compose(text, source, error=error)
+    if node is not None:
+        _check_duplicate_keys(node, source, error)
+    data = construct(node, source)
+    lines = key_lines(node) if node is not None else {}
+    if not isinstance(data, dict):
+        required = [f"'{name}'" for name, spec in model.model_fields.items() if spec.is_required()]
+        keys = f"with the key{'s' if len(required) > 1 else ''} {', '.join(required)}"
+        what = keys if required else "of keys"
+        raise error(f"{source}:{line_of(lines, ())}: must be a mapping {what}")
+    try:
+        return model.model_validate(data), lines
+    except ValidationError as err:
+        described = [describe_error(e, model) for e in err.errors()]
+        raise problems_error(described, source, lines, error=error) from None
+
+
+def load_model_file(
+    path: Path,
+    model: type[ModelT],
+    *,
+    error: type[HarnessError] = HarnessError,
+    what: str = "file",
+) -> tuple[ModelT, dict[Loc, int]]:
+    """The YAML file ``path`` as a ``model`` (:func:`read_text`, then :func:`load_model`).
+
+    Every failure is one ``error`` that names the file, and the line where there is one:
+    ``PATH: WHAT not found``, ``PATH:LINE: not valid YAML: problem``, ``PATH: cannot read (…)``,
+    a bound passed, or the validation problems.
+    """
+    try:
+        return load_model(read_text(path, error=error), str(path), model, error=error)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise error(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise error(f"{path}: cannot read ({err})") from None

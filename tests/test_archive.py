@@ -78,6 +78,7 @@ def test_cli_validates_archives(tmp_path: Path) -> None:
     assert "a compression bomb?" in result.output
 
 
+@pytest.mark.slow
 def test_init_makes_a_model_package_that_runs_on_the_demo(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["submission", "init", "my-method", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
@@ -93,6 +94,7 @@ def test_init_makes_a_model_package_that_runs_on_the_demo(tmp_path: Path) -> Non
     assert "already exists" in again.output
 
 
+@pytest.mark.slow
 def test_init_predictions_package_generates_and_runs(tmp_path: Path) -> None:
     root = write_template("my-files", tmp_path, kind="predictions")
     package = load_package(root)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from harness.audit import MATCHES, LeakageAudit, Relation, leakage_audit, pretrained_classes
-from harness.data.class_maps import ClassMapRow, read_class_map
 from harness.errors import HarnessError
+from harness.hierarchy.class_maps import ClassMapRow, read_class_map
 from tests.conftest import SHARED_DATA, SPECS
 
 pytestmark = pytest.mark.usefixtures("wordnet_env")
@@ -27,6 +27,7 @@ def _relations(audit: LeakageAudit, class_id: str) -> dict[Relation, set[str]]:
     return {r: {x.wordnet_id for x in entry.relatives_by(r)} for r in entry.relations}
 
 
+@pytest.mark.slow
 def test_each_relation_on_hand_checked_synsets() -> None:
     # dog.n.01's parents are canine.n.02 and domestic_animal.n.01; wolf.n.01 is a canine too.
     audit = leakage_audit([DOG], frozenset({DOG, CHIHUAHUA, CANINE, WOLF}), match="exact")
@@ -137,7 +138,7 @@ def test_audit_round_trips_through_json() -> None:
 def _independent(test: str, pretrained: frozenset[str], within: int) -> dict[str, str]:
     """Pre-training class → relation, from NLTK's ``hypernym_distances`` (all paths, with
     instance hypernyms) instead of the harness's breadth-first search."""
-    from harness.wordnet import open_wordnet, synset_of, wnid
+    from harness.hierarchy.wordnet import open_wordnet, synset_of, wnid
 
     reader = open_wordnet()
 
@@ -165,6 +166,7 @@ def _independent(test: str, pretrained: frozenset[str], within: int) -> dict[str
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_DATA / "imagenet").is_dir(), reason="ImageNet lists absent")
 @pytest.mark.parametrize("within", [1, 2])
 def test_relations_agree_with_an_independent_implementation(

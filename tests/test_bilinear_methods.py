@@ -17,6 +17,8 @@ from harness.submission.package import load_package
 from harness.tasks import TrainTask
 from tests.conftest import SPECS, SUBMISSIONS
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 torch = pytest.importorskip(
     "torch", reason="torch is not installed: install the optional extra `.[methods]`"
 )

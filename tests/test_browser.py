@@ -40,7 +40,7 @@ def _unavailable() -> str | None:
 REASON = _unavailable()
 if REASON is not None and os.environ.get("ZSL_REQUIRE_BROWSER") == "1":
     raise RuntimeError(f"ZSL_REQUIRE_BROWSER=1 but {REASON}")
-pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
 # Runs before any page script (through the DevTools protocol, so the page's CSP doesn't apply):
 # records CSP violations and would notice the payloads if they ever ran.

@@ -38,6 +38,8 @@ from harness.cli.main import app
 from harness.errors import HarnessError
 from harness.records import BenchmarkInfo, Interval, RunRecord, ScoreEntry, SubmissionInfo
 from harness.results.records_io import export_records, read_records, record_key, record_path
+from harness.site.model import plan_site
+from harness.site.text import format_value
 from tests.conftest import REPO, SPECS, SUBMISSIONS
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -341,6 +343,43 @@ def test_leaderboard_diff_without_changes_and_with_lower_is_better_metrics() -> 
     assert "0 new, 0 updated, 1 removed run on 1 benchmark." in single
 
 
+def test_leaderboard_diff_ranks_and_formats_runs_as_the_site_does() -> None:
+    """The diff's ranks and numbers are the site's: one ranking rule and one number format."""
+    runs = [
+        record("a", top1=0.5, top1_interval=(0.45, 0.55)),
+        record("b", top1=0.5),
+        record("c", top1=0.7),
+        record("d", top1=0.123456),
+        record("t", top1=0.9),
+        record("u", top1=0.5),
+    ]
+    for i in (4, 5):  # transductive runs: ranked apart, in both places
+        declared = runs[i].submission.model_copy(update={"declarations": {"transductive": True}})
+        runs[i] = runs[i].model_copy(update={"submission": declared})
+    site = plan_site(runs).benchmarks[0].settings[0]
+    assert site.setting == "zsl" and site.primary is not None
+    column = site.primary
+    diff = leaderboard_diff([], runs)
+    rows = re.findall(r"^\| — → (\d+) \| (\w) 1\.0[^|]* \| new \| — \| ([^|]+) \|", diff, re.M)
+    assert len(rows) == len(runs)
+    for rank, name, value in rows:
+        assert int(rank) == column.rank_of(f"{name}@1.0")[0]
+        entry = column.entries[f"{name}@1.0"]
+        shown = format_value(entry.value, percent=column.percent)
+        if entry.interval is not None:
+            bounds = (entry.interval.lo, entry.interval.hi)
+            shown += " [{}, {}]".format(*(format_value(v, percent=column.percent) for v in bounds))
+        assert value == shown
+    assert [(rank, name) for rank, name, _ in rows] == [
+        ("1", "c"),
+        ("1", "t"),
+        ("2", "a"),
+        ("2", "b"),
+        ("2", "u"),
+        ("4", "d"),
+    ]
+
+
 def test_leaderboard_diff_flags_runs_this_ci_job_did_not_reproduce() -> None:
     eszsl = ("cub-demo", 1, "eszsl", "1.0")
     lines = leaderboard_diff(BEFORE, AFTER, reproduced={eszsl}).splitlines()
@@ -414,26 +453,49 @@ def test_ci_config_of_the_repository_lists_existing_specs() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("specs: [specs/demo.yaml]\nrunner: local\n", r"ci\.yaml: runner: unknown key"),
-        ("specs: []\n", r"ci\.yaml: specs: List should have at least 1 item"),
-        ("- specs/demo.yaml\n", r"ci\.yaml: must be a mapping with the key 'specs'"),
+        (
+            "specs: [specs/demo.yaml]\nrunner: local\n",
+            r"ci\.yaml:2: runner: unknown key 'runner'\. Allowed keys: specs",
+        ),
+        ("specs: []\n", r"ci\.yaml:1: specs: List should have at least 1 item"),
+        ("- specs/demo.yaml\n", r"ci\.yaml:1: must be a mapping with the key 'specs'"),
         ("specs: [a\n", r"ci\.yaml:2: not valid YAML"),
+        ("specs: [a]\nspecs: [b]\n", r"ci\.yaml:2: duplicate key 'specs' \(first at line 1\)"),
     ],
 )
-def test_ci_config_errors_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+def test_ci_config_errors_name_the_file_line_and_key(
+    tmp_path: Path, text: str, message: str
+) -> None:
     path = tmp_path / "ci.yaml"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(HarnessError, match=message):
         load_ci_config(path)
 
 
+def test_ci_config_lists_every_problem_at_its_line_like_a_spec(tmp_path: Path) -> None:
+    path = tmp_path / "ci.yaml"
+    path.write_text("# benchmarks\nspecz:\n  - a.yaml\nspecs:\n  - 3\n  - [x]\n", encoding="utf-8")
+    with pytest.raises(HarnessError) as err:
+        load_ci_config(path)
+    assert str(err.value) == (
+        f"3 problems in {path}:\n"
+        f"  {path}:2: specz: unknown key 'specz'. Did you mean 'specs'? Allowed keys: specs\n"
+        f"  {path}:5: specs[0]: Input should be a valid string; got 3\n"
+        f"  {path}:6: specs[1]: Input should be a valid string"
+    )
+
+
 def test_ci_config_specs_must_exist_inside_the_repository(tmp_path: Path) -> None:
     path = tmp_path / "ci.yaml"
     path.write_text("specs: [specs/none.yaml]\n", encoding="utf-8")
-    with pytest.raises(HarnessError, match=r"ci\.yaml: specs\.0: 'specs/none\.yaml' not found"):
+    with pytest.raises(HarnessError, match=r"ci\.yaml:1: specs\[0\]: 'specs/none\.yaml' not found"):
         config_spec_paths(load_ci_config(path), tmp_path, path)
-    path.write_text("specs: [../demo.yaml]\n", encoding="utf-8")
-    with pytest.raises(HarnessError, match=r"specs\.0: '\.\./demo\.yaml' must be a relative path"):
+    path.write_text("specs:\n  - specs/demo.yaml\n  - ../demo.yaml\n", encoding="utf-8")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "demo.yaml").write_text("id: demo\n", encoding="utf-8")
+    with pytest.raises(
+        HarnessError, match=r"ci\.yaml:3: specs\[1\]: '\.\./demo\.yaml' must be a relative path"
+    ):
         config_spec_paths(load_ci_config(path), tmp_path, path)
 
 
@@ -458,6 +520,7 @@ def _ci_runner() -> str:
     return "sandbox" if sandbox.available() else "local"
 
 
+@pytest.mark.slow
 def test_pr_scores_a_new_package_exports_records_builds_site_and_diff(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_home: Path
 ) -> None:

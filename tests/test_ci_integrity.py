@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-import harness.ci
+import harness.ci.pr
 import harness.pipeline
 import harness.site
 import harness.submission.archive
@@ -55,6 +55,8 @@ from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
     record,
     write,
 )
+
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
 T_BASE = datetime(2025, 4, 1, 8, 0, tzinfo=UTC)
 T_FRESH = datetime(2025, 4, 2, 8, 0, tzinfo=UTC)
@@ -552,7 +554,7 @@ def test_the_pr_harness_refuses_to_score_its_own_pull_request(
     PR_HARNESS_CHANGES[change](repo)
     if commit:
         commit_all(repo, "a friendlier harness")
-    monkeypatch.setattr(harness.ci, "running_harness_dir", lambda: (repo / "harness").resolve())
+    monkeypatch.setattr(harness.ci.pr, "running_harness_dir", lambda: (repo / "harness").resolve())
 
     with pytest.raises(HarnessError) as err:
         pr(repo)
@@ -580,7 +582,7 @@ def test_an_unchanged_harness_inside_the_repository_may_score_it(
     write(repo / "harness" / "__pycache__" / "ci.cpython-311.pyc", "ignored\n")
     write(repo / ".gitignore", "__pycache__/\nbuild/\n")
     commit_all(repo, "ignore caches")
-    monkeypatch.setattr(harness.ci, "running_harness_dir", lambda: (repo / "harness").resolve())
+    monkeypatch.setattr(harness.ci.pr, "running_harness_dir", lambda: (repo / "harness").resolve())
     assert pr(repo).ok
 
 

@@ -1,4 +1,4 @@
-"""Tests for harness.data.class_maps, the ``classmap`` CLI, and the committed xlsa17 maps.
+"""Tests for harness.hierarchy.class_maps, the ``classmap`` CLI, and the committed xlsa17 maps.
 
 The committed maps (``specs/xlsa17/*-wordnet.tsv``) and hierarchies are checked against the real
 xlsa17 class lists (``$ZSL_SHARED_DATA``, default ``../shared/data``) and the real WordNet 3.0
@@ -18,7 +18,8 @@ from nltk.corpus.reader.wordnet import WordNetCorpusReader
 from typer.testing import CliRunner
 
 from harness.cli.classmap import app
-from harness.data.class_maps import (
+from harness.hierarchy import Hierarchy
+from harness.hierarchy.class_maps import (
     APY_HINT_ROOTS,
     AWA_HINT_ROOTS,
     CUB_HINT_ROOTS,
@@ -35,8 +36,7 @@ from harness.data.class_maps import (
     suggest_wordnet_ids,
     write_class_map,
 )
-from harness.hierarchy import Hierarchy
-from harness.wordnet import open_wordnet, synset_of, wnid
+from harness.hierarchy.wordnet import open_wordnet, synset_of, wnid
 
 REPO = Path(__file__).resolve().parents[1]
 MAPS = REPO / "specs" / "xlsa17"

@@ -104,6 +104,7 @@ def test_data_prepare_verify_and_tamper_exit_2(isolated_home: Path) -> None:
     assert "features.npy" in result.output and "does not match the manifest" in result.output
 
 
+@pytest.mark.slow
 def test_demo_builds_a_site_with_both_submissions(tmp_path: Path) -> None:
     submissions = tmp_path / "submissions"
     shutil.copytree(
@@ -189,3 +190,11 @@ def test_spec_describe_demo() -> None:
         app, ["spec", "describe", str(SPECS / "demo.yaml")], env={"COLUMNS": "200"}
     )
     assert "classes 100 = 64 train + 16 val + 20 unseen" in text.output
+
+
+def test_spec_validate_checks_spec_bases_apart() -> None:
+    paths = sorted(str(p) for p in (SPECS / "xlsa17").glob("*.yaml"))
+    result = runner.invoke(app, ["spec", "validate", *paths], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    bases = [line for line in result.output.splitlines() if line.startswith("base ")]
+    assert len(bases) == 2 and all("_protocol-gbu" in line for line in bases)

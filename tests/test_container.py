@@ -102,6 +102,7 @@ def _package(tmp_path: Path, *, time_s: int = 600, image: bool = True) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_path: Path) -> None:
     package = _package(tmp_path)
     boxed = run_submission(package, DEMO, runner="container", store=False, quiet=True)
@@ -112,6 +113,7 @@ def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_pa
     assert call[:3] == ["run", "--rm", "--network"] and "zsl:1" in call
 
 
+@pytest.mark.slow
 def test_timeout_kills_and_removes_the_container(
     fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,6 +214,7 @@ def test_options_end_before_the_image(engine: str) -> None:
     assert argv.index("--") == argv.index("img:1") - 1 and argv.count("--") == 1
 
 
+@pytest.mark.slow
 def test_out_folder_bound_stops_the_container_and_removes_it(
     fake_docker: Path, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""Tests for harness.data.cub_taxonomy: the real Wikispecies files, and malformed copies of a
+"""Tests for harness.hierarchy.cub_taxonomy: the real Wikispecies files, and malformed copies of a
 synthetic taxonomy written into tmp_path.
 
 The real files come from ``$ZSL_SHARED_DATA/cub-hierarchy`` (default ``../shared/data``); those
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.data.cub_taxonomy import (
+from harness.errors import HierarchyError
+from harness.hierarchy.cub_taxonomy import (
     CLASSES_FILE,
     EDGES_FILE,
     N_CLASSES,
@@ -23,7 +24,6 @@ from harness.data.cub_taxonomy import (
     cub_parent_child_ids,
     load_cub_taxonomy,
 )
-from harness.errors import HierarchyError
 
 SHARED_DATA = Path(
     os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")

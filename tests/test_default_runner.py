@@ -32,6 +32,8 @@ from harness.tasks import write_bundle
 from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
 from tests.test_sandbox import _package
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 FAKE_ENGINE = Path(__file__).with_name("fake_container_cli.py")
 AWS_SECRET = "FAKE-aws-secret-4f9c2e7d1b"

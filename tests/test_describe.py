@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from harness.cli.main import app
+from harness.spec import load_spec_data
 from tests.conftest import SHARED_DATA, SPECS
 
 runner = CliRunner()
@@ -233,7 +234,7 @@ def test_user_supplied_standard_split_is_audited_through_the_class_map(
 def _describe_user_split(
     dataset: str, classes: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict:  # type: ignore[type-arg]
-    data = yaml.safe_load((SPECS / "xlsa17" / f"{dataset}-ss.yaml").read_text())
+    data = load_spec_data(SPECS / "xlsa17" / f"{dataset}-ss.yaml")
     data["data"]["params"]["test_classes"] = classes
     data["data"]["params"].pop("train_classes", None)
     if data.get("hierarchy", {}).get("source") == "adapter":

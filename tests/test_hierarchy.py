@@ -170,6 +170,50 @@ def test_hop_distance(dag: Hierarchy) -> None:
     assert dag.hop_distance(D, radius=0).tolist() == [only_self]
 
 
+def test_hop_distance_to_targets(dag: Hierarchy) -> None:
+    got = dag.hop_distance([D, F, D], targets=[Z, A, A, S])
+    assert got.tolist() == [[INF, 2, 2, 2], [INF, 1, 1, 5], [INF, 2, 2, 2]]
+    assert dag.hop_distance([F], radius=2, targets=[S, R]).tolist() == [[INF, 2]]
+    assert dag.hop_distance([D], targets=[]).shape == (1, 0)
+
+
+def test_nearest_hops_and_nearest_other_hops(dag: Hierarchy) -> None:
+    #                                   A  B  C  D  E  F  R  S    Z
+    assert dag.nearest_hops([D, F, D]).tolist() == [1, 2, 1, 0, 1, 0, 2, 2, INF]
+    assert dag.nearest_hops([D, F], radius=1).tolist() == [1, INF, 1, 0, 1, 0, INF, INF, INF]
+    assert np.isinf(dag.nearest_hops(np.zeros(0, dtype=np.int64))).all()
+    # D and F are 3 apart; S is 2 from D; Z is alone.
+    assert dag.nearest_other_hops([F, D, S, Z]).tolist() == [3, 2, 2, INF]
+
+
+def test_adjacency_and_root_height(dag: Hierarchy) -> None:
+    adjacency = dag.adjacency.toarray()
+    assert (adjacency == adjacency.T).all() and adjacency.sum() == 2 * dag.n_edges
+    assert adjacency[C, A] == adjacency[A, C] == 1 and adjacency[A, B] == 0
+    assert dag.root_height == 3  # R -> A -> C -> D
+
+
+def test_ancestor_pairs_and_restriction(dag: Hierarchy) -> None:
+    below, above = dag.ancestor_pairs([D, R, Z, C])
+    assert sorted(zip(below.tolist(), above.tolist(), strict=True)) == [(0, 1), (0, 3), (3, 1)]
+    assert [x.size for x in dag.ancestor_pairs([D])] == [0, 0]
+    sub = dag.restrict_to_ancestors([C, Z])
+    assert sub.node_ids.tolist() == ["A", "B", "C", "R", "Z"]
+    assert sub.node_ids[sub.edges].tolist() == [["A", "C"], ["B", "C"], ["R", "A"], ["R", "B"]]
+    assert sub.source == "hand-built; ancestors-or-self of 2 classes"
+
+
+def test_lca_height_counts(dag: Hierarchy) -> None:
+    # From D: LCA heights with the targets D, F, E, B are 0, 2 (A), 1 (E), 2 (B); from F:
+    # 2 (A), 0, none (-1, never counted), 3 (R).
+    heights, counts = dag.lca_height_counts([D, F], [D, F, E, B], limit=4)
+    assert heights.tolist() == [0, 1, 2, 3]
+    assert counts.tolist() == [[1, 2, 4, 4], [1, 1, 2, 3]]
+    # A source stops counting at the limit; heights stop once every source reached it.
+    heights, counts = dag.lca_height_counts([D], [D, F, E, B], limit=2)
+    assert heights.tolist() == [0, 1] and counts.tolist() == [[1, 2]]
+
+
 def test_summary(dag: Hierarchy) -> None:
     s = dag.summary()
     assert {k: s[k] for k in ("nodes", "edges", "roots", "leaves")} == {
@@ -252,6 +296,14 @@ def test_lookup_errors(dag: Hierarchy) -> None:
         dag.hop_distance([0], radius=-1)
     with pytest.raises(HierarchyError, match=r"sources holds 1 index\(es\) out of range"):
         dag.hop_distance([9])
+    with pytest.raises(HierarchyError, match=r"radius must be a non-negative int or None"):
+        dag.nearest_hops([0], radius=True)  # type: ignore[arg-type]
+    with pytest.raises(HierarchyError, match=r"targets must be 1-D"):
+        dag.hop_distance([0], targets=[[0]])
+    with pytest.raises(HierarchyError, match=r"nodes must be distinct"):
+        dag.nearest_other_hops([0, 0])
+    with pytest.raises(HierarchyError, match=r"idx must be 1-D"):
+        dag.ancestor_pairs([[0, 1]])
 
 
 # ---------------------------------------------------------------- serialization
@@ -469,3 +521,67 @@ def test_hops_and_round_trips(graph: tuple[list[str], list[tuple[str, str]]], ra
     assert np.array_equal(cut, np.where(full <= radius, full, INF))
     assert Hierarchy.from_dict(json.loads(h.to_json())) == h
     assert Hierarchy.from_arrays(h.to_arrays(), source="random") == h
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_dags(), st.integers(min_value=0, max_value=4), st.data())
+def test_hop_queries_agree_with_bfs(
+    graph: tuple[list[str], list[tuple[str, str]]], radius: int, data: st.DataObject
+) -> None:
+    h = Hierarchy(*graph)
+    n = h.n_nodes
+    full = np.array([_bfs_hops(h, i) for i in range(n)]).reshape(n, n)
+    sources = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=5)), dtype=np.int64)
+    targets = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=6)), dtype=np.int64)
+    got = h.hop_distance(sources, radius=radius, targets=targets)
+    want = full[np.ix_(sources, targets)]
+    assert np.array_equal(got, np.where(want <= radius, want, INF))
+    nearest = full[sources].min(axis=0) if sources.size else np.full(n, INF)
+    assert np.array_equal(h.nearest_hops(sources), nearest)
+    assert np.array_equal(
+        h.nearest_hops(sources, radius), np.where(nearest <= radius, nearest, INF)
+    )
+    distinct = np.unique(sources)
+    among = full[np.ix_(distinct, distinct)] + np.diag(np.full(distinct.size, INF))
+    other = among.min(axis=1) if distinct.size > 1 else np.full(distinct.size, INF)
+    assert np.array_equal(h.nearest_other_hops(distinct), other)
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_dags(), st.data())
+def test_ancestor_queries_agree_with_bfs(
+    graph: tuple[list[str], list[tuple[str, str]]], data: st.DataObject
+) -> None:
+    h = Hierarchy(*graph)
+    n = h.n_nodes
+    up = _bfs_ancestors_or_self(h)
+    idx = np.array(
+        data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=6)), dtype=np.int64
+    )
+    below, above = h.ancestor_pairs(idx)
+    expected = {
+        (i, j) for i in range(idx.size) for j in range(idx.size) if i != j and idx[j] in up[idx[i]]
+    }
+    assert set(zip(below.tolist(), above.tolist(), strict=True)) == expected
+    assert below.size == len(expected)
+    if idx.size:
+        kept = set().union(*(up[i] for i in idx.tolist()))
+        sub = h.restrict_to_ancestors(idx)
+        assert set(sub.node_ids.tolist()) == {str(h.node_ids[k]) for k in kept}
+        for i in idx.tolist():
+            j = sub.index(str(h.node_ids[i]))
+            assert set(sub.node_ids[sub.ancestors(j)].tolist()) == set(
+                h.node_ids[h.ancestors(i)].tolist()
+            )
+    height = h.height
+    assert h.root_height == int(height.max())
+    limit = data.draw(st.integers(1, n))
+    heights, counts = h.lca_height_counts(idx, np.arange(n), limit=limit)
+    for row, source in enumerate(idx.tolist()):
+        lca = [min((int(height[k]) for k in up[source] & up[t]), default=-1) for t in range(n)]
+        reached = None
+        for column, level in enumerate(heights.tolist()):
+            count = sum(0 <= x <= level for x in lca)
+            assert counts[row, column] == (count if reached is None else reached)
+            if reached is None and count >= limit:
+                reached = count

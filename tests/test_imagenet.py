@@ -23,19 +23,16 @@ from harness.data.class_sets import (
     resolve_class_set,
 )
 from harness.data.imagenet import (
-    hop_distances,
     hop_splits,
-    load_isa_hierarchy,
     populated_splits,
     read_counts,
     resolve_split_name,
-    restrict_to_ancestors,
     split_classes,
     split_structure,
 )
 from harness.data.prepare import load_benchmark
 from harness.errors import HarnessError, SpecError
-from harness.hierarchy import Hierarchy
+from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 from harness.spec import load_spec
 from tests.imagenet_fixture import (
     all_wnids,
@@ -131,20 +128,6 @@ def test_isa_hierarchy_has_every_21k_wnid_and_names(lists: Path) -> None:
     assert h.parents(sun).size == 0 and h.children(sun).size == 0
     assert h.names[sun] == "sun, Sun"
     assert load_isa_hierarchy(lists) is h  # cached per process
-
-
-def test_hop_distances_agree_with_per_source_search() -> None:
-    rng = np.random.default_rng(0)
-    ids = [f"v{i:03d}" for i in range(60)]
-    edges = {(ids[rng.integers(0, i)], ids[i]) for i in range(1, 60)}
-    edges |= {(ids[a], ids[b]) for a, b in rng.integers(0, 60, (20, 2)) if a < b}
-    h = Hierarchy(ids, sorted(edges))
-    sources = rng.choice(60, 5, replace=False)
-    expected = h.hop_distance(sources).min(axis=0)
-    np.testing.assert_array_equal(hop_distances(h, sources), expected)
-    capped = hop_distances(h, sources, max_hops=2)
-    np.testing.assert_array_equal(capped, np.where(expected <= 2, expected, np.inf))
-    assert np.isinf(hop_distances(h, np.zeros(0, np.int64))).all()
 
 
 def test_hop_split_sizes_and_distances(
@@ -260,7 +243,7 @@ def test_populated_splits_from_a_counts_file(
 def test_restrict_to_ancestors_keeps_every_ancestor(lists: Path) -> None:
     h = load_isa_hierarchy(lists)
     classes = ["n02084071", "n09450163", "n01440764"]  # dog, sun (no edges), tench
-    sub = restrict_to_ancestors(h, classes)
+    sub = h.restrict_to_ancestors(h.indices(classes))
     for wnid in classes:
         expected = set(h.node_ids[h.ancestors(h.index(wnid))].tolist())
         assert set(sub.node_ids[sub.ancestors(sub.index(wnid))].tolist()) == expected

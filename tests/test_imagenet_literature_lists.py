@@ -30,13 +30,13 @@ from harness.data.imagenet import (
     hop_histogram,
     hop_splits,
     list_split,
-    load_isa_hierarchy,
     read_class_list,
     resolve_split_name,
     split_classes,
 )
 from harness.data.prepare import load_benchmark
 from harness.errors import SpecError
+from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 from harness.spec import load_spec
 from tests.conftest import SPECS
 from tests.imagenet_fixture import (

@@ -288,6 +288,7 @@ TAMPER = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [*sorted(TAMPER), "frozen-labels", "valid-file-outside"])
 def test_tampered_outputs_are_refused_and_nothing_is_stored(
     case: str, tmp_path: Path, db: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
@@ -310,6 +311,7 @@ def test_tampered_outputs_are_refused_and_nothing_is_stored(
     assert stored_runs(db) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [_proc_environ, _etc_shadow], ids=lambda f: f.__name__)
 def test_tampered_worker_json_is_refused(
     make: Callable[[Path], None], tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch

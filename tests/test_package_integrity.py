@@ -286,6 +286,7 @@ def test_worker_ignores_hidden_bytecode(bench: Benchmark, tmp_path: Path) -> Non
     assert all(p.is_file() for p in planted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_runners_ignore_hidden_bytecode(bench: Benchmark, tmp_path: Path, runner: str) -> None:
     root = hostile.source_model_package(tmp_path)
@@ -327,6 +328,7 @@ def test_worker_prefers_source_to_an_extension_module(bench: Benchmark, tmp_path
     assert status["exit_code"] == 0, status  # default import would try (and fail) to load the .so
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("entrypoint", "message"),
     [

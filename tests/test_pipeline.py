@@ -17,6 +17,8 @@ from harness.submission.package import load_package
 from harness.submission.predictions import write_predictions
 from tests.conftest import SPECS, SUBMISSIONS
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 
 

@@ -185,6 +185,7 @@ def _refused_small(path: Path, shape: tuple[int, int] = (4, 3)) -> str:
     return str(info.value)
 
 
+@pytest.mark.slow
 def test_npz_with_a_2_gib_extra_member_is_refused_unread(tmp_path: Path) -> None:
     path = hostile.npz_with_zero_member(tmp_path / "p.npz", _honest(), "padding.npy", 2 << 30)
     assert path.stat().st_size < 16 * 1024 * 1024  # a few MB on disk

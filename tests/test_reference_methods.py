@@ -19,6 +19,8 @@ from harness.submission.package import load_package
 from harness.tasks import Bundle, write_bundle
 from tests.conftest import SPECS, SUBMISSIONS
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 
 # name -> (entrypoint, least ZSL top-1 expected on the demo). Thresholds sit well below the

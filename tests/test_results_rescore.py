@@ -32,6 +32,8 @@ from harness.store import StaleRunError, load_runs, open_store, save_run
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 BUMPED = "per_class_top_k_accuracy"
 cli = CliRunner()

@@ -24,6 +24,8 @@ from harness.runners.sandbox import sandbox_argv
 from tests.conftest import REPO, SPECS, needs_bwrap
 from tests.test_sandbox import _package
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 GIB = 1 << 30
 

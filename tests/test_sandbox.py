@@ -15,6 +15,8 @@ from harness.runners.base import RunJob
 from harness.runners.sandbox import SandboxRunner, sandbox_argv
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 
 

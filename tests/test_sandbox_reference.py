@@ -9,6 +9,8 @@ from harness.runners.sandbox import available
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 MODEL_PACKAGES = sorted(
     p.parent.name
     for p in SUBMISSIONS.glob("*/submission.yaml")

@@ -124,6 +124,7 @@ def test_hostile_strings_are_shown_as_text(hostile_site: Path) -> None:
         assert 'href="javascript' not in path.read_text(encoding="utf-8").lower()
 
 
+@pytest.mark.slow
 def test_every_link_stays_inside_the_site(hostile_site: Path) -> None:
     assert check_links(hostile_site) > 200
     for path in hostile_site.rglob("*"):

@@ -22,7 +22,7 @@ def test_a_single_run_has_no_pairs() -> None:
         ]
     )
     tests = paired_class_tests(table)
-    assert tests["estimates"].tolist() == [0.5] and tests["p_value"].tolist() == [[1.0]]
+    assert tests.estimates.tolist() == [0.5] and tests.p_value.tolist() == [[1.0]]
 
 
 def test_column_tests_groups_by_the_leader_rule() -> None:

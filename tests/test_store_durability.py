@@ -43,6 +43,8 @@ from tests.store_workers import (
 )
 from tests.test_store import row_counts
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 __all__ = ["store_url"]
 
 FORK = multiprocessing.get_context("fork")  # the children run code this process imported

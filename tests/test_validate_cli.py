@@ -82,6 +82,7 @@ def test_shipped_package_validates(name: str) -> None:
     assert result.output.startswith(f"ok {SUBMISSIONS / name}")
 
 
+@pytest.mark.slow
 def test_validate_with_spec_checks_prediction_files(tmp_path: Path) -> None:
     import shutil
 

@@ -1,4 +1,4 @@
-"""Tests for harness.wordnet and the ``hierarchy`` CLI, on the real WordNet 3.0 database.
+"""Tests for harness.hierarchy.wordnet and the ``hierarchy`` CLI, on the real WordNet 3.0 database.
 
 They need a WordNet 3.0 dict directory (``$ZSL_WORDNET_DIR``, default Debian's
 ``/usr/share/wordnet`` from ``apt-get install wordnet-base``) and the ``lexnames`` file from the
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from harness.cli.hierarchy import app
 from harness.errors import HierarchyError
 from harness.hierarchy import Hierarchy
-from harness.wordnet import (
+from harness.hierarchy.wordnet import (
     build_wordnet_hierarchy,
     open_wordnet,
     read_wnid_list,

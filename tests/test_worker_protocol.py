@@ -33,6 +33,8 @@ from harness.errors import PredictionError, RunnerError
 from harness.pipeline import run_submission
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
+pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
+
 DEMO = SPECS / "demo.yaml"
 RUNNERS = [pytest.param("local"), pytest.param("sandbox", marks=needs_bwrap)]
 NOT_INDUCTIVE = r"predict is not inductive: .*declarations\.transductive: true"

@@ -39,7 +39,7 @@ from harness.data.xlsa17 import (
 )
 from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.hierarchy import Hierarchy
-from harness.spec import Spec, load_spec
+from harness.spec import Spec, load_spec, load_spec_data, spec_files
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs" / "xlsa17"
@@ -49,6 +49,7 @@ pytestmark = pytest.mark.skipif(
     not (XLSA17 / "AWA2" / "att_splits.mat").is_file(),
     reason=f"shared xlsa17 data not found at {XLSA17} (set ZSL_SHARED_DATA)",
 )
+pytestmark = [pytestmark, pytest.mark.slow]  # real data, a release per test: not in test-fast
 
 SLUG = {"AWA1": "awa1", "AWA2": "awa2", "CUB": "cub", "SUN": "sun", "APY": "apy"}
 
@@ -86,7 +87,7 @@ def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _spec_data(name: str, root: Path | None, *, dim: int = DIM) -> dict[str, Any]:
     """A shipped spec as data, without hierarchy (files another module provides), for ``root``."""
-    data = yaml.safe_load((SPECS / f"{name}.yaml").read_text())
+    data = load_spec_data(SPECS / f"{name}.yaml")
     data.pop("hierarchy", None)
     data["data"]["params"].pop("class_map", None)
     data["data"]["params"].pop("hierarchy", None)
@@ -119,9 +120,9 @@ def _raw(tmp_path: Path, name: str, root: Path, **params: Any) -> RawBenchmark:
 # -- shipped specs ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", spec_files(SPECS), ids=lambda p: p.name)
 def test_shipped_spec_is_valid(path: Path) -> None:
-    data = yaml.safe_load(path.read_text())
+    data = load_spec_data(path)
     params = Xlsa17Params.model_validate(data["data"]["params"])
     assert data["features"] == {
         "name": "resnet101-xlsa17",
@@ -148,7 +149,7 @@ def test_shipped_spec_is_valid(path: Path) -> None:
 
 
 def test_every_dataset_has_its_spec_files() -> None:
-    names = {p.stem for p in SPECS.glob("*.yaml")}
+    names = {p.stem for p in spec_files(SPECS)}
     for slug in SLUG.values():
         assert {f"{slug}-ps", f"{slug}-ps-val2", f"{slug}-ps-val3", f"{slug}-ss"} <= names
 
@@ -234,7 +235,7 @@ def test_validation_variants_differ(tmp_path: Path, release_root: Path, dataset:
             r.splits["test_seen_images"], raws[1].splits["test_seen_images"]
         )
     for v in (2, 3):
-        shipped = yaml.safe_load((SPECS / f"{SLUG[dataset]}-ps-val{v}.yaml").read_text())
+        shipped = load_spec_data(SPECS / f"{SLUG[dataset]}-ps-val{v}.yaml")
         assert shipped["data"]["params"]["validation"] == v
 
 
@@ -522,7 +523,7 @@ def test_class_map_errors(tmp_path: Path, rows: list[str], message: str) -> None
 def test_cub_taxonomy_hierarchy_from_the_adapter(
     tmp_path: Path, release_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The wiring to ``harness.data.cub_taxonomy`` (a stand-in module: class k → node 'sp<k>')."""
+    """The wiring to ``harness.hierarchy.cub_taxonomy`` (a stand-in module: class k → node 'sp<k>')."""
     calls: list[Path] = []
 
     def load_cub_taxonomy(directory: Path) -> tuple[Hierarchy, list[str]]:
@@ -531,10 +532,10 @@ def test_cub_taxonomy_hierarchy_from_the_adapter(
         edges = [("aves", s) for s in species]
         return Hierarchy(["aves", *species], edges), species
 
-    module = types.ModuleType("harness.data.cub_taxonomy")
+    module = types.ModuleType("harness.hierarchy.cub_taxonomy")
     module.load_cub_taxonomy = load_cub_taxonomy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "harness.data.cub_taxonomy", module)
-    data = yaml.safe_load((SPECS / "cub-ps.yaml").read_text())
+    monkeypatch.setitem(sys.modules, "harness.hierarchy.cub_taxonomy", module)
+    data = load_spec_data(SPECS / "cub-ps.yaml")
     assert data["hierarchy"] == {"source": "adapter", "class_to_node": "identity"}
     data["features"]["dim"] = DIM
     data["data"]["params"]["path"] = str(release_root)
@@ -557,13 +558,13 @@ def test_cub_taxonomy_real_module(
     tmp_path: Path, release_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip(
-        "harness.data.cub_taxonomy", reason="harness.data.cub_taxonomy not written yet"
+        "harness.hierarchy.cub_taxonomy", reason="harness.hierarchy.cub_taxonomy not written yet"
     )
     taxonomy = XLSA17.parent / "cub-hierarchy"
     if not taxonomy.is_dir():
         pytest.skip(f"CUB taxonomy files not found at {taxonomy}")
     monkeypatch.setenv(ENV_CUB_TAXONOMY, str(taxonomy))
-    data = yaml.safe_load((SPECS / "cub-ps.yaml").read_text())
+    data = load_spec_data(SPECS / "cub-ps.yaml")
     data["features"]["dim"] = DIM
     data["data"]["params"]["path"] = str(release_root)
     bench = load_benchmark(_write_spec(tmp_path, data))
@@ -601,7 +602,7 @@ def test_shipped_wordnet_class_maps_and_hierarchies(
     tmp_path: Path, release_root: Path, name: str
 ) -> None:
     """The shipped AWA/aPY specs as they are (class map + frozen WordNet hierarchy)."""
-    data = yaml.safe_load((SPECS / f"{name}.yaml").read_text())
+    data = load_spec_data(SPECS / f"{name}.yaml")
     hierarchy = SPECS / data["hierarchy"]["file"]
     class_map = SPECS / data["data"]["params"]["class_map"]
     if not (hierarchy.is_file() and class_map.is_file()):
@@ -771,7 +772,7 @@ def test_end_to_end_eszsl_on_awa2_ps_from_a_mirror(
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     digest = _zip_release(release_root, "AWA2", mirror / "xlsa17.zip")
-    data = yaml.safe_load((SPECS / "awa2-ps.yaml").read_text())
+    data = load_spec_data(SPECS / "awa2-ps.yaml")
     data["hierarchy"]["file"] = str(SPECS / data["hierarchy"]["file"])
     data["data"]["params"]["class_map"] = str(SPECS / data["data"]["params"]["class_map"])
     data["data"]["params"].update(mirror=str(mirror), checksum=digest)

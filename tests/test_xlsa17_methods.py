@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from harness.pipeline import run_submission
+from harness.spec import load_spec_data
 from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS
 from tests.xlsa17_fixture import make_release
 
@@ -31,7 +32,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _spec(tmp_path: Path, dataset: str, release: Path) -> Path:
     source = SPECS / "xlsa17" / f"{dataset.lower()}-ps.yaml"
-    data = yaml.safe_load(source.read_text())
+    data = load_spec_data(source)
     params = data["data"]["params"]
     params["path"] = str(release)
     if "class_map" in params:
@@ -49,6 +50,7 @@ def _spec(tmp_path: Path, dataset: str, release: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", sorted(CHANCE))
 @pytest.mark.parametrize("method", ["eszsl", "sae"])
 def test_method_runs_end_to_end(dataset: str, method: str, release: Path, tmp_path: Path) -> None:
@@ -64,6 +66,7 @@ def test_method_runs_end_to_end(dataset: str, method: str, release: Path, tmp_pa
     assert harmonic is not None and harmonic.value > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", sorted(CHANCE))
 def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_path: Path) -> None:
     """On the real xlsa17 index vectors: bundles (main and calibration fits) hold no test image."""

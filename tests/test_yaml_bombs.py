@@ -110,6 +110,7 @@ def test_billion_laughs(tmp_path: Path, kind: str) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_deep_nesting(tmp_path: Path, kind: str) -> None:
     make, _ = KINDS[kind]
@@ -129,6 +130,7 @@ def test_huge_document(tmp_path: Path, kind: str) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "line", "what"),
     [

@@ -11,6 +11,8 @@ from harness.cli._common import DatabaseUrl, reports_errors, stdout
 from harness.site import build_site
 from harness.store import load_runs, open_store
 
+__all__ = ["app"]
+
 app = typer.Typer(
     help="Build the static leaderboard site from the store.",
     no_args_is_help=True,

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli._common import reports_errors, stdout
-from harness.data.class_maps import (
+from harness.hierarchy.class_maps import (
     ClassMapRow,
     build_class_map_hierarchy,
     check_class_map,
@@ -17,7 +17,7 @@ from harness.data.class_maps import (
     suggest_wordnet_ids,
     write_class_map,
 )
-from harness.wordnet import ENV_DIR, ENV_LEXNAMES, open_wordnet
+from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES, open_wordnet
 
 app = typer.Typer(
     help="Draft, check and freeze class → WordNet maps.",

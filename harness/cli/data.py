@@ -12,6 +12,8 @@ from harness.data.artifacts import FrozenBenchmark, benchmark_dir
 from harness.data.prepare import prepare
 from harness.spec import load_spec
 
+__all__ = ["app"]
+
 app = typer.Typer(help="Freeze benchmarks under ZSL_HOME and verify them.", no_args_is_help=True)
 
 SpecPath = Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)]

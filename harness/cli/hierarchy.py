@@ -9,7 +9,7 @@ import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.hierarchy import Hierarchy
-from harness.wordnet import (
+from harness.hierarchy.wordnet import (
     ENV_DIR,
     ENV_LEXNAMES,
     build_wordnet_hierarchy,

@@ -21,6 +21,8 @@ from harness.cli import (
 )
 from harness.cli._common import state
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="zsl",
     help="Declarative zero-shot learning benchmarks, honest scoring, a static leaderboard.",

@@ -12,6 +12,8 @@ from rich.text import Text
 from harness.cli._common import reports_errors, stdout
 from harness.metrics import metrics
 
+__all__ = ["app"]
+
 app = typer.Typer(help="List the registered metrics and their parameters.", no_args_is_help=True)
 
 

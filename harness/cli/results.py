@@ -13,6 +13,8 @@ from harness.results.rescore import RescoreOutcome, rescore_store
 from harness.results.store_io import export_store, import_folder
 from harness.store import open_store
 
+__all__ = ["app"]
+
 app = typer.Typer(
     help="Run records in git (export, import) and re-scoring of stored runs.",
     no_args_is_help=True,

@@ -20,6 +20,8 @@ from harness.runners import default_runner
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
 
+__all__ = ["RUNNER_HELP", "demo", "run"]
+
 RUNNER_HELP = (
     "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman,"
     " needs model.image) or 'local' (no isolation: only for your own trusted code); default:"

@@ -12,7 +12,9 @@ from pydantic import BaseModel
 from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
 from harness.errors import SpecError
-from harness.spec import json_schema, load_spec
+from harness.spec import is_spec_base, json_schema, load_spec, load_spec_base
+
+__all__ = ["app"]
 
 app = typer.Typer(
     help="Validate benchmark specs and print their JSON Schema.", no_args_is_help=True
@@ -22,7 +24,10 @@ app = typer.Typer(
 @app.command(
     epilog="Example: zsl spec validate specs/*.yaml. Checks YAML syntax, duplicate and unknown"
     " keys, types and bounds, metric names and parameters against the registry, settings and"
-    " primary metrics; each problem is printed as file:line: key.path: message."
+    " primary metrics; each problem is printed as file:line: key.path: message. A spec base"
+    " (_<name>.yaml, what a spec's 'extends:' names) is checked for what it can be alone (YAML,"
+    " known keys, no benchmark/version/extends); its values are checked with each spec that"
+    " extends it."
 )
 @reports_errors
 def validate(
@@ -31,6 +36,14 @@ def validate(
     """Validate spec files and report every problem with file, line and key path."""
     failed = []
     for path in paths:
+        if is_spec_base(path):
+            try:
+                keys = load_spec_base(path)
+            except SpecError as err:
+                failed.append(str(err))
+                continue
+            stdout.print(f"base {path}: {len(keys)} keys, checked with each spec extending it")
+            continue
         try:
             spec = load_spec(path)
         except SpecError as err:

@@ -18,6 +18,8 @@ from harness.submission.archive import open_package
 from harness.submission.package import load_package
 from harness.submission.scaffold import write_template
 
+__all__ = ["app"]
+
 app = typer.Typer(
     help="Start and validate submission packages; write their prediction files.",
     no_args_is_help=True,

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
     from harness.spec import Spec
 
+__all__ = [
+    "SPLIT_CLASS_KEYS",
+    "SPLIT_IMAGE_KEYS",
+    "Adapter",
+    "RawBenchmark",
+    "adapters",
+]
+
 SPLIT_CLASS_KEYS = ("train_classes", "val_classes", "unseen_classes")
 SPLIT_IMAGE_KEYS = ("train_images", "val_images", "test_seen_images", "test_unseen_images")
 

@@ -29,6 +29,20 @@ import numpy as np
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import array_sha256, json_sha256
 
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "MMAP_THRESHOLD_BYTES",
+    "ArtifactEntry",
+    "CacheAction",
+    "FrozenBenchmark",
+    "benchmark_dir",
+    "cache_action",
+    "entries_hash",
+    "write_frozen",
+    "zsl_home",
+]
+
 MANIFEST = "manifest.json"
 FORMAT = "zsl-frozen/1"
 MMAP_THRESHOLD_BYTES = 64 << 20

@@ -48,6 +48,12 @@ from harness.hierarchy import Hierarchy
 if TYPE_CHECKING:
     from harness.spec import Spec
 
+__all__ = [
+    "DemoAdapter",
+    "DemoParams",
+    "generate",
+]
+
 
 class DemoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

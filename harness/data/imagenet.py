@@ -5,7 +5,8 @@ Splits
 The training classes are the 1,000 ILSVRC-2012 classes (class set ``ilsvrc2012``); the
 candidates are the 21,843 ImageNet fall 2011 classes (``imagenet21k``) minus the training
 classes. Hop distances are undirected is-a edges of ImageNet's ``wordnet.is_a.txt``
-(:func:`load_isa_hierarchy`), measured from the *nearest* training class.
+(:func:`~harness.hierarchy.imagenet_isa.load_isa_hierarchy`), measured from the *nearest*
+training class (:meth:`~harness.hierarchy.Hierarchy.nearest_hops`).
 
 ================================  ==================================================================
 split                             test classes
@@ -70,7 +71,8 @@ The frozen benchmark (adapter ``imagenet``)
   ``val_images``; every image of a test class is ``test_unseen``;
 * image order: the selected images are shuffled with ``seed``, so a frozen image index says
   nothing about the user's file order (which is often sorted by class);
-* hierarchy: the is-a graph restricted to the ancestors-or-self of the benchmark's classes;
+* hierarchy: the is-a graph restricted to the ancestors-or-self of the benchmark's classes
+  (:meth:`~harness.hierarchy.Hierarchy.restrict_to_ancestors`);
 * meta: the requested and honest split names (and, for a list split, the list's file name,
   sha256 and size), the structural ratio of the split and the histogram of hops from each test
   class to its nearest training class, both on the full is-a graph (:func:`split_structure`),
@@ -93,7 +95,6 @@ Examples
 from __future__ import annotations
 
 import difflib
-import functools
 import logging
 import os
 import re
@@ -105,9 +106,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
-from scipy.sparse.csgraph import dijkstra
 
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.artifacts import zsl_home
@@ -121,6 +120,7 @@ from harness.data.class_sets import (
 )
 from harness.errors import HierarchyError, MetricError, SpecError
 from harness.hierarchy import Hierarchy
+from harness.hierarchy.imagenet_isa import load_isa_hierarchy, read_text_lines
 from harness.metrics.structure import structural_ratio
 
 if TYPE_CHECKING:
@@ -136,17 +136,14 @@ __all__ = [
     "SplitName",
     "UserFeatures",
     "class_list_sha256",
-    "hop_distances",
     "hop_histogram",
     "hop_splits",
     "list_split",
-    "load_isa_hierarchy",
     "open_user_features",
     "populated_splits",
     "read_class_list",
     "read_counts",
     "resolve_split_name",
-    "restrict_to_ancestors",
     "split_classes",
     "split_structure",
 ]
@@ -156,10 +153,6 @@ logger = logging.getLogger("harness.data.imagenet")
 #: Environment variable naming the user's feature directory when the spec gives none.
 ENV_FEATURES_DIR = "ZSL_IMAGENET_FEATURES"
 
-ISA_FILE = "wordnet.is_a.txt"
-WORDS_FILE = "words.txt"
-CANDIDATES_FILE = "fall11_wnids.txt"
-
 #: Bytes of feature rows copied per chunk (bounds this module's peak memory).
 CHUNK_BYTES = 64 << 20
 #: Labels read per chunk.
@@ -168,7 +161,6 @@ LABEL_CHUNK_ROWS = 1 << 22
 #: ``ZSL_HOME/tmp`` rather than in memory.
 SPILL_BYTES = 1 << 30
 
-FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _WNID = re.compile(r"^n\d{8}$")
@@ -403,156 +395,6 @@ def list_split(
 # -- the is-a hierarchy ---------------------------------------------------------------------------
 
 
-def _stat_key(*files: Path) -> tuple[tuple[str, int, int], ...]:
-    key = []
-    for file in files:
-        try:
-            stat = file.stat()
-        except OSError:
-            raise SpecError(
-                f"{file} does not exist; the ImageNet lists directory must hold {file.name}"
-                " (set ZSL_IMAGENET_DIR or data.params.lists_dir)"
-            ) from None
-        key.append((str(file), stat.st_size, stat.st_mtime_ns))
-    return tuple(key)
-
-
-def _read_lines(file: Path) -> list[str]:
-    try:
-        return file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read {file}: {err}") from None
-
-
-def _read_isa(file: Path) -> list[tuple[str, str]]:
-    edges = []
-    for number, line in enumerate(_read_lines(file), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 2 or not (_WNID.match(parts[0]) and _WNID.match(parts[1])):
-            raise SpecError(
-                f"{file}:{number}: expected 'parent_wnid child_wnid', got {line.strip()!r}"
-            )
-        edges.append((parts[0], parts[1]))
-    return edges
-
-
-def _read_words(file: Path) -> dict[str, str]:
-    names = {}
-    for number, line in enumerate(_read_lines(file), start=1):
-        if not line.strip():
-            continue
-        wnid, _, synonyms = line.partition("\t")
-        if not _WNID.match(wnid):
-            raise SpecError(f"{file}:{number}: expected 'wnid<TAB>synonyms', got {line!r}")
-        names[wnid] = synonyms.strip() or wnid
-    return names
-
-
-@functools.lru_cache(maxsize=4)
-def _isa_hierarchy(key: tuple[tuple[str, int, int], ...]) -> Hierarchy:
-    isa, candidates, words = (Path(k[0]) for k in key)
-    edges = _read_isa(isa)
-    wnids = read_wnids(candidates, what="ImageNet-21K class list")
-    names = _read_words(words)
-    ids = sorted(set(wnids).union(*edges))
-    try:
-        return Hierarchy(
-            ids,
-            edges,
-            [names.get(i, i) for i in ids],
-            source=f"imagenet {ISA_FILE} + {CANDIDATES_FILE} (names: {WORDS_FILE})",
-        )
-    except HierarchyError as err:
-        raise SpecError(f"{isa}: {err}") from None
-
-
-def load_isa_hierarchy(directory: str | os.PathLike[str] | None = None) -> Hierarchy:
-    """ImageNet's is-a graph: ``wordnet.is_a.txt`` edges plus every 21K wnid as a node.
-
-    Parameters
-    ----------
-    directory : path, default=None
-        The ImageNet lists directory; ``None`` reads ``$ZSL_IMAGENET_DIR``. It must hold
-        ``wordnet.is_a.txt`` (``parent child`` per line), ``fall11_wnids.txt`` and ``words.txt``
-        (``wnid<TAB>synonyms``, for node names).
-
-    Returns
-    -------
-    Hierarchy
-        Built once per process and directory (and rebuilt if a file changes). Fall 2011 wnids
-        without an is-a edge (6 on the shared lists, among them GOZ's ``n09450163`` "sun") are
-        nodes without edges.
-
-    Raises
-    ------
-    SpecError
-        If the directory or a file is missing, or naming the first malformed line.
-    """
-    root = imagenet_lists_dir(directory)
-    return _isa_hierarchy(_stat_key(root / ISA_FILE, root / CANDIDATES_FILE, root / WORDS_FILE))
-
-
-def _undirected(hierarchy: Hierarchy) -> sp.csr_array:
-    n, edges = hierarchy.n_nodes, hierarchy.edges
-    rows = np.concatenate([edges[:, 0], edges[:, 1]])
-    cols = np.concatenate([edges[:, 1], edges[:, 0]])
-    data = np.ones(rows.size, dtype=np.int32)
-    return sp.csr_array((data, (rows, cols)), shape=(n, n))
-
-
-def hop_distances(
-    hierarchy: Hierarchy, sources: npt.ArrayLike, *, max_hops: int | None = None
-) -> FloatArray:
-    """Undirected hop distance from the *nearest* of ``sources`` to every node.
-
-    One breadth-first search from a virtual source joined to every source node, run level by
-    level: each level is one sparse matrix-vector product with the undirected adjacency, so the
-    cost is ``O(levels * edges)`` whatever the number of sources (a few milliseconds for the
-    1,000 ILSVRC classes on the 74k-node is-a graph).
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-    sources : array-like of int
-        Node indices (repeats are harmless); may be empty.
-    max_hops : int, default=None
-        Stop after this many levels; farther nodes get ``inf``. ``None``: the whole component.
-
-    Returns
-    -------
-    ndarray of float64, shape (n_nodes,)
-        0 at sources, ``inf`` where no source is within ``max_hops`` (or reachable).
-
-    Examples
-    --------
-    >>> h = Hierarchy(["r", "a", "b", "c", "z"], [("r", "a"), ("a", "b"), ("r", "c")])
-    >>> hop_distances(h, h.indices(["b", "c"])).tolist()
-    [1.0, 0.0, 0.0, 1.0, inf]
-    """
-    src = np.unique(np.asarray(sources, dtype=np.int64).reshape(-1))
-    n = hierarchy.n_nodes
-    if src.size and (src[0] < 0 or src[-1] >= n):
-        raise HierarchyError(f"sources hold node indices outside 0..{n - 1}")
-    if max_hops is not None and max_hops < 0:
-        raise HierarchyError(f"max_hops must be >= 0 or None; got {max_hops}")
-    dist = np.full(n, np.inf)
-    dist[src] = 0.0
-    frontier = np.zeros(n, dtype=np.int32)
-    frontier[src] = 1
-    visited = frontier.astype(bool)
-    adjacency = _undirected(hierarchy)
-    level = 0
-    while frontier.any() and (max_hops is None or level < max_hops):
-        level += 1
-        reached = (adjacency @ frontier > 0) & ~visited
-        dist[reached] = level
-        visited |= reached
-        frontier = reached.astype(np.int32)
-    return dist
-
-
 def hop_splits(
     hierarchy: Hierarchy,
     train_wnids: Iterable[str],
@@ -565,7 +407,7 @@ def hop_splits(
     Parameters
     ----------
     hierarchy : Hierarchy
-        Typically :func:`load_isa_hierarchy`.
+        Typically :func:`~harness.hierarchy.imagenet_isa.load_isa_hierarchy`.
     train_wnids : iterable of str
         The training classes (ILSVRC-2012).
     candidate_wnids : iterable of str
@@ -591,7 +433,7 @@ def hop_splits(
         raise HierarchyError(f"max_hops must be at least 1; got {max_hops}")
     train = sorted(set(train_wnids))
     candidates = np.array(sorted(set(candidate_wnids) - set(train)), dtype=str)
-    dist = hop_distances(hierarchy, hierarchy.indices(train), max_hops=max_hops)
+    dist = hierarchy.nearest_hops(hierarchy.indices(train), radius=max_hops)
     cand_dist = dist[hierarchy.indices(candidates)] if candidates.size else np.zeros(0)
     out: dict[str, tuple[str, ...]] = {}
     for d in range(1, max_hops + 1):
@@ -622,7 +464,7 @@ def read_counts(path: str | os.PathLike[str]) -> dict[str, int]:
             " 'wnid<TAB>count' file with one line per class"
         )
     counts: dict[str, int] = {}
-    for number, line in enumerate(_read_lines(file), start=1):
+    for number, line in enumerate(read_text_lines(file), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()
@@ -702,7 +544,7 @@ def hop_histogram(
     >>> hop_histogram(h, ["a1"], ["a", "b", "z"])
     {'1': 1, '3': 1, 'inf': 1}
     """
-    dist = hop_distances(hierarchy, hierarchy.indices(list(train_wnids)))
+    dist = hierarchy.nearest_hops(hierarchy.indices(list(train_wnids)))
     hops = dist[hierarchy.indices(list(test_wnids))]
     labels = np.where(np.isfinite(hops), hops, -1).astype(np.int64)
     values, counts = np.unique(labels, return_counts=True)
@@ -739,11 +581,11 @@ def split_structure(
         return out
     ids = hierarchy.node_ids
     out.update(
-        structural_ratio=result["value"],
-        n_included=result["n_included"],
+        structural_ratio=result.value,
+        n_included=result.n_included,
         excluded={
-            "no_training_class_connected": ids[result["infinite_numerator"]].tolist(),
-            "no_other_test_class_connected": ids[result["infinite_denominator"]].tolist(),
+            "no_training_class_connected": ids[result.infinite_numerator].tolist(),
+            "no_other_test_class_connected": ids[result.infinite_denominator].tolist(),
         },
     )
     return out
@@ -859,38 +701,6 @@ def split_classes(
     hops = split.hops or 1
     found = hop_splits(load_isa_hierarchy(lists_dir), train, candidates, max_hops=hops)
     return train, found[split.name]
-
-
-def restrict_to_ancestors(hierarchy: Hierarchy, wnids: Sequence[str]) -> Hierarchy:
-    """The sub-DAG of the ancestors-or-self of ``wnids``, with every edge among them.
-
-    Every parent of a kept node is kept, so the result answers ancestor queries for ``wnids``
-    exactly as ``hierarchy`` does.
-
-    Examples
-    --------
-    >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
-    >>> restrict_to_ancestors(h, ["b"]).node_ids.tolist()
-    ['a', 'b', 'r']
-    """
-    start = hierarchy.indices(list(wnids))
-    n = hierarchy.n_nodes
-    edges = hierarchy.edges
-    upward = sp.csr_array(
-        (np.ones(len(edges), dtype=np.float64), (edges[:, 1], edges[:, 0])), shape=(n, n)
-    )
-    keep = np.zeros(n, dtype=bool)
-    if start.size:
-        dist = dijkstra(upward, directed=True, indices=start, unweighted=True, min_only=True)
-        keep = np.isfinite(dist)
-    kept_edges = edges[keep[edges[:, 1]]]
-    ids = hierarchy.node_ids
-    return Hierarchy(
-        ids[keep],
-        ids[kept_edges],
-        hierarchy.names[keep],
-        source=f"{hierarchy.source}; ancestors-or-self of {start.size} classes",
-    )
 
 
 # -- user features --------------------------------------------------------------------------------
@@ -1282,7 +1092,7 @@ class ImageNetAdapter:
             embeddings[name] = values
 
         full = load_isa_hierarchy(lists_dir)
-        hierarchy = restrict_to_ancestors(full, class_ids.tolist())
+        hierarchy = full.restrict_to_ancestors(full.indices(class_ids.tolist()))
         degree = np.bincount(full.edges.ravel(), minlength=full.n_nodes)
         isolated = np.flatnonzero(degree == 0)
         no_edges = sorted(set(full.node_ids[isolated].tolist()) & set(class_ids.tolist()))

@@ -31,6 +31,16 @@ from harness.hierarchy import Hierarchy
 from harness.registry import RegistryError
 from harness.spec import Spec
 
+__all__ = [
+    "CAL_HOLDOUT_FRACTION",
+    "CAL_VAL_FRACTION",
+    "Benchmark",
+    "check_raw",
+    "freeze_arrays",
+    "load_benchmark",
+    "prepare",
+]
+
 
 def check_raw(raw: RawBenchmark, spec: Spec) -> None:
     """Refuse raw data that breaks the protocol or the spec's declarations."""
@@ -283,9 +293,6 @@ class Benchmark:
 
     def class_order_hash(self, setting: str) -> str:
         return strings_sha256(self.class_ids[self.columns(setting)])
-
-    def row_order_hash(self, setting: str) -> str:
-        return strings_sha256(self.rows(setting).tolist())
 
     @cached_property
     def hierarchy(self) -> Hierarchy | None:

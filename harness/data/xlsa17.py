@@ -595,7 +595,7 @@ def standard_split(
 
 
 def read_class_map(path: Path, names: Sequence[str]) -> list[str]:
-    """Class ids for ``names`` from a class-map TSV (format: :mod:`harness.data.class_maps`).
+    """Class ids for ``names`` from a class-map TSV (format: :mod:`harness.hierarchy.class_maps`).
 
     Every class needs exactly one row, and no two classes may share an id.
 
@@ -603,9 +603,9 @@ def read_class_map(path: Path, names: Sequence[str]) -> list[str]:
     ------
     SpecError
         Naming the file and line of an unknown or repeated class, a repeated id, or the classes
-        left unmapped (malformed rows raise :class:`~harness.data.class_maps.ClassMapError`).
+        left unmapped (malformed rows raise :class:`~harness.hierarchy.class_maps.ClassMapError`).
     """
-    from harness.data.class_maps import read_class_map_rows
+    from harness.hierarchy.class_maps import read_class_map_rows
 
     if not path.is_file():
         raise SpecError(f"class map {path} does not exist (data.params.class_map)")
@@ -657,7 +657,7 @@ def _cub_taxonomy(
             f" data.params.taxonomy_path or ${ENV_CUB_TAXONOMY}"
         )
     try:
-        from harness.data.cub_taxonomy import load_cub_taxonomy
+        from harness.hierarchy.cub_taxonomy import load_cub_taxonomy
     except ImportError as err:
         raise SpecError(f"{spec.path}: hierarchy 'cub_taxonomy' is not available: {err}") from None
     try:
@@ -680,7 +680,7 @@ def _cub_taxonomy(
 
 
 def _wordnet_hierarchy(ids: list[str], params: Xlsa17Params, spec: Spec) -> Hierarchy:
-    from harness.wordnet import build_wordnet_hierarchy, open_wordnet
+    from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet
 
     try:
         return build_wordnet_hierarchy(open_wordnet(), root=params.wordnet_root, leaves=ids)

@@ -4,15 +4,28 @@ Families (pure numpy functions, documented where they live):
 
 - :mod:`~harness.metrics.flat` — per-class and per-image top-k accuracy (one tie policy);
 - :mod:`~harness.metrics.gzsl` — GZSL seen/unseen accuracy and their harmonic mean H;
-- :mod:`~harness.metrics.calibration` — calibrated stacking: exact seen-unseen curve, AUSUC,
-  H at a gamma chosen on validation predictions;
+- :mod:`~harness.metrics.calibrated_stacking` — calibrated stacking (Chao et al.): exact
+  seen-unseen curve, AUSUC, H at a gamma chosen on validation predictions;
 - :mod:`~harness.metrics.hierarchical` — hp@k (DeViSE, per image; and per class), hierarchical
   cost, mistake severity, average hierarchical distance@k, hierarchical retrieval precision@k,
   relation breakdown;
 - :mod:`~harness.metrics.darts` — DARTS accuracy-specificity trade-off (lambda meets its target
   on validation; the test accuracy it reaches is reported, not guaranteed);
-- :mod:`~harness.metrics.structure` — split diagnostics (structural ratio, mutual exclusivity);
-- :mod:`~harness.metrics.uncertainty` — bootstrap intervals, paired tests, ranks.
+- :mod:`~harness.metrics.structure` — split diagnostics (structural ratio, mutual exclusivity).
+
+Their supports, one job each:
+
+- :mod:`~harness.metrics._validation` — every input check, one stock message naming the input;
+- :mod:`~harness.metrics.temperature` — temperature scaling: softmax posteriors from scores, the
+  temperature fitted on validation (used by DARTS);
+- :mod:`~harness.metrics.binomial` — the Clopper-Pearson bound of DARTS's validation guarantee;
+- :mod:`~harness.metrics.decomposition` — a score as a reduction of per-image values by class;
+- :mod:`~harness.metrics.bootstrap` — bootstrap intervals of decomposed (or recomputed) scores;
+- :mod:`~harness.metrics.comparison` — paired class-level tests between stored runs, tied groups,
+  ranks across benchmarks.
+
+Functions that report more than a number (``*_details``, curves, intervals, tests) return frozen
+dataclasses; the registered wrappers turn them into the JSON details of a run record.
 
 Importing this package registers the built-in metrics (:mod:`~harness.metrics.builtin`) in
 :data:`metrics` by explicit import, no plugin discovery. Each declares what its value is a mean
@@ -35,6 +48,7 @@ from harness.metrics.base import (
 )
 from harness.metrics.builtin import TopKParams
 from harness.metrics.flat import (
+    PerClassAccuracy,
     per_class_counts,
     per_class_top_k_accuracy,
     per_class_top_k_accuracy_details,
@@ -42,13 +56,22 @@ from harness.metrics.flat import (
     top_k_correct,
     top_k_correct_from_topk,
 )
-from harness.metrics.gzsl import gzsl_accuracies, gzsl_accuracies_details, harmonic_mean
+from harness.metrics.gzsl import (
+    GzslAccuracies,
+    GzslAccuracyDetails,
+    gzsl_accuracies,
+    gzsl_accuracies_details,
+    harmonic_mean,
+)
 
 __all__ = [
+    "GzslAccuracies",
+    "GzslAccuracyDetails",
     "Metric",
     "MetricInput",
     "MetricParams",
     "MetricResult",
+    "PerClassAccuracy",
     "TopKParams",
     "gzsl_accuracies",
     "gzsl_accuracies_details",

@@ -1,29 +1,57 @@
 """The one place where metric inputs are checked and normalised.
 
 Every public metric function calls these helpers before it computes anything, and never checks an
-array by hand. Each helper converts its input, checks dtype, number of dimensions, range and
-finiteness, and returns a clean array; each failure raises :class:`~harness.errors.MetricError`
-in one stock phrasing -- *Expected `name` to be ..., but got ...* -- that names the input, the
-first bad position or row where there is one, and how to fix it.
+array or a number by hand. Each helper converts its input, checks dtype, number of dimensions,
+range and finiteness, and returns a clean value; each failure raises
+:class:`~harness.errors.MetricError` in one stock phrasing -- *Expected `name` to be ..., but got
+...* -- that names the input, the first bad position or row where there is one, and how to fix
+it. Every helper is told the input's name (``name=``), so a caller never rewrites a message.
+
+- arrays of the scoring contract: :func:`check_targets`, :func:`check_scores`,
+  :func:`check_scores_and_targets`, :func:`check_consistent_length`, :func:`check_classes`,
+  :func:`check_seen`, :func:`check_k`;
+- scalars and options: :func:`check_scalar`, :func:`check_integer`, :func:`check_choice`;
+- hierarchies: :func:`check_hierarchy`, :func:`check_nodes`;
+- other per-entry arrays: :func:`check_vector` (one entry per image, column, interval, ...),
+  :func:`check_real_rows` (finite values with one row per image or replicate).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from harness.errors import MetricError
+from harness.hierarchy import Hierarchy
 
 __all__ = [
+    "check_choice",
     "check_classes",
+    "check_consistent_length",
+    "check_hierarchy",
+    "check_indices",
+    "check_integer",
     "check_k",
+    "check_ks",
+    "check_nodes",
+    "check_ranked",
+    "check_real_rows",
+    "check_scalar",
     "check_scores",
     "check_scores_and_targets",
     "check_seen",
     "check_targets",
+    "check_top1",
+    "check_valid_nodes",
+    "check_vector",
 ]
+
+#: Which bounds of a range belong to it (:func:`check_scalar`).
+Closed = Literal["both", "left", "right", "neither"]
 
 #: Largest number of score entries a helper touches at once when it scans row by row.
 CHUNK_ELEMENTS = 1 << 22
@@ -65,7 +93,7 @@ def _integer_array(values: Any, name: str, what: str) -> npt.NDArray[np.int64]:
 
 
 def _first_out_of_range(
-    array: npt.NDArray[np.int64], n_candidates: int, name: str, what: str
+    array: npt.NDArray[np.int64], n_candidates: int, name: str, what: str, hint: str = ""
 ) -> None:
     bad = (array < 0) | (array >= n_candidates)
     if bad.any():
@@ -73,11 +101,13 @@ def _first_out_of_range(
         raise MetricError(
             f"Expected `{name}` to hold {what} in [0, {n_candidates}), but got "
             f"{name}[{position}] = {int(array[position])} "
-            f"(first of {int(bad.sum())} out-of-range value(s))."
+            f"(first of {int(bad.sum())} out-of-range value(s)).{f' {hint}' if hint else ''}"
         )
 
 
-def check_targets(y_true: npt.ArrayLike, n_candidates: int) -> npt.NDArray[np.int64]:
+def check_targets(
+    y_true: npt.ArrayLike, n_candidates: int, name: str = "y_true"
+) -> npt.NDArray[np.int64]:
     """Check the true-class columns of the test images.
 
     Parameters
@@ -86,6 +116,8 @@ def check_targets(y_true: npt.ArrayLike, n_candidates: int) -> npt.NDArray[np.in
         ``y_true[i]`` is the candidate column of image i's true class.
     n_candidates : int
         Number of candidate columns of the scores.
+    name : str, default="y_true"
+        The input's name in messages (e.g. ``"val_y_true"``).
 
     Returns
     -------
@@ -106,22 +138,35 @@ def check_targets(y_true: npt.ArrayLike, n_candidates: int) -> npt.NDArray[np.in
     ...
     harness.errors.MetricError: Expected `y_true` to hold candidate column indices in [0, 3), but got y_true[1] = 3 (first of 1 out-of-range value(s)).
     """  # noqa: E501
-    array = _integer_array(y_true, "y_true", "candidate column indices, one per image")
+    array = _integer_array(y_true, name, "candidate column indices, one per image")
     if array.size == 0:
-        raise MetricError("Expected `y_true` to hold at least one image, but got 0 images.")
-    _first_out_of_range(array, n_candidates, "y_true", "candidate column indices")
+        raise MetricError(f"Expected `{name}` to hold at least one image, but got 0 images.")
+    _first_out_of_range(array, n_candidates, name, "candidate column indices")
     return array
 
 
-def _check_consistent_length(n_images: int, n_rows: int) -> None:
+def check_consistent_length(
+    n_images: int, n_rows: int, *, name: str = "scores", targets_name: str = "y_true"
+) -> None:
+    """Refuse a matrix ``name`` whose number of rows differs from the images of ``targets_name``.
+
+    Examples
+    --------
+    >>> check_consistent_length(3, 2)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `scores` to have one row per image in `y_true` (3 images), but got 2 rows. Both must list the images in the same order.
+    """  # noqa: E501
     if n_images != n_rows:
         raise MetricError(
-            f"Expected `scores` to have one row per image in `y_true` ({n_images} images), "
-            f"but got {n_rows} rows. Both must follow the frozen test order."
+            f"Expected `{name}` to have one row per image in `{targets_name}` ({n_images} "
+            f"images), but got {n_rows} rows. Both must list the images in the same order."
         )
 
 
-def check_scores(scores: npt.ArrayLike, n_images: int | None = None) -> npt.NDArray[Any]:
+def check_scores(
+    scores: npt.ArrayLike, n_images: int | None = None, name: str = "scores"
+) -> npt.NDArray[Any]:
     """Check a dense score matrix: 2D, real, finite, and one row per image.
 
     Integer scores are converted to float64; float scores keep their dtype (a memory-mapped
@@ -134,6 +179,8 @@ def check_scores(scores: npt.ArrayLike, n_images: int | None = None) -> npt.NDAr
         ``scores[i, j]`` is the score of candidate column j for image i; higher is better.
     n_images : int, default=None
         Expected number of rows (the length of ``y_true``); not checked when None.
+    name : str, default="scores"
+        The input's name in messages (e.g. ``"val_scores"`` or ``"posteriors"``).
 
     Returns
     -------
@@ -157,27 +204,27 @@ def check_scores(scores: npt.ArrayLike, n_images: int | None = None) -> npt.NDAr
     array = np.asarray(scores)
     if array.ndim != 2:
         hint = (
-            " Use `scores.reshape(1, -1)` for the scores of a single image."
+            f" Use `{name}.reshape(1, -1)` for the {name} of a single image."
             if array.ndim == 1
             else ""
         )
         raise MetricError(
-            "Expected `scores` to be a 2D array of shape (n_images, n_candidates), "
+            f"Expected `{name}` to be a 2D array of shape (n_images, n_candidates), "
             f"but got shape {array.shape}.{hint}"
         )
     if array.dtype.kind in "iu":
         array = array.astype(np.float64)
     elif array.dtype.kind != "f":
         raise MetricError(
-            f"Expected `scores` to be a real-valued (float) array, but got dtype {array.dtype}."
+            f"Expected `{name}` to be a real-valued (float) array, but got dtype {array.dtype}."
         )
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise MetricError(
-            "Expected `scores` to have at least one image and one candidate, "
+            f"Expected `{name}` to have at least one image and one candidate, "
             f"but got shape {array.shape}."
         )
     if n_images is not None:
-        _check_consistent_length(n_images, array.shape[0])
+        check_consistent_length(n_images, array.shape[0], name=name)
     with np.errstate(over="ignore", invalid="ignore"):
         total = array.sum()
     if not np.isfinite(total):
@@ -191,7 +238,7 @@ def check_scores(scores: npt.ArrayLike, n_images: int | None = None) -> npt.NDAr
                 col = int(np.argmin(finite[row]))
                 value = float(array[start + row, col])
                 raise MetricError(
-                    "Expected `scores` to contain only finite values, but row "
+                    f"Expected `{name}` to contain only finite values, but row "
                     f"{start + row} holds {_describe(value)} (at column {col}). Replace NaN/inf "
                     "scores, e.g. with a very low finite score, before scoring."
                 )
@@ -199,18 +246,29 @@ def check_scores(scores: npt.ArrayLike, n_images: int | None = None) -> npt.NDAr
 
 
 def check_scores_and_targets(
-    y_true: npt.ArrayLike, scores: npt.ArrayLike
+    y_true: npt.ArrayLike,
+    scores: npt.ArrayLike,
+    *,
+    names: tuple[str, str] = ("y_true", "scores"),
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[Any]]:
     """Check ``scores`` and ``y_true`` together; see :func:`check_scores`, :func:`check_targets`.
+
+    ``names`` gives the two inputs' names in messages, ``(targets, scores)``.
 
     Returns
     -------
     y_true : ndarray of int64 of shape (n_images,)
     scores : ndarray of float of shape (n_images, n_candidates)
     """
-    checked_scores = check_scores(scores)
-    checked_targets = check_targets(y_true, checked_scores.shape[1])
-    _check_consistent_length(checked_targets.shape[0], checked_scores.shape[0])
+    targets_name, scores_name = names
+    checked_scores = check_scores(scores, name=scores_name)
+    checked_targets = check_targets(y_true, checked_scores.shape[1], targets_name)
+    check_consistent_length(
+        checked_targets.shape[0],
+        checked_scores.shape[0],
+        name=scores_name,
+        targets_name=targets_name,
+    )
     return checked_targets, checked_scores
 
 
@@ -289,8 +347,14 @@ def check_k(k: Any, n_candidates: int) -> int:
     return int(k)
 
 
-def check_seen(seen: npt.ArrayLike | None, n_candidates: int) -> npt.NDArray[np.bool_]:
+def check_seen(
+    seen: npt.ArrayLike | None, n_candidates: int | None, name: str = "seen"
+) -> npt.NDArray[np.bool_]:
     """Check the GZSL seen mask: a 1D bool array over candidate columns with both kinds present.
+
+    ``n_candidates`` is the number of candidate columns, or None when the mask itself defines it
+    (e.g. a curve computed from per-image statistics, without a score matrix). ``name`` is the
+    input's name in messages (e.g. ``"val_seen"``).
 
     Examples
     --------
@@ -303,23 +367,565 @@ def check_seen(seen: npt.ArrayLike | None, n_candidates: int) -> npt.NDArray[np.
     """  # noqa: E501
     if seen is None:
         raise MetricError(
-            "Expected `seen` to be a 1D bool array over candidate columns, but got None."
+            f"Expected `{name}` to be a 1D bool array over candidate columns, but got None."
         )
     array = np.asarray(seen)
     if array.ndim != 1 or array.dtype.kind != "b":
         raise MetricError(
-            "Expected `seen` to be a 1D bool array over candidate columns, but got shape "
+            f"Expected `{name}` to be a 1D bool array over candidate columns, but got shape "
             f"{array.shape} and dtype {array.dtype}. Convert a 0/1 mask with `.astype(bool)`."
         )
-    if array.shape[0] != n_candidates:
+    n_columns = array.shape[0] if n_candidates is None else n_candidates
+    if array.shape[0] != n_columns:
         raise MetricError(
-            f"Expected `seen` to have one entry per candidate column ({n_candidates}), "
+            f"Expected `{name}` to have one entry per candidate column ({n_columns}), "
             f"but got {array.shape[0]}."
         )
     n_seen = int(array.sum())
-    if n_seen == 0 or n_seen == n_candidates:
+    if n_seen == 0 or n_seen == n_columns:
         raise MetricError(
-            "Expected `seen` to mark at least one seen and one unseen candidate column, "
-            f"but got {n_seen} seen and {n_candidates - n_seen} unseen."
+            f"Expected `{name}` to mark at least one seen and one unseen candidate column, "
+            f"but got {n_seen} seen and {n_columns - n_seen} unseen."
         )
     return array
+
+
+# -- scalars, choices, hierarchies and node lists --------------------------------------------------
+
+
+def _number_text(value: float) -> str:
+    """``0``, ``1``, ``21841`` for whole numbers, else the float's repr (``0.5``)."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def _bound_text(low: float | None, high: float | None, closed: Closed) -> str:
+    """The range part of a scalar's description: `` in [0, 1]``, `` >= 0``, `` > 0``, ``""``."""
+    low_in = closed in ("both", "left")
+    high_in = closed in ("both", "right")
+    if low is not None and high is not None:
+        left, right = "[" if low_in else "(", "]" if high_in else ")"
+        return f" in {left}{_number_text(low)}, {_number_text(high)}{right}"
+    if low is not None:
+        return f" {'>=' if low_in else '>'} {_number_text(low)}"
+    if high is not None:
+        return f" {'<=' if high_in else '<'} {_number_text(high)}"
+    return ""
+
+
+def check_scalar(
+    value: Any,
+    name: str,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    closed: Closed = "both",
+    finite: bool = False,
+    hint: str = "",
+) -> float:
+    """Check one number: its type (bool is refused), NaN, infinity, and its range.
+
+    Every failure reads *Expected `name` to be <what>, but got <value>.*, where <what> is built
+    from the options: ``an integer``, ``a finite number``, ``a number`` (with a range) or
+    ``a real number`` (without one), then the range (`` in [0, 1]``, `` >= 0``, `` > 0``).
+
+    Parameters
+    ----------
+    value : Any
+        The input.
+    name : str
+        Its name in messages, e.g. ``"gamma"`` or ``"targets[2]"``.
+    integer : bool, default=False
+        Require a Python or numpy integer (the value is returned as a float all the same; use
+        :func:`check_integer` for an ``int``).
+    low, high : float, default=None
+        Bounds of the range; None leaves that side open.
+    closed : {"both", "left", "right", "neither"}, default="both"
+        Which bounds belong to the range.
+    finite : bool, default=False
+        Refuse ``inf`` and ``-inf`` (NaN is always refused).
+    hint : str, default=""
+        A sentence appended to every message: why the range is what it is, or how to fix it.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    MetricError
+        If ``value`` is not a number of the required kind, is NaN, is infinite while ``finite``,
+        or lies outside the range.
+
+    Examples
+    --------
+    >>> check_scalar(0.25, "seen", low=0, high=1)
+    0.25
+    >>> check_scalar(float("inf"), "lam", low=0, finite=True)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `lam` to be a finite number >= 0, but got inf.
+    >>> check_scalar(1.0, "alpha", low=0, high=1, closed="neither")
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `alpha` to be a number in (0, 1), but got 1.0.
+    """
+    kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    if integer:
+        noun = "an integer"
+    elif finite:
+        noun = "a finite number"
+    else:
+        noun = "a number" if low is not None or high is not None else "a real number"
+    what = noun + _bound_text(low, high, closed)
+    tail = f" {hint}" if hint else ""
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise MetricError(f"Expected `{name}` to be {what}, but got {value!r}.{tail}")
+    number: int | float = int(value) if integer else float(value)
+    low_ok = low is None or (number >= low if closed in ("both", "left") else number > low)
+    high_ok = high is None or (number <= high if closed in ("both", "right") else number < high)
+    bad = math.isnan(number) or (finite and math.isinf(number)) or not (low_ok and high_ok)
+    if bad:
+        raise MetricError(f"Expected `{name}` to be {what}, but got {number!r}.{tail}")
+    return float(number)
+
+
+def check_integer(
+    value: Any, name: str, *, low: int | None = None, high: int | None = None, hint: str = ""
+) -> int:
+    """:func:`check_scalar` for an integer in ``[low, high]``, returned as an ``int``.
+
+    Examples
+    --------
+    >>> check_integer(3, "n_boot", low=1)
+    3
+    >>> check_integer(True, "n_boot", low=1)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `n_boot` to be an integer >= 1, but got True.
+    """
+    return int(check_scalar(value, name, integer=True, low=low, high=high, hint=hint))
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """Check that ``value`` is one of the strings ``choices``.
+
+    Examples
+    --------
+    >>> check_choice("classes", "scheme", ("images_within_class", "classes"))
+    'classes'
+    >>> check_choice("images", "scheme", ("images_within_class", "classes"))
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `scheme` to be one of ['images_within_class', 'classes'], but got 'images'.
+    """  # noqa: E501
+    if not isinstance(value, str) or value not in choices:
+        raise MetricError(f"Expected `{name}` to be one of {list(choices)}, but got {value!r}.")
+    return value
+
+
+def check_hierarchy(hierarchy: Any, name: str = "hierarchy") -> Hierarchy:
+    """Check that ``hierarchy`` is a frozen :class:`~harness.hierarchy.Hierarchy`.
+
+    Examples
+    --------
+    >>> check_hierarchy({})
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got dict.
+    """  # noqa: E501
+    if not isinstance(hierarchy, Hierarchy):
+        raise MetricError(
+            f"Expected `{name}` to be a harness.hierarchy.Hierarchy, but got "
+            f"{type(hierarchy).__name__}."
+        )
+    return hierarchy
+
+
+def check_nodes(
+    values: Any,
+    n_nodes: int,
+    name: str,
+    *,
+    distinct: bool = True,
+    allow_empty: bool = False,
+) -> npt.NDArray[np.int64]:
+    """Check a 1D array of hierarchy node indices in ``[0, n_nodes)``, distinct unless told not.
+
+    Parameters
+    ----------
+    values : array-like of int of shape (n,)
+    n_nodes : int
+        Number of nodes of the hierarchy (``hierarchy.n_nodes``).
+    name : str
+        The input's name in messages, e.g. ``"candidate_nodes"``.
+    distinct : bool, default=True
+        Refuse a repeated node, naming the first position that repeats an earlier one.
+    allow_empty : bool, default=False
+
+    Returns
+    -------
+    ndarray of int64 of shape (n,)
+
+    Raises
+    ------
+    MetricError
+        If ``values`` is None, not 1D integer, empty (unless allowed), out of range (the message
+        names the first bad position and how to map ids to indices) or holds a repeat.
+
+    Examples
+    --------
+    >>> check_nodes([3, 1], 4, "candidate_nodes")
+    array([3, 1])
+    >>> check_nodes([3, 1, 3], 4, "candidate_nodes")
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `candidate_nodes` to hold distinct node indices, but candidate_nodes[2] = 3 repeats candidate_nodes[0].
+    """  # noqa: E501
+    nodes = _integer_array(values, name, "hierarchy node indices")
+    if nodes.size == 0 and not allow_empty:
+        raise MetricError(f"Expected `{name}` to hold at least one node index, but got 0.")
+    _first_out_of_range(
+        nodes, n_nodes, name, "node indices", "Map ids to indices with `hierarchy.indices(ids)`."
+    )
+    if distinct and nodes.size > 1:
+        order = np.argsort(nodes, kind="stable")
+        repeats = np.flatnonzero(nodes[order][1:] == nodes[order][:-1])
+        if repeats.size:
+            position = int(order[repeats + 1].min())
+            first = int(np.flatnonzero(nodes == nodes[position])[0])
+            raise MetricError(
+                f"Expected `{name}` to hold distinct node indices, but {name}[{position}] = "
+                f"{int(nodes[position])} repeats {name}[{first}]."
+            )
+    return nodes
+
+
+# -- per-entry vectors and rows of values ----------------------------------------------------------
+
+
+def check_vector(
+    values: Any,
+    name: str,
+    length: int | None = None,
+    *,
+    kind: Literal["bool", "real"],
+    entry: str = "image",
+    among: str = "`y_true`",
+    allow_empty: bool = True,
+    finite: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+) -> npt.NDArray[Any]:
+    """Check a 1D array with one entry per image (or per column, class, interval, ...).
+
+    Parameters
+    ----------
+    values : array-like of shape (length,)
+    name : str
+        The input's name in messages (e.g. ``"correct"``, ``"margin"``).
+    length : int, default=None
+        Required number of entries; not checked when None.
+    kind : {"bool", "real"}
+        A bool mask, or real numbers (returned as float64).
+    entry, among : str, default="image", "`y_true`"
+        What one entry stands for and the input that fixes their number, for messages:
+        *one entry per image in `y_true` (3 images)*.
+    allow_empty : bool, default=True
+    finite : bool, default=False
+        Real values only: refuse NaN and inf.
+    low, high : float, default=None
+        Real values only: the closed range the values must lie in (NaN lies in no range).
+
+    Returns
+    -------
+    ndarray of bool or float64 of shape (length,)
+
+    Raises
+    ------
+    MetricError
+        If ``values`` is not 1D of the kind, has the wrong length, or (real) holds a refused
+        value; the message names the first bad position.
+
+    Examples
+    --------
+    >>> check_vector([True, False], "correct", 2, kind="bool")
+    array([ True, False])
+    >>> check_vector([0.5, float("nan")], "margin", 2, kind="real", finite=True)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `margin` to contain only finite values, but got margin[1] = nan.
+    >>> check_vector([0.5, 1.5], "accuracy", kind="real", low=0, high=1)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `accuracy` to hold values in [0, 1], but got accuracy[1] = 1.5.
+    """  # noqa: E501
+    array = np.asarray(values)
+    if array.size == 0 and array.dtype.kind not in "biuf":
+        array = array.astype(bool if kind == "bool" else np.float64)  # `[]` arrives as float64
+    kinds = "b" if kind == "bool" else "iuf"
+    if array.ndim != 1 or array.dtype.kind not in kinds:
+        hint = " Convert a 0/1 mask with `.astype(bool)`." if kind == "bool" else ""
+        raise MetricError(
+            f"Expected `{name}` to be a 1D {kind} array, one entry per {entry}, but got shape "
+            f"{array.shape} and dtype {array.dtype}.{hint}"
+        )
+    if length is not None and array.shape[0] != length:
+        raise MetricError(
+            f"Expected `{name}` to have one entry per {entry} in {among} ({length} {entry}s), "
+            f"but got {array.shape[0]}."
+        )
+    if not allow_empty and array.shape[0] == 0:
+        raise MetricError(f"Expected `{name}` to hold at least one {entry}, but got 0.")
+    if kind == "bool":
+        return array
+    array = array.astype(np.float64, copy=False)
+    if finite:
+        bad = ~np.isfinite(array)
+        if bad.any():
+            position = int(np.argmax(bad))
+            raise MetricError(
+                f"Expected `{name}` to contain only finite values, but got {name}[{position}] = "
+                f"{float(array[position])!r}."
+            )
+    if low is not None or high is not None:
+        bad = ~(
+            (array >= (-np.inf if low is None else low))
+            & (array <= (np.inf if high is None else high))
+        )
+        if bad.any():
+            position = int(np.argmax(bad))
+            raise MetricError(
+                f"Expected `{name}` to hold values{_bound_text(low, high, 'both')}, but got "
+                f"{name}[{position}] = {float(array[position])!r}."
+            )
+    return array
+
+
+def check_real_rows(values: Any, name: str) -> npt.NDArray[np.float64]:
+    """Check finite real values of shape ``(n,)`` or ``(n, m)``: one row per image or replicate.
+
+    Examples
+    --------
+    >>> check_real_rows([[0.0, 1.0], [2.0, float("inf")]], "samples")
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `samples` to contain only finite values, but row 1 holds array([ 2., inf]).
+    """  # noqa: E501
+    array = np.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise MetricError(
+            f"Expected `{name}` to be a real-valued array, but got dtype {array.dtype}."
+        )
+    if array.ndim not in (1, 2) or (array.ndim == 2 and array.shape[1] == 0):
+        raise MetricError(
+            f"Expected `{name}` to have shape (n,) or (n, m) with m >= 1, "
+            f"but got shape {array.shape}."
+        )
+    array = array.astype(np.float64, copy=False)
+    finite = np.isfinite(array)
+    if not finite.all():
+        rows = finite if array.ndim == 1 else finite.all(axis=1)
+        row = int(np.argmin(rows))
+        raise MetricError(
+            f"Expected `{name}` to contain only finite values, but row {row} holds {array[row]!r}."
+        )
+    return array
+
+
+def check_indices(values: Any, name: str) -> npt.NDArray[np.int64]:
+    """Check a set of indices with no known upper bound: 1D, integer, non-negative, distinct.
+
+    For class or image index lists (e.g. the splits of a size table), where no candidate count
+    bounds them.
+
+    Examples
+    --------
+    >>> check_indices([4, 0, 7], "train_images")
+    array([4, 0, 7])
+    >>> check_indices([4, 0, 4], "train_images")
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `train_images` to hold distinct entries, but train_images[2] = 4 repeats train_images[0].
+    """  # noqa: E501
+    array = _integer_array(values, name, "indices")
+    if array.size and int(array.min()) < 0:
+        position = int(np.argmax(array < 0))
+        raise MetricError(
+            f"Expected `{name}` to hold non-negative indices, but got {name}[{position}] = "
+            f"{int(array[position])}."
+        )
+    order = np.argsort(array, kind="stable")
+    repeat = np.flatnonzero(array[order][1:] == array[order][:-1])
+    if repeat.size:
+        first, again = sorted((int(order[repeat[0]]), int(order[repeat[0] + 1])))
+        raise MetricError(
+            f"Expected `{name}` to hold distinct entries, but {name}[{again}] = "
+            f"{int(array[again])} repeats {name}[{first}]."
+        )
+    return array
+
+
+def check_ks(
+    ks: Any, n_candidates: int | None = None, *, n_ranked: int | None = None
+) -> tuple[int, ...]:
+    """Check the distinct ``k`` values of a metric evaluated at several ``k``.
+
+    Each must be an integer in ``[1, n_candidates]`` (only ``>= 1`` when ``n_candidates`` is
+    None) and, with ``n_ranked``, at most the number of ranked columns ``K``. One integer is a
+    sequence of one.
+
+    Examples
+    --------
+    >>> check_ks([5, 1], 10)
+    (5, 1)
+    >>> check_ks([1, 2, 1], 10)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `ks` to hold distinct values, but ks[2] = 1 repeats ks[0].
+    """
+    items = [ks] if isinstance(ks, int | np.integer) else ks
+    if isinstance(items, str) or not isinstance(items, Sequence | np.ndarray):
+        raise MetricError(f"Expected `ks` to be a sequence of integers >= 1, but got {ks!r}.")
+    values = list(items)
+    if not values:
+        raise MetricError("Expected `ks` to hold at least one k, but got an empty sequence.")
+    checked: list[int] = []
+    for position, k in enumerate(values):
+        if n_candidates is None:
+            if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+                raise MetricError(
+                    f"Expected `ks` to hold integers >= 1, but got ks[{position}] = {k!r}."
+                )
+            value = int(k)
+        else:
+            value = check_k(k, n_candidates)
+        if value in checked:
+            raise MetricError(
+                f"Expected `ks` to hold distinct values, but ks[{position}] = {value} repeats "
+                f"ks[{checked.index(value)}]."
+            )
+        checked.append(value)
+    for position, value in enumerate(checked):
+        if n_ranked is not None and value > n_ranked:
+            raise MetricError(
+                f"Expected `ks` to be at most the number of ranked columns K ({n_ranked}), but "
+                f"got ks[{position}] = {value}. Rank at least {value} candidates per image."
+            )
+    return tuple(checked)
+
+
+def check_ranked(ranked: Any, n_images: int, n_candidates: int) -> npt.NDArray[np.int64]:
+    """Check a ranking: one row per image, ``K >= 1`` distinct candidate columns per row.
+
+    ``ranked[i, r]`` is the candidate column image i ranks at position ``r`` (0 = best). Rows
+    are scanned for repeats in chunks of bounded size.
+
+    Examples
+    --------
+    >>> check_ranked([[2, 0], [1, 2]], 2, 3)
+    array([[2, 0],
+           [1, 2]])
+    >>> check_ranked([[2, 2]], 1, 3)
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `ranked` to hold distinct candidate columns in each row, but row 0 repeats column 2.
+    """  # noqa: E501
+    array = np.asarray(ranked)
+    if array.ndim != 2:
+        hint = " Use `ranked.reshape(-1, 1)` for top-1 columns." if array.ndim == 1 else ""
+        raise MetricError(
+            "Expected `ranked` to be a 2D integer array of shape (n_images, K), but got shape "
+            f"{array.shape}.{hint}"
+        )
+    if array.dtype.kind not in "iu":
+        raise MetricError(
+            f"Expected `ranked` to hold integer candidate columns, but got dtype {array.dtype}. "
+            "Derive it from scores with `ranked_from_scores`."
+        )
+    if array.shape[0] != n_images:
+        raise MetricError(
+            f"Expected `ranked` to have one row per image in `y_true` ({n_images} images), "
+            f"but got {array.shape[0]} rows. Both must follow the frozen test order."
+        )
+    if array.shape[1] == 0:
+        raise MetricError(
+            f"Expected `ranked` to hold at least one ranked column, but got shape {array.shape}."
+        )
+    array = array.astype(np.int64, copy=False)
+    bad = (array < 0) | (array >= n_candidates)
+    if bad.any():
+        row = int(np.argmax(bad.any(axis=1)))
+        col = int(np.argmax(bad[row]))
+        raise MetricError(
+            f"Expected `ranked` to hold candidate columns in [0, {n_candidates}), but row {row} "
+            f"holds {int(array[row, col])} (at rank {col})."
+        )
+    if array.shape[1] > 1:
+        starts = chunk_rows(array.shape[0], array.shape[1])
+        for start in starts:
+            block = np.sort(array[start : start + starts.step], axis=1)
+            repeated = (block[:, 1:] == block[:, :-1]).any(axis=1)
+            if repeated.any():
+                row = start + int(np.argmax(repeated))
+                values, counts = np.unique(array[row], return_counts=True)
+                raise MetricError(
+                    f"Expected `ranked` to hold distinct candidate columns in each row, but row "
+                    f"{row} repeats column {int(values[np.argmax(counts > 1)])}."
+                )
+    return array
+
+
+def check_top1(ranked_top1: Any, n_images: int, n_candidates: int) -> npt.NDArray[np.int64]:
+    """Check top-1 candidate columns: a 1D array, or a 2D ranking whose first column is used.
+
+    Examples
+    --------
+    >>> check_top1([[2, 0], [1, 2]], 2, 3)
+    array([2, 1])
+    """
+    array = np.asarray(ranked_top1)
+    if array.ndim == 2:
+        return check_ranked(array, n_images, n_candidates)[:, 0]
+    if array.ndim != 1:
+        raise MetricError(
+            "Expected `ranked_top1` to be a 1D array of top-1 candidate columns (or a 2D "
+            f"ranking), but got shape {array.shape}."
+        )
+    return check_ranked(array.reshape(-1, 1), n_images, n_candidates)[:, 0]
+
+
+def check_valid_nodes(
+    valid_nodes: Any, n_nodes: int, candidate_nodes: npt.NDArray[np.int64] | None
+) -> npt.NDArray[np.int64]:
+    """Check the valid-label nodes of a hierarchical metric; return them sorted.
+
+    Distinct node indices in ``[0, n_nodes)``, not empty, holding every candidate's node (a
+    prediction is always a valid label). None means the candidates' nodes.
+
+    Examples
+    --------
+    >>> check_valid_nodes(None, 5, np.array([4, 1]))
+    array([1, 4])
+    >>> check_valid_nodes([1, 3], 5, np.array([4, 1]))
+    Traceback (most recent call last):
+    ...
+    harness.errors.MetricError: Expected `valid_nodes` to contain every candidate's node (a prediction is always a valid label), but got candidate_nodes[0] = 4 outside it (1 candidate(s) missing). Add the candidates' nodes to `valid_nodes`.
+    """  # noqa: E501
+    if valid_nodes is None:
+        if candidate_nodes is None:
+            raise MetricError("Expected `valid_nodes` to list the valid-label nodes, but got None.")
+        return np.sort(candidate_nodes)
+    valid = np.sort(check_nodes(valid_nodes, n_nodes, "valid_nodes"))
+    if candidate_nodes is not None:
+        inside = np.isin(candidate_nodes, valid)
+        if not inside.all():
+            column = int(np.argmin(inside))
+            raise MetricError(
+                "Expected `valid_nodes` to contain every candidate's node (a prediction is "
+                f"always a valid label), but got candidate_nodes[{column}] = "
+                f"{int(candidate_nodes[column])} outside it ({int((~inside).sum())} "
+                "candidate(s) missing). Add the candidates' nodes to `valid_nodes`."
+            )
+    return valid

@@ -19,7 +19,7 @@ from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
-    from harness.metrics.uncertainty import Decomposition
+    from harness.metrics.decomposition import Decomposition
 
 Setting = Literal["zsl", "gzsl"]
 InputKind = Literal["dense", "topk"]

@@ -9,7 +9,8 @@ computes anything the functional API does not, it only selects inputs and shapes
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import Field
@@ -17,7 +18,9 @@ from pydantic import Field
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
-from harness.metrics.calibration import (
+from harness.metrics.calibrated_stacking import (
+    CalibratedAccuracies,
+    SeenUnseenCurve,
     area_under_seen_unseen_curve,
     calibrated_harmonic_mean,
     calibrated_stacking_curve_from_margins,
@@ -27,21 +30,25 @@ from harness.metrics.calibration import (
 )
 from harness.metrics.darts import (
     DEFAULT_TARGETS,
+    DartsCurve,
+    PredictionLevels,
     accuracy_specificity_area,
     darts_curve,
     darts_per_image,
     darts_prediction_levels,
-    fit_temperature,
-    softmax_posteriors,
 )
+from harness.metrics.decomposition import Decomposition, point_estimate
 from harness.metrics.flat import (
+    PerClassAccuracy,
     per_class_top_k_accuracy_details,
     top_k_correct,
     top_k_correct_from_topk,
 )
-from harness.metrics.gzsl import gzsl_accuracies_details
+from harness.metrics.gzsl import GzslAccuracyDetails, gzsl_accuracies_details
 from harness.metrics.hierarchical import (
     RELATIONS,
+    AverageHierarchicalDistance,
+    HierarchicalRetrievalPrecision,
     average_hierarchical_distance_at_k,
     hierarchical_cost,
     hierarchical_precision_at_k,
@@ -50,7 +57,7 @@ from harness.metrics.hierarchical import (
     per_class_hierarchical_precision_at_k,
     prediction_relations,
 )
-from harness.metrics.uncertainty import Decomposition, point_estimate
+from harness.metrics.temperature import fit_temperature, softmax_posteriors
 
 
 class TopKParams(MetricParams):
@@ -82,15 +89,15 @@ def _require_setting(data: MetricInput, name: str, settings: tuple[str, ...]) ->
         )
 
 
-def _per_class_by_id(details: dict[str, Any], ids: list[Any]) -> dict[str, Any]:
-    """Re-key a per-class details dict from column indices to candidate class ids."""
+def _per_class_by_id(details: PerClassAccuracy, ids: list[Any]) -> dict[str, Any]:
+    """A per-class accuracy's record details, keyed by candidate class ids, not columns."""
     return {
         "per_class": {
             str(ids[column]): value
-            for column, value in zip(details["classes"], details["per_class"], strict=True)
+            for column, value in zip(details.classes, details.per_class, strict=True)
         },
-        "excluded_classes": [ids[column] for column in details["excluded_classes"]],
-        "n_images": details["n_images"],
+        "excluded_classes": [ids[column] for column in details.excluded_classes],
+        "n_images": details.n_images,
     }
 
 
@@ -131,7 +138,7 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
             data.y_true, data.scores, classes=np.arange(data.n_candidates), k=params.k
         )
         details.update(_per_class_by_id(per_class, ids))
-        value = float(per_class["value"])
+        value = float(per_class.value)
     else:
         value = float(np.asarray(point_estimate(decomposition)))
     return MetricResult(value, details, decomposition)
@@ -157,15 +164,33 @@ def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
 # -- GZSL -----------------------------------------------------------------------------------------
 
 
-def _gzsl(data: MetricInput, params: TopKParams, name: str) -> tuple[dict[str, Any], np.ndarray]:
+def _gzsl(
+    data: MetricInput, params: TopKParams, name: str
+) -> tuple[GzslAccuracyDetails, list[Any], np.ndarray]:
     _require_setting(data, name, ("gzsl",))
     if data.scores is None:
         raise MetricError(f"Expected dense scores for metric '{name}', but got top-K predictions")
     details = gzsl_accuracies_details(data.y_true, data.scores, seen=data.seen, k=params.k)
-    ids = _class_ids(data)
-    details["seen_details"] = _per_class_by_id(details["seen_details"], ids)
-    details["unseen_details"] = _per_class_by_id(details["unseen_details"], ids)
-    return details, _correct(data, params.k)
+    return details, _class_ids(data), _correct(data, params.k)
+
+
+def _gzsl_h(correct: np.ndarray, data: MetricInput) -> Decomposition:
+    """H as the harmonic mean of the seen and the unseen per-class means of ``correct``."""
+    return Decomposition.for_gzsl(
+        correct.astype(np.float64), np.asarray(data.y_true), seen=np.asarray(data.seen, dtype=bool)
+    )
+
+
+def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: bool) -> MetricResult:
+    """The seen (or unseen) accuracy, its per-class details and its class-mean decomposition."""
+    details, ids, correct = _gzsl(data, params, name)
+    group = details.unseen if unseen else details.seen
+    image_seen = np.asarray(data.seen)[data.y_true]
+    return MetricResult(
+        group.value,
+        {**_per_class_by_id(group, ids), "k": details.k},
+        _class_mean(correct, data, ~image_seen if unseen else image_seen),
+    )
 
 
 @register_metric(
@@ -179,13 +204,7 @@ def _gzsl(data: MetricInput, params: TopKParams, name: str) -> tuple[dict[str, A
 )
 def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
-    details, correct = _gzsl(data, params, "gzsl_seen_accuracy")
-    image_seen = np.asarray(data.seen)[data.y_true]
-    return MetricResult(
-        details["seen"],
-        {**details["seen_details"], "k": details["k"]},
-        _class_mean(correct, data, image_seen),
-    )
+    return _gzsl_group(data, params, "gzsl_seen_accuracy", unseen=False)
 
 
 @register_metric(
@@ -199,13 +218,7 @@ def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
 )
 def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
-    details, correct = _gzsl(data, params, "gzsl_unseen_accuracy")
-    image_seen = np.asarray(data.seen)[data.y_true]
-    return MetricResult(
-        details["unseen"],
-        {**details["unseen_details"], "k": details["k"]},
-        _class_mean(correct, data, ~image_seen),
-    )
+    return _gzsl_group(data, params, "gzsl_unseen_accuracy", unseen=True)
 
 
 @register_metric(
@@ -219,17 +232,11 @@ def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult
 )
 def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
-    details, correct = _gzsl(data, params, "gzsl_harmonic_mean")
-    decomposition = Decomposition(
-        values=correct.astype(np.float64),
-        classes=np.asarray(data.y_true),
-        n_classes=data.n_candidates,
-        groups=(~np.asarray(data.seen, dtype=bool)).astype(np.int64),
-        combine="harmonic_of_groups",
-    )
+    details, _, correct = _gzsl(data, params, "gzsl_harmonic_mean")
+    decomposition = _gzsl_h(correct, data)
     return MetricResult(
-        details["harmonic_mean"],
-        {"seen": details["seen"], "unseen": details["unseen"], "k": details["k"]},
+        details.harmonic_mean,
+        {"seen": details.seen.value, "unseen": details.unseen.value, "k": details.k},
         decomposition,
     )
 
@@ -279,14 +286,15 @@ def _aux(n: int, **means: float) -> dict[str, np.ndarray]:
     return {name: np.full(n, value) for name, value in means.items()}
 
 
-def _at_k(
-    fn: Callable[..., dict[str, Any]], data: MetricInput, k: int
-) -> tuple[dict[str, Any], MetricResult]:
+AtK = TypeVar("AtK", AverageHierarchicalDistance, HierarchicalRetrievalPrecision)
+
+
+def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, MetricResult]:
     """Run a per-k hierarchical function at one k; value, {k}, per-image image-mean."""
     hierarchy, nodes = _hier(data, fn.__name__)
     out = fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, ks=[k])
-    per_image = np.asarray(out["per_image"])[:, 0]
-    return out, MetricResult(float(out["value"][k]), {"k": k}, _image_mean(per_image, data))
+    per_image = out.per_image[:, 0]
+    return out, MetricResult(float(out.values[k]), {"k": k}, _image_mean(per_image, data))
 
 
 @register_metric(
@@ -309,16 +317,16 @@ def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) ->
         ks=[params.k],
         valid_nodes=valid,
     )
-    per_image = np.asarray(out["per_image"])[:, 0]
-    size = float(out["mean_hcorrect_size"][params.k])
+    per_image = out.per_image[:, 0]
+    size = float(out.mean_hcorrect_size[params.k])
     details = {
         "k": params.k,
         "valid": params.valid,
         "mean_hcorrect_size": size,
-        "n_short_classes": len(out["short_classes"][params.k]),
+        "n_short_classes": len(out.short_classes[params.k]),
         "_aux": _aux(len(per_image), mean_hcorrect_size=size),
     }
-    return MetricResult(float(out["value"][params.k]), details, _image_mean(per_image, data))
+    return MetricResult(float(out.values[params.k]), details, _image_mean(per_image, data))
 
 
 @register_metric(
@@ -344,14 +352,14 @@ def _per_class_hierarchical_precision_at_k(
         classes=np.arange(data.n_candidates),
         valid_nodes=valid,
     )
-    per_image = np.asarray(out["per_image"])[:, 0]
+    per_image = out.per_image[:, 0]
     details = {
         "k": params.k,
         "valid": params.valid,
-        "n_images": out["n_images"],
-        "n_excluded_classes": len(out["excluded_classes"]),
+        "n_images": out.n_images,
+        "n_excluded_classes": len(out.excluded_classes),
     }
-    return MetricResult(float(out["value"][params.k]), details, _class_mean(per_image, data))
+    return MetricResult(float(out.values[params.k]), details, _class_mean(per_image, data))
 
 
 @register_metric(
@@ -375,9 +383,9 @@ def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
         classes=np.arange(data.n_candidates),
     )
     return MetricResult(
-        float(out["value"]),
-        {"n_images": out["n_images"], "n_excluded_classes": len(out["excluded_classes"])},
-        _class_mean(np.asarray(out["per_image"]), data),
+        out.value,
+        {"n_images": out.n_images, "n_excluded_classes": len(out.excluded_classes)},
+        _class_mean(out.per_image, data),
     )
 
 
@@ -395,13 +403,12 @@ def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
     hierarchy, nodes = _hier(data, "mistake_severity")
     out = mistake_severity(data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes)
-    if out["value"] is None:  # no mistake has a severity: report 0 rather than stop the run
-        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out["n_images"]})
-    mistakes = np.asarray(out["mistakes"], dtype=bool)
+    if out.value is None:  # no mistake has a severity: report 0 rather than stop the run
+        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out.n_images})
     return MetricResult(
-        float(out["value"]),
-        {"n_mistakes": out["n_mistakes"], "n_images": out["n_images"]},
-        _image_mean(np.asarray(out["per_image"]), data, mistakes),
+        out.value,
+        {"n_mistakes": out.n_mistakes, "n_images": out.n_images},
+        _image_mean(out.per_image, data, out.mistakes),
     )
 
 
@@ -434,7 +441,7 @@ def _hierarchical_retrieval_precision_at_k(
 ) -> MetricResult:
     """Ranking precision@k under similarity 1 - h(LCA)/h(root), relative to the best (Deng)."""
     out, result = _at_k(hierarchical_retrieval_precision_at_k, data, params.k)
-    result.details["root_height"] = out["root_height"]
+    result.details["root_height"] = out.root_height
     return result
 
 
@@ -451,18 +458,18 @@ def _prediction_relation_share(data: MetricInput, params: RelationParams) -> Met
     out = prediction_relations(
         data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes
     )
-    codes = np.asarray(out["per_image"])
+    codes = out.per_image
     wanted = (
         codes <= RELATIONS.index("descendant")
         if params.relation == "semantic_upper"
         else codes == RELATIONS.index(params.relation)
     )
-    shares = {name: float(out[name]) for name in RELATIONS}
+    shares = {name: float(getattr(out, name)) for name in RELATIONS}
     details: dict[str, Any] = {
         "relation": params.relation,
         **shares,
-        "semantic_accuracy_lower": float(out["semantic_accuracy_lower"]),
-        "semantic_accuracy_upper": float(out["semantic_accuracy_upper"]),
+        "semantic_accuracy_lower": out.semantic_accuracy_lower,
+        "semantic_accuracy_upper": out.semantic_accuracy_upper,
         "_aux": _aux(len(codes), **shares),
     }
     return MetricResult(float(wanted.mean()), details, _image_mean(wanted, data))
@@ -482,9 +489,9 @@ def _validation(data: MetricInput, name: str) -> MetricInput:
     return data.validation
 
 
-def _thin(curve: dict[str, np.ndarray]) -> dict[str, Any]:
+def _thin(curve: SeenUnseenCurve) -> dict[str, Any]:
     """The curve's operating points for plotting, at most CURVE_POINTS of them (ends kept)."""
-    seen, unseen = np.asarray(curve["seen_accuracy"]), np.asarray(curve["unseen_accuracy"])
+    seen, unseen = curve.seen_accuracy, curve.unseen_accuracy
     keep = np.unique(
         np.linspace(0, len(seen) - 1, min(len(seen), CURVE_POINTS)).round().astype(int)
     )
@@ -526,7 +533,7 @@ def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
     )
 
 
-def _calibrated(data: MetricInput, name: str) -> tuple[dict[str, Any], np.ndarray, float]:
+def _calibrated(data: MetricInput, name: str) -> tuple[CalibratedAccuracies, np.ndarray, float]:
     _require_setting(data, name, ("gzsl",))
     val = _validation(data, name)
     assert data.scores is not None and val.scores is not None
@@ -541,23 +548,17 @@ def _register_calibrated(key: str, name: str, doc: str) -> None:
         out, correct, gamma = _calibrated(data, name)
         image_seen = np.asarray(data.seen, dtype=bool)[data.y_true]
         if key == "harmonic_mean":
-            decomposition = Decomposition(
-                values=correct.astype(np.float64),
-                classes=np.asarray(data.y_true),
-                n_classes=data.n_candidates,
-                groups=(~np.asarray(data.seen, dtype=bool)).astype(np.int64),
-                combine="harmonic_of_groups",
-            )
+            decomposition = _gzsl_h(correct, data)
         else:
             decomposition = _class_mean(correct, data, image_seen if key == "seen" else ~image_seen)
         details = {
             "gamma": gamma,
-            "seen": float(out["seen"]),
-            "unseen": float(out["unseen"]),
-            "harmonic_mean": float(out["harmonic_mean"]),
+            "seen": float(out.seen),
+            "unseen": float(out.unseen),
+            "harmonic_mean": float(out.harmonic_mean),
             "gamma_chosen_on": "validation",
         }
-        return MetricResult(float(out[key]), details, decomposition)
+        return MetricResult(float(getattr(out, key)), details, decomposition)
 
     compute.__doc__ = doc
     register_metric(
@@ -611,7 +612,25 @@ class DartsParams(MetricParams):
     )
 
 
-def _darts(data: MetricInput, params: DartsParams, name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _DartsTarget:
+    """One achieved target: its lambda (chosen on validation) and what it does per test image."""
+
+    target: float
+    lam: float
+    correct: np.ndarray
+    gain: np.ndarray
+    levels: PredictionLevels
+
+
+@dataclass(frozen=True)
+class _DartsRun:
+    temperature: float | None
+    targets: tuple[_DartsTarget, ...]
+    val_curve: DartsCurve
+
+
+def _darts(data: MetricInput, params: DartsParams, name: str) -> _DartsRun:
     hierarchy, nodes = _hier(data, name)
     val = _validation(data, name)
     assert data.scores is not None and val.scores is not None
@@ -634,32 +653,32 @@ def _darts(data: MetricInput, params: DartsParams, name: str) -> dict[str, Any]:
         candidate_nodes=val_nodes,
         targets=targets,
     )
-    lambdas = [(p["target"], p["lambda"]) for p in val_curve["points"] if p["achieved"]]
+    lambdas = [(p.target, p.lam) for p in val_curve.points if p.lam is not None]
     per_target = []
     for target, lam in lambdas:
         correct, gain = darts_per_image(
             test_post, data.y_true, lam, hierarchy=hierarchy, candidate_nodes=nodes
         )
         levels = darts_prediction_levels(test_post, lam, hierarchy=hierarchy, candidate_nodes=nodes)
-        per_target.append((target, lam, correct, gain, levels))
-    return {"temperature": temperature, "per_target": per_target, "val_curve": val_curve}
+        per_target.append(_DartsTarget(target, lam, correct, gain, levels))
+    return _DartsRun(temperature, tuple(per_target), val_curve)
 
 
-def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
+def _darts_details(out: _DartsRun) -> dict[str, Any]:
     return {
-        "temperature": out["temperature"],
+        "temperature": out.temperature,
         "lambda_chosen_on": "validation",
         "curve": [
             {
-                "target": t,
-                "lambda": lam,
-                "accuracy": float(c.mean()),
-                "info_gain": float(g.mean()),
-                "share_leaf": levels["leaf"],
-                "share_internal": levels["internal"],
-                "share_root": levels["root"],
+                "target": t.target,
+                "lambda": t.lam,
+                "accuracy": float(t.correct.mean()),
+                "info_gain": float(t.gain.mean()),
+                "share_leaf": t.levels.leaf,
+                "share_internal": t.levels.internal,
+                "share_root": t.levels.root,
             }
-            for t, lam, c, g, levels in out["per_target"]
+            for t in out.targets
         ],
     }
 
@@ -678,15 +697,14 @@ def _darts_details(out: dict[str, Any]) -> dict[str, Any]:
 def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
     """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
     out = _darts(data, params, "darts_area")
-    per_target = out["per_target"]
 
     def resample(idx: np.ndarray) -> float:
         return accuracy_specificity_area(
-            [(float(c[idx].mean()), float(g[idx].mean())) for _, _, c, g, _ in per_target]
+            [(float(t.correct[idx].mean()), float(t.gain[idx].mean())) for t in out.targets]
         )
 
     value = accuracy_specificity_area(
-        [(float(c.mean()), float(g.mean())) for _, _, c, g, _ in per_target]
+        [(float(t.correct.mean()), float(t.gain.mean())) for t in out.targets]
     )
     return MetricResult(value, _darts_details(out), resample=resample)
 
@@ -713,26 +731,25 @@ def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
     the target: the details say which, and the site shows it beside the reward.
     """
     out = _darts(data, params, "darts_reward")
-    match = [(lam, c, g) for t, lam, c, g, _ in out["per_target"] if abs(t - params.target) < 1e-12]
-    if not match:
+    match = [t for t in out.targets if abs(t.target - params.target) < 1e-12]
+    val_point = out.val_curve.point(params.target)
+    if not match or val_point is None:
         raise MetricError(
             f"Expected the validation target accuracy {params.target} to be reachable on the"
             " validation images, but no lambda achieves it"
         )
-    lam, correct, gain = match[0]
-    val_point = next(
-        p for p in out["val_curve"]["points"] if abs(p["target"] - params.target) < 1e-12
-    )
-    test_accuracy = float(correct.mean())
+    chosen = match[0]
+    assert val_point.val_accuracy is not None and val_point.val_lower_bound is not None
+    test_accuracy = float(chosen.correct.mean())
     details = {
         **_darts_details(out),
         "target": params.target,
         "target_on": "validation",
-        "lambda": lam,
-        "val_accuracy": float(val_point["val_accuracy"]),
-        "val_lower_bound": float(val_point["val_lower_bound"]),
-        "confidence": float(out["val_curve"]["confidence"]),
+        "lambda": chosen.lam,
+        "val_accuracy": float(val_point.val_accuracy),
+        "val_lower_bound": float(val_point.val_lower_bound),
+        "confidence": float(out.val_curve.confidence),
         "test_accuracy": test_accuracy,
         "test_reaches_target": test_accuracy >= params.target,
     }
-    return MetricResult(float(gain.mean()), details, _image_mean(gain, data))
+    return MetricResult(float(chosen.gain.mean()), details, _image_mean(chosen.gain, data))

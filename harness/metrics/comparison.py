@@ -1,10 +1,10 @@
-r"""Comparing stored runs: class-level paired bootstrap, tied groups, from per-class means.
+r"""Comparing runs: class-level paired bootstrap, tied groups, and ranks across benchmarks.
 
 A run record cannot keep every image's value (it would grow with the test set), so each score
-with a :class:`~harness.metrics.uncertainty.Decomposition` keeps its *class values*: for every
+with a :class:`~harness.metrics.decomposition.Decomposition` keeps its *class values*: for every
 class with test images, its image count, its group and the mean of its per-image values
 (:class:`harness.records.ClassValues`). That is exactly what the ``"classes"`` resampling scheme
-of :mod:`harness.metrics.uncertainty` needs, so runs of one benchmark version can be compared long
+of :mod:`harness.metrics.bootstrap` needs, so runs of one benchmark version can be compared long
 after they were scored:
 
 - every run gets the *same* class draws in every replicate (a paired bootstrap over classes);
@@ -12,7 +12,7 @@ after they were scored:
   class means, ``image_mean`` as the ratio of two class means (:math:`n_c \bar v_c` over
   :math:`n_c`) under the same draws.
 
-The draws are those of :func:`~harness.metrics.uncertainty.bootstrap_samples` with
+The draws are those of :func:`~harness.metrics.bootstrap.bootstrap_samples` with
 ``scheme="classes"`` (same seed → same draws), so the samples here equal what that function gives
 on the runs' per-image decompositions (tested). Resampling classes asks whether a difference
 would hold for other classes of the same kind — for zero-shot learning, where the test classes
@@ -21,7 +21,8 @@ images-within-class intervals printed beside each score.
 
 Functional API: :func:`class_values` (decomposition → record payload), :func:`stack_class_values`
 (records of one benchmark → :class:`ClassTable`), :func:`class_point_estimates`,
-:func:`class_bootstrap`, :func:`paired_class_tests`, :func:`tied_groups_from_tests`.
+:func:`class_bootstrap`, :func:`paired_class_tests`, :func:`tied_groups_from_tests`; across
+benchmarks, :func:`rank_matrix`.
 """
 
 from __future__ import annotations
@@ -32,22 +33,23 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import rankdata
 
 from harness.errors import MetricError
-from harness.metrics.uncertainty import (
-    COMBINES,
-    Decomposition,
-    bootstrap_samples,
-    leader_groups,
-    point_estimate,
-)
+from harness.metrics._validation import check_scalar
+from harness.metrics.bootstrap import bootstrap_samples
+from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate
 
 __all__ = [
     "ClassTable",
+    "PairedTests",
+    "RankMatrix",
+    "RunClassValues",
     "class_bootstrap",
     "class_point_estimates",
     "class_values",
     "paired_class_tests",
+    "rank_matrix",
     "stack_class_values",
     "tied_groups_from_tests",
 ]
@@ -56,12 +58,38 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 
-def class_values(decomp: Decomposition) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class RunClassValues:
+    """The per-class summary a run record keeps of a decomposition (:func:`class_values`).
+
+    The fields of :class:`harness.records.ClassValues` (build one with
+    ``ClassValues.model_validate(values, from_attributes=True)``).
+
+    Attributes
+    ----------
+    combine : str
+        The decomposition's reduction.
+    classes : tuple of int
+        Columns with images, ascending.
+    counts, groups : tuple of int
+        Images and group id of each class.
+    means : tuple of float
+        Mean per-image value of each class.
+    """
+
+    combine: str
+    classes: tuple[int, ...]
+    counts: tuple[int, ...]
+    groups: tuple[int, ...]
+    means: tuple[float, ...]
+
+
+def class_values(decomp: Decomposition) -> RunClassValues | None:
     """The per-class summary a record keeps of ``decomp`` (None for 2D values).
 
     Returns
     -------
-    values : dict or None
+    values : RunClassValues or None
         ``combine``; ``classes`` (columns with images, ascending), ``counts``, ``groups`` and
         ``means`` (one per class) -- the fields of :class:`harness.records.ClassValues`.
 
@@ -69,8 +97,8 @@ def class_values(decomp: Decomposition) -> dict[str, Any] | None:
     --------
     >>> d = Decomposition(values=[1.0, 0.0, 1.0], classes=[0, 0, 2], n_classes=3)
     >>> v = class_values(d)
-    >>> v["classes"], v["counts"], v["groups"], v["means"]
-    ([0, 2], [2, 1], [0, 0], [0.5, 1.0])
+    >>> v.classes, v.counts, v.groups, v.means
+    ((0, 2), (2, 1), (0, 0), (0.5, 1.0))
     """
     if decomp.values.ndim != 1:
         return None
@@ -78,13 +106,13 @@ def class_values(decomp: Decomposition) -> dict[str, Any] | None:
     sums = np.bincount(decomp.classes, weights=decomp.values, minlength=decomp.n_classes)
     present = np.flatnonzero(counts)
     assert decomp.groups is not None  # __post_init__ fills it
-    return {
-        "combine": decomp.combine,
-        "classes": present.tolist(),
-        "counts": counts[present].tolist(),
-        "groups": decomp.groups[present].tolist(),
-        "means": (sums[present] / counts[present]).tolist(),
-    }
+    return RunClassValues(
+        combine=decomp.combine,
+        classes=tuple(present.tolist()),
+        counts=tuple(counts[present].tolist()),
+        groups=tuple(decomp.groups[present].tolist()),
+        means=tuple((sums[present] / counts[present]).tolist()),
+    )
 
 
 @dataclass(frozen=True)
@@ -106,7 +134,8 @@ def _field(value: Any, name: str) -> Any:
 
 
 def stack_class_values(values: Sequence[Any]) -> ClassTable:
-    """Line up the class values of several runs (``ClassValues`` models or their dicts).
+    """Line up the class values of several runs (``ClassValues`` models, their dicts, or
+    :class:`RunClassValues`).
 
     Raises
     ------
@@ -200,21 +229,78 @@ def class_bootstrap(table: ClassTable, *, n_boot: int = 1000, seed: int = 0) -> 
     return finish(samples.reshape(n_boot, -1))
 
 
+@dataclass(frozen=True, eq=False)
+class PairedTests:
+    """Paired tests between every two runs (:func:`paired_class_tests`); ``[s, t]`` is s minus t.
+
+    Attributes
+    ----------
+    estimates : ndarray of float64 of shape (S,)
+        Each run's score, recomputed from its class values.
+    diff, lo, hi : ndarray of float64 of shape (S, S)
+        The observed differences (antisymmetric) and the percentile interval of the replicate
+        differences (``[t, s]`` mirrors ``[s, t]``).
+    p_value : ndarray of float64 of shape (S, S)
+        Two-sided p-values, symmetric, 1 on the diagonal.
+    """
+
+    estimates: FloatArray
+    diff: FloatArray
+    lo: FloatArray
+    hi: FloatArray
+    p_value: FloatArray
+
+
 def paired_class_tests(
     table: ClassTable, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, FloatArray]:
+) -> PairedTests:
     r"""Paired class-level bootstrap tests between every two runs.
 
-    Entry ``[s, t]`` compares run s with run t: the observed difference
-    :math:`D = \theta_s - \theta_t`, the percentile interval of the replicate differences, and
-    the two-sided p-value of :func:`harness.metrics.uncertainty.paired_bootstrap`
-    (:math:`\min(1, 2 (1 + \#\text{other side}) / (B + 1))`, 1 when :math:`D = 0`).
+    Every run gets the *same* class draws in every replicate, so the spread of a difference
+    reflects only where the runs disagree. Entry ``[s, t]`` compares run s with run t: the
+    observed difference :math:`D = \theta_s - \theta_t`, the percentile interval of the replicate
+    differences :math:`D^{*}_1, \dots, D^{*}_B`, and the two-sided p-value
+
+    .. math::
+
+        p = \min\Big(1,\; 2\, \frac{1 + \#\{b : D^{*}_b \text{ on the other side of } 0\}}
+            {B + 1}\Big)
+
+    where "the other side" is :math:`D^{*}_b \le 0` when :math:`D > 0` and
+    :math:`D^{*}_b \ge 0` when :math:`D < 0`; :math:`p = 1` when :math:`D = 0`.
+
+    Parameters
+    ----------
+    table : ClassTable
+        The runs' class values (:func:`stack_class_values`).
+    n_boot : int, default=1000
+        Replicates; classes are resampled within their groups (scheme ``"classes"`` of
+        :func:`~harness.metrics.bootstrap.bootstrap_samples`).
+    seed : int, default=0
+    level : float in (0, 1), default=0.95
+        Level of the percentile intervals of the differences.
 
     Returns
     -------
-    tests : dict
+    tests : PairedTests
         ``estimates`` [S]; ``diff``, ``lo``, ``hi``, ``p_value`` [S, S] (antisymmetric
         differences, symmetric p-values, p = 1 on the diagonal).
+
+    Raises
+    ------
+    MetricError
+        If ``level`` is not in (0, 1), or ``n_boot`` or ``seed`` is not a valid integer.
+
+    Notes
+    -----
+    The +1 correction keeps the p-value away from 0: with :math:`B` replicates the smallest
+    reportable value is :math:`2 / (B + 1)`. See [1]_ for the paired bootstrap test in system
+    comparison.
+
+    References
+    ----------
+    .. [1] T. Berg-Kirkpatrick, D. Burkett, D. Klein, "An Empirical Investigation of Statistical
+       Significance in NLP", EMNLP 2012.
 
     Examples
     --------
@@ -224,13 +310,12 @@ def paired_class_tests(
     ...     {"combine": "class_mean", "classes": [0, 1, 2], "counts": [1, 1, 1],
     ...      "groups": [0, 0, 0], "means": m} for m in ([1, 1, 1], [0, 0, 0])])
     >>> tests = paired_class_tests(t, n_boot=99)
-    >>> [float(tests[k][0, 1]) for k in ("diff", "lo", "hi", "p_value")]
+    >>> [float(getattr(tests, k)[0, 1]) for k in ("diff", "lo", "hi", "p_value")]
     [1.0, 1.0, 1.0, 0.02]
-    >>> float(tests["p_value"][1, 0])
+    >>> float(tests.p_value[1, 0])
     0.02
     """
-    if not 0.0 < level < 1.0:
-        raise MetricError(f"Expected `level` in (0, 1), but got {level!r}.")
+    level = check_scalar(level, "level", low=0, high=1, closed="neither")
     estimates = class_point_estimates(table)
     n = table.n_runs
     diff = estimates[:, None] - estimates[None, :]
@@ -255,7 +340,7 @@ def paired_class_tests(
         # [t, s] is the negated replicates of [s, t]: its interval is the mirrored one.
         lo[second, first], hi[second, first] = -q_hi, -q_lo
         p_value[first, second] = p_value[second, first] = p
-    return {"estimates": estimates, "diff": diff, "lo": lo, "hi": hi, "p_value": p_value}
+    return PairedTests(estimates=estimates, diff=diff, lo=lo, hi=hi, p_value=p_value)
 
 
 def tied_groups_from_tests(
@@ -266,11 +351,14 @@ def tied_groups_from_tests(
     alpha: float = 0.05,
     higher_is_better: bool = True,
 ) -> list[list[str]]:
-    """Leaderboard brackets from precomputed paired tests.
+    """Leaderboard brackets from precomputed paired tests: runs not separable from their leader.
 
-    The rule of :func:`harness.metrics.uncertainty.tied_groups`: sort best first (stable), the
-    best leads the first group; walking down, a run joins the current group when its test
-    against the group's leader is not significant (``p >= alpha``), else it leads a new group.
+    Rule: sort the runs by estimate, best first (stable: equal estimates keep the given order).
+    The first run leads the first group. Walking down the order, a run joins the current group
+    when its test against the group's leader is not significant (``p_values[leader, run] >=
+    alpha``), and otherwise starts a new group that it leads. So groups are disjoint, ordered
+    best first, each sorted best first, and every member is inseparable from its group's leader
+    (not necessarily from every other member).
 
     Examples
     --------
@@ -290,8 +378,172 @@ def tied_groups_from_tests(
         raise MetricError(
             f"Expected p_values of shape ({len(names_)}, {len(names_)}), but got {p.shape}."
         )
-    if not 0.0 < alpha < 1.0:
-        raise MetricError(f"Expected `alpha` in (0, 1), but got {alpha!r}.")
-    return leader_groups(
-        names_, est.tolist(), lambda leader, i: float(p[leader, i]), alpha, higher_is_better
+    checked_alpha = check_scalar(alpha, "alpha", low=0, high=1, closed="neither")
+    sign = 1.0 if higher_is_better else -1.0
+    order = sorted(range(len(names_)), key=lambda i: -sign * float(est[i]))
+    groups: list[list[str]] = []
+    leader = -1
+    for i in order:
+        if leader >= 0 and float(p[leader, i]) >= checked_alpha:
+            groups[-1].append(names_[i])
+            continue
+        groups.append([names_[i]])
+        leader = i
+    return groups
+
+
+# ------------------------------------------------------------------------------ ranks
+
+
+@dataclass(frozen=True, eq=False)
+class RankMatrix:
+    """Ranks of submissions across benchmarks (:func:`rank_matrix`), rows by mean rank.
+
+    Attributes
+    ----------
+    submissions : tuple of str
+        By mean rank, then name.
+    benchmarks : tuple of str
+        As given.
+    ranks : ndarray of float64 of shape (S, B)
+        NaN for a missing cell.
+    mean_rank : ndarray of float64 of shape (S,)
+    n_benchmarks : ndarray of int64 of shape (S,)
+        How many benchmarks each mean covers.
+    counts : ndarray of float64 of shape (S, S)
+        ``counts[s, r]``: number of benchmarks where s has rank r + 1, ties split.
+    missing : tuple of (str, str)
+        ``(submission, benchmark)`` of every missing cell.
+    """
+
+    submissions: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    ranks: FloatArray
+    mean_rank: FloatArray
+    n_benchmarks: IntArray
+    counts: FloatArray
+    missing: tuple[tuple[str, str], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict of lists and arrays (``missing`` as [submission, benchmark])."""
+        return {
+            "submissions": list(self.submissions),
+            "benchmarks": list(self.benchmarks),
+            "ranks": self.ranks,
+            "mean_rank": self.mean_rank,
+            "n_benchmarks": self.n_benchmarks,
+            "counts": self.counts,
+            "missing": [list(cell) for cell in self.missing],
+        }
+
+
+def rank_matrix(
+    scores: Mapping[str, Mapping[str, float]], *, higher_is_better: bool = True
+) -> RankMatrix:
+    r"""Friedman-style ranks of submissions across benchmarks (the GBU rank matrix).
+
+    On each benchmark the submissions scored there are ranked 1 (best) to :math:`S_b`, ties
+    getting their average rank (``scipy.stats.rankdata(method="average")``). With
+    :math:`B_s` the benchmarks that scored submission :math:`s`:
+
+    .. math::
+
+        \bar r_s = \frac{1}{|B_s|} \sum_{b \in B_s} r_{sb}, \qquad
+        \mathrm{counts}_{s, r} = \sum_{b \in B_s} \frac{[\, r^{\min}_{sb} \le r + 1 \le
+            r^{\max}_{sb} \,]}{r^{\max}_{sb} - r^{\min}_{sb} + 1}
+
+    where :math:`r^{\min}, r^{\max}` are the first and last positions of :math:`s`'s tie block:
+    a submission tied over positions 1 and 2 adds 1/2 to each (an untied one adds 1 to its own
+    position), so each row sums to :math:`|B_s|` and the count-weighted mean position is
+    :math:`\bar r_s`.
+
+    Parameters
+    ----------
+    scores : mapping of str to mapping of str to float
+        ``scores[benchmark][submission]``: the (finite) primary score. A submission absent from
+        a benchmark is a *missing cell*: it is not ranked there, and its mean rank runs over the
+        benchmarks that scored it (which flatters submissions that skipped hard benchmarks; the
+        ``n_benchmarks`` output says how many cells each mean covers).
+    higher_is_better : bool, default=True
+
+    Returns
+    -------
+    ranks : RankMatrix
+        ``submissions`` (by mean rank then name), ``benchmarks`` (as given), ``ranks`` (float
+        array [S, B], NaN for a missing cell), ``mean_rank`` (float array [S]),
+        ``n_benchmarks`` (int array [S]), ``counts`` (float array [S, S]: ``counts[s, r]`` =
+        number of benchmarks where s has rank r + 1, ties split), and ``missing``
+        ((submission, benchmark) pairs).
+
+    Raises
+    ------
+    MetricError
+        If ``scores`` is empty, a benchmark scores no submission, or a score is not a finite
+        number.
+
+    References
+    ----------
+    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
+       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Fig. 4.
+
+    Examples
+    --------
+    On "x", a beats b and c (tied); on "y", b beats a; c is missing on "y". Ranks: a (1, 2), b
+    (2.5, 1), c (2.5, -). Mean ranks a 1.5, b 1.75, c 2.5:
+
+    >>> r = rank_matrix({"x": {"a": 0.9, "b": 0.5, "c": 0.5}, "y": {"a": 0.4, "b": 0.6}})
+    >>> r.submissions, r.mean_rank.tolist()
+    (('a', 'b', 'c'), [1.5, 1.75, 2.5])
+    >>> r.counts.tolist()
+    [[1.0, 1.0, 0.0], [1.0, 0.5, 0.5], [0.0, 0.5, 0.5]]
+    """
+    if not isinstance(scores, Mapping) or not scores:
+        raise MetricError(
+            "Expected `scores` to be a non-empty mapping benchmark -> {submission: score}, "
+            f"but got {scores!r}."
+        )
+    benchmarks = list(scores)
+    columns: list[dict[str, float]] = []
+    for benchmark in benchmarks:
+        row = scores[benchmark]
+        if not isinstance(row, Mapping) or not row:
+            raise MetricError(
+                f"Expected `scores[{benchmark!r}]` to map at least one submission to its score, "
+                f"but got {row!r}."
+            )
+        column: dict[str, float] = {}
+        for submission, value in row.items():
+            column[str(submission)] = check_scalar(
+                value, f"scores[{benchmark!r}][{submission!r}]", finite=True
+            )
+        columns.append(column)
+    names = sorted({name for column in columns for name in column})
+    index = {name: i for i, name in enumerate(names)}
+    n_sub, n_bench = len(names), len(benchmarks)
+    ranks = np.full((n_sub, n_bench), np.nan)
+    counts = np.zeros((n_sub, n_sub))
+    sign = -1.0 if higher_is_better else 1.0
+    for b, column in enumerate(columns):
+        rows = np.array([index[name] for name in column])
+        keys = sign * np.array(list(column.values()))
+        ranks[rows, b] = rankdata(keys, method="average")
+        low = rankdata(keys, method="min").astype(np.int64)
+        high = rankdata(keys, method="max").astype(np.int64)
+        for row, lo, hi in zip(rows.tolist(), low.tolist(), high.tolist(), strict=True):
+            counts[row, lo - 1 : hi] += 1.0 / (hi - lo + 1)
+    present = ~np.isnan(ranks)
+    n_benchmarks = present.sum(axis=1).astype(np.int64)
+    mean_rank = np.where(present, ranks, 0.0).sum(axis=1) / n_benchmarks
+    order = sorted(range(n_sub), key=lambda s: (float(mean_rank[s]), names[s]))
+    missing = tuple(
+        (names[s], benchmarks[b]) for s in order for b in range(n_bench) if not present[s, b]
+    )
+    return RankMatrix(
+        submissions=tuple(names[s] for s in order),
+        benchmarks=tuple(benchmarks),
+        ranks=ranks[order],
+        mean_rank=mean_rank[order],
+        n_benchmarks=n_benchmarks[order],
+        counts=counts[order],
+        missing=missing,
     )

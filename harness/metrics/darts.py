@@ -36,7 +36,9 @@ outside them, :math:`1 - \sum_k q_{ik}`, is unknown and goes to the root only, b
 supports no more specific node. That is conservative: a node's posterior is never overstated.
 Either way, a root's posterior is exactly 1, rows whose mass exceeds 1 (within the tolerance)
 are scaled down to 1, and node posteriors are clipped to ``[0, 1]``. A dense row and the same
-row given as top-K with K = C give the same node posteriors, to the bit.
+row given as top-K with K = C give the same node posteriors, to the bit. Scores that are not
+posteriors become posteriors by temperature scaling [3]_ (:mod:`harness.metrics.temperature`),
+the temperature fitted on validation.
 
 Prediction and tie policy
 -------------------------
@@ -81,7 +83,8 @@ Choosing :math:`\lambda` (validation only)
 ------------------------------------------
 For each target accuracy :math:`1 - \epsilon`, let :math:`k` be the number of validation images
 correct at :math:`\lambda` and :math:`n` their number. The guarantee holds at :math:`\lambda` when
-the one-sided Clopper-Pearson lower bound at level ``confidence`` reaches the target:
+the one-sided Clopper-Pearson lower bound [2]_ at level ``confidence``
+(:mod:`harness.metrics.binomial`) reaches the target:
 
 .. math::
 
@@ -139,47 +142,49 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from scipy.optimize import minimize_scalar
-from scipy.special import logsumexp
-from scipy.stats import beta
 
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics._validation import (
-    _integer_array,
+    check_consistent_length,
+    check_hierarchy,
+    check_nodes,
+    check_scalar,
     check_scores,
-    check_scores_and_targets,
     check_targets,
+    check_vector,
     chunk_rows,
 )
+from harness.metrics.binomial import clopper_pearson_lower_bounds
 
 __all__ = [
     "BISECTION_STEPS",
     "DEFAULT_TARGETS",
     "SUM_TOLERANCE",
+    "DartsCurve",
     "DartsGraph",
+    "DartsPoint",
+    "PredictionLevels",
     "TopKPosteriors",
-    "clopper_pearson_lower",
+    "accuracy_specificity_area",
     "darts_curve",
     "darts_graph",
     "darts_node_posteriors",
     "darts_per_image",
     "darts_predict",
-    "fit_temperature",
-    "softmax_posteriors",
+    "darts_prediction_levels",
 ]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
-T = TypeVar("T")
 
 #: Accuracy targets of the default curve, from no guarantee to 99%.
 DEFAULT_TARGETS: tuple[float, ...] = (
@@ -260,15 +265,92 @@ class DartsGraph:
         return float(np.log2(self.n_candidates))
 
 
-def _renamed(names: dict[str, str], check: Callable[..., T], *args: Any) -> T:
-    """Run a shared check, re-raising its MetricError with the inputs' names used here."""
-    try:
-        return check(*args)
-    except MetricError as err:
-        message = str(err)
-        for old, new in names.items():
-            message = message.replace(f"`{old}`", f"`{new}`").replace(f" {old}[", f" {new}[")
-        raise MetricError(message) from None
+@dataclass(frozen=True)
+class DartsPoint:
+    """One target accuracy of :func:`darts_curve`: the validated lambda and what it does on test.
+
+    Every field but ``target`` and ``achieved`` is None for a target not achieved.
+
+    Attributes
+    ----------
+    target : float
+        The accuracy the lambda must reach on validation (with the curve's confidence).
+    achieved : bool
+        Whether some lambda up to the search cap reaches it.
+    lam : float or None
+        The lambda chosen on validation.
+    val_accuracy, val_lower_bound : float or None
+        Its per-image accuracy on validation and the Clopper-Pearson lower bound of that.
+    per_image_accuracy, per_image_info_gain : float or None
+        On test: means over images of hierarchical correctness and normalised information gain.
+    per_class_accuracy, per_class_info_gain : float or None
+        On test: the same as means over candidate classes with test images.
+    share_leaf, share_internal, share_root : float or None
+        On test: the shares of predictions at candidate leaves, internal nodes and the root
+        (summing to 1).
+    """
+
+    target: float
+    achieved: bool
+    lam: float | None = None
+    val_accuracy: float | None = None
+    val_lower_bound: float | None = None
+    per_image_accuracy: float | None = None
+    per_image_info_gain: float | None = None
+    per_class_accuracy: float | None = None
+    per_class_info_gain: float | None = None
+    share_leaf: float | None = None
+    share_internal: float | None = None
+    share_root: float | None = None
+
+
+@dataclass(frozen=True)
+class DartsCurve:
+    r"""The DARTS accuracy-specificity curve on test, one :class:`DartsPoint` per target.
+
+    Attributes
+    ----------
+    points : tuple of DartsPoint
+        In the order of the targets.
+    area : float in [0, 1]
+        :func:`accuracy_specificity_area` of the achieved points.
+    reward_at_90 : float or None
+        ``per_image_info_gain`` of the 0.9 target; None when 0.9 is not a target or not achieved.
+    n_val, n_test, n_candidates, n_nodes : int
+        Validation and test images, candidate leaves, columns of the graph.
+    max_reward_bits : float
+        :math:`\log_2 |Y|`.
+    confidence : float
+        One-sided confidence level of the validation guarantee.
+    bisection_steps : int
+    excluded_classes : tuple of int
+        Candidate columns without test images.
+    """
+
+    points: tuple[DartsPoint, ...]
+    area: float
+    reward_at_90: float | None
+    n_val: int
+    n_test: int
+    n_candidates: int
+    n_nodes: int
+    max_reward_bits: float
+    confidence: float
+    bisection_steps: int
+    excluded_classes: tuple[int, ...]
+
+    def point(self, target: float) -> DartsPoint | None:
+        """The point of ``target`` (within 1e-12), None when it is not one of the targets."""
+        return next((p for p in self.points if abs(p.target - target) < 1e-12), None)
+
+
+@dataclass(frozen=True)
+class PredictionLevels:
+    """Shares of DARTS predictions at a candidate leaf, an internal node and the root."""
+
+    leaf: float
+    internal: float
+    root: float
 
 
 def _first_row(mask: npt.ArrayLike) -> int:
@@ -276,38 +358,19 @@ def _first_row(mask: npt.ArrayLike) -> int:
     return int(np.argmax(mask))
 
 
-def _check_real(value: Any, name: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise MetricError(f"Expected `{name}` to be {what}, but got {value!r}.")
-    return float(value)
+def _lambda(lam: Any) -> float:
+    return check_scalar(lam, "lam", low=0, finite=True)
 
 
-def _check_lambda(lam: Any) -> float:
-    value = _check_real(lam, "lam", "a finite number >= 0")
-    if not (math.isfinite(value) and value >= 0.0):
-        raise MetricError(f"Expected `lam` to be a finite number >= 0, but got {value!r}.")
-    return value
-
-
-def _check_confidence(confidence: Any) -> float:
-    value = _check_real(confidence, "confidence", "a number in (0, 1)")
-    if not 0.0 < value < 1.0:  # also refuses NaN
-        raise MetricError(f"Expected `confidence` to be a number in (0, 1), but got {value!r}.")
-    return value
-
-
-def _check_targets_grid(targets: Any) -> tuple[float, ...]:
+def _target_grid(targets: Any) -> tuple[float, ...]:
+    """The curve's targets: a non-empty sequence of distinct accuracies in [0, 1]."""
     if isinstance(targets, str | bytes) or not isinstance(targets, Sequence | np.ndarray):
         raise MetricError(
             f"Expected `targets` to be a sequence of accuracies in [0, 1], but got {targets!r}."
         )
     values: list[float] = []
     for position, target in enumerate(list(targets)):
-        value = _check_real(target, f"targets[{position}]", "a number in [0, 1]")
-        if not 0.0 <= value <= 1.0:
-            raise MetricError(
-                f"Expected `targets[{position}]` to be a number in [0, 1], but got {value!r}."
-            )
+        value = check_scalar(target, f"targets[{position}]", low=0, high=1)
         if value in values:
             raise MetricError(
                 f"Expected `targets` to hold distinct accuracies, but targets[{position}] = "
@@ -317,15 +380,6 @@ def _check_targets_grid(targets: Any) -> tuple[float, ...]:
     if not values:
         raise MetricError("Expected `targets` to hold at least one accuracy, but got none.")
     return tuple(values)
-
-
-def _check_hierarchy(hierarchy: Any) -> Hierarchy:
-    if not isinstance(hierarchy, Hierarchy):
-        raise MetricError(
-            "Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got "
-            f"{type(hierarchy).__name__}."
-        )
-    return hierarchy
 
 
 # ------------------------------------------------------------------ the graph
@@ -387,30 +441,16 @@ def darts_graph(hierarchy: Hierarchy, candidate_nodes: npt.ArrayLike) -> DartsGr
     >>> graph.n_leaves.tolist(), graph.rewards.tolist()
     ([1, 1, 1, 1, 4, 2, 2], [2.0, 2.0, 2.0, 2.0, 0.0, 1.0, 1.0])
     """
-    checked = _check_hierarchy(hierarchy)
-    candidates = _integer_array(candidate_nodes, "candidate_nodes", "hierarchy node indices")
+    checked = check_hierarchy(hierarchy)
     n_nodes = checked.n_nodes
+    candidates = check_nodes(candidate_nodes, n_nodes, "candidate_nodes", allow_empty=True)
     if candidates.shape[0] < 2:
         raise MetricError(
             "Expected `candidate_nodes` to hold at least two candidate leaves (DARTS needs "
             f"log2|Y| > 0), but got {candidates.shape[0]}."
         )
-    bad = (candidates < 0) | (candidates >= n_nodes)
-    if bad.any():
-        position = _first_row(bad)
-        raise MetricError(
-            f"Expected `candidate_nodes` to hold hierarchy node indices in [0, {n_nodes}), but "
-            f"got candidate_nodes[{position}] = {int(candidates[position])}."
-        )
     position_of = np.full(n_nodes, -1, dtype=np.int64)
-    for position, node in enumerate(candidates.tolist()):
-        if position_of[node] >= 0:
-            raise MetricError(
-                "Expected `candidate_nodes` to hold distinct nodes, but "
-                f"candidate_nodes[{position}] = {node} repeats "
-                f"candidate_nodes[{int(position_of[node])}]."
-            )
-        position_of[node] = position
+    position_of[candidates] = np.arange(candidates.shape[0])
     ancestors = sp.csr_array(checked.ancestor_matrix[candidates])
     ancestors.sort_indices()
     indptr = np.asarray(ancestors.indptr, dtype=np.int64)
@@ -536,7 +576,7 @@ def _check_nonnegative_and_sums(values: npt.NDArray[Any], name: str, *, dense: b
 def _check_posteriors(posteriors: Any, n_candidates: int, name: str) -> _LeafPosteriors:
     if isinstance(posteriors, TopKPosteriors):
         return _check_topk(posteriors, n_candidates, name)
-    values = _renamed({"scores": name}, check_scores, posteriors)
+    values = check_scores(posteriors, name=name)
     if values.shape[1] != n_candidates:
         raise MetricError(
             f"Expected `{name}` to have one column per candidate ({n_candidates}), but got "
@@ -560,7 +600,7 @@ def _check_topk(posteriors: TopKPosteriors, n_candidates: int, name: str) -> _Le
             f"Expected `{indices_name}` to have at most one column per candidate "
             f"({n_candidates}), but got K = {indices.shape[1]}."
         )
-    probs = _renamed({"scores": probs_name}, check_scores, posteriors.probs)
+    probs = check_scores(posteriors.probs, name=probs_name)
     if probs.shape != indices.shape:
         raise MetricError(
             f"Expected `{probs_name}` to have the shape of `{indices_name}` {indices.shape}, "
@@ -609,12 +649,8 @@ def _dense_leaf_matrix(graph: DartsGraph) -> FloatArray | None:
 
 
 def _checked_y(y_true: Any, n_candidates: int, name: str, n_rows: int, rows_name: str) -> IntArray:
-    checked = _renamed({"y_true": name}, check_targets, y_true, n_candidates)
-    if checked.shape[0] != n_rows:
-        raise MetricError(
-            f"Expected `{rows_name}` to have one row per image in `{name}` "
-            f"({checked.shape[0]} images), but got {n_rows} rows."
-        )
+    checked = check_targets(y_true, n_candidates, name)
+    check_consistent_length(checked.shape[0], n_rows, name=rows_name, targets_name=name)
     return checked
 
 
@@ -742,9 +778,18 @@ def darts_predict(node_posteriors: npt.ArrayLike, rewards: npt.ArrayLike, lam: f
     >>> [darts_predict(p, [0.0, 1.0, 2.0], lam).tolist() for lam in (0, 0.5, 1, 2)]
     [[2], [2], [1], [0]]
     """
-    values = _renamed({"scores": "node_posteriors"}, check_scores, node_posteriors)
-    reward_array = _check_rewards(rewards, values.shape[1])
-    checked_lam = _check_lambda(lam)
+    values = check_scores(node_posteriors, name="node_posteriors")
+    reward_array = check_vector(
+        rewards,
+        "rewards",
+        values.shape[1],
+        kind="real",
+        entry="column",
+        among="`node_posteriors`",
+        finite=True,
+        low=0.0,
+    )
+    checked_lam = _lambda(lam)
     order = _tie_order(reward_array)
     out = np.empty(values.shape[0], dtype=np.int64)
     starts = chunk_rows(values.shape[0], values.shape[1])
@@ -761,25 +806,6 @@ def darts_predict(node_posteriors: npt.ArrayLike, rewards: npt.ArrayLike, lam: f
             block, reward_array, order, checked_lam
         )
     return out
-
-
-def _check_rewards(rewards: Any, n_columns: int) -> FloatArray:
-    array = np.asarray(rewards)
-    if array.ndim != 1 or array.shape[0] != n_columns or array.dtype.kind not in "iuf":
-        raise MetricError(
-            f"Expected `rewards` to be a 1D real array with one reward per column of "
-            f"`node_posteriors` ({n_columns}), but got shape {array.shape} and dtype "
-            f"{array.dtype}."
-        )
-    checked = array.astype(np.float64)
-    bad = ~np.isfinite(checked) | (checked < 0)
-    if bad.any():
-        column = _first_row(bad)
-        raise MetricError(
-            f"Expected `rewards` to be finite and >= 0, but got rewards[{column}] = "
-            f"{float(checked[column])!r}."
-        )
-    return checked
 
 
 def _correct_lookup(graph: DartsGraph, y_true: IntArray, columns: IntArray) -> BoolArray:
@@ -855,7 +881,7 @@ def darts_per_image(
     graph = darts_graph(hierarchy, candidate_nodes)
     leaves = _check_posteriors(test_posteriors, graph.n_candidates, "test_posteriors")
     checked_y = _checked_y(y_true, graph.n_candidates, "y_true", leaves.n_images, "test_posteriors")
-    columns = _predicted_columns(leaves, graph, _check_lambda(lam))
+    columns = _predicted_columns(leaves, graph, _lambda(lam))
     correct = _correct_lookup(graph, checked_y, columns)
     gain = np.where(correct, graph.rewards[columns] / graph.max_reward, 0.0)
     return correct, gain
@@ -877,7 +903,7 @@ def darts_prediction_levels(
     *,
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
-) -> dict[str, float]:
+) -> PredictionLevels:
     r"""Shares of DARTS predictions at a leaf, an internal node and the root at one :math:`\lambda`.
 
     The root is a node covering every candidate leaf (or the virtual root of :func:`darts_graph`).
@@ -888,17 +914,17 @@ def darts_prediction_levels(
     >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
     >>> p = [[0.75, 0.25], [0.5, 0.5]]
     >>> darts_prediction_levels(p, 1.5, hierarchy=h, candidate_nodes=h.indices(["a", "b"]))
-    {'leaf': 0.5, 'internal': 0.0, 'root': 0.5}
+    PredictionLevels(leaf=0.5, internal=0.0, root=0.5)
     """
     graph = darts_graph(hierarchy, candidate_nodes)
     leaves = _check_posteriors(test_posteriors, graph.n_candidates, "test_posteriors")
-    columns = _predicted_columns(leaves, graph, _check_lambda(lam))
+    columns = _predicted_columns(leaves, graph, _lambda(lam))
     leaf, root = graph.is_leaf[columns], graph.is_root[columns]
-    return {
-        "leaf": float(np.mean(leaf)),
-        "internal": float(np.mean(~leaf & ~root)),
-        "root": float(np.mean(root)),
-    }
+    return PredictionLevels(
+        leaf=float(np.mean(leaf)),
+        internal=float(np.mean(~leaf & ~root)),
+        root=float(np.mean(root)),
+    )
 
 
 # ------------------------------------------------------------------ the lambda search
@@ -999,77 +1025,6 @@ class _Contenders:
         return columns, correct
 
 
-def clopper_pearson_lower(successes: int, n: int, *, confidence: float = 0.95) -> float:
-    r"""One-sided Clopper-Pearson lower confidence bound of a binomial proportion.
-
-    .. math::
-
-        \underline{\theta}(k, n) = \begin{cases}
-            0 & k = 0 \\
-            B^{-1}(1 - \mathrm{confidence};\; k,\; n - k + 1) & k > 0
-        \end{cases}
-
-    with :math:`B^{-1}(q; a, b)` the quantile of the Beta(a, b) distribution: the proportion
-    :math:`\theta` is at least :math:`\underline{\theta}` with probability ``confidence``.
-
-    Parameters
-    ----------
-    successes : int
-        Number of successes :math:`k`, ``0 <= k <= n``.
-    n : int
-        Number of trials, at least 1.
-    confidence : float, default=0.95
-        One-sided confidence level in (0, 1).
-
-    Returns
-    -------
-    lower : float in [0, 1)
-
-    Raises
-    ------
-    MetricError
-        If ``n`` < 1, ``successes`` is outside ``[0, n]``, either is not an integer, or
-        ``confidence`` is not in (0, 1).
-
-    Notes
-    -----
-    Equals ``scipy.stats.binomtest(k, n, alternative="greater").proportion_ci(confidence,
-    method="exact").low``. It is exact (conservative): the coverage is at least ``confidence``
-    for every true proportion.
-
-    References
-    ----------
-    .. [1] C. J. Clopper, E. S. Pearson, "The use of confidence or fiducial limits illustrated in
-       the case of the binomial", Biometrika 26(4), 1934.
-
-    Examples
-    --------
-    With every one of 10 trials a success the bound solves :math:`\theta^{10} = 0.05`:
-
-    >>> round(clopper_pearson_lower(10, 10), 6), round(0.05 ** (1 / 10), 6)
-    (0.741134, 0.741134)
-    """
-    checked_confidence = _check_confidence(confidence)
-    for name, value in (("successes", successes), ("n", n)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise MetricError(f"Expected `{name}` to be an integer, but got {value!r}.")
-    if n < 1:
-        raise MetricError(f"Expected `n` to be at least 1, but got n={int(n)}.")
-    if not 0 <= successes <= n:
-        raise MetricError(
-            f"Expected `successes` to be in [0, n] = [0, {int(n)}], but got {int(successes)}."
-        )
-    return float(_lower_bounds(int(n), checked_confidence)[int(successes)])
-
-
-def _lower_bounds(n: int, confidence: float) -> FloatArray:
-    """Clopper-Pearson lower bounds for k = 0..n successes out of n, shape ``(n + 1,)``."""
-    k = np.arange(n + 1, dtype=np.float64)
-    lower = np.zeros(n + 1, dtype=np.float64)
-    lower[1:] = beta.ppf(1.0 - confidence, k[1:], n - k[1:] + 1.0)
-    return lower
-
-
 def _search_lambda(
     contenders: _Contenders, needed: int, target: float, max_reward: float
 ) -> float | None:
@@ -1133,7 +1088,7 @@ def darts_curve(
     candidate_nodes: npt.ArrayLike,
     targets: Sequence[float] = DEFAULT_TARGETS,
     confidence: float = 0.95,
-) -> dict[str, Any]:
+) -> DartsCurve:
     r"""The DARTS accuracy-specificity curve: a validated :math:`\lambda` per target, on test.
 
     For each target accuracy :math:`1 - \epsilon`, :math:`\lambda` is searched on the
@@ -1172,9 +1127,10 @@ def darts_curve(
 
     Returns
     -------
-    curve : dict
-        ``points``: one dict per target with ``target``; ``achieved`` (bool); ``lambda``;
-        ``val_accuracy`` (per image) and ``val_lower_bound``; on test ``per_image_accuracy``,
+    curve : DartsCurve
+        ``points``: one :class:`DartsPoint` per target with ``target``; ``achieved`` (bool);
+        ``lam``; ``val_accuracy`` (per image) and ``val_lower_bound``; on test
+        ``per_image_accuracy``,
         ``per_image_info_gain``, ``per_class_accuracy``, ``per_class_info_gain`` (means over
         candidate classes with test images) and the shares of predictions at candidate leaves,
         internal nodes and the root, ``share_leaf`` + ``share_internal`` + ``share_root`` = 1.
@@ -1184,7 +1140,7 @@ def darts_curve(
         target or not achieved. Also ``n_val``, ``n_test``, ``n_candidates``, ``n_nodes``
         (columns of the graph), ``max_reward_bits`` (:math:`\log_2 |Y|`), ``confidence``,
         ``bisection_steps`` and ``excluded_classes`` (candidate columns without test images).
-        Plain Python values throughout (JSON-serializable).
+        Plain Python values throughout.
 
     Raises
     ------
@@ -1218,16 +1174,16 @@ def darts_curve(
     >>> p = [[0.75, 0.25], [0.75, 0.25]]
     >>> curve = darts_curve(p, [0, 1], p, [0, 1], hierarchy=h,
     ...                     candidate_nodes=h.indices(["a", "b"]), targets=[0.0])
-    >>> point = curve["points"][0]
-    >>> point["lambda"], point["per_image_accuracy"], point["per_image_info_gain"]
+    >>> point = curve.points[0]
+    >>> point.lam, point.per_image_accuracy, point.per_image_info_gain
     (0.0, 0.5, 0.5)
-    >>> point["share_leaf"], point["share_root"], curve["area"]  # 0.5 * 0.5
+    >>> point.share_leaf, point.share_root, curve.area  # 0.5 * 0.5
     (1.0, 0.0, 0.25)
     """
     graph = darts_graph(hierarchy, candidate_nodes)
     n_candidates = graph.n_candidates
-    checked_targets = _check_targets_grid(targets)
-    checked_confidence = _check_confidence(confidence)
+    checked_targets = _target_grid(targets)
+    checked_confidence = check_scalar(confidence, "confidence", low=0, high=1, closed="neither")
     val = _check_posteriors(val_posteriors, n_candidates, "val_posteriors")
     val_y = _checked_y(val_y_true, n_candidates, "val_y_true", val.n_images, "val_posteriors")
     test = _check_posteriors(test_posteriors, n_candidates, "test_posteriors")
@@ -1235,222 +1191,57 @@ def darts_curve(
 
     val_contenders = _Contenders(val, val_y, graph)
     test_contenders = _Contenders(test, test_y, graph)
-    lower = _lower_bounds(val.n_images, checked_confidence)
+    lower = clopper_pearson_lower_bounds(val.n_images, confidence=checked_confidence)
     totals = np.bincount(test_y, minlength=n_candidates).astype(np.int64)
     max_reward = graph.max_reward
-    points: list[dict[str, Any]] = []
+    points: list[DartsPoint] = []
     for target in checked_targets:
         reachable = lower >= target
         lam = None
         if reachable.any():
             lam = _search_lambda(val_contenders, _first_row(reachable), target, max_reward)
-        point: dict[str, Any] = {"target": target, "achieved": lam is not None}
         if lam is None:
-            point.update(dict.fromkeys(_POINT_KEYS))
-            points.append(point)
+            points.append(DartsPoint(target=target, achieved=False))
             continue
         val_hits = val_contenders.hits(lam)
         columns, correct = test_contenders.predict(lam)
         gain = np.where(correct, graph.rewards[columns] / max_reward, 0.0)
         root = graph.is_root[columns]
         leaf = graph.is_leaf[columns]
-        point.update(
-            {
-                "lambda": float(lam),
-                "val_accuracy": val_hits / val.n_images,
-                "val_lower_bound": float(lower[val_hits]),
-                "per_image_accuracy": float(np.mean(correct)),
-                "per_image_info_gain": float(np.mean(gain)),
-                "per_class_accuracy": _mean_over_classes(
-                    correct.astype(np.float64), test_y, totals
-                ),
-                "per_class_info_gain": _mean_over_classes(gain, test_y, totals),
-                "share_leaf": float(np.mean(leaf)),
-                "share_internal": float(np.mean(~leaf & ~root)),
-                "share_root": float(np.mean(root)),
-            }
+        points.append(
+            DartsPoint(
+                target=target,
+                achieved=True,
+                lam=float(lam),
+                val_accuracy=val_hits / val.n_images,
+                val_lower_bound=float(lower[val_hits]),
+                per_image_accuracy=float(np.mean(correct)),
+                per_image_info_gain=float(np.mean(gain)),
+                per_class_accuracy=_mean_over_classes(correct.astype(np.float64), test_y, totals),
+                per_class_info_gain=_mean_over_classes(gain, test_y, totals),
+                share_leaf=float(np.mean(leaf)),
+                share_internal=float(np.mean(~leaf & ~root)),
+                share_root=float(np.mean(root)),
+            )
         )
-        points.append(point)
 
-    achieved = [p for p in points if p["achieved"]]
-    area = accuracy_specificity_area(
-        [(p["per_image_accuracy"], p["per_image_info_gain"]) for p in achieved]
+    achieved = [
+        (p.per_image_accuracy, p.per_image_info_gain)
+        for p in points
+        if p.per_image_accuracy is not None and p.per_image_info_gain is not None
+    ]
+    area = accuracy_specificity_area(achieved)
+    at_90 = [p for p in points if math.isclose(p.target, 0.9, rel_tol=0.0, abs_tol=1e-12)]
+    return DartsCurve(
+        points=tuple(points),
+        area=area,
+        reward_at_90=at_90[0].per_image_info_gain if at_90 else None,
+        n_val=val.n_images,
+        n_test=test.n_images,
+        n_candidates=n_candidates,
+        n_nodes=graph.n_columns,
+        max_reward_bits=max_reward,
+        confidence=checked_confidence,
+        bisection_steps=BISECTION_STEPS,
+        excluded_classes=tuple(np.flatnonzero(totals == 0).tolist()),
     )
-    at_90 = [p for p in points if math.isclose(p["target"], 0.9, rel_tol=0.0, abs_tol=1e-12)]
-    return {
-        "points": points,
-        "area": area,
-        "reward_at_90": at_90[0]["per_image_info_gain"] if at_90 else None,
-        "n_val": val.n_images,
-        "n_test": test.n_images,
-        "n_candidates": n_candidates,
-        "n_nodes": graph.n_columns,
-        "max_reward_bits": max_reward,
-        "confidence": checked_confidence,
-        "bisection_steps": BISECTION_STEPS,
-        "excluded_classes": np.flatnonzero(totals == 0).tolist(),
-    }
-
-
-_POINT_KEYS = (
-    "lambda",
-    "val_accuracy",
-    "val_lower_bound",
-    "per_image_accuracy",
-    "per_image_info_gain",
-    "per_class_accuracy",
-    "per_class_info_gain",
-    "share_leaf",
-    "share_internal",
-    "share_root",
-)
-
-
-# ------------------------------------------------------------------ from scores to posteriors
-
-
-def _check_temperature(temperature: Any) -> float:
-    value = _check_real(temperature, "temperature", "a finite number > 0")
-    if not (math.isfinite(value) and value > 0.0):
-        raise MetricError(f"Expected `temperature` to be a finite number > 0, but got {value!r}.")
-    return value
-
-
-def softmax_posteriors(scores: npt.ArrayLike, temperature: float) -> FloatArray:
-    r"""Leaf posteriors from dense scores by a softmax at a temperature.
-
-    .. math::
-
-        p(c \mid x_i) = \frac{\exp(s_{ic} / T)}{\sum_{c'} \exp(s_{ic'} / T)}
-
-    Parameters
-    ----------
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better.
-    temperature : float
-        :math:`T > 0`, e.g. from :func:`fit_temperature` on validation.
-
-    Returns
-    -------
-    posteriors : ndarray of float64 of shape (n_images, n_candidates)
-        Rows sum to 1.
-
-    Raises
-    ------
-    MetricError
-        If ``scores`` is malformed (see :func:`harness.metrics._validation.check_scores`) or
-        ``temperature`` is not a finite number > 0.
-
-    Notes
-    -----
-    Computed with the row maximum subtracted (no overflow), in row chunks. Top-K scores have no
-    softmax: the scores outside the top K are unknown, so their mass cannot be estimated.
-
-    Examples
-    --------
-    :math:`e^{\ln 3} / (e^0 + e^{\ln 3}) = 3/4`:
-
-    >>> softmax_posteriors([[0.0, float(np.log(3.0))]], 1.0).round(12).tolist()
-    [[0.25, 0.75]]
-    """
-    values = check_scores(scores)
-    checked_t = _check_temperature(temperature)
-    out = np.empty(values.shape, dtype=np.float64)
-    starts = chunk_rows(values.shape[0], values.shape[1])
-    for start in starts:
-        block = np.asarray(values[start : start + starts.step], dtype=np.float64) / checked_t
-        block -= block.max(axis=1, keepdims=True)
-        np.exp(block, out=block)
-        block /= block.sum(axis=1, keepdims=True)
-        out[start : start + block.shape[0]] = block
-    return out
-
-
-def fit_temperature(
-    val_scores: npt.ArrayLike,
-    val_y_true: npt.ArrayLike,
-    *,
-    bounds: tuple[float, float] = (1e-4, 1e4),
-) -> float:
-    r"""Temperature minimising the validation negative log-likelihood of the softmax.
-
-    .. math::
-
-        \hat T = \operatorname*{arg\,min}_{T \in [T_{lo}, T_{hi}]} \; \frac1n \sum_i
-            \Big( \log \sum_c e^{s_{ic}/T} - s_{i y_i} / T \Big)
-
-    Parameters
-    ----------
-    val_scores : array-like of float of shape (n_val, n_candidates)
-        Finite validation scores, higher is better.
-    val_y_true : array-like of int of shape (n_val,)
-        Candidate column of each validation image's true class.
-    bounds : (float, float), default=(1e-4, 1e4)
-        Search interval of :math:`T`, ``0 < low < high`` (finite).
-
-    Returns
-    -------
-    temperature : float
-        Within ``bounds``.
-
-    Raises
-    ------
-    MetricError
-        If the scores or labels are malformed or ``bounds`` is not ``0 < low < high`` finite.
-
-    Notes
-    -----
-    The NLL is convex in :math:`1/T`, hence unimodal in :math:`\log T`, so the bounded Brent
-    search of ``scipy.optimize.minimize_scalar`` over :math:`\log T` finds its minimum (up to an
-    absolute tolerance of 1e-8 in :math:`\log T`). When validation is separated with a margin the
-    NLL keeps falling as :math:`T \to 0` until it rounds to 0; a temperature in that flat
-    region (or the lower bound) is returned, and the posteriors are then one-hot. Fit on validation
-    only; apply to test with :func:`softmax_posteriors`.
-
-    References
-    ----------
-    .. [1] C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger, "On Calibration of Modern Neural
-       Networks", ICML 2017, Sec. 4.2.
-
-    Examples
-    --------
-    Every image scores class 0 one unit above class 1, and 3 of 4 images are class 0, so the
-    NLL is minimised where :math:`\sigma(1/T) = 3/4`, i.e. :math:`T = 1 / \ln 3`:
-
-    >>> t = fit_temperature([[1.0, 0.0]] * 4, [0, 0, 0, 1])
-    >>> round(t, 5), round(1 / float(np.log(3.0)), 5)
-    (0.91024, 0.91024)
-    """
-    y, values = _renamed(
-        {"scores": "val_scores", "y_true": "val_y_true"},
-        check_scores_and_targets,
-        val_y_true,
-        val_scores,
-    )
-    if (
-        not isinstance(bounds, tuple | list)
-        or len(bounds) != 2
-        or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in bounds)
-        or not (0.0 < float(bounds[0]) < float(bounds[1]) < math.inf)
-    ):
-        raise MetricError(
-            f"Expected `bounds` to be (low, high) with 0 < low < high finite, but got {bounds!r}."
-        )
-    starts = chunk_rows(values.shape[0], values.shape[1])
-
-    def nll(log_t: float) -> float:
-        inverse = math.exp(-log_t)
-        total = 0.0
-        for start in starts:
-            block = np.asarray(values[start : start + starts.step], dtype=np.float64) * inverse
-            true = block[np.arange(block.shape[0]), y[start : start + block.shape[0]]]
-            total += float(np.sum(logsumexp(block, axis=1) - true))
-        return total / values.shape[0]
-
-    result = minimize_scalar(
-        nll,
-        bounds=(math.log(bounds[0]), math.log(bounds[1])),
-        method="bounded",
-        options={"xatol": 1e-8},
-    )
-    return float(min(max(math.exp(float(result.x)), bounds[0]), bounds[1]))

@@ -36,6 +36,7 @@ raised.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,13 +47,16 @@ from harness.metrics._validation import (
     _describe,
     _integer_array,
     check_classes,
+    check_integer,
     check_k,
     check_scores_and_targets,
     check_targets,
+    check_vector,
     chunk_rows,
 )
 
 __all__ = [
+    "PerClassAccuracy",
     "per_class_counts",
     "per_class_top_k_accuracy",
     "per_class_top_k_accuracy_details",
@@ -60,6 +64,35 @@ __all__ = [
     "top_k_correct",
     "top_k_correct_from_topk",
 ]
+
+
+@dataclass(frozen=True)
+class PerClassAccuracy:
+    """A mean of per-class accuracies with what it ran over (see :func:`per_class_top_k_accuracy`).
+
+    Attributes
+    ----------
+    value : float in [0, 1]
+        The mean over the listed classes that have test images.
+    per_class : tuple of (float or None)
+        Each listed class's accuracy, aligned with ``classes``; None for a class with no test
+        image.
+    classes : tuple of int
+        The candidate columns averaged over, as given.
+    excluded_classes : tuple of int
+        The listed columns with no test image (left out of the mean, never counted as 0).
+    n_images : int
+        Number of images whose true class is listed.
+    k : int
+        How many top candidates counted as a hit.
+    """
+
+    value: float
+    per_class: tuple[float | None, ...]
+    classes: tuple[int, ...]
+    excluded_classes: tuple[int, ...]
+    n_images: int
+    k: int
 
 
 def top_k_correct_checked(
@@ -194,7 +227,7 @@ def top_k_correct_from_topk(
     if indices.ndim != 2 or scores.shape != indices.shape:
         raise MetricError(
             "Expected `topk_indices` and `topk_scores` to be 2D arrays of one shape (n_images, K),"
-            f" but got shapes {indices.shape} and {scores.shape}"
+            f" but got shapes {indices.shape} and {scores.shape}."
         )
     if indices.dtype.kind not in "iu":
         raise MetricError(
@@ -217,13 +250,18 @@ def top_k_correct_from_topk(
     y = _integer_array(y_true, "y_true", "candidate column indices, one per image")
     if y.shape != (indices.shape[0],):
         raise MetricError(
-            f"Expected `y_true` to have shape ({indices.shape[0]},), but got shape {y.shape}"
+            f"Expected `y_true` to have shape ({indices.shape[0]},), but got shape {y.shape}."
         )
     big_k = indices.shape[1]
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= big_k:
-        raise MetricError(
-            f"Expected `k` to be an integer in [1, K={big_k}] for top-K predictions, but got k={k}"
-        )
+    k = check_integer(
+        k,
+        "k",
+        low=1,
+        high=big_k,
+        hint=(
+            f"Top-K predictions list K={big_k} candidates per image; a larger k cannot be decided."
+        ),
+    )
     hit = indices == y[:, None]
     listed = hit.any(axis=1)
     true_score = np.where(listed, (scores * hit).sum(axis=1), np.inf)
@@ -272,17 +310,7 @@ def per_class_counts(
     (array([1, 1, 0]), array([2, 1, 0]))
     """
     checked_y = check_targets(y_true, n_classes)
-    mask = np.asarray(correct)
-    if mask.ndim != 1 or mask.dtype.kind != "b":
-        raise MetricError(
-            "Expected `correct` to be a 1D bool array, one entry per image, but got shape "
-            f"{mask.shape} and dtype {mask.dtype}."
-        )
-    if mask.shape[0] != checked_y.shape[0]:
-        raise MetricError(
-            f"Expected `correct` to have one entry per image in `y_true` "
-            f"({checked_y.shape[0]} images), but got {mask.shape[0]}."
-        )
+    mask = check_vector(correct, "correct", checked_y.shape[0], kind="bool")
     return class_counts_checked(checked_y, mask, n_classes)
 
 
@@ -295,40 +323,54 @@ def class_counts_checked(
     return hits, totals
 
 
-def reduce_per_class(
-    hits: npt.NDArray[np.int64],
-    totals: npt.NDArray[np.int64],
-    classes: npt.NDArray[np.int64],
-    *,
-    what: str = "`classes`",
-) -> dict[str, Any]:
-    """Mean of per-class accuracies over ``classes`` with images; the shared reduce step.
+def count_classes_with_images(
+    totals: npt.NDArray[np.int64], classes: npt.NDArray[np.int64], what: str = "`classes`"
+) -> int:
+    """How many of ``classes`` have test images; an error naming ``what`` when none has.
 
-    Checked inputs only. Returns the same dictionary as
-    :func:`per_class_top_k_accuracy_details` (without ``k``); ``what`` names the class list in
-    the error raised when none of its classes has an image.
+    ``totals[c]`` is the number of test images of column c (checked inputs only). A mean over
+    ``classes`` of per-class accuracies is undefined when none of them has an image.
     """
-    class_totals = totals[classes]
-    present = class_totals > 0
-    if not present.any():
+    present = int(np.count_nonzero(totals[classes]))
+    if present == 0:
         raise MetricError(
             f"Expected at least one test image whose true class is among {what} "
             f"({classes.shape[0]} classes), but none of the {int(totals.sum())} images is. "
             "The mean of per-class accuracies is undefined; check `classes` and `y_true`."
         )
+    return present
+
+
+def reduce_per_class(
+    hits: npt.NDArray[np.int64],
+    totals: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int64],
+    *,
+    k: int,
+    what: str = "`classes`",
+) -> PerClassAccuracy:
+    """Mean of per-class accuracies over ``classes`` with images; the shared reduce step.
+
+    Checked inputs only. ``what`` names the class list in the error raised when none of its
+    classes has an image.
+    """
+    count_classes_with_images(totals, classes, what)
+    class_totals = totals[classes]
+    present = class_totals > 0
     accuracies = hits[classes][present] / class_totals[present]
     per_class: list[float | None] = [None] * classes.shape[0]
     for position, accuracy in zip(
         np.flatnonzero(present).tolist(), accuracies.tolist(), strict=True
     ):
         per_class[position] = float(accuracy)
-    return {
-        "value": float(np.mean(accuracies)),
-        "per_class": per_class,
-        "classes": classes.tolist(),
-        "excluded_classes": classes[~present].tolist(),
-        "n_images": int(class_totals.sum()),
-    }
+    return PerClassAccuracy(
+        value=float(np.mean(accuracies)),
+        per_class=tuple(per_class),
+        classes=tuple(classes.tolist()),
+        excluded_classes=tuple(classes[~present].tolist()),
+        n_images=int(class_totals.sum()),
+        k=k,
+    )
 
 
 def per_class_top_k_accuracy_details(
@@ -337,7 +379,7 @@ def per_class_top_k_accuracy_details(
     *,
     classes: npt.ArrayLike,
     k: int = 1,
-) -> dict[str, Any]:
+) -> PerClassAccuracy:
     """Per-class top-k accuracy with its per-class values and excluded classes.
 
     Same definition as :func:`per_class_top_k_accuracy`; see there for the formula.
@@ -355,14 +397,12 @@ def per_class_top_k_accuracy_details(
 
     Returns
     -------
-    details : dict
+    details : PerClassAccuracy
         ``value`` (float in [0, 1]): the mean over classes with images;
-        ``per_class`` (list of float or None, aligned with ``classes``): each class's accuracy,
-        None for a class with no test image;
-        ``classes`` (list of int): the columns averaged over, as given;
-        ``excluded_classes`` (list of int): the listed columns with no test image;
-        ``n_images`` (int): number of images whose true class is listed;
-        ``k`` (int).
+        ``per_class`` (float or None per listed class): each class's accuracy, None for a class
+        with no test image; ``classes``: the columns averaged over, as given;
+        ``excluded_classes``: the listed columns with no test image; ``n_images``: number of
+        images whose true class is listed; ``k``.
 
     Raises
     ------
@@ -376,8 +416,8 @@ def per_class_top_k_accuracy_details(
 
     >>> scores = [[0.9, 0.1, 0.0], [0.8, 0.2, 0.0], [0.3, 0.7, 0.0]]
     >>> details = per_class_top_k_accuracy_details([0, 1, 1], scores, classes=[0, 1, 2])
-    >>> details["value"], details["per_class"], details["excluded_classes"]
-    (0.75, [1.0, 0.5, None], [2])
+    >>> details.value, details.per_class, details.excluded_classes
+    (0.75, (1.0, 0.5, None), (2,))
     """
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     n_candidates = checked_scores.shape[1]
@@ -385,9 +425,7 @@ def per_class_top_k_accuracy_details(
     checked_k = check_k(k, n_candidates)
     correct = top_k_correct_checked(checked_y, checked_scores, checked_k)
     hits, totals = class_counts_checked(checked_y, correct, n_candidates)
-    details = reduce_per_class(hits, totals, checked_classes)
-    details["k"] = checked_k
-    return details
+    return reduce_per_class(hits, totals, checked_classes, k=checked_k)
 
 
 def per_class_top_k_accuracy(
@@ -460,8 +498,7 @@ def per_class_top_k_accuracy(
     >>> per_class_top_k_accuracy(y_true, scores, classes=[0, 1], k=2)
     1.0
     """
-    value: float = per_class_top_k_accuracy_details(y_true, scores, classes=classes, k=k)["value"]
-    return value
+    return per_class_top_k_accuracy_details(y_true, scores, classes=classes, k=k).value
 
 
 def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k: int = 1) -> float:

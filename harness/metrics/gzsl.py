@@ -11,25 +11,60 @@ harmonic mean, 0 when either is 0. Both accuracies reduce from one set of per-cl
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
-from harness.metrics._validation import check_k, check_scores_and_targets, check_seen
-from harness.metrics.flat import class_counts_checked, reduce_per_class, top_k_correct_checked
+from harness.metrics._validation import check_k, check_scalar, check_scores_and_targets, check_seen
+from harness.metrics.flat import (
+    PerClassAccuracy,
+    class_counts_checked,
+    reduce_per_class,
+    top_k_correct_checked,
+)
 
-__all__ = ["gzsl_accuracies", "gzsl_accuracies_details", "harmonic_mean"]
+__all__ = [
+    "GzslAccuracies",
+    "GzslAccuracyDetails",
+    "gzsl_accuracies",
+    "gzsl_accuracies_details",
+    "harmonic_mean",
+]
 
 
-def _check_accuracy(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise MetricError(f"Expected `{name}` to be a number in [0, 1], but got {value!r}.")
-    number = float(value)
-    if not 0.0 <= number <= 1.0:  # also refuses NaN
-        raise MetricError(f"Expected `{name}` to be a number in [0, 1], but got {number!r}.")
-    return number
+@dataclass(frozen=True)
+class GzslAccuracies:
+    """GZSL seen accuracy, unseen accuracy and their harmonic mean H, floats in [0, 1]."""
+
+    seen: float
+    unseen: float
+    harmonic_mean: float
+
+
+@dataclass(frozen=True)
+class GzslAccuracyDetails:
+    """:class:`GzslAccuracies` with the per-class accuracies behind each mean.
+
+    Attributes
+    ----------
+    seen, unseen : PerClassAccuracy
+        The per-class top-k accuracy over the seen, resp. unseen, candidate columns (images of
+        those classes only, all candidates ranked).
+    harmonic_mean : float in [0, 1]
+        H of ``seen.value`` and ``unseen.value``.
+    k : int
+    """
+
+    seen: PerClassAccuracy
+    unseen: PerClassAccuracy
+    harmonic_mean: float
+    k: int
+
+    @property
+    def accuracies(self) -> GzslAccuracies:
+        """The three numbers alone."""
+        return GzslAccuracies(self.seen.value, self.unseen.value, self.harmonic_mean)
 
 
 def harmonic_mean(seen: float, unseen: float) -> float:
@@ -82,8 +117,8 @@ def harmonic_mean(seen: float, unseen: float) -> float:
     >>> harmonic_mean(0.8, 0.0)
     0.0
     """
-    s = _check_accuracy(seen, "seen")
-    u = _check_accuracy(unseen, "unseen")
+    s = check_scalar(seen, "seen", low=0, high=1)
+    u = check_scalar(unseen, "unseen", low=0, high=1)
     low, high = min(s, u), max(s, u)
     if low == 0.0:
         return 0.0
@@ -97,7 +132,7 @@ def gzsl_accuracies_details(
     *,
     seen: npt.ArrayLike,
     k: int = 1,
-) -> dict[str, Any]:
+) -> GzslAccuracyDetails:
     """GZSL seen and unseen accuracies and H, with the per-class details of both.
 
     Same definitions as :func:`gzsl_accuracies`.
@@ -109,11 +144,10 @@ def gzsl_accuracies_details(
 
     Returns
     -------
-    details : dict
-        ``seen``, ``unseen``, ``harmonic_mean`` (floats in [0, 1]), ``k`` (int), and
-        ``seen_details`` / ``unseen_details``: the dictionaries of
-        :func:`harness.metrics.flat.per_class_top_k_accuracy_details` over the seen and the
-        unseen columns (``per_class``, ``classes``, ``excluded_classes``, ``n_images``).
+    details : GzslAccuracyDetails
+        ``seen`` and ``unseen``: the :class:`~harness.metrics.flat.PerClassAccuracy` over the
+        seen and the unseen columns (``value``, ``per_class``, ``classes``,
+        ``excluded_classes``, ``n_images``); ``harmonic_mean`` (float in [0, 1]); ``k``.
 
     Raises
     ------
@@ -123,8 +157,8 @@ def gzsl_accuracies_details(
     Examples
     --------
     >>> details = gzsl_accuracies_details([0, 1], [[1.0, 0.0], [0.0, 1.0]], seen=[True, False])
-    >>> details["seen_details"]["classes"], details["unseen_details"]["classes"]
-    ([0], [1])
+    >>> details.seen.classes, details.unseen.classes, details.harmonic_mean
+    ((0,), (1,), 1.0)
     """
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     n_candidates = checked_scores.shape[1]
@@ -133,21 +167,17 @@ def gzsl_accuracies_details(
     correct = top_k_correct_checked(checked_y, checked_scores, checked_k)
     hits, totals = class_counts_checked(checked_y, correct, n_candidates)
     seen_details = reduce_per_class(
-        hits, totals, np.flatnonzero(seen_mask), what="the seen classes"
+        hits, totals, np.flatnonzero(seen_mask), k=checked_k, what="the seen classes"
     )
     unseen_details = reduce_per_class(
-        hits, totals, np.flatnonzero(~seen_mask), what="the unseen classes"
+        hits, totals, np.flatnonzero(~seen_mask), k=checked_k, what="the unseen classes"
     )
-    seen_value = seen_details.pop("value")
-    unseen_value = unseen_details.pop("value")
-    return {
-        "seen": seen_value,
-        "unseen": unseen_value,
-        "harmonic_mean": harmonic_mean(seen_value, unseen_value),
-        "k": checked_k,
-        "seen_details": seen_details,
-        "unseen_details": unseen_details,
-    }
+    return GzslAccuracyDetails(
+        seen=seen_details,
+        unseen=unseen_details,
+        harmonic_mean=harmonic_mean(seen_details.value, unseen_details.value),
+        k=checked_k,
+    )
 
 
 def gzsl_accuracies(
@@ -156,7 +186,7 @@ def gzsl_accuracies(
     *,
     seen: npt.ArrayLike,
     k: int = 1,
-) -> dict[str, float]:
+) -> GzslAccuracies:
     r"""GZSL seen accuracy, unseen accuracy and their harmonic mean H.
 
     With :math:`S` the seen and :math:`U` the unseen candidate columns, :math:`I_c` the images
@@ -188,7 +218,7 @@ def gzsl_accuracies(
 
     Returns
     -------
-    accuracies : dict
+    accuracies : GzslAccuracies
         ``seen``, ``unseen`` and ``harmonic_mean``, floats in [0, 1].
 
     Raises
@@ -227,8 +257,7 @@ def gzsl_accuracies(
     ...     [0.1, 0.2, 0.7],
     ... ]
     >>> result = gzsl_accuracies(y_true, scores, seen=[True, True, False])
-    >>> result["seen"], result["unseen"], round(result["harmonic_mean"], 12)
+    >>> result.seen, result.unseen, round(result.harmonic_mean, 12)
     (0.75, 0.5, 0.6)
     """
-    details = gzsl_accuracies_details(y_true, scores, seen=seen, k=k)
-    return {key: details[key] for key in ("seen", "unseen", "harmonic_mean")}
+    return gzsl_accuracies_details(y_true, scores, seen=seen, k=k).accuracies

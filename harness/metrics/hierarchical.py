@@ -1,9 +1,10 @@
 r"""Hierarchical metrics over ranked predictions: pure numpy functions, ImageNet-21K scale.
 
 Every function follows validate -> look up -> reduce: inputs go through
-:mod:`harness.metrics._validation` (plus the private checks of this module for rankings, node
-lists and ``ks``), the hierarchy queries are vectorized over images in row chunks of bounded
-size, and the values reduce to means. Options are keyword-only.
+:mod:`harness.metrics._validation`, the hierarchy's graph queries (hop balls, ancestry, LCA
+heights: :class:`~harness.hierarchy.Hierarchy`) are vectorized over images in row chunks of
+bounded size, and the values reduce to means. Each function returns a frozen dataclass. Options
+are keyword-only.
 
 Inputs
 ------
@@ -38,45 +39,51 @@ The hierarchy is a DAG, never assumed to be a tree.
 
 Scale
 -----
-hp@k needs the radius of each true class's hCorrectSet. They come from a multi-source,
-level-by-level BFS of sparse boolean products, once per distinct true node, and are kept in an
-:class:`HCorrectCache` shared by every call with the same hierarchy content, valid-label set and
-``ks``, so a stream of image chunks computes them once.
+hp@k needs the radius of each true class's hCorrectSet: the hierarchy's hop balls
+(:meth:`~harness.hierarchy.Hierarchy.hop_balls`), searched once per distinct true node and kept
+with the hierarchy for the same valid-label set and ``ks``, so a stream of image chunks
+computes them once.
 """
 
 from __future__ import annotations
 
-import hashlib
-import weakref
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from functools import cached_property
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.errors import MetricError
-from harness.hierarchy import Hierarchy
+from harness.hierarchy import BallRadii, Hierarchy
 from harness.metrics._validation import (
-    CHUNK_ELEMENTS,
     check_classes,
+    check_hierarchy,
     check_k,
+    check_ks,
+    check_nodes,
+    check_ranked,
     check_scores,
     check_targets,
+    check_top1,
+    check_valid_nodes,
     chunk_rows,
 )
 
 __all__ = [
-    "HCorrectCache",
-    "HCorrectRadii",
+    "RELATIONS",
+    "AverageHierarchicalDistance",
+    "HierarchicalCost",
+    "HierarchicalPrecision",
+    "HierarchicalRetrievalPrecision",
+    "MistakeSeverity",
+    "PerClassHierarchicalPrecision",
+    "PredictionRelations",
     "average_hierarchical_distance_at_k",
     "hcorrect_radii",
     "hierarchical_cost",
     "hierarchical_precision_at_k",
     "hierarchical_retrieval_precision_at_k",
-    "hop_distances_capped",
     "mistake_severity",
     "per_class_hierarchical_precision_at_k",
     "prediction_relations",
@@ -87,253 +94,232 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
-#: Sources expanded together by one BFS: the first chunk holds ``_BFS_FIRST``; each later chunk
-#: is sized from the previous one's peak live entries per source so that about
-#: ``CHUNK_ELEMENTS`` node entries are live at once, growing at most 4x, up to ``_BFS_SOURCES``.
-_BFS_FIRST = 64
-_BFS_SOURCES = 4096
-
 #: Relation codes of :func:`prediction_relations` (``per_image``).
 RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
 
-# --------------------------------------------------------------------------- hierarchy facts
+# --------------------------------------------------------------------------- results
 
 
-class _HierarchyFacts:
-    """Derived data of one live :class:`Hierarchy` object that the metrics reuse."""
+@dataclass(frozen=True, eq=False)
+class HierarchicalPrecision:
+    """hp@k per image and averaged over images (:func:`hierarchical_precision_at_k`).
 
-    def __init__(self, hierarchy: Hierarchy) -> None:
-        self._ref = weakref.ref(hierarchy)
+    Attributes
+    ----------
+    values : dict of int to float
+        ``{k: hp@k}``, each in [0, 1].
+    mean_hcorrect_size : dict of int to float
+        ``{k: mean over images of |hCorrectSet_k(y_i)|}`` (as in DeViSE's Table 1).
+    per_image : ndarray of float64 of shape (n_images, len(ks))
+        hp@k of each image, columns in ``ks`` order.
+    short_classes : dict of int to tuple of int
+        ``{k: true candidate columns (among those in y_true) with fewer than k valid labels
+        reachable at all}``.
+    ks : tuple of int
+    n_images : int
+    n_ranked : int
+        ``K``, the ranked columns per image.
+    """
 
-    def _hierarchy(self) -> Hierarchy:
-        hierarchy = self._ref()
-        assert hierarchy is not None  # the facts are dropped together with their hierarchy
-        return hierarchy
-
-    @cached_property
-    def content_hash(self) -> str:
-        return self._hierarchy().content_hash()
-
-    @cached_property
-    def adjacency(self) -> sp.csr_array:
-        """Undirected adjacency (hypernym and hyponym edges), int32 csr ``[n, n]``."""
-        hierarchy = self._hierarchy()
-        parent, child = hierarchy.edges[:, 0], hierarchy.edges[:, 1]
-        n = hierarchy.n_nodes
-        data = np.ones(2 * parent.size, dtype=np.int32)
-        matrix = sp.csr_array(
-            (data, (np.concatenate([parent, child]), np.concatenate([child, parent]))),
-            shape=(n, n),
-        )
-        matrix.sum_duplicates()
-        matrix.data[:] = 1
-        return matrix
-
-    @cached_property
-    def root_height(self) -> int:
-        """:math:`H`, the largest height of a root."""
-        hierarchy = self._hierarchy()
-        return int(hierarchy.height[hierarchy.roots].max())
+    values: dict[int, float]
+    mean_hcorrect_size: dict[int, float]
+    per_image: FloatArray
+    short_classes: dict[int, tuple[int, ...]]
+    ks: tuple[int, ...]
+    n_images: int
+    n_ranked: int
 
 
-_FACTS: dict[int, _HierarchyFacts] = {}
+@dataclass(frozen=True, eq=False)
+class PerClassHierarchicalPrecision:
+    """hp@k averaged over classes (:func:`per_class_hierarchical_precision_at_k`).
+
+    Attributes
+    ----------
+    values : dict of int to float
+        ``{k: mean over listed classes with images of their mean hp@k}``, each in [0, 1].
+    per_class : dict of int to tuple of (float or None)
+        ``{k: each listed class's mean hp@k}``, aligned with ``classes``; None without images.
+    classes : tuple of int
+        The candidate columns averaged over, as given.
+    excluded_classes : tuple of int
+        The listed columns without test images.
+    n_images : int
+        Images of listed classes.
+    per_image : ndarray of float64 of shape (n_images_all, len(ks))
+        hp@k of every image (as :attr:`HierarchicalPrecision.per_image`).
+    ks : tuple of int
+    """
+
+    values: dict[int, float]
+    per_class: dict[int, tuple[float | None, ...]]
+    classes: tuple[int, ...]
+    excluded_classes: tuple[int, ...]
+    n_images: int
+    per_image: FloatArray
+    ks: tuple[int, ...]
 
 
-def _facts(hierarchy: Hierarchy) -> _HierarchyFacts:
-    """The memoized facts of ``hierarchy`` (dropped when the object is garbage collected)."""
-    key = id(hierarchy)
-    facts = _FACTS.get(key)
-    if facts is None or facts._ref() is not hierarchy:
-        facts = _HierarchyFacts(hierarchy)
-        _FACTS[key] = facts
-        weakref.finalize(hierarchy, _FACTS.pop, key, None)
-    return facts
+@dataclass(frozen=True, eq=False)
+class HierarchicalRetrievalPrecision:
+    """Deng's hierarchical precision@k (:func:`hierarchical_retrieval_precision_at_k`).
+
+    Attributes
+    ----------
+    values : dict of int to float
+        ``{k: hPrec@k}``, each in [0, 1].
+    per_image : ndarray of float64 of shape (n_images, len(ks))
+    ks : tuple of int
+    n_images : int
+    root_height : int
+        :math:`H`, the largest height of a root.
+    """
+
+    values: dict[int, float]
+    per_image: FloatArray
+    ks: tuple[int, ...]
+    n_images: int
+    root_height: int
 
 
-# --------------------------------------------------------------------------- private checks
+@dataclass(frozen=True, eq=False)
+class PredictionRelations:
+    """Shares of top-1 predictions by relation to the true class (:func:`prediction_relations`).
+
+    Attributes
+    ----------
+    correct, ancestor, descendant, unrelated : float in [0, 1]
+        The shares, summing to 1.
+    counts : dict of str to int
+        The same as counts, keyed by :data:`RELATIONS`.
+    semantic_accuracy_lower : float in [0, 1]
+        The correct share: only the exact class counts.
+    semantic_accuracy_upper : float in [0, 1]
+        Correct + ancestor + descendant: any prediction on the true class's line of descent.
+    n_images : int
+    per_image : ndarray of int8 of shape (n_images,)
+        0 correct, 1 ancestor, 2 descendant, 3 unrelated.
+    """
+
+    correct: float
+    ancestor: float
+    descendant: float
+    unrelated: float
+    counts: dict[str, int]
+    semantic_accuracy_lower: float
+    semantic_accuracy_upper: float
+    n_images: int
+    per_image: npt.NDArray[np.int8]
 
 
-def _check_hierarchy(hierarchy: Any) -> Hierarchy:
-    if not isinstance(hierarchy, Hierarchy):
-        raise MetricError(
-            "Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got "
-            f"{type(hierarchy).__name__}."
-        )
-    return hierarchy
+@dataclass(frozen=True, eq=False)
+class HierarchicalCost:
+    """Mean hierarchical cost of top-1 predictions over classes (:func:`hierarchical_cost`).
+
+    Attributes
+    ----------
+    value : float >= 0
+        Mean over listed classes with images of their mean cost.
+    per_class : tuple of (float or None)
+        Each listed class's mean cost, aligned with ``classes``; None without images.
+    classes : tuple of int
+    excluded_classes : tuple of int
+        The listed columns without test images.
+    n_images : int
+        Images of listed classes.
+    per_image : ndarray of int64 of shape (n_images_all,)
+        The cost of every image.
+    """
+
+    value: float
+    per_class: tuple[float | None, ...]
+    classes: tuple[int, ...]
+    excluded_classes: tuple[int, ...]
+    n_images: int
+    per_image: IntArray
 
 
-def _int_vector(values: Any, name: str, what: str) -> IntArray:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise MetricError(
-            f"Expected `{name}` to be a 1D integer array of {what}, but got shape {array.shape}."
-        )
-    if array.size == 0 and array.dtype.kind not in "iu":
-        array = array.astype(np.int64)
-    if array.dtype.kind not in "iu":
-        raise MetricError(
-            f"Expected `{name}` to be a 1D integer array of {what}, but got dtype {array.dtype}."
-        )
-    return array.astype(np.int64, copy=False)
+@dataclass(frozen=True, eq=False)
+class MistakeSeverity:
+    """Mean hierarchical distance of the top-1 mistakes (:func:`mistake_severity`).
+
+    Attributes
+    ----------
+    value : float >= 0, or None
+        The mean over mistakes; None when there is no mistake (the mean is undefined).
+    n_mistakes : int
+    n_images : int
+    per_image : ndarray of int64 of shape (n_images,)
+        The hierarchical distance of every image's top-1 prediction, 0 where correct.
+    mistakes : ndarray of bool of shape (n_images,)
+    """
+
+    value: float | None
+    n_mistakes: int
+    n_images: int
+    per_image: IntArray
+    mistakes: BoolArray
 
 
-def _check_nodes(
-    values: Any, hierarchy: Hierarchy, name: str, *, distinct: bool, allow_empty: bool
-) -> IntArray:
-    """A 1D array of node indices of ``hierarchy``; the first bad position is named."""
-    nodes = _int_vector(values, name, "hierarchy node indices")
-    if nodes.size == 0 and not allow_empty:
-        raise MetricError(f"Expected `{name}` to hold at least one node index, but got 0.")
-    bad = (nodes < 0) | (nodes >= hierarchy.n_nodes)
-    if bad.any():
-        position = int(np.argmax(bad))
-        raise MetricError(
-            f"Expected `{name}` to hold node indices in [0, {hierarchy.n_nodes}), but got "
-            f"{name}[{position}] = {int(nodes[position])}. Map ids to indices with "
-            "`hierarchy.indices(ids)`."
-        )
-    if distinct and nodes.size > 1:
-        order = np.argsort(nodes, kind="stable")
-        repeats = np.flatnonzero(nodes[order][1:] == nodes[order][:-1])
-        if repeats.size:
-            later = order[repeats + 1]
-            position = int(later.min())
-            first = int(np.flatnonzero(nodes == nodes[position])[0])
-            raise MetricError(
-                f"Expected `{name}` to hold distinct node indices, but {name}[{position}] = "
-                f"{int(nodes[position])} repeats {name}[{first}]."
-            )
-    return nodes
+@dataclass(frozen=True, eq=False)
+class AverageHierarchicalDistance:
+    """AHD@k per image and averaged (:func:`average_hierarchical_distance_at_k`).
+
+    Attributes
+    ----------
+    values : dict of int to float
+        ``{k: AHD@k}``, each >= 0.
+    per_image : ndarray of float64 of shape (n_images, len(ks))
+    ks : tuple of int
+    n_images : int
+    """
+
+    values: dict[int, float]
+    per_image: FloatArray
+    ks: tuple[int, ...]
+    n_images: int
 
 
-def _check_candidate_nodes(candidate_nodes: Any, hierarchy: Hierarchy) -> IntArray:
-    if candidate_nodes is None:
-        raise MetricError(
-            "Expected `candidate_nodes` to give the hierarchy node of every candidate column, "
-            "but got None."
-        )
-    return _check_nodes(
-        candidate_nodes, hierarchy, "candidate_nodes", distinct=True, allow_empty=False
-    )
+# --------------------------------------------------------------------------- shared steps
 
 
-def _check_valid_nodes(
-    valid_nodes: Any, hierarchy: Hierarchy, candidate_nodes: IntArray | None
-) -> IntArray:
-    """Sorted valid-label nodes; ``None`` means the candidates' nodes, which must be valid."""
-    if valid_nodes is None:
-        if candidate_nodes is None:
-            raise MetricError("Expected `valid_nodes` to list the valid-label nodes, but got None.")
-        return np.sort(candidate_nodes)
-    valid = _check_nodes(valid_nodes, hierarchy, "valid_nodes", distinct=True, allow_empty=False)
-    valid = np.sort(valid)
-    if candidate_nodes is not None:
-        inside = np.isin(candidate_nodes, valid)
-        if not inside.all():
-            column = int(np.argmin(inside))
-            raise MetricError(
-                "Expected `valid_nodes` to contain every candidate's node (a prediction is "
-                f"always a valid label), but got candidate_nodes[{column}] = "
-                f"{int(candidate_nodes[column])} outside it ({int((~inside).sum())} "
-                "candidate(s) missing). Add the candidates' nodes to `valid_nodes`."
-            )
-    return valid
-
-
-def _check_ks(ks: Any, n_candidates: int | None) -> tuple[int, ...]:
-    """Distinct ``k`` values; each in ``[1, n_candidates]`` (only ``>= 1`` when None)."""
-    items = [ks] if isinstance(ks, int | np.integer) else ks
-    if isinstance(items, str) or not isinstance(items, Sequence | np.ndarray):
-        raise MetricError(f"Expected `ks` to be a sequence of integers >= 1, but got {ks!r}.")
-    values = list(items)
-    if not values:
-        raise MetricError("Expected `ks` to hold at least one k, but got an empty sequence.")
-    checked: list[int] = []
-    for position, k in enumerate(values):
-        if n_candidates is None:
-            if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-                raise MetricError(
-                    f"Expected `ks` to hold integers >= 1, but got ks[{position}] = {k!r}."
-                )
-            value = int(k)
-        else:
-            value = check_k(k, n_candidates)
-        if value in checked:
-            raise MetricError(
-                f"Expected `ks` to hold distinct values, but ks[{position}] = {value} repeats "
-                f"ks[{checked.index(value)}]."
-            )
-        checked.append(value)
-    return tuple(checked)
-
-
-def _check_ranked(ranked: Any, n_images: int, n_candidates: int) -> IntArray:
-    """A 2D ranking: one row per image, K >= 1 distinct candidate columns per row."""
-    array = np.asarray(ranked)
-    if array.ndim != 2:
-        hint = " Use `ranked.reshape(-1, 1)` for top-1 columns." if array.ndim == 1 else ""
-        raise MetricError(
-            "Expected `ranked` to be a 2D integer array of shape (n_images, K), but got shape "
-            f"{array.shape}.{hint}"
-        )
-    if array.dtype.kind not in "iu":
-        raise MetricError(
-            f"Expected `ranked` to hold integer candidate columns, but got dtype {array.dtype}. "
-            "Derive it from scores with `ranked_from_scores`."
-        )
-    if array.shape[0] != n_images:
-        raise MetricError(
-            f"Expected `ranked` to have one row per image in `y_true` ({n_images} images), "
-            f"but got {array.shape[0]} rows. Both must follow the frozen test order."
-        )
-    if array.shape[1] == 0:
-        raise MetricError(
-            f"Expected `ranked` to hold at least one ranked column, but got shape {array.shape}."
-        )
-    array = array.astype(np.int64, copy=False)
-    bad = (array < 0) | (array >= n_candidates)
-    if bad.any():
-        row = int(np.argmax(bad.any(axis=1)))
-        col = int(np.argmax(bad[row]))
-        raise MetricError(
-            f"Expected `ranked` to hold candidate columns in [0, {n_candidates}), but row {row} "
-            f"holds {int(array[row, col])} (at rank {col})."
-        )
-    if array.shape[1] > 1:
-        starts = chunk_rows(array.shape[0], array.shape[1])
-        for start in starts:
-            block = np.sort(array[start : start + starts.step], axis=1)
-            repeated = (block[:, 1:] == block[:, :-1]).any(axis=1)
-            if repeated.any():
-                row = start + int(np.argmax(repeated))
-                values, counts = np.unique(array[row], return_counts=True)
-                raise MetricError(
-                    f"Expected `ranked` to hold distinct candidate columns in each row, but row "
-                    f"{row} repeats column {int(values[np.argmax(counts > 1)])}."
-                )
-    return array
-
-
-def _check_top1(ranked_top1: Any, n_images: int, n_candidates: int) -> IntArray:
-    """Top-1 columns: a 1D array, or the first column of a 2D ranking."""
-    array = np.asarray(ranked_top1)
-    if array.ndim == 2:
-        return _check_ranked(array, n_images, n_candidates)[:, 0]
-    if array.ndim != 1:
-        raise MetricError(
-            "Expected `ranked_top1` to be a 1D array of top-1 candidate columns (or a 2D "
-            f"ranking), but got shape {array.shape}."
-        )
-    return _check_ranked(array.reshape(-1, 1), n_images, n_candidates)[:, 0]
-
-
-def _check_common(
+def _checked_inputs(
     y_true: Any, hierarchy: Any, candidate_nodes: Any
 ) -> tuple[Hierarchy, IntArray, IntArray]:
-    checked_hierarchy = _check_hierarchy(hierarchy)
-    nodes = _check_candidate_nodes(candidate_nodes, checked_hierarchy)
+    """The hierarchy, the candidates' nodes and ``y_true``, checked."""
+    checked_hierarchy = check_hierarchy(hierarchy)
+    nodes = check_nodes(candidate_nodes, checked_hierarchy.n_nodes, "candidate_nodes")
     checked_y = check_targets(y_true, nodes.shape[0])
     return checked_hierarchy, nodes, checked_y
+
+
+def _class_means(
+    per_image: npt.NDArray[Any],
+    y_true: IntArray,
+    classes: IntArray,
+    n_candidates: int,
+    what: str,
+) -> tuple[float, tuple[float | None, ...], BoolArray, int]:
+    """Mean over ``classes`` with images of each class's mean of ``per_image``.
+
+    Returns the mean, each listed class's mean (None without images), which listed classes
+    have images, and how many images they have. ``what`` names the values in the error raised
+    when no listed class has an image.
+    """
+    totals = np.bincount(y_true, minlength=n_candidates)[classes]
+    present = totals > 0
+    if not present.any():
+        raise MetricError(
+            "Expected at least one test image whose true class is among `classes` "
+            f"({classes.shape[0]} classes), but none of the {y_true.shape[0]} images "
+            f"is. The mean of per-class {what} is undefined; check `classes` and `y_true`."
+        )
+    sums = np.bincount(y_true, weights=per_image, minlength=n_candidates)
+    means = sums[classes][present] / totals[present]
+    per_class: list[float | None] = [None] * classes.shape[0]
+    for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
+        per_class[position] = float(mean)
+    return float(np.mean(means)), tuple(per_class), present, int(totals.sum())
 
 
 # --------------------------------------------------------------------------- ranking
@@ -407,142 +393,7 @@ def ranked_from_scores(scores: npt.ArrayLike, k: int) -> IntArray:
     return out
 
 
-# --------------------------------------------------------------------------- BFS engine
-
-
-class _Balls(NamedTuple):
-    """One BFS over a chunk of sources: cumulative counts per level and the recorded entries."""
-
-    cumulative: IntArray  # [s, levels]: weighted nodes within radius L, per source
-    last_level: IntArray  # [s]: the largest level at which a source still found new nodes
-    rows: IntArray  # recorded entries: source position,
-    nodes: IntArray  # node,
-    levels: IntArray  # and hop distance
-    peak_per_source: float  # largest live frontier entries per active source over the levels
-
-
-def _bfs(
-    adjacency: sp.csr_array,
-    sources: IntArray,
-    *,
-    weight: npt.NDArray[np.int64],
-    stop_at: int | None,
-    cap: int | None,
-    record: BoolArray,
-) -> _Balls:
-    """Level-by-level BFS from every source at once (one sparse product per level).
-
-    A source stops once its ball holds ``stop_at`` weighted nodes, once its frontier is empty
-    (its component is exhausted), or at level ``cap``. The frontier of level L+1 is
-    ``frontier_L @ A`` minus the frontiers of levels L and L-1: an undirected neighbour of a
-    node at distance L is at distance L-1, L or L+1, so no other level needs subtracting.
-    Nodes flagged in ``record`` are returned with their distance.
-    """
-    n = adjacency.shape[0]
-    s = sources.size
-    positions = np.arange(s, dtype=np.int64)
-    ones = np.ones(s, dtype=np.int32)
-    frontier = sp.csr_array((ones, (positions, sources)), shape=(s, n))
-    previous = sp.csr_array((s, n), dtype=np.int32)
-    active = positions
-    cumulative = weight[sources].astype(np.int64)
-    history = [cumulative.copy()]
-    last_level = np.zeros(s, dtype=np.int64)
-    keep0 = record[sources]
-    rows, nodes, levels = [positions[keep0]], [sources[keep0]], [np.zeros(int(keep0.sum()))]
-    level = 0
-    peak = 1.0
-    while True:
-        going = np.diff(frontier.indptr) > 0
-        if stop_at is not None:
-            going &= cumulative[active] < stop_at
-        if not going.all():
-            selected = np.flatnonzero(going)
-            frontier, previous, active = frontier[selected], previous[selected], active[selected]
-        if active.size == 0 or (cap is not None and level >= cap):
-            break
-        level += 1
-        reached = frontier @ adjacency
-        reached.data[:] = 1
-        seen = frontier + previous
-        reached = reached - reached.multiply(seen)
-        reached.eliminate_zeros()
-        peak = max(peak, (reached.nnz + seen.nnz) / active.size)
-        counts = np.diff(reached.indptr)
-        last_level[active[counts > 0]] = level
-        cumulative[active] += reached @ weight
-        history.append(cumulative.copy())
-        owner = np.repeat(active, counts)
-        wanted = record[reached.indices]
-        rows.append(owner[wanted])
-        nodes.append(reached.indices[wanted].astype(np.int64))
-        levels.append(np.full(int(wanted.sum()), level))
-        previous, frontier = frontier, reached
-    return _Balls(
-        cumulative=np.stack(history, axis=1),
-        last_level=last_level,
-        rows=np.concatenate(rows).astype(np.int64),
-        nodes=np.concatenate(nodes).astype(np.int64),
-        levels=np.concatenate(levels).astype(np.int64),
-        peak_per_source=peak,
-    )
-
-
-def _bfs_chunks(
-    adjacency: sp.csr_array,
-    sources: IntArray,
-    *,
-    weight: npt.NDArray[np.int64],
-    stop_at: int | None,
-    cap: int | None,
-    record: BoolArray,
-) -> Iterator[tuple[int, _Balls]]:
-    """:func:`_bfs` over chunks of ``sources`` sized to keep the live entries bounded.
-
-    Yields ``(start, balls)`` with ``balls.rows`` relative to ``start``.
-    """
-    size = _BFS_FIRST
-    start = 0
-    while start < sources.size:
-        chunk = sources[start : start + size]
-        balls = _bfs(adjacency, chunk, weight=weight, stop_at=stop_at, cap=cap, record=record)
-        yield start, balls
-        start += chunk.size
-        fit = int(CHUNK_ELEMENTS // balls.peak_per_source)
-        size = max(1, min(4 * size, fit, _BFS_SOURCES))
-
-
-class HCorrectRadii(NamedTuple):
-    """Radii and sizes of hCorrectSets, one row per source node and one column per ``k``."""
-
-    radii: IntArray
-    """int64 ``[n_sources, len(ks)]``: :math:`R_k(t)`, the smallest radius whose ball holds
-    ``>= k`` valid labels; for a short source, its eccentricity in its component."""
-    sizes: IntArray
-    """int64 ``[n_sources, len(ks)]``: :math:`|\\mathrm{hCorrectSet}_k(t)|`."""
-    short: BoolArray
-    """bool ``[n_sources, len(ks)]``: fewer than ``k`` valid labels are reachable at all (the set
-    is then every reachable valid label); equals ``sizes < k``."""
-
-
-def _radii_from_balls(balls: _Balls, ks: tuple[int, ...]) -> HCorrectRadii:
-    cumulative = balls.cumulative
-    n_levels = cumulative.shape[1]
-    radii = np.empty((cumulative.shape[0], len(ks)), dtype=np.int64)
-    sizes = np.empty_like(radii)
-    for j, k in enumerate(ks):
-        enough = cumulative >= k
-        found = enough.any(axis=1)
-        first = np.where(found, np.argmax(enough, axis=1), balls.last_level)
-        radii[:, j] = first
-        sizes[:, j] = cumulative[np.arange(cumulative.shape[0]), np.minimum(first, n_levels - 1)]
-    return HCorrectRadii(radii, sizes, sizes < np.asarray(ks, dtype=np.int64))
-
-
-def _valid_weight(n_nodes: int, valid: IntArray) -> npt.NDArray[np.int64]:
-    weight = np.zeros(n_nodes, dtype=np.int64)
-    weight[valid] = 1
-    return weight
+# --------------------------------------------------------------------------- hCorrectSets
 
 
 def hcorrect_radii(
@@ -551,7 +402,7 @@ def hcorrect_radii(
     *,
     valid_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
-) -> HCorrectRadii:
+) -> BallRadii:
     r"""Radius and size of the DeViSE hCorrectSet of each source node, for each ``k``.
 
     The hCorrectSet of a true label :math:`t` grows by whole radii of undirected hops until it
@@ -577,10 +428,10 @@ def hcorrect_radii(
 
     Returns
     -------
-    radii : HCorrectRadii
-        Named tuple ``(radii, sizes, short)`` of arrays of shape ``(n_sources, len(ks))``:
-        int64 radii :math:`R_k`, int64 sizes :math:`|\mathrm{hCorrectSet}_k|`, and bool
-        ``short`` flags.
+    radii : BallRadii
+        ``radii``, ``sizes`` and ``short``, arrays of shape ``(n_sources, len(ks))`` (columns
+        in ``ks`` order): int64 radii :math:`R_k`, int64 sizes
+        :math:`|\mathrm{hCorrectSet}_k|`, and bool ``short`` flags.
 
     Raises
     ------
@@ -593,9 +444,10 @@ def hcorrect_radii(
     -----
     Guard: when fewer than ``k`` valid labels are reachable from :math:`t` at all, the set is
     every reachable valid label, :math:`R_k(t)` is the eccentricity of :math:`t` in its
-    component, and ``short`` is True (then ``sizes < k``). Computed by a multi-source BFS, one
-    sparse product per level in chunks of sources, each source stopping once its ball holds
-    ``max(ks)`` valid labels; the definition is that of Frome et al. [1]_ (appendix A.3).
+    component, and ``short`` is True (then ``sizes < k``). These are the hierarchy's hop balls
+    (:meth:`~harness.hierarchy.Hierarchy.hop_balls`): one search per distinct source, each
+    stopping once its ball holds ``max(ks)`` valid labels, kept with the hierarchy. The
+    definition is that of Frome et al. [1]_ (appendix A.3).
 
     References
     ----------
@@ -618,271 +470,16 @@ def hcorrect_radii(
     >>> r.radii.tolist(), r.sizes.tolist(), r.short.tolist()
     ([[0, 2, 4, 4]], [[1, 2, 3, 3]], [[False, False, False, True]])
     """
-    checked_hierarchy = _check_hierarchy(hierarchy)
-    checked_sources = _check_nodes(
-        sources, checked_hierarchy, "sources", distinct=False, allow_empty=True
+    checked_hierarchy = check_hierarchy(hierarchy)
+    checked_sources = check_nodes(
+        sources, checked_hierarchy.n_nodes, "sources", distinct=False, allow_empty=True
     )
-    valid = _check_valid_nodes(valid_nodes, checked_hierarchy, None)
-    checked_ks = _check_ks(ks, None)
-    unique, inverse = np.unique(checked_sources, return_inverse=True)
-    radii, sizes, short = _hcorrect_unique(checked_hierarchy, unique, valid, checked_ks)[:3]
-    return HCorrectRadii(radii[inverse], sizes[inverse], short[inverse])
-
-
-def _hcorrect_unique(
-    hierarchy: Hierarchy, sources: IntArray, valid: IntArray, ks: tuple[int, ...]
-) -> tuple[IntArray, IntArray, BoolArray, IntArray, IntArray, IntArray]:
-    """Radii, sizes, short flags, and the ball entries (row, valid node, distance) per source."""
-    adjacency = _facts(hierarchy).adjacency
-    weight = _valid_weight(hierarchy.n_nodes, valid)
-    record = weight.astype(bool)
-    parts: list[tuple[IntArray, IntArray, BoolArray, IntArray, IntArray, IntArray]] = []
-    for start, balls in _bfs_chunks(
-        adjacency, sources, weight=weight, stop_at=max(ks), cap=None, record=record
-    ):
-        radii, sizes, short = _radii_from_balls(balls, ks)
-        parts.append((radii, sizes, short, balls.rows + start, balls.nodes, balls.levels))
-    if not parts:
-        empty = np.zeros((0, len(ks)), dtype=np.int64)
-        none = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy(), empty.astype(bool), none, none.copy(), none.copy()
-    return (
-        np.concatenate([p[0] for p in parts]),
-        np.concatenate([p[1] for p in parts]),
-        np.concatenate([p[2] for p in parts]),
-        np.concatenate([p[3] for p in parts]),
-        np.concatenate([p[4] for p in parts]),
-        np.concatenate([p[5] for p in parts]),
-    )
-
-
-def hop_distances_capped(
-    hierarchy: Hierarchy, sources: npt.ArrayLike, targets: npt.ArrayLike, *, cap: int
-) -> npt.NDArray[np.uint8]:
-    r"""Undirected hop distances from ``sources`` to ``targets``, everything beyond ``cap`` as
-    ``cap + 1``.
-
-    .. math::
-
-        D_{ij} = \min\big(d(s_i, t_j),\ \mathrm{cap} + 1\big)
-
-    where :math:`d` is the undirected hop distance (:math:`\infty` between components).
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-        The class hierarchy.
-    sources : array-like of int of shape (n_sources,)
-        Node indices to measure from (repeats allowed).
-    targets : array-like of int of shape (n_targets,)
-        Node indices to measure to (repeats allowed).
-    cap : int
-        Largest distance computed, ``0 <= cap <= 254``; the BFS stops there.
-
-    Returns
-    -------
-    distances : ndarray of uint8 of shape (n_sources, n_targets)
-
-    Raises
-    ------
-    MetricError
-        If ``hierarchy`` is not a Hierarchy, ``sources`` or ``targets`` are not 1D node indices
-        in range, or ``cap`` is not an integer in ``[0, 254]``.
-
-    Notes
-    -----
-    A multi-source BFS of sparse products, chunked over sources so that about
-    ``CHUNK_ELEMENTS`` node entries are live at once; the output itself is dense.
-
-    Examples
-    --------
-    On the chain r - a - b plus r - c: from b, a is 1 hop, r 2, c 3 (reported as 3 = cap + 1
-    with cap = 2):
-
-    >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
-    >>> hop_distances_capped(h, [h.index("b")], h.indices(["a", "r", "c", "b"]), cap=2)
-    array([[1, 2, 3, 0]], dtype=uint8)
-    """
-    checked_hierarchy = _check_hierarchy(hierarchy)
-    checked_sources = _check_nodes(
-        sources, checked_hierarchy, "sources", distinct=False, allow_empty=True
-    )
-    checked_targets = _check_nodes(
-        targets, checked_hierarchy, "targets", distinct=False, allow_empty=True
-    )
-    if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not 0 <= cap <= 254:
-        raise MetricError(f"Expected `cap` to be an integer in [0, 254], but got {cap!r}.")
-    n = checked_hierarchy.n_nodes
-    out = np.full((checked_sources.size, checked_targets.size), int(cap) + 1, dtype=np.uint8)
-    if out.size == 0:
-        return out
-    column_of = np.full(n, -1, dtype=np.int64)
-    unique_targets, target_inverse = np.unique(checked_targets, return_inverse=True)
-    column_of[unique_targets] = np.arange(unique_targets.size)
-    record = column_of >= 0
-    unique_sources, source_inverse = np.unique(checked_sources, return_inverse=True)
-    dense = np.full((unique_sources.size, unique_targets.size), int(cap) + 1, dtype=np.uint8)
-    adjacency = _facts(checked_hierarchy).adjacency
-    zero = np.zeros(n, dtype=np.int64)
-    for start, balls in _bfs_chunks(
-        adjacency, unique_sources, weight=zero, stop_at=None, cap=int(cap), record=record
-    ):
-        dense[balls.rows + start, column_of[balls.nodes]] = balls.levels
-    out[:] = dense[source_inverse][:, target_inverse]
-    return out
-
-
-# --------------------------------------------------------------------------- hCorrect cache
-
-
-def _array_hash(array: IntArray) -> str:
-    return (
-        "sha256:" + hashlib.sha256(np.ascontiguousarray(array, dtype="<i8").tobytes()).hexdigest()
-    )
-
-
-class HCorrectCache:
-    """hCorrectSet radii and balls per true node, computed once and reused across calls.
-
-    One cache serves one (hierarchy content, valid-label set, ``ks``) triple. :meth:`ensure`
-    computes the radii of the nodes not seen before (a multi-source BFS over only those) and
-    appends them; :meth:`distances` then looks up hop distances from true nodes to predicted
-    nodes inside the balls. :meth:`shared` returns the process-wide instance for a triple, so
-    that the functional API, called once per chunk of images, reuses earlier work.
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-        The class hierarchy.
-    valid_nodes : array-like of int of shape (n_valid,)
-        Distinct node indices of the valid labels.
-    ks : int or sequence of int
-        Distinct set sizes ``k >= 1``; stored sorted.
-
-    Attributes
-    ----------
-    key : tuple of (str, str, tuple of int)
-        ``(hierarchy content hash, valid-set hash, sorted ks)``.
-
-    Examples
-    --------
-    >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
-    >>> cache = HCorrectCache(h, valid_nodes=h.indices(["a", "b"]), ks=[1, 2])
-    >>> cache.radii(h.indices(["a"])).radii.tolist(), cache.n_cached
-    ([[0, 2]], 1)
-    >>> cache.distances(h.indices(["a", "a"]), h.indices(["a", "b"])).tolist()
-    [0, 2]
-    """
-
-    #: Number of shared caches kept (least recently used dropped first).
-    max_shared = 8
-    _shared: ClassVar[OrderedDict[tuple[str, str, tuple[int, ...]], HCorrectCache]] = OrderedDict()
-
-    def __init__(
-        self, hierarchy: Hierarchy, *, valid_nodes: npt.ArrayLike, ks: Sequence[int] | int
-    ) -> None:
-        self.hierarchy = _check_hierarchy(hierarchy)
-        self.valid_nodes = _check_valid_nodes(valid_nodes, self.hierarchy, None)
-        self.ks = tuple(sorted(_check_ks(ks, None)))
-        self.key = (_facts(self.hierarchy).content_hash, _array_hash(self.valid_nodes), self.ks)
-        n = self.hierarchy.n_nodes
-        self._slot_of = np.full(n, -1, dtype=np.int64)
-        self._radii = np.zeros((0, len(self.ks)), dtype=np.int64)
-        self._sizes = np.zeros((0, len(self.ks)), dtype=np.int64)
-        self._short = np.zeros((0, len(self.ks)), dtype=bool)
-        self._keys = np.zeros(0, dtype=np.int64)  # slot * n_nodes + node, ascending
-        self._levels = np.zeros(0, dtype=np.int64)
-
-    @classmethod
-    def shared(
-        cls, hierarchy: Hierarchy, *, valid_nodes: npt.ArrayLike, ks: Sequence[int] | int
-    ) -> HCorrectCache:
-        """The process-wide cache for this triple, created on first use (LRU of ``max_shared``)."""
-        checked_hierarchy = _check_hierarchy(hierarchy)
-        valid = _check_valid_nodes(valid_nodes, checked_hierarchy, None)
-        key = (
-            _facts(checked_hierarchy).content_hash,
-            _array_hash(valid),
-            tuple(sorted(_check_ks(ks, None))),
-        )
-        cache = cls._shared.get(key)
-        if cache is None:
-            cache = cls(checked_hierarchy, valid_nodes=valid, ks=key[2])
-            cls._shared[key] = cache
-            while len(cls._shared) > cls.max_shared:
-                cls._shared.popitem(last=False)
-        cls._shared.move_to_end(key)
-        return cache
-
-    @classmethod
-    def clear_shared(cls) -> None:
-        """Drop every shared cache (for benchmarks and tests)."""
-        cls._shared.clear()
-
-    @property
-    def n_cached(self) -> int:
-        """Number of true nodes whose radii are cached."""
-        return int(self._radii.shape[0])
-
-    def ensure(self, nodes: npt.ArrayLike) -> None:
-        """Compute and keep the radii and balls of the ``nodes`` not cached yet."""
-        checked = _check_nodes(nodes, self.hierarchy, "nodes", distinct=False, allow_empty=True)
-        missing = np.unique(checked[self._slot_of[checked] < 0])
-        if missing.size == 0:
-            return
-        radii, sizes, short, rows, ball_nodes, levels = _hcorrect_unique(
-            self.hierarchy, missing, self.valid_nodes, self.ks
-        )
-        base = self.n_cached
-        self._slot_of[missing] = base + np.arange(missing.size)
-        keys = (rows + base) * self.hierarchy.n_nodes + ball_nodes
-        order = np.argsort(keys, kind="stable")
-        self._keys = np.concatenate([self._keys, keys[order]])  # new slots sort after old ones
-        self._levels = np.concatenate([self._levels, levels[order]])
-        self._radii = np.concatenate([self._radii, radii])
-        self._sizes = np.concatenate([self._sizes, sizes])
-        self._short = np.concatenate([self._short, short])
-
-    def radii(self, nodes: npt.ArrayLike) -> HCorrectRadii:
-        """:class:`HCorrectRadii` of ``nodes`` (columns follow the sorted :attr:`ks`)."""
-        checked = _check_nodes(nodes, self.hierarchy, "nodes", distinct=False, allow_empty=True)
-        self.ensure(checked)
-        slots = self._slot_of[checked]
-        return HCorrectRadii(self._radii[slots], self._sizes[slots], self._short[slots])
-
-    def distances(self, true_nodes: npt.ArrayLike, pred_nodes: npt.ArrayLike) -> IntArray:
-        """Hop distance from each true node to the predicted node(s) of the same row.
-
-        ``pred_nodes`` has shape ``(n,)`` or ``(n, K)``; the result has its shape. Valid
-        predicted nodes within the true node's largest hCorrectSet (radius
-        :math:`R_{\\max(ks)}`) get their hop distance; every other entry gets a value larger
-        than any radius (``int64`` max).
-        """
-        true_checked = _check_nodes(
-            true_nodes, self.hierarchy, "true_nodes", distinct=False, allow_empty=True
-        )
-        pred = np.asarray(pred_nodes)
-        flat = _check_nodes(
-            pred.reshape(-1), self.hierarchy, "pred_nodes", distinct=False, allow_empty=True
-        )
-        if pred.ndim not in (1, 2) or pred.shape[0] != true_checked.size:
-            raise MetricError(
-                "Expected `pred_nodes` to have shape (n,) or (n, K) with n = "
-                f"{true_checked.size} (one row per true node), but got shape {pred.shape}."
-            )
-        pred_2d = flat.reshape(true_checked.size, -1)
-        self.ensure(true_checked)
-        return self._lookup(self._slot_of[true_checked], pred_2d).reshape(pred.shape)
-
-    def _lookup(self, slots: IntArray, pred_nodes: IntArray) -> IntArray:
-        """Distances for checked slots ``[n]`` and predicted nodes ``[n, K]``."""
-        far = np.iinfo(np.int64).max
-        if self._keys.size == 0:
-            return np.full(pred_nodes.shape, far, dtype=np.int64)
-        query = slots[:, None] * self.hierarchy.n_nodes + pred_nodes
-        position = np.minimum(np.searchsorted(self._keys, query), self._keys.size - 1)
-        found = self._keys[position] == query
-        return np.where(found, self._levels[position], far)
+    valid = check_valid_nodes(valid_nodes, checked_hierarchy.n_nodes, None)
+    checked_ks = check_ks(ks)
+    balls = checked_hierarchy.hop_balls(valid, checked_ks)
+    columns = [balls.ks.index(k) for k in checked_ks]
+    radii = balls.radii(checked_sources)
+    return BallRadii(radii.radii[:, columns], radii.sizes[:, columns], radii.short[:, columns])
 
 
 # --------------------------------------------------------------------------- hp@k
@@ -896,7 +493,7 @@ def hierarchical_precision_at_k(
     candidate_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
     valid_nodes: npt.ArrayLike | None = None,
-) -> dict[str, Any]:
+) -> HierarchicalPrecision:
     r"""Hierarchical precision at k (hp@k) of DeViSE, per image and averaged over images.
 
     With :math:`\hat{y}_{i,1..k}` the top-k predictions of image i and
@@ -927,15 +524,11 @@ def hierarchical_precision_at_k(
 
     Returns
     -------
-    result : dict
-        ``value``: ``{k: float in [0, 1]}``;
-        ``mean_hcorrect_size``: ``{k: float}``, the mean over images of
-        :math:`|\mathrm{hCorrectSet}_k(y_i)|` (as in DeViSE's Table 1);
-        ``per_image``: float64 array ``(n_images, len(ks))``, hp@k of each image (columns in
-        ``ks`` order);
-        ``short_classes``: ``{k: list of int}``, the true candidate columns (among those in
-        ``y_true``) with fewer than ``k`` valid labels reachable at all;
-        ``ks`` (list of int), ``n_images`` (int), ``n_ranked`` (int, K).
+    result : HierarchicalPrecision
+        ``values`` (``{k: hp@k}``), ``mean_hcorrect_size`` (``{k: mean over images of
+        |hCorrectSet_k(y_i)|}``), ``per_image`` (hp@k of each image, columns in ``ks`` order),
+        ``short_classes`` (``{k: true candidate columns with fewer than k valid labels
+        reachable at all}``), ``ks``, ``n_images`` and ``n_ranked`` (K).
 
     Raises
     ------
@@ -954,9 +547,9 @@ def hierarchical_precision_at_k(
       (``mean_hcorrect_size`` reports how many); hp@k still counts only the top k predictions.
     * Short sets (fewer than k valid labels reachable, e.g. in a small component) hold every
       reachable valid label and are listed in ``short_classes``.
-    * Radii are computed once per distinct true node and kept in the shared
-      :class:`HCorrectCache`, so calling this on successive chunks of images is cheap after
-      the first.
+    * Radii are computed once per distinct true node and kept with the hierarchy
+      (:meth:`~harness.hierarchy.Hierarchy.hop_balls`), so calling this on successive chunks of
+      images is cheap after the first.
     * The mean runs over images, as in [1]_: frequent classes weigh more. On class-imbalanced
       splits use :func:`per_class_hierarchical_precision_at_k`, the mean over classes.
 
@@ -978,48 +571,49 @@ def hierarchical_precision_at_k(
     >>> nodes = h.indices(["dog", "cat", "car", "bus"])
     >>> result = hierarchical_precision_at_k([0, 0], [[1, 0], [2, 0]], hierarchy=h,
     ...                                      candidate_nodes=nodes, ks=[1, 2])
-    >>> result["value"], result["per_image"].tolist()
+    >>> result.values, result.per_image.tolist()
     ({1: 0.0, 2: 0.75}, [[0.0, 1.0], [0.0, 0.5]])
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
-    checked_ranked = _check_ranked(ranked, checked_y.shape[0], n_candidates)
-    checked_ks = _check_ks(ks, n_candidates)
-    valid = _check_valid_nodes(valid_nodes, checked_hierarchy, nodes)
-    cache = HCorrectCache.shared(checked_hierarchy, valid_nodes=valid, ks=checked_ks)
-    cache_column = [cache.ks.index(k) for k in checked_ks]
+    checked_ranked = check_ranked(ranked, checked_y.shape[0], n_candidates)
+    checked_ks = check_ks(ks, n_candidates)
+    valid = check_valid_nodes(valid_nodes, checked_hierarchy.n_nodes, nodes)
+    balls = checked_hierarchy.hop_balls(valid, checked_ks)
+    columns = [balls.ks.index(k) for k in checked_ks]
 
     n_images, n_ranked = checked_ranked.shape
     true_nodes = nodes[checked_y]
-    cache.ensure(np.unique(true_nodes))
-    slots = cache._slot_of[true_nodes]
-    radii = cache._radii[:, cache_column]
+    slots = balls.slots(true_nodes)
+    table = balls.table()
+    radii = table.radii[:, columns]
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     starts = chunk_rows(n_images, n_ranked)
     for start in starts:
         stop = min(start + starts.step, n_images)
         block_slots = slots[start:stop]
-        distance = cache._lookup(block_slots, nodes[checked_ranked[start:stop]])
+        distance = balls.lookup(block_slots, nodes[checked_ranked[start:stop]])
         for j, k in enumerate(checked_ks):
             used = min(k, n_ranked)
             inside = distance[:, :used] <= radii[block_slots, j][:, None]
             per_image[start:stop, j] = inside.sum(axis=1) / k
 
     present_columns = np.unique(checked_y)
-    present_slots = cache._slot_of[nodes[present_columns]]
-    sizes = cache._sizes[:, cache_column]
-    short = cache._short[:, cache_column]
-    return {
-        "value": {k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
-        "mean_hcorrect_size": {k: float(sizes[slots, j].mean()) for j, k in enumerate(checked_ks)},
-        "per_image": per_image,
-        "short_classes": {
-            k: present_columns[short[present_slots, j]].tolist() for j, k in enumerate(checked_ks)
+    present_slots = balls.slots(nodes[present_columns])
+    sizes = table.sizes[:, columns]
+    short = table.short[:, columns]
+    return HierarchicalPrecision(
+        values={k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
+        mean_hcorrect_size={k: float(sizes[slots, j].mean()) for j, k in enumerate(checked_ks)},
+        per_image=per_image,
+        short_classes={
+            k: tuple(present_columns[short[present_slots, j]].tolist())
+            for j, k in enumerate(checked_ks)
         },
-        "ks": list(checked_ks),
-        "n_images": int(n_images),
-        "n_ranked": int(n_ranked),
-    }
+        ks=checked_ks,
+        n_images=int(n_images),
+        n_ranked=int(n_ranked),
+    )
 
 
 def per_class_hierarchical_precision_at_k(
@@ -1031,7 +625,7 @@ def per_class_hierarchical_precision_at_k(
     ks: Sequence[int] | int,
     classes: npt.ArrayLike,
     valid_nodes: npt.ArrayLike | None = None,
-) -> dict[str, Any]:
+) -> PerClassHierarchicalPrecision:
     r"""hp@k averaged over classes: the mean over ``classes`` with images of their mean hp@k.
 
     With :math:`I_c` the images of class :math:`c`, :math:`C'` the listed classes that have
@@ -1054,12 +648,11 @@ def per_class_hierarchical_precision_at_k(
 
     Returns
     -------
-    result : dict
-        ``value``: ``{k: float in [0, 1]}``, the mean over listed classes with images;
-        ``per_class``: ``{k: list of float or None}`` aligned with ``classes`` (None without
-        images); ``classes`` (list of int); ``excluded_classes`` (list of int, listed but
-        without images); ``n_images`` (int, images of listed classes); ``per_image`` (as in
-        :func:`hierarchical_precision_at_k`, every image); ``ks`` (list of int).
+    result : PerClassHierarchicalPrecision
+        ``values`` (``{k: mean over listed classes with images}``), ``per_class`` (``{k: each
+        listed class's mean, None without images}``), ``classes``, ``excluded_classes``
+        (listed but without images), ``n_images`` (images of listed classes), ``per_image``
+        (as in :func:`hierarchical_precision_at_k`, every image) and ``ks``.
 
     Raises
     ------
@@ -1084,8 +677,8 @@ def per_class_hierarchical_precision_at_k(
     >>> ranked = [[1, 0], [1, 0], [0, 1]]
     >>> result = per_class_hierarchical_precision_at_k(
     ...     [0, 0, 2], ranked, hierarchy=h, candidate_nodes=nodes, ks=[2], classes=[0, 1, 2, 3])
-    >>> result["value"], result["per_class"][2], result["excluded_classes"]
-    ({2: 0.5}, [1.0, None, 0.0, None], [1, 3])
+    >>> result.values, result.per_class[2], result.excluded_classes
+    ({2: 0.5}, (1.0, None, 0.0, None), (1, 3))
     """
     out = hierarchical_precision_at_k(
         y_true,
@@ -1098,34 +691,23 @@ def per_class_hierarchical_precision_at_k(
     n_candidates = np.asarray(candidate_nodes).shape[0]
     checked_classes = check_classes(classes, n_candidates)
     checked_y = np.asarray(y_true, dtype=np.int64)
-    totals = np.bincount(checked_y, minlength=n_candidates)[checked_classes]
-    present = totals > 0
-    if not present.any():
-        raise MetricError(
-            "Expected at least one test image whose true class is among `classes` "
-            f"({checked_classes.shape[0]} classes), but none of the {checked_y.shape[0]} images "
-            "is. The mean of per-class hp@k is undefined; check `classes` and `y_true`."
+    values: dict[int, float] = {}
+    per_class: dict[int, tuple[float | None, ...]] = {}
+    present = np.zeros(0, dtype=bool)
+    n_images = 0
+    for j, k in enumerate(out.ks):
+        values[k], per_class[k], present, n_images = _class_means(
+            out.per_image[:, j], checked_y, checked_classes, n_candidates, "hp@k"
         )
-    per_image = out["per_image"]
-    value: dict[int, float] = {}
-    per_class: dict[int, list[float | None]] = {}
-    for j, k in enumerate(out["ks"]):
-        sums = np.bincount(checked_y, weights=per_image[:, j], minlength=n_candidates)
-        means = sums[checked_classes][present] / totals[present]
-        listed: list[float | None] = [None] * checked_classes.shape[0]
-        for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
-            listed[position] = float(mean)
-        value[k] = float(np.mean(means))
-        per_class[k] = listed
-    return {
-        "value": value,
-        "per_class": per_class,
-        "classes": checked_classes.tolist(),
-        "excluded_classes": checked_classes[~present].tolist(),
-        "n_images": int(totals.sum()),
-        "per_image": per_image,
-        "ks": out["ks"],
-    }
+    return PerClassHierarchicalPrecision(
+        values=values,
+        per_class=per_class,
+        classes=tuple(checked_classes.tolist()),
+        excluded_classes=tuple(checked_classes[~present].tolist()),
+        n_images=n_images,
+        per_image=out.per_image,
+        ks=out.ks,
+    )
 
 
 # --------------------------------------------------------------------------- LCA distances
@@ -1134,7 +716,7 @@ def per_class_hierarchical_precision_at_k(
 def _lca_distance(hierarchy: Hierarchy, a: IntArray, b: IntArray) -> IntArray:
     """LCA height of node pairs, ``H + 1`` where they share no ancestor (virtual super-root)."""
     height = hierarchy.lca_height(a, b)
-    return np.where(height < 0, _facts(hierarchy).root_height + 1, height)
+    return np.where(height < 0, hierarchy.root_height + 1, height)
 
 
 def _hierarchical_distance(hierarchy: Hierarchy, true: IntArray, pred: IntArray) -> IntArray:
@@ -1163,7 +745,7 @@ def hierarchical_cost(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     classes: npt.ArrayLike,
-) -> dict[str, Any]:
+) -> HierarchicalCost:
     r"""Mean hierarchical cost of the top-1 predictions (Deng et al. 2010); lower is better.
 
     .. math::
@@ -1193,12 +775,11 @@ def hierarchical_cost(
 
     Returns
     -------
-    result : dict
+    result : HierarchicalCost
         ``value`` (float >= 0): mean over listed classes with images of their mean cost;
-        ``per_class`` (list of float or None, aligned with ``classes``; None without images);
-        ``classes`` (list of int); ``excluded_classes`` (list of int, listed but without
-        images); ``n_images`` (int, images of listed classes); ``per_image`` (int64 array
-        ``(n_images,)``, the cost of every image).
+        ``per_class`` (aligned with ``classes``; None without images); ``classes``;
+        ``excluded_classes`` (listed but without images); ``n_images`` (images of listed
+        classes); ``per_image`` (the cost of every image).
 
     Raises
     ------
@@ -1232,36 +813,25 @@ def hierarchical_cost(
     >>> nodes = h.indices(["dog", "cat", "car"])
     >>> result = hierarchical_cost([0, 0, 2], [0, 1, 0], hierarchy=h, candidate_nodes=nodes,
     ...                            classes=[0, 1, 2])
-    >>> result["value"], result["per_class"], result["excluded_classes"]
-    (1.25, [0.5, None, 2.0], [1])
+    >>> result.value, result.per_class, result.excluded_classes
+    (1.25, (0.5, None, 2.0), (1,))
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
-    top1 = _check_top1(ranked_top1, checked_y.shape[0], n_candidates)
+    top1 = check_top1(ranked_top1, checked_y.shape[0], n_candidates)
     checked_classes = check_classes(classes, n_candidates)
     cost = _top1_distances(checked_y, top1, checked_hierarchy, nodes)
-    sums = np.bincount(checked_y, weights=cost, minlength=n_candidates)
-    totals = np.bincount(checked_y, minlength=n_candidates)
-    class_totals = totals[checked_classes]
-    present = class_totals > 0
-    if not present.any():
-        raise MetricError(
-            "Expected at least one test image whose true class is among `classes` "
-            f"({checked_classes.shape[0]} classes), but none of the {checked_y.shape[0]} images "
-            "is. The mean of per-class costs is undefined; check `classes` and `y_true`."
-        )
-    means = sums[checked_classes][present] / class_totals[present]
-    per_class: list[float | None] = [None] * checked_classes.shape[0]
-    for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
-        per_class[position] = float(mean)
-    return {
-        "value": float(np.mean(means)),
-        "per_class": per_class,
-        "classes": checked_classes.tolist(),
-        "excluded_classes": checked_classes[~present].tolist(),
-        "n_images": int(class_totals.sum()),
-        "per_image": cost,
-    }
+    value, per_class, present, n_images = _class_means(
+        cost, checked_y, checked_classes, n_candidates, "costs"
+    )
+    return HierarchicalCost(
+        value=value,
+        per_class=per_class,
+        classes=tuple(checked_classes.tolist()),
+        excluded_classes=tuple(checked_classes[~present].tolist()),
+        n_images=n_images,
+        per_image=cost,
+    )
 
 
 def mistake_severity(
@@ -1270,7 +840,7 @@ def mistake_severity(
     *,
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
-) -> dict[str, Any]:
+) -> MistakeSeverity:
     r"""Mean hierarchical distance of the top-1 mistakes (Bertinetto et al. 2020); lower is better.
 
     .. math::
@@ -1294,11 +864,10 @@ def mistake_severity(
 
     Returns
     -------
-    result : dict
+    result : MistakeSeverity
         ``value`` (float >= 0, or None when there is no mistake: the mean is undefined);
-        ``n_mistakes`` (int); ``n_images`` (int); ``per_image`` (int64 array ``(n_images,)``,
-        :math:`\delta` of every image's top-1, 0 where correct); ``mistakes`` (bool array
-        ``(n_images,)``).
+        ``n_mistakes``; ``n_images``; ``per_image`` (:math:`\delta` of every image's top-1, 0
+        where correct); ``mistakes`` (which images are mistakes).
 
     Raises
     ------
@@ -1325,21 +894,21 @@ def mistake_severity(
     ...                ("animal", "cat"), ("vehicle", "car")])
     >>> nodes = h.indices(["dog", "cat", "car"])
     >>> result = mistake_severity([0, 0, 2], [0, 1, 0], hierarchy=h, candidate_nodes=nodes)
-    >>> result["value"], result["n_mistakes"], result["per_image"].tolist()
+    >>> result.value, result.n_mistakes, result.per_image.tolist()
     (1.5, 2, [0, 1, 2])
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
-    top1 = _check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
+    top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
     distance = _top1_distances(checked_y, top1, checked_hierarchy, nodes)
     mistakes = top1 != checked_y
     n_mistakes = int(mistakes.sum())
-    return {
-        "value": float(distance[mistakes].mean()) if n_mistakes else None,
-        "n_mistakes": n_mistakes,
-        "n_images": int(checked_y.shape[0]),
-        "per_image": distance,
-        "mistakes": mistakes,
-    }
+    return MistakeSeverity(
+        value=float(distance[mistakes].mean()) if n_mistakes else None,
+        n_mistakes=n_mistakes,
+        n_images=int(checked_y.shape[0]),
+        per_image=distance,
+        mistakes=mistakes,
+    )
 
 
 def average_hierarchical_distance_at_k(
@@ -1349,7 +918,7 @@ def average_hierarchical_distance_at_k(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
-) -> dict[str, Any]:
+) -> AverageHierarchicalDistance:
     r"""Average hierarchical distance of the top-k predictions (Bertinetto et al. 2020).
 
     .. math::
@@ -1375,9 +944,9 @@ def average_hierarchical_distance_at_k(
 
     Returns
     -------
-    result : dict
-        ``value``: ``{k: float >= 0}``; ``per_image``: float64 array ``(n_images, len(ks))``;
-        ``ks`` (list of int); ``n_images`` (int).
+    result : AverageHierarchicalDistance
+        ``values`` (``{k: AHD@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks`` and
+        ``n_images``.
 
     Raises
     ------
@@ -1403,13 +972,13 @@ def average_hierarchical_distance_at_k(
     ...                ("animal", "cat"), ("vehicle", "car")])
     >>> nodes = h.indices(["dog", "cat", "car"])
     >>> average_hierarchical_distance_at_k([0], [[0, 1, 2]], hierarchy=h,
-    ...                                    candidate_nodes=nodes, ks=[1, 2, 3])["value"]
+    ...                                    candidate_nodes=nodes, ks=[1, 2, 3]).values
     {1: 0.0, 2: 0.5, 3: 1.0}
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
-    checked_ranked = _check_ranked(ranked, checked_y.shape[0], nodes.shape[0])
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
+    checked_ranked = check_ranked(ranked, checked_y.shape[0], nodes.shape[0])
     n_images, n_ranked = checked_ranked.shape
-    checked_ks = _check_ranked_ks(ks, n_ranked)
+    checked_ks = check_ks(ks, n_ranked=n_ranked)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     used = max(checked_ks)
     starts = chunk_rows(n_images, 64 * used)
@@ -1421,23 +990,12 @@ def average_hierarchical_distance_at_k(
         cumulative = np.cumsum(distance, axis=1)
         for j, k in enumerate(checked_ks):
             per_image[start:stop, j] = cumulative[:, k - 1] / k
-    return {
-        "value": {k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
-        "per_image": per_image,
-        "ks": list(checked_ks),
-        "n_images": int(n_images),
-    }
-
-
-def _check_ranked_ks(ks: Any, n_ranked: int) -> tuple[int, ...]:
-    checked = _check_ks(ks, None)
-    for position, k in enumerate(checked):
-        if k > n_ranked:
-            raise MetricError(
-                f"Expected `ks` to be at most the number of ranked columns K ({n_ranked}), but "
-                f"got ks[{position}] = {k}. Rank at least {k} candidates per image."
-            )
-    return checked
+    return AverageHierarchicalDistance(
+        values={k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
+        per_image=per_image,
+        ks=checked_ks,
+        n_images=int(n_images),
+    )
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -1453,60 +1011,24 @@ def _ideal_similarity_sums(
 ) -> FloatArray:
     """Largest sum of similarities to each source over any ``k`` candidates, ``[m, len(ks)]``.
 
-    :math:`N(h)`, the number of candidates whose LCA height with the source is at most ``h``,
-    is the size of the union of the candidate sets below the source's ancestors of height
-    ``<= h`` (a union, since a candidate may hang below several of them in a DAG): one sparse
-    product per height level, over the sources that still have fewer than ``max(ks)``
-    candidates. The ``N(h) - N(h - 1)`` candidates first reached at height ``h`` have
+    With :math:`N(h)` the number of candidates whose LCA height with the source is at most
+    ``h`` (:meth:`~harness.hierarchy.Hierarchy.lca_height_counts`, counted until ``max(ks)``
+    are found), the ``N(h) - N(h - 1)`` candidates first reached at height ``h`` have
     similarity :math:`1 - h / H`, and the best ``k`` are taken in that order. Candidates sharing
-    no ancestor with the source add 0. Row groups are sized so that about ``CHUNK_ELEMENTS``
-    product entries are live at once.
+    no ancestor with the source add 0.
     """
-    m = sources.size
-    root_height = _facts(hierarchy).root_height
-    ancestors = hierarchy.ancestor_matrix
-    below = sp.csr_array(ancestors[candidate_nodes].T.astype(np.int32))  # [n, C]
-    below_counts = np.diff(below.indptr)
-    rows = ancestors[sources]
-    owner = np.repeat(np.arange(m, dtype=np.int64), np.diff(rows.indptr))
-    nodes = rows.indices.astype(np.int64)
-    heights = hierarchy.height[nodes]
     k_values = np.asarray(ks, dtype=np.int64)
-    ideal = np.zeros((m, len(ks)), dtype=np.float64)
-    found = np.zeros(m, dtype=np.int64)
-    for h in np.unique(heights):
-        active = np.flatnonzero(found < k_values.max())
-        if active.size == 0:
-            break
-        selected = (found[owner] < k_values.max()) & (heights <= h)
-        estimate = np.bincount(owner[selected], weights=below_counts[nodes[selected]], minlength=m)[
-            active
-        ]
-        # Contiguous groups of active sources whose estimated product entries fit the budget.
-        cumulative = np.cumsum(estimate)
-        counts = np.zeros(active.size, dtype=np.int64)
-        start = 0
-        while start < active.size:
-            done = cumulative[start - 1] if start else 0.0
-            stop = int(np.searchsorted(cumulative, done + CHUNK_ELEMENTS, side="right"))
-            stop = max(stop, start + 1)
-            group = active[start:stop]
-            lo, hi = np.searchsorted(owner, [group[0], group[-1] + 1])
-            take = np.flatnonzero(selected[lo:hi]) + lo
-            pick = sp.csr_array(
-                (
-                    np.ones(take.size, dtype=np.int32),
-                    (np.searchsorted(group, owner[take]), nodes[take]),
-                ),
-                shape=(group.size, hierarchy.n_nodes),
-            )
-            counts[start:stop] = np.diff((pick @ below).indptr)
-            start = stop
-        gain = _similarity(np.asarray(h), root_height)
-        before = np.minimum(found[active][:, None], k_values)
-        after = np.minimum(counts[:, None], k_values)
-        ideal[active] += (after - before) * gain
-        found[active] = counts
+    heights, counts = hierarchy.lca_height_counts(
+        sources, candidate_nodes, limit=int(k_values.max())
+    )
+    ideal = np.zeros((sources.size, len(ks)), dtype=np.float64)
+    found = np.zeros(sources.size, dtype=np.int64)
+    for j, h in enumerate(heights):
+        gain = _similarity(np.asarray(h), hierarchy.root_height)
+        before = np.minimum(found[:, None], k_values)
+        after = np.minimum(counts[:, j][:, None], k_values)
+        ideal += (after - before) * gain
+        found = counts[:, j]
     return ideal
 
 
@@ -1517,7 +1039,7 @@ def hierarchical_retrieval_precision_at_k(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
-) -> dict[str, Any]:
+) -> HierarchicalRetrievalPrecision:
     r"""Hierarchical precision@k of a ranking (Deng, Berg, Fei-Fei 2011), per image, averaged.
 
     With the semantic similarity :math:`S(i, j) = 1 - h(\mathrm{LCA}(i, j)) / H` and
@@ -1547,10 +1069,9 @@ def hierarchical_retrieval_precision_at_k(
 
     Returns
     -------
-    result : dict
-        ``value``: ``{k: float in [0, 1]}``; ``per_image``: float64 array
-        ``(n_images, len(ks))``; ``ks`` (list of int); ``n_images`` (int); ``root_height``
-        (int, :math:`H`).
+    result : HierarchicalRetrievalPrecision
+        ``values`` (``{k: hPrec@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks``,
+        ``n_images`` and ``root_height`` (:math:`H`).
 
     Raises
     ------
@@ -1587,15 +1108,15 @@ def hierarchical_retrieval_precision_at_k(
     >>> nodes = h.indices(["dog", "cat", "car"])
     >>> result = hierarchical_retrieval_precision_at_k([0], [[2, 1]], hierarchy=h,
     ...                                                candidate_nodes=nodes, ks=[1, 2])
-    >>> {k: round(v, 6) for k, v in result["value"].items()}
+    >>> {k: round(v, 6) for k, v in result.values.items()}
     {1: 0.0, 2: 0.333333}
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
-    checked_ranked = _check_ranked(ranked, checked_y.shape[0], n_candidates)
-    checked_ks = _check_ks(ks, n_candidates)
+    checked_ranked = check_ranked(ranked, checked_y.shape[0], n_candidates)
+    checked_ks = check_ks(ks, n_candidates)
     n_images, n_ranked = checked_ranked.shape
-    root_height = _facts(checked_hierarchy).root_height
+    root_height = checked_hierarchy.root_height
     sources, inverse = np.unique(nodes[checked_y], return_inverse=True)
     ideal = _ideal_similarity_sums(checked_hierarchy, sources, nodes, checked_ks)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
@@ -1614,13 +1135,13 @@ def hierarchical_retrieval_precision_at_k(
             per_image[start:stop, j] = np.where(
                 denominator > 0, np.minimum(numerator / safe, 1.0), 1.0
             )
-    return {
-        "value": {k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
-        "per_image": per_image,
-        "ks": list(checked_ks),
-        "n_images": int(n_images),
-        "root_height": int(root_height),
-    }
+    return HierarchicalRetrievalPrecision(
+        values={k: float(per_image[:, j].mean()) for j, k in enumerate(checked_ks)},
+        per_image=per_image,
+        ks=checked_ks,
+        n_images=int(n_images),
+        root_height=int(root_height),
+    )
 
 
 # --------------------------------------------------------------------------- relations
@@ -1632,7 +1153,7 @@ def prediction_relations(
     *,
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
-) -> dict[str, Any]:
+) -> PredictionRelations:
     r"""Shares of top-1 predictions that are correct, an ancestor, a descendant, or unrelated.
 
     .. math::
@@ -1661,13 +1182,12 @@ def prediction_relations(
 
     Returns
     -------
-    result : dict
+    result : PredictionRelations
         ``correct``, ``ancestor``, ``descendant``, ``unrelated``: shares (floats in [0, 1]
         summing to 1); ``counts``: the same as ints; ``semantic_accuracy_lower`` (the correct
         share: only the exact class counts) and ``semantic_accuracy_upper`` (correct + ancestor
         + descendant: any prediction on the true class's line of descent counts);
-        ``n_images`` (int); ``per_image`` (int8 array ``(n_images,)``: 0 correct, 1 ancestor,
-        2 descendant, 3 unrelated).
+        ``n_images``; ``per_image`` (0 correct, 1 ancestor, 2 descendant, 3 unrelated).
 
     Raises
     ------
@@ -1697,11 +1217,11 @@ def prediction_relations(
     >>> nodes = h.indices(["dog", "animal", "puppy", "cat"])
     >>> result = prediction_relations([0, 0, 0, 0], [0, 1, 2, 3], hierarchy=h,
     ...                               candidate_nodes=nodes)
-    >>> result["counts"], result["semantic_accuracy_lower"], result["semantic_accuracy_upper"]
+    >>> result.counts, result.semantic_accuracy_lower, result.semantic_accuracy_upper
     ({'correct': 1, 'ancestor': 1, 'descendant': 1, 'unrelated': 1}, 0.25, 0.75)
     """
-    checked_hierarchy, nodes, checked_y = _check_common(y_true, hierarchy, candidate_nodes)
-    top1 = _check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
+    checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
+    top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
     n_images = checked_y.shape[0]
     codes = np.full(n_images, 3, dtype=np.int8)
     starts = chunk_rows(n_images, 8)
@@ -1714,11 +1234,14 @@ def prediction_relations(
         block[true == pred] = 0
     counts = np.bincount(codes, minlength=4)
     shares = counts / n_images
-    return {
-        **{name: float(shares[code]) for code, name in enumerate(RELATIONS)},
-        "counts": {name: int(counts[code]) for code, name in enumerate(RELATIONS)},
-        "semantic_accuracy_lower": float(shares[0]),
-        "semantic_accuracy_upper": float(counts[:3].sum() / n_images),
-        "n_images": int(n_images),
-        "per_image": codes,
-    }
+    return PredictionRelations(
+        correct=float(shares[0]),
+        ancestor=float(shares[1]),
+        descendant=float(shares[2]),
+        unrelated=float(shares[3]),
+        counts={name: int(counts[code]) for code, name in enumerate(RELATIONS)},
+        semantic_accuracy_lower=float(shares[0]),
+        semantic_accuracy_upper=float(counts[:3].sum() / n_images),
+        n_images=int(n_images),
+        per_image=codes,
+    )

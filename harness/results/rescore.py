@@ -70,7 +70,8 @@ class RescoreOutcome:
 
 
 def find_specs(specs_dir: Path) -> dict[SpecKey, Spec]:
-    """Every spec under ``specs_dir`` (``*.yaml``, recursively) by (benchmark id, version).
+    """Every spec under ``specs_dir`` (``*.yaml``, recursively, spec bases ``_*.yaml`` left out)
+    by (benchmark id, version).
 
     Raises
     ------
@@ -78,13 +79,13 @@ def find_specs(specs_dir: Path) -> dict[SpecKey, Spec]:
         ``specs_dir`` is not a folder, a spec is invalid (naming the file), or two files
         declare the same benchmark version.
     """
-    from harness.spec import load_spec
+    from harness.spec import load_spec, spec_files
 
     if not specs_dir.is_dir():
         raise HarnessError(f"{specs_dir}: no such folder of benchmark specs (see --specs)")
     found: dict[SpecKey, Spec] = {}
     where: dict[SpecKey, Path] = {}
-    for path in sorted(specs_dir.rglob("*.yaml")):
+    for path in spec_files(specs_dir):
         spec = load_spec(path)
         key = (spec.benchmark, spec.version)
         if key in found:

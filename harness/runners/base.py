@@ -31,6 +31,25 @@ from typing import IO, Protocol
 from harness.registry import Registry
 from harness.runners.cgroup import POLL_S, Containment
 
+__all__ = [
+    "DRAIN_S",
+    "LOG_LIMIT_BYTES",
+    "OUT_MAX_ENTRIES",
+    "PIDS_LIMIT",
+    "HeadTail",
+    "RunJob",
+    "RunLimits",
+    "RunOutcome",
+    "Runner",
+    "folder_size",
+    "job_argv",
+    "open_test_features",
+    "run_process",
+    "runners",
+    "truncate",
+    "worker_argv",
+]
+
 LOG_LIMIT_BYTES = 64 * 1024
 # Processes (threads count too) a run may hold at once, where a cgroup or rlimit enforces it.
 PIDS_LIMIT = 256

@@ -47,6 +47,21 @@ from pathlib import Path
 
 from harness.procfs import proc_stat, process_table, subtree
 
+__all__ = [
+    "GATE",
+    "KILL_WAIT_S",
+    "MOUNTINFO",
+    "POLL_S",
+    "PR_GET_CHILD_SUBREAPER",
+    "PR_GET_DUMPABLE",
+    "PR_SET_CHILD_SUBREAPER",
+    "PR_SET_DUMPABLE",
+    "SELF_CGROUP",
+    "STALE_S",
+    "Containment",
+    "prctl",
+]
+
 MOUNTINFO = Path("/proc/self/mountinfo")
 SELF_CGROUP = Path("/proc/self/cgroup")
 POLL_S = 0.1

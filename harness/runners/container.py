@@ -35,6 +35,14 @@ from harness.errors import RunnerError, SubmissionError
 from harness.runners.base import RunJob, RunLimits, RunOutcome, job_argv, run_process, runners
 from harness.submission.package import load_package
 
+__all__ = [
+    "ENGINES",
+    "INSIDE_TEST_FEATURES",
+    "PIDS_LIMIT",
+    "ContainerRunner",
+    "container_argv",
+]
+
 ENGINES = ("docker", "podman")
 PIDS_LIMIT = 256
 # Where the main fit's test features file is bound (read-only; see the module docstring).

@@ -45,6 +45,13 @@ from harness.runners.base import (
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
 
+__all__ = [
+    "PASSED_ENV",
+    "LocalRunner",
+    "local_env",
+    "not_dumpable",
+]
+
 # Only what Python and BLAS need; the caller's secrets and settings stay out.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR")
 

@@ -39,6 +39,19 @@ if TYPE_CHECKING:
     from harness.data.prepare import Benchmark
     from harness.tasks import RowMap
 
+__all__ = [
+    "BLOCK_BYTES",
+    "FLOATS",
+    "HEADER_LIMIT",
+    "INDICES",
+    "WORKER_JSON",
+    "WORKER_JSON_LIMIT",
+    "OutputDir",
+    "collect_predictions",
+    "raw_names",
+    "read_worker_status",
+]
+
 WORKER_JSON = "worker.json"
 WORKER_JSON_LIMIT = 1 << 20
 # An .npy header is at most a few hundred bytes (format 1.0 caps it at 64 KiB).

@@ -50,6 +50,22 @@ from harness.runners.base import (
     runners,
 )
 
+__all__ = [
+    "ETC_FILES",
+    "FSIZE_LIMIT",
+    "INSIDE_BUNDLE",
+    "INSIDE_OUT",
+    "INSIDE_PACKAGE",
+    "LAUNCHER",
+    "NOBODY",
+    "NOFILE_LIMIT",
+    "NPROC_LIMIT",
+    "SYSTEM_DIRS",
+    "SandboxRunner",
+    "available",
+    "sandbox_argv",
+]
+
 INSIDE_BUNDLE = Path("/bundle")
 INSIDE_PACKAGE = Path("/package")
 INSIDE_OUT = Path("/out")

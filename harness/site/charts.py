@@ -25,6 +25,26 @@ from markupsafe import Markup, escape
 from harness.errors import HarnessError
 from harness.site.text import safe_href
 
+__all__ = [
+    "CHAR_WIDTH",
+    "LABEL_CHARS",
+    "MARKER_LIMIT",
+    "N_COLORS",
+    "N_DASHES",
+    "N_HEAT",
+    "N_MARKERS",
+    "ROW",
+    "TOP",
+    "ChartError",
+    "Series",
+    "bar_chart",
+    "chart_href",
+    "heatmap",
+    "line_chart",
+    "nice_ticks",
+    "stacked_bar_chart",
+]
+
 N_COLORS = 8  # series-0 … series-7
 N_DASHES = 4  # dash-0 … dash-3
 N_MARKERS = 5  # circle, square, triangle, diamond, inverted triangle

@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.errors import HarnessError, IntegrityError, MetricError
 from harness.identity import check_distinct_identities
+from harness.ranking import competition_ranks
 from harness.records import RunRecord, ScoreEntry
 from harness.site import stats
 from harness.site.slugs import submission_slug
@@ -483,11 +484,13 @@ def _plan_column(
         versioned=False,
         entries=entries,
     )
-    inductive = {k: e for k, e in entries.items() if k not in transductive}
-    apart = {k: e for k, e in entries.items() if k in transductive}
-    column.ranks = _competition_ranks(inductive, some.higher_is_better)
-    column.transductive_ranks = _competition_ranks(apart, some.higher_is_better)
-    column.combined_ranks = _competition_ranks(entries, some.higher_is_better)
+    values = {k: e.value for k, e in entries.items()}
+    inductive = {k: v for k, v in values.items() if k not in transductive}
+    apart = {k: v for k, v in values.items() if k in transductive}
+    better = some.higher_is_better
+    column.ranks = competition_ranks(inductive, higher_is_better=better)
+    column.transductive_ranks = competition_ranks(apart, higher_is_better=better)
+    column.combined_ranks = competition_ranks(values, higher_is_better=better)
     return column
 
 
@@ -526,23 +529,6 @@ def _in_unit_interval(entry: ScoreEntry) -> bool:
 
 def _finite(value: float) -> bool:
     return value == value and value not in (float("inf"), float("-inf"))
-
-
-def _competition_ranks(entries: dict[str, ScoreEntry], higher_is_better: bool) -> dict[str, int]:
-    """1 = best; ties share the smallest rank (1, 2, 2, 4); non-finite values are unranked."""
-    sign = -1.0 if higher_is_better else 1.0
-    ranked = sorted(
-        ((sign * e.value, key) for key, e in entries.items() if _finite(e.value)),
-    )
-    ranks: dict[str, int] = {}
-    previous: float | None = None
-    rank = 0
-    for position, (value, key) in enumerate(ranked, start=1):
-        if value != previous:
-            rank = position
-        previous = value
-        ranks[key] = rank
-    return ranks
 
 
 def _rank_order(keys: Iterable[str], ranks: dict[str, int]) -> list[str]:

@@ -18,10 +18,10 @@ import numpy.typing as npt
 
 from harness.metrics.comparison import (
     paired_class_tests,
+    rank_matrix,
     stack_class_values,
     tied_groups_from_tests,
 )
-from harness.metrics.uncertainty import rank_matrix
 
 __all__ = ["ALPHA", "LEVEL", "N_BOOT", "SEED", "ColumnTests", "column_tests"]
 
@@ -94,11 +94,11 @@ def column_tests(keys: Sequence[str], values: Sequence[Any]) -> ColumnTests:
     tests = paired_class_tests(table, n_boot=N_BOOT, seed=SEED, level=LEVEL)
     return ColumnTests(
         keys=tuple(keys),
-        estimates=tests["estimates"],
-        diff=tests["diff"],
-        lo=tests["lo"],
-        hi=tests["hi"],
-        p_value=tests["p_value"],
+        estimates=tests.estimates,
+        diff=tests.diff,
+        lo=tests.lo,
+        hi=tests.hi,
+        p_value=tests.p_value,
         n_classes=int(table.counts.shape[0]),
     )
 
@@ -106,7 +106,7 @@ def column_tests(keys: Sequence[str], values: Sequence[Any]) -> ColumnTests:
 def ranks_across(
     values: Mapping[str, Mapping[str, float]], higher_is_better: Mapping[str, bool]
 ) -> dict[str, Any] | None:
-    """:func:`harness.metrics.uncertainty.rank_matrix` of primary scores whose directions differ.
+    """:func:`harness.metrics.comparison.rank_matrix` of primary scores whose directions differ.
 
     ``values[benchmark][submission]``; a lower-is-better benchmark is negated first so that every
     benchmark ranks its best submission 1. None when no benchmark has a score.
@@ -118,4 +118,4 @@ def ranks_across(
     }
     if not signed:
         return None
-    return rank_matrix(signed, higher_is_better=True)
+    return rank_matrix(signed, higher_is_better=True).as_dict()

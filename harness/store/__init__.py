@@ -7,7 +7,6 @@ from harness.store.service import (
     delete_run,
     load_runs,
     open_store,
-    record_sort_key,
     save_run,
     save_runs,
 )
@@ -22,7 +21,6 @@ __all__ = [
     "load_runs",
     "make_engine",
     "open_store",
-    "record_sort_key",
     "save_run",
     "save_runs",
 ]

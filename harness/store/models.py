@@ -23,6 +23,14 @@ from typing import Any
 from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
+__all__ = [
+    "BenchmarkRow",
+    "CurvePointRow",
+    "RunRow",
+    "ScoreRow",
+    "SubmissionRow",
+]
+
 
 def _json_column() -> Any:
     return Field(default_factory=dict, sa_column=Column(JSON, nullable=False))

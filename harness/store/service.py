@@ -33,6 +33,17 @@ from harness.store.db import SQLITE_BEGIN_OPTION, database_url, describe_url, ma
 from harness.store.migrations import upgrade
 from harness.store.models import BenchmarkRow, CurvePointRow, RunRow, ScoreRow, SubmissionRow
 
+__all__ = [
+    "SAVE_ATTEMPTS",
+    "StaleRunError",
+    "count_runs",
+    "delete_run",
+    "load_runs",
+    "open_store",
+    "save_run",
+    "save_runs",
+]
+
 #: How often a save is tried: again after a concurrent writer won a race the database reports
 #: (a unique key inserted first where ON CONFLICT is unavailable, a PostgreSQL deadlock).
 SAVE_ATTEMPTS = 5
@@ -104,7 +115,7 @@ def save_runs(
     first_of: dict[RunKey, int] = {}
     for index, record in enumerate(records):
         _check_record(record)
-        key = record_sort_key(record)
+        key = run_key(record)
         if key in first_of:
             raise HarnessError(
                 f"records {first_of[key]} and {index} are both the {_what(record)}; save each "
@@ -115,7 +126,7 @@ def save_runs(
         return []
     # Rows are locked in one order (the store's), which keeps deadlocks between batches rare;
     # PostgreSQL breaks any that remain, and the save runs again.
-    order = sorted(range(len(records)), key=lambda i: record_sort_key(records[i]))
+    order = sorted(range(len(records)), key=lambda i: run_key(records[i]))
     with _store_errors(engine, "write to"):
         for attempt in range(1, SAVE_ATTEMPTS + 1):
             try:
@@ -200,7 +211,7 @@ def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord
             scores[score.run_id].append(_score_entry(score, points.get(_id(score), [])))
         records = [_record(run, bench, sub, scores.get(_id(run), [])) for run, bench, sub in rows]
     # Sort here, not in SQL: string collation differs between SQLite and PostgreSQL.
-    records.sort(key=record_sort_key)
+    records.sort(key=run_key)
     return records
 
 
@@ -208,10 +219,6 @@ def count_runs(engine: Engine) -> int:
     """How many runs the store holds."""
     with _store_errors(engine, "read"), Session(engine) as session:
         return int(session.exec(select(func.count()).select_from(RunRow)).one())
-
-
-#: The store's order and run identity (:func:`harness.records.run_key`).
-record_sort_key = run_key
 
 
 # -- saving -------------------------------------------------------------------------------------

@@ -37,6 +37,19 @@ from typing import Any, Protocol, cast
 from harness.errors import SubmissionError
 from harness.submission.package import MANIFEST, Package, load_package
 
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "CHUNK",
+    "MAX_BYTES",
+    "MAX_MEMBERS",
+    "MAX_RATIO",
+    "RATIO_FLOOR",
+    "SKIPPED_TOP",
+    "MiB",
+    "open_package",
+    "unpack_package",
+]
+
 MiB = 1024 * 1024
 MAX_BYTES = 512 * MiB
 MAX_MEMBERS = 10_000
@@ -49,11 +62,6 @@ CHUNK = 1 * MiB
 SKIPPED_TOP = {"__MACOSX"}
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
-
-
-def is_archive(path: Path) -> bool:
-    """Whether ``path`` names a package archive (by suffix)."""
-    return path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
 class _Readable(Protocol):

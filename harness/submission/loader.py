@@ -37,6 +37,14 @@ from typing import Any
 
 from harness.errors import SubmissionError
 
+__all__ = [
+    "ENTRYPOINT",
+    "SourceOnlyLoader",
+    "check_entrypoint",
+    "install_source_only_hook",
+    "load_model_class",
+]
+
 #: ``module.path:ClassName``: dotted identifiers, one colon, one identifier.
 ENTRYPOINT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*", re.ASCII)
 

@@ -39,6 +39,25 @@ from pydantic import (
 from harness import yamlio
 from harness.errors import SubmissionError
 
+__all__ = [
+    "BYTECODE_SUFFIXES",
+    "DIGEST_HEX",
+    "IMAGE_REFERENCE",
+    "MANIFEST",
+    "NATIVE_SUFFIXES",
+    "PLAIN_NAMES",
+    "PLAIN_SUFFIXES",
+    "Declarations",
+    "ModelCode",
+    "Name",
+    "Package",
+    "PredictionFiles",
+    "Resources",
+    "SubmissionManifest",
+    "check_image_reference",
+    "load_package",
+]
+
 MANIFEST = "submission.yaml"
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 #: Native code Python imports in preference to source (the running interpreter's suffixes) or

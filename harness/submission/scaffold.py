@@ -5,11 +5,15 @@ class-embedding space, candidates scored by cosine similarity, the ridge strengt
 validation classes only — so a new package validates and runs before its author changes a line.
 ``kind: model`` ships it as model code; ``kind: predictions`` ships the same model plus a generator
 script that writes the prediction files from a task bundle.
+
+Both Python files are real modules shipped with the harness (``harness/submission/template/``),
+so ruff and mypy check them like the rest of the code; they are copied as they are.
 """
 
 from __future__ import annotations
 
 import re
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -18,113 +22,11 @@ from harness.errors import SubmissionError
 Kind = Literal["model", "predictions"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-MODEL_PY = '''"""Ridge regression from features to class embeddings, scored by cosine similarity.
 
-``fit`` centres and L2-normalises the features (mean of the fitting images only), then solves
-``W = (X^T X + alpha I)^-1 X^T S[y]``, mapping each image onto its class's embedding. ``predict``
-scores each candidate by the cosine between ``x W`` and the candidate's embedding.
-``alpha`` is chosen on the validation classes (fit on training classes, per-class top-1 on
-validation images among validation classes), then W is refitted on training + validation images.
-Test classes are never looked at.
-"""
+def template_text(name: str) -> str:
+    """The text of the template file ``name`` (``model.py`` or ``make_predictions.py``)."""
+    return (resources.files("harness.submission") / "template" / name).read_text(encoding="utf-8")
 
-from __future__ import annotations
-
-import numpy as np
-
-ALPHAS = tuple(10.0**p for p in range(-2, 4))
-
-
-def _normalise(features: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    x = features.astype(np.float64) - mean
-    return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
-
-
-def _unit(embeddings: np.ndarray) -> np.ndarray:
-    s = embeddings.astype(np.float64)
-    return s / (np.linalg.norm(s, axis=1, keepdims=True) + 1e-12)
-
-
-def _ridge(x: np.ndarray, targets: np.ndarray, alpha: float) -> np.ndarray:
-    return np.linalg.solve(x.T @ x + alpha * np.eye(x.shape[1]), x.T @ targets)
-
-
-def _per_class_top1(scores: np.ndarray, labels: np.ndarray, classes: np.ndarray) -> float:
-    predicted = classes[scores.argmax(axis=1)]
-    return float(np.mean([np.mean(predicted[labels == c] == c) for c in np.unique(labels)]))
-
-
-class RidgeToEmbedding:
-    """The model protocol: ``fit(task)`` then ``predict(features, candidates) -> scores``."""
-
-    def __init__(self, alphas: tuple[float, ...] = ALPHAS) -> None:
-        self.alphas = alphas
-
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
-        emb = _unit(task.embedding)
-        mean = task.train_features.mean(axis=0)
-        x_train = _normalise(task.train_features, mean)
-        x_val = _normalise(task.val_features, mean)
-        best = None
-        for alpha in self.alphas:
-            w = _ridge(x_train, emb[task.train_labels], alpha)
-            scores = _unit(x_val @ w) @ emb[task.val_classes].T
-            accuracy = _per_class_top1(scores, task.val_labels, task.val_classes)
-            if best is None or accuracy > best[0]:  # ties keep the weaker regularisation
-                best = (accuracy, alpha)
-        assert best is not None
-        self.val_accuracy_, self.alpha_ = best
-        x = np.concatenate([task.train_features, task.val_features])
-        y = np.concatenate([task.train_labels, task.val_labels])
-        self.mean_ = x.mean(axis=0)
-        self.w_ = _ridge(_normalise(x, self.mean_), emb[y], self.alpha_)
-        self.embedding_ = emb
-
-    def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        projected = _unit(_normalise(features, self.mean_) @ self.w_)
-        return (projected @ self.embedding_[candidates].T).astype(np.float32)
-'''
-
-GENERATOR_PY = '''"""Write this package's prediction files from a task bundle.
-
-Usage: python make_predictions.py BUNDLE_DIR OUT_DIR  (run by `zsl submission generate`)
-"""
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from model import RidgeToEmbedding  # noqa: E402
-
-from harness.submission.predictions import write_predictions  # noqa: E402
-from harness.tasks import Bundle  # noqa: E402
-
-
-def main(bundle_dir: str, out_dir: str) -> None:
-    bundle = Bundle(Path(bundle_dir))
-    # The calibration fit (training classes only) predicts the validation settings.
-    for fit, settings in (("main", bundle.settings), ("calibration", bundle.validation_settings)):
-        if not settings:
-            continue
-        model = RidgeToEmbedding()
-        model.fit(bundle.train_task(fit=fit))
-        for setting in settings:
-            features, candidates = bundle.test(setting)
-            write_predictions(
-                Path(out_dir) / f"{setting}.safetensors",
-                model.predict(features, candidates),
-                benchmark_hash=bundle.info["benchmark_hash"],
-                class_order_hash=bundle.info["class_order_hashes"][setting],
-                setting=setting,
-            )
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:3])
-'''
 
 MANIFEST_MODEL = """name: {name}
 version: "0.1"
@@ -213,12 +115,14 @@ def write_template(name: str, directory: Path, *, kind: Kind = "model") -> Path:
         (root / "submission.yaml").write_text(
             MANIFEST_PREDICTIONS.format(name=name), encoding="utf-8"
         )
-        (root / "make_predictions.py").write_text(GENERATOR_PY, encoding="utf-8")
+        (root / "make_predictions.py").write_text(
+            template_text("make_predictions.py"), encoding="utf-8"
+        )
         run = (
             f"zsl submission generate {root} --spec specs/demo.yaml\n"
             f"zsl run {root} --spec specs/demo.yaml"
         )
-    (root / "model.py").write_text(MODEL_PY, encoding="utf-8")
+    (root / "model.py").write_text(template_text("model.py"), encoding="utf-8")
     (root / "README.md").write_text(
         README.format(name=name, kind=kind, path=root, run=run), encoding="utf-8"
     )

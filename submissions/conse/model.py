@@ -29,11 +29,48 @@ C_GRID = (0.01, 0.1, 1.0, 10.0)
 T_GRID = (1, 3, 5, 10)
 
 
-def per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
-    pred = scores.argmax(axis=1)
-    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
+# >>> copied block "per-class-top1": keep byte-identical (tests/test_reference_packages.py)
+def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarray) -> float:
+    """Mean over the listed ``classes`` of the top-1 accuracy of each class's images.
+
+    ``scores [n, len(classes)]`` has one column per entry of ``classes`` (class ids, in that
+    order); ``labels [n]`` are the images' class ids. The class list is explicit, never taken
+    from ``labels``: a listed class with no image is left out of the mean and named in a
+    warning, never counted as 0. Raises ``ValueError`` on non-finite scores, on a label outside
+    ``classes`` and when no listed class has an image (the mean would divide by zero).
+    """
+    if scores.shape != (len(labels), len(classes)) or not len(classes):
+        raise ValueError(
+            f"scores: expected shape (n_images, n_classes) = {(len(labels), len(classes))}"
+            f" with at least one class, got {scores.shape}"
+        )
+    if not np.isfinite(scores).all():
+        row = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
+        raise ValueError(f"scores: expected finite values, got NaN or inf in row {row}")
+    order = np.argsort(classes, kind="stable")
+    pos = order[np.searchsorted(classes, labels, sorter=order).clip(max=len(classes) - 1)]
+    if (classes[pos] != labels).any():
+        bad = labels[classes[pos] != labels]
+        raise ValueError(f"labels: {len(bad)} image(s) of classes not in `classes`, e.g. {bad[0]}")
+    counts = np.bincount(pos, minlength=len(classes))
+    if not counts.any():
+        raise ValueError("labels: no image of any listed class; per-class top-1 is undefined")
+    if not counts.all():
+        empty = classes[counts == 0]
+        warnings.warn(
+            f"per-class top-1 leaves out {len(empty)} listed class(es) with no image:"
+            f" {empty[:10].tolist()}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    hits = np.bincount(pos, weights=scores.argmax(axis=1) == pos, minlength=len(classes))
+    return float(np.mean(hits[counts > 0] / counts[counts > 0]))
 
 
+# <<< copied block "per-class-top1"
+
+
+# >>> copied block "seen-classifier": keep byte-identical (tests/test_reference_packages.py)
 def normalise(rows: np.ndarray) -> np.ndarray:
     rows = rows.astype(np.float64)
     return rows / (np.linalg.norm(rows, axis=1, keepdims=True) + 1e-12)
@@ -59,6 +96,14 @@ class SeenClassifier:
         x = normalise(features.astype(np.float64) - self.mean)
         return self.clf.predict_proba((x - self.centre) / self.scale)
 
+    def log_proba(self, features: np.ndarray) -> np.ndarray:
+        """``log p(y | x)`` ``[n, len(self.classes)]``, columns in ``self.classes`` order."""
+        x = normalise(features.astype(np.float64) - self.mean)
+        return self.clf.predict_log_proba((x - self.centre) / self.scale)
+
+
+# <<< copied block "seen-classifier"
+
 
 def conse_scores(
     proba: np.ndarray, seen_emb: np.ndarray, cand_emb: np.ndarray, t: int
@@ -80,14 +125,14 @@ class ConSE:
 
     def fit(self, task) -> None:  # task: harness.tasks.TrainTask
         emb = normalise(task.embedding)
-        va_pos = np.searchsorted(task.val_classes, task.val_labels)
         results = []
         for c in self.c_grid:
             clf = SeenClassifier(task.train_features, task.train_labels, c, task.seed)
             proba = clf.proba(task.val_features)
             for t in self.t_grid:
                 scores = conse_scores(proba, emb[clf.classes], emb[task.val_classes], t)
-                results.append((per_class_top1(scores, va_pos), -c, t))
+                acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
+                results.append((acc, -c, t))
         best = max(results)
         self.val_accuracy_, self.c_, self.t_ = best[0], -best[1], best[2]
         self.clf_ = SeenClassifier(

@@ -34,9 +34,45 @@ GRID = (0.0001, 0.001, 0.01, 0.1, 1.0)
 EPS = 1e-6
 
 
-def per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
-    pred = scores.argmax(axis=1)
-    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
+# >>> copied block "per-class-top1": keep byte-identical (tests/test_reference_packages.py)
+def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarray) -> float:
+    """Mean over the listed ``classes`` of the top-1 accuracy of each class's images.
+
+    ``scores [n, len(classes)]`` has one column per entry of ``classes`` (class ids, in that
+    order); ``labels [n]`` are the images' class ids. The class list is explicit, never taken
+    from ``labels``: a listed class with no image is left out of the mean and named in a
+    warning, never counted as 0. Raises ``ValueError`` on non-finite scores, on a label outside
+    ``classes`` and when no listed class has an image (the mean would divide by zero).
+    """
+    if scores.shape != (len(labels), len(classes)) or not len(classes):
+        raise ValueError(
+            f"scores: expected shape (n_images, n_classes) = {(len(labels), len(classes))}"
+            f" with at least one class, got {scores.shape}"
+        )
+    if not np.isfinite(scores).all():
+        row = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
+        raise ValueError(f"scores: expected finite values, got NaN or inf in row {row}")
+    order = np.argsort(classes, kind="stable")
+    pos = order[np.searchsorted(classes, labels, sorter=order).clip(max=len(classes) - 1)]
+    if (classes[pos] != labels).any():
+        bad = labels[classes[pos] != labels]
+        raise ValueError(f"labels: {len(bad)} image(s) of classes not in `classes`, e.g. {bad[0]}")
+    counts = np.bincount(pos, minlength=len(classes))
+    if not counts.any():
+        raise ValueError("labels: no image of any listed class; per-class top-1 is undefined")
+    if not counts.all():
+        empty = classes[counts == 0]
+        warnings.warn(
+            f"per-class top-1 leaves out {len(empty)} listed class(es) with no image:"
+            f" {empty[:10].tolist()}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    hits = np.bincount(pos, weights=scores.argmax(axis=1) == pos, minlength=len(classes))
+    return float(np.mean(hits[counts > 0] / counts[counts > 0]))
+
+
+# <<< copied block "per-class-top1"
 
 
 class _Standardiser:
@@ -102,13 +138,13 @@ class DAP:
 
     def fit(self, task) -> None:  # task: harness.tasks.TrainTask
         emb = task.embedding.astype(np.float64)
-        va_pos = np.searchsorted(task.val_classes, task.val_labels)
         results = []
         for c in self.grid:
             model = _AttributeModel(
                 task.train_features, task.train_labels, emb, task.train_classes, c, task.seed
             )
-            acc = per_class_top1(model.scores(task.val_features, task.val_classes), va_pos)
+            scores = model.scores(task.val_features, task.val_classes)
+            acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
             results.append((acc, -c))  # ties: prefer the smaller C (stronger regularisation)
         best = max(results)
         self.val_accuracy_, self.c_ = best[0], -best[1]

@@ -9,6 +9,8 @@ and epochs are chosen on the validation classes, then W is refitted on training 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -18,6 +20,48 @@ BATCH = 256
 MARGIN = 0.1  # as in the paper
 
 
+# >>> copied block "per-class-top1": keep byte-identical (tests/test_reference_packages.py)
+def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarray) -> float:
+    """Mean over the listed ``classes`` of the top-1 accuracy of each class's images.
+
+    ``scores [n, len(classes)]`` has one column per entry of ``classes`` (class ids, in that
+    order); ``labels [n]`` are the images' class ids. The class list is explicit, never taken
+    from ``labels``: a listed class with no image is left out of the mean and named in a
+    warning, never counted as 0. Raises ``ValueError`` on non-finite scores, on a label outside
+    ``classes`` and when no listed class has an image (the mean would divide by zero).
+    """
+    if scores.shape != (len(labels), len(classes)) or not len(classes):
+        raise ValueError(
+            f"scores: expected shape (n_images, n_classes) = {(len(labels), len(classes))}"
+            f" with at least one class, got {scores.shape}"
+        )
+    if not np.isfinite(scores).all():
+        row = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
+        raise ValueError(f"scores: expected finite values, got NaN or inf in row {row}")
+    order = np.argsort(classes, kind="stable")
+    pos = order[np.searchsorted(classes, labels, sorter=order).clip(max=len(classes) - 1)]
+    if (classes[pos] != labels).any():
+        bad = labels[classes[pos] != labels]
+        raise ValueError(f"labels: {len(bad)} image(s) of classes not in `classes`, e.g. {bad[0]}")
+    counts = np.bincount(pos, minlength=len(classes))
+    if not counts.any():
+        raise ValueError("labels: no image of any listed class; per-class top-1 is undefined")
+    if not counts.all():
+        empty = classes[counts == 0]
+        warnings.warn(
+            f"per-class top-1 leaves out {len(empty)} listed class(es) with no image:"
+            f" {empty[:10].tolist()}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    hits = np.bincount(pos, weights=scores.argmax(axis=1) == pos, minlength=len(classes))
+    return float(np.mean(hits[counts > 0] / counts[counts > 0]))
+
+
+# <<< copied block "per-class-top1"
+
+
+# >>> copied block "bilinear": keep byte-identical (tests/test_reference_packages.py)
 def _setup(seed: int) -> torch.device:
     """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread."""
     torch.manual_seed(seed)
@@ -29,11 +73,6 @@ def _setup(seed: int) -> torch.device:
 def _normalise(embeddings: np.ndarray) -> np.ndarray:
     e = embeddings.astype(np.float32)
     return e / (np.linalg.norm(e, axis=1, keepdims=True) + 1e-12)
-
-
-def _per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
-    pred = scores.argmax(axis=1)
-    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
 
 
 class _Bilinear:
@@ -92,12 +131,12 @@ class _Bilinear:
         x_train = ((task.train_features - mean) / std).astype(np.float32)
         x_val = ((task.val_features - mean) / std).astype(np.float32)
         tr_pos = np.searchsorted(train_cls, task.train_labels)
-        va_pos = np.searchsorted(val_cls, task.val_labels)
         results = []
         for lr in self.learning_rates:
             ws = self._train(x_train, tr_pos, emb[train_cls], lr, task.seed, self.epochs)
             for epochs, w in ws.items():
-                acc = _per_class_top1(x_val @ w @ emb[val_cls].T, va_pos)
+                scores = x_val @ w @ emb[val_cls].T
+                acc = per_class_top1(scores, task.val_labels, classes=val_cls)
                 results.append((acc, -epochs, -lr))  # ties: fewer epochs, smaller lr
         best = max(results)
         self.val_accuracy_, self.epochs_, self.lr_ = best[0], -best[1], -best[2]
@@ -113,6 +152,9 @@ class _Bilinear:
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         x = ((features - self.mean_) / self.std_).astype(np.float32)
         return (x @ self.w_ @ self.embedding_[candidates].T).astype(np.float32)
+
+
+# <<< copied block "bilinear"
 
 
 class DeViSE(_Bilinear):

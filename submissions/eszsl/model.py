@@ -17,6 +17,7 @@ the offset); the mean comes from training images only, never from test images.
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -41,9 +42,45 @@ def preprocess(features: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return x / (np.linalg.norm(x, axis=1, keepdims=True) + 1e-12)
 
 
-def per_class_top1(scores: np.ndarray, y: np.ndarray) -> float:
-    pred = scores.argmax(axis=1)
-    return float(np.mean([np.mean(pred[y == c] == c) for c in np.unique(y)]))
+# >>> copied block "per-class-top1": keep byte-identical (tests/test_reference_packages.py)
+def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarray) -> float:
+    """Mean over the listed ``classes`` of the top-1 accuracy of each class's images.
+
+    ``scores [n, len(classes)]`` has one column per entry of ``classes`` (class ids, in that
+    order); ``labels [n]`` are the images' class ids. The class list is explicit, never taken
+    from ``labels``: a listed class with no image is left out of the mean and named in a
+    warning, never counted as 0. Raises ``ValueError`` on non-finite scores, on a label outside
+    ``classes`` and when no listed class has an image (the mean would divide by zero).
+    """
+    if scores.shape != (len(labels), len(classes)) or not len(classes):
+        raise ValueError(
+            f"scores: expected shape (n_images, n_classes) = {(len(labels), len(classes))}"
+            f" with at least one class, got {scores.shape}"
+        )
+    if not np.isfinite(scores).all():
+        row = int(np.flatnonzero(~np.isfinite(scores).all(axis=1))[0])
+        raise ValueError(f"scores: expected finite values, got NaN or inf in row {row}")
+    order = np.argsort(classes, kind="stable")
+    pos = order[np.searchsorted(classes, labels, sorter=order).clip(max=len(classes) - 1)]
+    if (classes[pos] != labels).any():
+        bad = labels[classes[pos] != labels]
+        raise ValueError(f"labels: {len(bad)} image(s) of classes not in `classes`, e.g. {bad[0]}")
+    counts = np.bincount(pos, minlength=len(classes))
+    if not counts.any():
+        raise ValueError("labels: no image of any listed class; per-class top-1 is undefined")
+    if not counts.all():
+        empty = classes[counts == 0]
+        warnings.warn(
+            f"per-class top-1 leaves out {len(empty)} listed class(es) with no image:"
+            f" {empty[:10].tolist()}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    hits = np.bincount(pos, weights=scores.argmax(axis=1) == pos, minlength=len(classes))
+    return float(np.mean(hits[counts > 0] / counts[counts > 0]))
+
+
+# <<< copied block "per-class-top1"
 
 
 class ESZSL:
@@ -55,14 +92,13 @@ class ESZSL:
         train_cls, val_cls = task.train_classes, task.val_classes
         # Relabel to positions within each class subset.
         tr_pos = np.searchsorted(train_cls, task.train_labels)
-        va_pos = np.searchsorted(val_cls, task.val_labels)
         mean = task.train_features.mean(axis=0)
         x_train = preprocess(task.train_features, mean)
         x_val = preprocess(task.val_features, mean)
         results = []
         for gamma, lam in itertools.product(self.grid, self.grid):
             v = solve(x_train, tr_pos, emb[train_cls], gamma, lam)
-            acc = per_class_top1(x_val @ v @ emb[val_cls].T, va_pos)
+            acc = per_class_top1(x_val @ v @ emb[val_cls].T, task.val_labels, classes=val_cls)
             results.append((acc, -gamma, -lam))  # ties: prefer stronger regularisation
         best = max(results)
         self.gamma_, self.lambda_ = -best[1], -best[2]

@@ -15,9 +15,9 @@ from scipy.stats import binomtest
 
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricParams, metrics
-from harness.metrics.calibration import calibrated_harmonic_mean, select_gamma
-from harness.metrics.darts import fit_temperature
-from harness.metrics.uncertainty import concatenate, point_estimate
+from harness.metrics.calibrated_stacking import calibrated_harmonic_mean, select_gamma
+from harness.metrics.decomposition import concatenate, point_estimate
+from harness.metrics.temperature import fit_temperature
 from tests.metrics.test_common import (
     CHUNKABLE,
     DENSE_ONLY,
@@ -186,7 +186,7 @@ def test_calibrated_gamma_is_chosen_on_validation_not_test(name: str, seed: int)
         assert moved.details["gamma"] == gamma
         expected = calibrated_harmonic_mean(test.y_true, test.scores, seen=test.seen, gamma=gamma)
         key = name.removeprefix("calibrated_").removesuffix("_accuracy")
-        assert moved.value == expected[key]
+        assert moved.value == getattr(expected, key)
     relabeled = replace(data, y_true=np.roll(data.y_true, 1))
     assert metric(relabeled).details["gamma"] == gamma
     # Other validation scores move gamma.

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, harmonic_mean, metrics
-from harness.metrics.uncertainty import point_estimate
+from harness.metrics.decomposition import point_estimate
 
 ALL_METRICS = {
     "per_class_top_k_accuracy",

@@ -1,5 +1,8 @@
 """Tests of harness.metrics.darts: hand-computed DAG cases, the lambda search, properties, errors.
 
+Temperature scaling and the Clopper-Pearson bound have their own tests (test_temperature.py,
+test_binomial.py).
+
 The hand-computed cases use a DAG in which "dog" has two parents ("pet" and "canine"), so any
 node above both would count dog twice if posteriors were summed along paths instead of over the
 leaf set. A plain-loop reference implementation (sets of leaves found by walking parents,
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -22,19 +26,17 @@ from scipy.stats import binomtest
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import _validation, darts
+from harness.metrics.binomial import clopper_pearson_lower
 from harness.metrics.darts import (
     BISECTION_STEPS,
     DEFAULT_TARGETS,
     DartsGraph,
     TopKPosteriors,
-    clopper_pearson_lower,
     darts_curve,
     darts_graph,
     darts_node_posteriors,
     darts_per_image,
     darts_predict,
-    fit_temperature,
-    softmax_posteriors,
 )
 
 # --- fixtures -----------------------------------------------------------------------------------
@@ -417,23 +419,6 @@ def test_posteriors_summing_slightly_above_one_are_scaled_down() -> None:
 # --- Clopper-Pearson ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "k,n", [(0, 1), (1, 1), (0, 10), (3, 10), (8, 10), (10, 10), (57, 60), (5950, 6000)]
-)
-@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.99])
-def test_clopper_pearson_lower_matches_scipy_binomtest(k: int, n: int, confidence: float) -> None:
-    expected = binomtest(k, n, alternative="greater").proportion_ci(confidence, method="exact").low
-    assert clopper_pearson_lower(k, n, confidence=confidence) == pytest.approx(
-        expected, rel=1e-10, abs=1e-15
-    )
-
-
-def test_clopper_pearson_lower_all_successes() -> None:
-    # theta^n = 1 - confidence at k = n: 0.05 ** (1 / 10) ~ 0.7411.
-    assert clopper_pearson_lower(10, 10) == pytest.approx(0.05 ** (1 / 10))
-    assert clopper_pearson_lower(0, 10) == 0.0
-
-
 # --- the curve ----------------------------------------------------------------------------------
 
 # Validation for the two-leaf tree (1 bit per leaf): 8 images of a at p = (.75, .25), right at
@@ -458,50 +443,46 @@ def test_darts_curve_hand_computed() -> None:
         candidate_nodes=candidates,
         targets=[0.0, 0.4, 0.7, 0.8, 0.9],
     )
-    zero, forty, seventy, eighty, ninety = curve["points"]
+    zero, forty, seventy, eighty, ninety = curve.points
     # Targets 0 and .4 need 0 and 8 hits: met at lambda = 0. Test: a, a, a (wrong), b -> 3/4,
     # every correct answer a leaf (gain 1): gain 3/4. Per class: a 2/2, b 1/2 -> 3/4.
     for point in (zero, forty):
-        assert point["lambda"] == 0.0 and point["val_accuracy"] == 0.8
-        assert point["val_lower_bound"] == pytest.approx(0.493099, abs=1e-6)
-        assert (point["per_image_accuracy"], point["per_image_info_gain"]) == (0.75, 0.75)
-        assert (point["per_class_accuracy"], point["per_class_info_gain"]) == (0.75, 0.75)
-        assert (point["share_leaf"], point["share_internal"], point["share_root"]) == (
+        assert point.lam == 0.0 and point.val_accuracy == 0.8
+        assert point.val_lower_bound == pytest.approx(0.493099, abs=1e-6)
+        assert (point.per_image_accuracy, point.per_image_info_gain) == (0.75, 0.75)
+        assert (point.per_class_accuracy, point.per_class_info_gain) == (0.75, 0.75)
+        assert (point.share_leaf, point.share_internal, point.share_root) == (
             1.0,
             0.0,
             0.0,
         )
     # Target .7 needs all 10: lambda-bar = (1 * .7 - 0) / .3 = 7/3 already works (10 hits);
     # bisection on [0, 7/3] ends just above 5/3.
-    assert 5 / 3 < seventy["lambda"] <= 5 / 3 + (7 / 3) * 2.0**-BISECTION_STEPS * 2
-    assert seventy["val_accuracy"] == 1.0 and seventy["val_lower_bound"] == pytest.approx(0.05**0.1)
+    assert 5 / 3 < seventy.lam <= 5 / 3 + (7 / 3) * 2.0**-BISECTION_STEPS * 2
+    assert seventy.val_accuracy == 1.0 and seventy.val_lower_bound == pytest.approx(0.05**0.1)
     # Test at lambda ~ 5/3: images 0, 1 a ((1 + l) .75 = 2 > l), image 2 the root (correct, gain 0),
     # image 3 b: accuracy 1, gain 3/4; per class a 1 | 1, b 1 | (0 + 1) / 2 -> 1 and 3/4.
-    assert (seventy["per_image_accuracy"], seventy["per_image_info_gain"]) == (1.0, 0.75)
-    assert (seventy["per_class_accuracy"], seventy["per_class_info_gain"]) == (1.0, 0.75)
-    assert (seventy["share_leaf"], seventy["share_internal"], seventy["share_root"]) == (
+    assert (seventy.per_image_accuracy, seventy.per_image_info_gain) == (1.0, 0.75)
+    assert (seventy.per_class_accuracy, seventy.per_class_info_gain) == (1.0, 0.75)
+    assert (seventy.share_leaf, seventy.share_internal, seventy.share_root) == (
         0.75,
         0.0,
         0.25,
     )
     # .8 and .9 exceed 0.7411, the best the bound can give with 10 images: not achieved.
     for point in (eighty, ninety):
-        assert (
-            point["achieved"] is False
-            and point["lambda"] is None
-            and point["per_image_accuracy"] is None
-        )
+        assert point.achieved is False and point.lam is None and point.per_image_accuracy is None
     # Area: points (.75, .75), (.75, .75), (1, .75): the best gain at accuracy >= x is .75 for
     # every x in [0, 1] -> .75 * .75 + 0 + .25 * .75 = .75.
-    assert curve["area"] == pytest.approx(0.75)
-    assert curve["reward_at_90"] is None
-    assert (curve["n_val"], curve["n_test"], curve["n_candidates"], curve["n_nodes"]) == (
+    assert curve.area == pytest.approx(0.75)
+    assert curve.reward_at_90 is None
+    assert (curve.n_val, curve.n_test, curve.n_candidates, curve.n_nodes) == (
         10,
         4,
         2,
         3,
     )
-    assert curve["excluded_classes"] == [] and curve["max_reward_bits"] == 1.0
+    assert curve.excluded_classes == () and curve.max_reward_bits == 1.0
 
 
 def test_darts_curve_doubles_lambda_bar_for_overconfident_posteriors() -> None:
@@ -513,9 +494,9 @@ def test_darts_curve_doubles_lambda_bar_for_overconfident_posteriors() -> None:
     curve = darts_curve(
         val_p, VAL_Y, TEST_P, TEST_Y, hierarchy=h, candidate_nodes=candidates, targets=[0.7]
     )
-    lam = curve["points"][0]["lambda"]
+    lam = curve.points[0].lam
     assert 3.0 < lam <= 3.0 + (7 / 3) * 2.0**-BISECTION_STEPS * 2
-    assert curve["points"][0]["val_accuracy"] == 1.0
+    assert curve.points[0].val_accuracy == 1.0
 
 
 def test_darts_curve_target_one_is_never_achieved() -> None:
@@ -523,11 +504,9 @@ def test_darts_curve_target_one_is_never_achieved() -> None:
     curve = darts_curve(
         VAL_P, VAL_Y, TEST_P, TEST_Y, hierarchy=h, candidate_nodes=candidates, targets=[1.0, 0.0]
     )
-    assert [p["achieved"] for p in curve["points"]] == [False, True]
-    point = curve["points"][1]  # one achieved point: a rectangle from accuracy 0
-    assert curve["area"] == pytest.approx(
-        point["per_image_accuracy"] * point["per_image_info_gain"]
-    )
+    assert [p.achieved for p in curve.points] == [False, True]
+    point = curve.points[1]  # one achieved point: a rectangle from accuracy 0
+    assert curve.area == pytest.approx(point.per_image_accuracy * point.per_image_info_gain)
 
 
 def test_darts_curve_unreachable_when_a_wrong_node_holds_all_the_mass() -> None:
@@ -542,7 +521,7 @@ def test_darts_curve_unreachable_when_a_wrong_node_holds_all_the_mass() -> None:
         candidate_nodes=candidates,
         targets=[0.7],
     )
-    assert curve["points"][0]["achieved"] is False
+    assert curve.points[0].achieved is False
 
 
 def test_darts_curve_reward_at_90_and_excluded_classes() -> None:
@@ -552,10 +531,10 @@ def test_darts_curve_reward_at_90_and_excluded_classes() -> None:
     tp, ty = random_posteriors(rng, 50, 6)
     ty[ty == 2] = 3  # class 2 has no test image
     curve = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
-    at_90 = curve["points"][DEFAULT_TARGETS.index(0.9)]
-    assert at_90["achieved"] and curve["reward_at_90"] == at_90["per_image_info_gain"]
-    assert curve["excluded_classes"] == [2]
-    json.dumps(curve, allow_nan=False)  # plain Python values throughout
+    at_90 = curve.points[DEFAULT_TARGETS.index(0.9)]
+    assert at_90.achieved and curve.reward_at_90 == at_90.per_image_info_gain
+    assert curve.excluded_classes == (2,)
+    json.dumps(asdict(curve), allow_nan=False)  # plain Python values throughout
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -568,12 +547,12 @@ def test_darts_curve_matches_plain_loop_reference(seed: int) -> None:
     ref = Reference(h, candidates.tolist())
     expected = ref.curve(vp, vy, tp, ty, DEFAULT_TARGETS)
     got = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
-    assert got["n_nodes"] == len(ref.nodes)
-    assert got["area"] == pytest.approx(expected["area"], abs=1e-12)
-    for mine, theirs in zip(got["points"], expected["points"], strict=True):
-        assert mine["achieved"] == theirs["achieved"], mine["target"]
+    assert got.n_nodes == len(ref.nodes)
+    assert got.area == pytest.approx(expected["area"], abs=1e-12)
+    for mine, theirs in zip(got.points, expected["points"], strict=True):
+        assert mine.achieved == theirs["achieved"], mine.target
         for key, value in theirs.items():
-            assert mine[key] == (
+            assert getattr(mine, "lam" if key == "lambda" else key) == (
                 pytest.approx(value, rel=1e-9, abs=1e-12) if isinstance(value, float) else value
             ), key
 
@@ -590,9 +569,10 @@ def test_darts_curve_same_result_in_tiny_chunks_and_with_a_sparse_leaf_matrix(
     monkeypatch.setattr(_validation, "CHUNK_ELEMENTS", 16)  # a couple of rows per chunk
     monkeypatch.setattr(darts, "_DENSE_LEAF_MATRIX_LIMIT", 0)  # scipy sparse product
     got = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
-    for mine, theirs in zip(got["points"], expected["points"], strict=True):
-        assert mine == {
-            k: pytest.approx(v, rel=1e-9) if isinstance(v, float) else v for k, v in theirs.items()
+    for mine, theirs in zip(got.points, expected.points, strict=True):
+        assert asdict(mine) == {
+            k: pytest.approx(v, rel=1e-9) if isinstance(v, float) else v
+            for k, v in asdict(theirs).items()
         }
     correct, gain = darts_per_image(tp, ty, 1.7, hierarchy=h, candidate_nodes=candidates)
     monkeypatch.undo()
@@ -607,11 +587,11 @@ def test_darts_curve_large_lambda_and_every_default_target_on_awa2_like_sizes() 
     vp, vy = random_posteriors(rng, 3000, 50)
     tp, ty = random_posteriors(rng, 2000, 50)
     curve = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
-    achieved = [p for p in curve["points"] if p["achieved"]]
+    achieved = [p for p in curve.points if p.achieved]
     assert len(achieved) == len(DEFAULT_TARGETS)
     for point in achieved:
-        assert point["val_lower_bound"] >= point["target"]
-    assert 0.0 < curve["area"] < 1.0
+        assert point.val_lower_bound >= point.target
+    assert 0.0 < curve.area < 1.0
 
 
 # --- properties on random DAGs ------------------------------------------------------------------
@@ -742,60 +722,23 @@ def test_darts_curve_invariants(problem: Any, data: st.DataObject) -> None:
     vp = weights / weights.sum(axis=1, keepdims=True)
     vy = np.array(data.draw(st.lists(st.integers(0, c - 1), min_size=n_val, max_size=n_val)))
     curve = darts_curve(vp, vy, p, y, hierarchy=h, candidate_nodes=candidates)
-    assert 0.0 <= curve["area"] <= 1.0
-    json.dumps(curve, allow_nan=False)
-    for point in curve["points"]:
-        if not point["achieved"]:
+    assert 0.0 <= curve.area <= 1.0
+    json.dumps(asdict(curve), allow_nan=False)
+    for point in curve.points:
+        if not point.achieved:
             continue
-        assert point["val_lower_bound"] >= point["target"]
-        assert 0.0 <= point["per_image_info_gain"] <= point["per_image_accuracy"] <= 1.0
-        assert point["share_leaf"] + point["share_internal"] + point["share_root"] == pytest.approx(
-            1.0
-        )
-        correct, gain = darts_per_image(
-            p, y, point["lambda"], hierarchy=h, candidate_nodes=candidates
-        )
-        assert point["per_image_accuracy"] == float(np.mean(correct))
-        assert point["per_image_info_gain"] == float(np.mean(gain))
-        if point["lambda"] > 0:  # otherwise lambda = 0 would have been taken
+        assert point.val_lower_bound >= point.target
+        assert 0.0 <= point.per_image_info_gain <= point.per_image_accuracy <= 1.0
+        assert point.share_leaf + point.share_internal + point.share_root == pytest.approx(1.0)
+        correct, gain = darts_per_image(p, y, point.lam, hierarchy=h, candidate_nodes=candidates)
+        assert point.per_image_accuracy == float(np.mean(correct))
+        assert point.per_image_info_gain == float(np.mean(gain))
+        if point.lam > 0:  # otherwise lambda = 0 would have been taken
             val_correct, _ = darts_per_image(vp, vy, 0.0, hierarchy=h, candidate_nodes=candidates)
-            assert clopper_pearson_lower(int(val_correct.sum()), len(vy)) < point["target"]
+            assert clopper_pearson_lower(int(val_correct.sum()), len(vy)) < point.target
 
 
 # --- scores to posteriors -----------------------------------------------------------------------
-
-
-def test_softmax_posteriors_hand_computed_and_shift_invariant() -> None:
-    # e^0 : e^ln3 = 1 : 3 -> (.25, .75); at T = 2, e^0 : e^(ln 9 / 2) = 1 : 3 as well.
-    np.testing.assert_allclose(softmax_posteriors([[0.0, math.log(3)]], 1.0), [[0.25, 0.75]])
-    np.testing.assert_allclose(softmax_posteriors([[0.0, math.log(9)]], 2.0), [[0.25, 0.75]])
-    scores = np.random.default_rng(0).standard_normal((7, 5)) * 50
-    out = softmax_posteriors(scores, 0.5)
-    np.testing.assert_allclose(out.sum(axis=1), 1.0)
-    np.testing.assert_allclose(softmax_posteriors(scores + 1000.0, 0.5), out)  # no overflow
-
-
-def test_fit_temperature_recovers_the_generating_temperature() -> None:
-    rng = np.random.default_rng(5)
-    scores = rng.standard_normal((20000, 6)) * 3
-    true_t = 2.5
-    probs = softmax_posteriors(scores, true_t)
-    y = (probs.cumsum(axis=1) > rng.random((20000, 1))).argmax(axis=1)
-    fitted = fit_temperature(scores, y)
-    assert fitted == pytest.approx(true_t, rel=0.05)
-    # Equivariant: scaling the scores by 10 scales the temperature by 10.
-    assert fit_temperature(scores * 10, y) == pytest.approx(10 * fitted, rel=1e-5)
-
-
-def test_fit_temperature_returns_the_lower_bound_for_separable_scores() -> None:
-    # Always right by a margin of 1: the NLL log(1 + exp(-1/T)) falls as T -> 0 and rounds to 0
-    # below T ~ 1/37; the search stops in that flat region, where the posteriors are one-hot.
-    scores = [[1.0, 0.0], [0.0, 1.0]]
-    t = fit_temperature(scores, [0, 1], bounds=(0.01, 10.0))
-    assert 0.01 <= t < 1 / 30
-    np.testing.assert_allclose(softmax_posteriors(scores, t), [[1.0, 0.0], [0.0, 1.0]], atol=1e-12)
-    # With the whole interval above the flat region, the lower bound is the minimum.
-    assert fit_temperature(scores, [0, 1], bounds=(0.1, 10.0)) == pytest.approx(0.1, rel=1e-6)
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -824,12 +767,12 @@ def test_darts_graph_errors() -> None:
         darts_graph(h, [candidates[0]])
     with pytest.raises(
         MetricError,
-        match=r"Expected `candidate_nodes` to hold hierarchy node indices in \[0, 8\), but got candidate_nodes\[1\] = 8",
+        match=r"Expected `candidate_nodes` to hold node indices in \[0, 8\), but got candidate_nodes\[1\] = 8 \(first of 1 out-of-range value\(s\)\)\. Map ids to indices",
     ):
         darts_graph(h, [candidates[0], 8])
     with pytest.raises(
         MetricError,
-        match=r"Expected `candidate_nodes` to hold distinct nodes, but candidate_nodes\[2\] = \d+ repeats candidate_nodes\[0\]",
+        match=r"Expected `candidate_nodes` to hold distinct node indices, but candidate_nodes\[2\] = \d+ repeats candidate_nodes\[0\]",
     ):
         darts_graph(h, [candidates[0], candidates[1], candidates[0]])
     with pytest.raises(
@@ -975,10 +918,6 @@ def test_confidence_errors(confidence: Any) -> None:
             candidate_nodes=candidates,
             confidence=confidence,
         )
-    with pytest.raises(
-        MetricError, match=r"Expected `confidence` to be a number in \(0, 1\), but got"
-    ):
-        clopper_pearson_lower(1, 2, confidence=confidence)
 
 
 def test_darts_predict_and_node_posterior_errors() -> None:
@@ -997,71 +936,19 @@ def test_darts_predict_and_node_posterior_errors() -> None:
     for rewards in ([0.0], [[0.0, 1.0]], ["a", "b"]):
         with pytest.raises(
             MetricError,
-            match=r"Expected `rewards` to be a 1D real array with one reward per column of `node_posteriors` \(2\), but got shape",
+            match=r"Expected `rewards` to (be a 1D real array, one entry per column, but got shape|have one entry per column in `node_posteriors` \(2 columns\), but got 1)",
         ):
             darts_predict([[1.0, 0.5]], rewards, 0.0)
     with pytest.raises(
-        MetricError, match=r"Expected `rewards` to be finite and >= 0, but got rewards\[1\] = -1.0"
+        MetricError, match=r"Expected `rewards` to hold values >= 0, but got rewards\[1\] = -1.0"
     ):
         darts_predict([[1.0, 0.5]], [0.0, -1.0], 0.0)
     with pytest.raises(
-        MetricError, match=r"Expected `rewards` to be finite and >= 0, but got rewards\[0\] = nan"
+        MetricError,
+        match=r"Expected `rewards` to contain only finite values, but got rewards\[0\] = nan",
     ):
         darts_predict([[1.0, 0.5]], [float("nan"), 1.0], 0.0)
     with pytest.raises(
         MetricError, match=r"Expected `graph` to be a DartsGraph from darts_graph\(\), but got list"
     ):
         darts_node_posteriors([[0.5, 0.5]], [])  # type: ignore[arg-type]
-
-
-def test_clopper_pearson_errors() -> None:
-    with pytest.raises(MetricError, match=r"Expected `n` to be at least 1, but got n=0"):
-        clopper_pearson_lower(0, 0)
-    with pytest.raises(
-        MetricError, match=r"Expected `successes` to be in \[0, n\] = \[0, 3\], but got 4"
-    ):
-        clopper_pearson_lower(4, 3)
-    with pytest.raises(
-        MetricError, match=r"Expected `successes` to be in \[0, n\] = \[0, 3\], but got -1"
-    ):
-        clopper_pearson_lower(-1, 3)
-    with pytest.raises(MetricError, match=r"Expected `successes` to be an integer, but got 1.0"):
-        clopper_pearson_lower(1.0, 3)  # type: ignore[arg-type]
-    with pytest.raises(MetricError, match=r"Expected `n` to be an integer, but got True"):
-        clopper_pearson_lower(1, True)
-
-
-@pytest.mark.parametrize("temperature", [0.0, -1.0, float("inf"), float("nan"), "1", None])
-def test_softmax_temperature_errors(temperature: Any) -> None:
-    with pytest.raises(
-        MetricError, match=r"Expected `temperature` to be a finite number > 0, but got"
-    ):
-        softmax_posteriors([[0.0, 1.0]], temperature)
-
-
-def test_softmax_and_fit_temperature_input_errors() -> None:
-    with pytest.raises(
-        MetricError, match=r"Expected `scores` to contain only finite values, but row 0 holds NaN"
-    ):
-        softmax_posteriors([[0.0, float("nan")]], 1.0)
-    with pytest.raises(
-        MetricError,
-        match=r"Expected `val_scores` to contain only finite values, but row 1 holds inf",
-    ):
-        fit_temperature([[0.0, 1.0], [float("inf"), 0.0]], [0, 1])
-    with pytest.raises(
-        MetricError,
-        match=r"Expected `val_y_true` to hold candidate column indices in \[0, 2\), but got val_y_true\[1\] = 2",
-    ):
-        fit_temperature([[0.0, 1.0], [1.0, 0.0]], [0, 2])
-    with pytest.raises(
-        MetricError,
-        match=r"Expected `val_scores` to have one row per image in `val_y_true` \(1 images\), but got 2 rows",
-    ):
-        fit_temperature([[0.0, 1.0], [1.0, 0.0]], [0])
-    for bounds in ((0.0, 1.0), (2.0, 1.0), (1.0, float("inf")), (1.0,), "ab", (True, 2.0)):
-        with pytest.raises(
-            MetricError,
-            match=r"Expected `bounds` to be \(low, high\) with 0 < low < high finite, but got",
-        ):
-            fit_temperature([[0.0, 1.0]], [0], bounds=bounds)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from sklearn.metrics import recall_score, top_k_accuracy_score
 from harness.errors import MetricError
 from harness.metrics import _validation
 from harness.metrics.flat import (
+    PerClassAccuracy,
     per_class_counts,
     per_class_top_k_accuracy,
     per_class_top_k_accuracy_details,
@@ -99,14 +100,14 @@ def test_per_class_top_k_accuracy_empty_class_excluded_and_reported() -> None:
     # (1 + 0.5) / 2 = 0.75, not (1 + 0.5 + 0) / 3 = 0.5 and not NaN.
     scores = np.column_stack([S_SMALL, np.zeros(3)])
     details = per_class_top_k_accuracy_details(Y_SMALL, scores, classes=[0, 1, 2])
-    assert details == {
-        "value": 0.75,
-        "per_class": [1.0, 0.5, None],
-        "classes": [0, 1, 2],
-        "excluded_classes": [2],
-        "n_images": 3,
-        "k": 1,
-    }
+    assert details == PerClassAccuracy(
+        value=0.75,
+        per_class=(1.0, 0.5, None),
+        classes=(0, 1, 2),
+        excluded_classes=(2,),
+        n_images=3,
+        k=1,
+    )
     assert per_class_top_k_accuracy(Y_SMALL, scores, classes=[0, 1, 2]) == 0.75
 
 
@@ -122,12 +123,12 @@ def test_per_class_top_k_accuracy_sklearn_counts_empty_class_as_zero() -> None:
 def test_per_class_top_k_accuracy_classes_subset_and_order() -> None:
     # classes=[1]: only class 1 (1/2); images of class 0 do not count.
     details = per_class_top_k_accuracy_details(Y_SMALL, S_SMALL, classes=[1])
-    assert details["value"] == 0.5
-    assert details["n_images"] == 2
+    assert details.value == 0.5
+    assert details.n_images == 2
     # per_class follows the order of `classes`.
     details = per_class_top_k_accuracy_details(Y_SMALL, S_SMALL, classes=[1, 0])
-    assert details["per_class"] == [0.5, 1.0]
-    assert details["value"] == 0.75
+    assert details.per_class == (0.5, 1.0)
+    assert details.value == 0.75
 
 
 def test_per_class_top_k_accuracy_classes_not_inferred_from_y_true() -> None:
@@ -135,9 +136,9 @@ def test_per_class_top_k_accuracy_classes_not_inferred_from_y_true() -> None:
     y_true = [0, 0]
     scores = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     details = per_class_top_k_accuracy_details(y_true, scores, classes=[0, 1, 2])
-    assert details["value"] == 0.5  # class 0: 1/2
-    assert details["excluded_classes"] == [1, 2]
-    assert details["per_class"] == [0.5, None, None]
+    assert details.value == 0.5  # class 0: 1/2
+    assert details.excluded_classes == (1, 2)
+    assert details.per_class == (0.5, None, None)
 
 
 def test_top_k_at_k_equal_n_candidates_is_perfect() -> None:
@@ -287,12 +288,12 @@ def test_per_class_top_k_accuracy_invariant_under_column_permutation(
         after = per_class_top_k_accuracy_details(
             inverse[y_true], scores[:, perm], classes=inverse[classes], k=k
         )
-        assert math.isclose(before["value"], after["value"], rel_tol=1e-12, abs_tol=1e-15)
-        assert before["per_class"] == after["per_class"]  # aligned with `classes`
+        assert math.isclose(before.value, after.value, rel_tol=1e-12, abs_tol=1e-15)
+        assert before.per_class == after.per_class  # aligned with `classes`
         # Permuting images changes nothing either.
         rows = np.array(random.sample(range(len(y_true)), len(y_true)))
         shuffled = per_class_top_k_accuracy(y_true[rows], scores[rows], classes=classes, k=k)
-        assert math.isclose(before["value"], shuffled, rel_tol=1e-12, abs_tol=1e-15)
+        assert math.isclose(before.value, shuffled, rel_tol=1e-12, abs_tol=1e-15)
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -446,7 +447,7 @@ def test_top_k_correct_from_topk_ties_missing_and_k_larger_than_K() -> None:
         assert (got == top_k_correct(y, dense, k=k)).all()
     with pytest.raises(
         MetricError,
-        match=r"Expected `k` to be an integer in \[1, K=3\] for top-K predictions, but got k=4",
+        match=r"Expected `k` to be an integer in \[1, 3\], but got 4\. Top-K predictions list K=3 candidates per image",
     ):
         top_k_correct_from_topk(y, idx, sc, k=4)
     with pytest.raises(MetricError, match=r"one shape \(n_images, K\)"):

@@ -11,8 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import MetricError
-from harness.metrics.flat import per_class_top_k_accuracy
-from harness.metrics.gzsl import gzsl_accuracies, gzsl_accuracies_details, harmonic_mean
+from harness.metrics.flat import PerClassAccuracy, per_class_top_k_accuracy
+from harness.metrics.gzsl import (
+    GzslAccuracies,
+    gzsl_accuracies,
+    gzsl_accuracies_details,
+    harmonic_mean,
+)
 
 # Columns 0, 1 seen; column 2 unseen. argmax per row: 0, 0, 1, 0, 2.
 # Seen class 0: image 0 right (1/1). Seen class 1: image 1 wrong, image 2 right (1/2).
@@ -37,10 +42,10 @@ SEEN = np.array([True, True, False])
 
 def test_gzsl_accuracies_normal_case() -> None:
     result = gzsl_accuracies(Y, SCORES, seen=SEEN)
-    assert result["seen"] == 0.75
-    assert result["unseen"] == 0.5
-    assert result["harmonic_mean"] == pytest.approx(0.6, abs=1e-15)
-    assert set(result) == {"seen", "unseen", "harmonic_mean"}
+    assert result.seen == 0.75
+    assert result.unseen == 0.5
+    assert result.harmonic_mean == pytest.approx(0.6, abs=1e-15)
+    assert isinstance(result, GzslAccuracies)
 
 
 def test_gzsl_predicts_over_all_candidates() -> None:
@@ -48,23 +53,21 @@ def test_gzsl_predicts_over_all_candidates() -> None:
     # Over seen ∪ unseen it is predicted as seen class 0: GZSL unseen acc 0.5.
     zsl = per_class_top_k_accuracy(Y[3:] - 2, SCORES[3:, 2:], classes=[0])
     assert zsl == 1.0
-    assert gzsl_accuracies(Y, SCORES, seen=SEEN)["unseen"] == 0.5
+    assert gzsl_accuracies(Y, SCORES, seen=SEEN).unseen == 0.5
 
 
 def test_gzsl_accuracies_at_k_2() -> None:
     # Image 1 (true 1): only col 0 >= 0.3 -> 1 < 2, right. Image 3 (true 2): only col 0 >= 0.4
     # -> right. Every image right: seen = unseen = H = 1.
-    assert gzsl_accuracies(Y, SCORES, seen=SEEN, k=2) == {
-        "seen": 1.0,
-        "unseen": 1.0,
-        "harmonic_mean": 1.0,
-    }
+    assert gzsl_accuracies(Y, SCORES, seen=SEEN, k=2) == GzslAccuracies(
+        seen=1.0, unseen=1.0, harmonic_mean=1.0
+    )
 
 
 def test_gzsl_accuracies_k_equals_n_candidates() -> None:
-    assert gzsl_accuracies(Y, np.zeros_like(SCORES), seen=SEEN, k=3)["harmonic_mean"] == 1.0
+    assert gzsl_accuracies(Y, np.zeros_like(SCORES), seen=SEEN, k=3).harmonic_mean == 1.0
     # ...while all-tied scores are wrong for every image at k=1 (ties count against).
-    assert gzsl_accuracies(Y, np.zeros_like(SCORES), seen=SEEN, k=1)["harmonic_mean"] == 0.0
+    assert gzsl_accuracies(Y, np.zeros_like(SCORES), seen=SEEN, k=1).harmonic_mean == 0.0
 
 
 def test_gzsl_zero_seen_accuracy_gives_h_zero() -> None:
@@ -72,11 +75,9 @@ def test_gzsl_zero_seen_accuracy_gives_h_zero() -> None:
     # seen = 0, unseen = 1 -> H = 0 (not 0/0, not the arithmetic mean 0.5).
     y_true = [0, 1, 2]
     scores = [[0.1, 0.0, 0.9], [0.0, 0.1, 0.9], [0.0, 0.1, 0.9]]
-    assert gzsl_accuracies(y_true, scores, seen=SEEN) == {
-        "seen": 0.0,
-        "unseen": 1.0,
-        "harmonic_mean": 0.0,
-    }
+    assert gzsl_accuracies(y_true, scores, seen=SEEN) == GzslAccuracies(
+        seen=0.0, unseen=1.0, harmonic_mean=0.0
+    )
 
 
 def test_gzsl_zero_unseen_accuracy_gives_h_zero() -> None:
@@ -84,18 +85,16 @@ def test_gzsl_zero_unseen_accuracy_gives_h_zero() -> None:
     # seen = (1 + 1) / 2 = 1, unseen = 0 -> H = 0.
     y_true = [0, 1, 2, 2]
     scores = [[0.9, 0.1, 0.0], [0.1, 0.9, 0.0], [0.9, 0.1, 0.8], [0.1, 0.9, 0.8]]
-    assert gzsl_accuracies(y_true, scores, seen=SEEN) == {
-        "seen": 1.0,
-        "unseen": 0.0,
-        "harmonic_mean": 0.0,
-    }
+    assert gzsl_accuracies(y_true, scores, seen=SEEN) == GzslAccuracies(
+        seen=1.0, unseen=0.0, harmonic_mean=0.0
+    )
 
 
 def test_gzsl_tie_between_seen_and_unseen_counts_against() -> None:
     # Unseen image tied between seen col 0 and its true col 2 -> wrong; unseen = 0, H = 0.
     y_true = [0, 2]
     scores = [[1.0, 0.0, 0.0], [0.5, 0.0, 0.5]]
-    assert gzsl_accuracies(y_true, scores, seen=SEEN)["unseen"] == 0.0
+    assert gzsl_accuracies(y_true, scores, seen=SEEN).unseen == 0.0
 
 
 def test_gzsl_empty_seen_class_excluded_and_reported() -> None:
@@ -103,20 +102,19 @@ def test_gzsl_empty_seen_class_excluded_and_reported() -> None:
     scores = np.column_stack([SCORES, np.full(5, -1.0)])
     seen = np.array([True, True, False, True])
     details = gzsl_accuracies_details(Y, scores, seen=seen)
-    assert details["seen"] == 0.75
-    assert details["seen_details"] == {
-        "per_class": [1.0, 0.5, None],
-        "classes": [0, 1, 3],
-        "excluded_classes": [3],
-        "n_images": 3,
-    }
-    assert details["unseen_details"] == {
-        "per_class": [0.5],
-        "classes": [2],
-        "excluded_classes": [],
-        "n_images": 2,
-    }
-    assert details["k"] == 1
+    assert details.seen == PerClassAccuracy(
+        value=0.75,
+        per_class=(1.0, 0.5, None),
+        classes=(0, 1, 3),
+        excluded_classes=(3,),
+        n_images=3,
+        k=1,
+    )
+    assert details.unseen == PerClassAccuracy(
+        value=0.5, per_class=(0.5,), classes=(2,), excluded_classes=(), n_images=2, k=1
+    )
+    assert details.k == 1
+    assert details.accuracies == gzsl_accuracies(Y, scores, seen=seen)
 
 
 def test_gzsl_seen_equals_per_class_accuracy_over_seen_columns() -> None:
@@ -128,9 +126,9 @@ def test_gzsl_seen_equals_per_class_accuracy_over_seen_columns() -> None:
         result = gzsl_accuracies(y_true, scores, seen=seen, k=k)
         s = per_class_top_k_accuracy(y_true, scores, classes=np.flatnonzero(seen), k=k)
         u = per_class_top_k_accuracy(y_true, scores, classes=np.flatnonzero(~seen), k=k)
-        assert result["seen"] == s
-        assert result["unseen"] == u
-        assert result["harmonic_mean"] == pytest.approx(2 * s * u / (s + u))
+        assert result.seen == s
+        assert result.unseen == u
+        assert result.harmonic_mean == pytest.approx(2 * s * u / (s + u))
 
 
 @pytest.mark.parametrize(
@@ -190,21 +188,21 @@ def test_gzsl_accuracies_properties(problem: tuple[np.ndarray, np.ndarray, np.nd
     previous = None
     for k in range(1, scores.shape[1] + 1):
         result = gzsl_accuracies(y_true, scores, seen=seen, k=k)
-        s, u, h = result["seen"], result["unseen"], result["harmonic_mean"]
+        s, u, h = result.seen, result.unseen, result.harmonic_mean
         assert 0.0 <= min(s, u) <= h <= max(s, u) <= 1.0
         assert (h == 0.0) == (min(s, u) == 0.0)
         if previous is not None:  # non-decreasing in k
-            assert previous["seen"] <= s and previous["unseen"] <= u
+            assert previous.seen <= s and previous.unseen <= u
         previous = result
-    assert previous == {"seen": 1.0, "unseen": 1.0, "harmonic_mean": 1.0}
+    assert previous == GzslAccuracies(seen=1.0, unseen=1.0, harmonic_mean=1.0)
     # Permuting candidate columns consistently with y_true and seen changes nothing.
     perm = np.arange(scores.shape[1])[::-1]
     inverse = np.argsort(perm)
     for k in (1, 2):
         a = gzsl_accuracies(y_true, scores, seen=seen, k=k)
         b = gzsl_accuracies(inverse[y_true], scores[:, perm], seen=seen[perm], k=k)
-        for key in a:
-            assert math.isclose(a[key], b[key], rel_tol=1e-12, abs_tol=1e-15)
+        for key in ("seen", "unseen", "harmonic_mean"):
+            assert math.isclose(getattr(a, key), getattr(b, key), rel_tol=1e-12, abs_tol=1e-15)
 
 
 # --- errors --------------------------------------------------------------------------------------

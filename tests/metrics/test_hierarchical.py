@@ -7,6 +7,7 @@ minimum over common ancestors.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import deque
@@ -19,16 +20,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import MetricError
+from harness.errors import HierarchyError, MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.hierarchical import (
-    HCorrectCache,
     average_hierarchical_distance_at_k,
     hcorrect_radii,
     hierarchical_cost,
     hierarchical_precision_at_k,
     hierarchical_retrieval_precision_at_k,
-    hop_distances_capped,
     mistake_severity,
     per_class_hierarchical_precision_at_k,
     prediction_relations,
@@ -387,41 +386,16 @@ def test_hcorrect_radii_errors() -> None:
         hcorrect_radii(TREE, [0], valid_nodes=valid, ks="ab")  # type: ignore[arg-type]
 
 
-# --- hop_distances_capped -------------------------------------------------------------------------
+# --- hop distances (the hierarchy's hop queries, on this module's DAGs) --------------------------
 
 
-def test_hop_distances_capped_agree_with_dijkstra_on_random_dags() -> None:
-    rng = Random(5)
-    for _ in range(20):
-        h = random_dag(rng, rng.randint(2, 15), rng.uniform(0.05, 0.4))
-        sources = [rng.randrange(h.n_nodes) for _ in range(6)]
-        targets = [rng.randrange(h.n_nodes) for _ in range(9)]  # repeats allowed
-        for cap in (0, 1, 3, 20):
-            got = hop_distances_capped(h, sources, targets, cap=cap)
-            exact = h.hop_distance(sources)[:, targets]
-            expected = np.where(exact > cap, cap + 1, exact).astype(np.uint8)
-            assert got.dtype == np.uint8
-            assert np.array_equal(got, expected)
-
-
-def test_hop_distances_capped_multi_parent_shortcut() -> None:
+def test_hop_distance_to_targets_multi_parent_shortcut() -> None:
     # dog -> hamster: 2 hops via pet in the DAG, 4 via animal in the tree reduction.
     dog, hamster = DAG.index("dog"), DAG.index("hamster")
-    assert hop_distances_capped(DAG, [dog], [hamster], cap=5).tolist() == [[2]]
-    assert hop_distances_capped(DAG_AS_TREE, [dog], [hamster], cap=5).tolist() == [[4]]
-    assert hop_distances_capped(DAG_AS_TREE, [dog], [hamster], cap=3).tolist() == [[4]]
-    assert hop_distances_capped(DAG, [], [hamster], cap=3).shape == (0, 1)
-
-
-def test_hop_distances_capped_errors() -> None:
-    for cap in (-1, 255, True, 1.5):
-        with pytest.raises(MetricError, match=r"Expected `cap` to be an integer in \[0, 254\]"):
-            hop_distances_capped(TREE, [0], [1], cap=cap)  # type: ignore[arg-type]
-    with pytest.raises(
-        MetricError,
-        match=r"Expected `targets` to hold node indices in \[0, 7\), but got targets\[0\] = -1",
-    ):
-        hop_distances_capped(TREE, [0], [-1], cap=2)
+    assert DAG.hop_distance([dog], targets=[hamster]).tolist() == [[2.0]]
+    assert DAG_AS_TREE.hop_distance([dog], targets=[hamster]).tolist() == [[4.0]]
+    assert DAG_AS_TREE.hop_distance([dog], radius=3, targets=[hamster]).tolist() == [[np.inf]]
+    assert DAG.hop_distance([], radius=3, targets=[hamster]).shape == (0, 1)
 
 
 # --- hp@k -----------------------------------------------------------------------------------------
@@ -435,11 +409,11 @@ def test_hp_at_k_hand_computed_tree() -> None:
     result = hierarchical_precision_at_k(
         [0, 0], [[1, 0, 2], [0, 3, 1]], hierarchy=TREE, candidate_nodes=cand, ks=[1, 2, 3]
     )
-    assert result["per_image"].tolist() == [[0.0, 1.0, 1.0], [1.0, 0.5, 1.0]]
-    assert result["value"] == {1: 0.5, 2: 0.75, 3: 1.0}
-    assert result["mean_hcorrect_size"] == {1: 1.0, 2: 2.0, 3: 4.0}
-    assert result["short_classes"] == {1: [], 2: [], 3: []}
-    assert (result["ks"], result["n_images"], result["n_ranked"]) == ([1, 2, 3], 2, 3)
+    assert result.per_image.tolist() == [[0.0, 1.0, 1.0], [1.0, 0.5, 1.0]]
+    assert result.values == {1: 0.5, 2: 0.75, 3: 1.0}
+    assert result.mean_hcorrect_size == {1: 1.0, 2: 2.0, 3: 4.0}
+    assert result.short_classes == {1: (), 2: (), 3: ()}
+    assert (result.ks, result.n_images, result.n_ranked) == ((1, 2, 3), 2, 3)
 
 
 def test_hp_at_k_multiple_parents_matter() -> None:
@@ -451,17 +425,17 @@ def test_hp_at_k_multiple_parents_matter() -> None:
     tree = hierarchical_precision_at_k(
         [0], [[2, 3]], hierarchy=DAG_AS_TREE, candidate_nodes=cand, ks=2
     )
-    assert dag["value"] == {2: 0.5}
-    assert dag["mean_hcorrect_size"] == {2: 4.0}
-    assert tree["value"] == {2: 0.0}
-    assert tree["mean_hcorrect_size"] == {2: 2.0}
+    assert dag.values == {2: 0.5}
+    assert dag.mean_hcorrect_size == {2: 4.0}
+    assert tree.values == {2: 0.0}
+    assert tree.mean_hcorrect_size == {2: 2.0}
 
 
 def test_hp_at_k_with_fewer_ranked_columns_than_k_divides_by_k() -> None:
     # K = 1: hp@3 of a correct top-1 is 1/3 (the two missing predictions count as misses).
     cand = nodes_of(TREE, TREE_LEAVES)
     result = hierarchical_precision_at_k([0], [[0]], hierarchy=TREE, candidate_nodes=cand, ks=[3])
-    assert result["value"] == {3: pytest.approx(1 / 3)}
+    assert result.values == {3: pytest.approx(1 / 3)}
 
 
 def test_hp_at_k_valid_nodes_superset_and_short_classes() -> None:
@@ -472,8 +446,8 @@ def test_hp_at_k_valid_nodes_superset_and_short_classes() -> None:
     result = hierarchical_precision_at_k(
         [0], [[1, 0]], hierarchy=DAG, candidate_nodes=cand, ks=[2], valid_nodes=valid
     )
-    assert result["per_image"][0, 0] == 0.5
-    assert result["mean_hcorrect_size"] == {2: 2.0}
+    assert result.per_image[0, 0] == 0.5
+    assert result.mean_hcorrect_size == {2: 2.0}
     # An isolated candidate "ufo": only itself is reachable, so its set is short for k = 2 and
     # holds ufo alone; ranked ufo, dog -> hp@2 = 1/2. Dog's set is not short.
     h = Hierarchy([*DAG_IDS, "ufo"], DAG_EDGES)
@@ -481,9 +455,9 @@ def test_hp_at_k_valid_nodes_superset_and_short_classes() -> None:
     result = hierarchical_precision_at_k(
         [6, 0], [[6, 0], [0, 6]], hierarchy=h, candidate_nodes=cand, ks=[1, 2]
     )
-    assert result["short_classes"] == {1: [], 2: [6]}
-    assert result["per_image"].tolist() == [[1.0, 0.5], [1.0, 0.5]]
-    assert result["mean_hcorrect_size"] == {1: 1.0, 2: (1 + 4) / 2}
+    assert result.short_classes == {1: (), 2: (6,)}
+    assert result.per_image.tolist() == [[1.0, 0.5], [1.0, 0.5]]
+    assert result.mean_hcorrect_size == {1: 1.0, 2: (1 + 4) / 2}
 
 
 def test_hp_at_k_agrees_with_python_bfs_on_random_dags() -> None:
@@ -501,7 +475,7 @@ def test_hp_at_k_agrees_with_python_bfs_on_random_dags() -> None:
         for i in range(y.size):
             for j, k in enumerate(ks):
                 expected = ref_hp(h, set(valid), int(cand[y[i]]), cand[ranked[i]].tolist(), k)
-                assert result["per_image"][i, j] == expected, (trial, i, k)
+                assert result.per_image[i, j] == expected, (trial, i, k)
 
 
 def test_hp_at_k_streaming_chunks_reuse_the_cache() -> None:
@@ -509,23 +483,25 @@ def test_hp_at_k_streaming_chunks_reuse_the_cache() -> None:
     h = random_dag(rng, 30, 0.12, connected=True)
     cand, y, ranked = random_problem(rng, h, 200, 5, 20)
     kwargs: dict[str, Any] = {"hierarchy": h, "candidate_nodes": cand, "ks": [1, 2, 5]}
-    whole = hierarchical_precision_at_k(y, ranked, **kwargs)["per_image"]
-    cache = HCorrectCache.shared(h, valid_nodes=cand, ks=[5, 2, 1])
+    whole = hierarchical_precision_at_k(y, ranked, **kwargs).per_image
+    cache = h.hop_balls(cand, ks=[5, 2, 1])  # the balls hp@k used, kept with the hierarchy
     cached = cache.n_cached
     assert cached == np.unique(y).size  # one entry per distinct true node, computed once
     parts = [
-        hierarchical_precision_at_k(y[s : s + 37], ranked[s : s + 37], **kwargs)["per_image"]
+        hierarchical_precision_at_k(y[s : s + 37], ranked[s : s + 37], **kwargs).per_image
         for s in range(0, 200, 37)
     ]
     assert cache.n_cached == cached
     assert np.array_equal(np.concatenate(parts), whole)
 
 
-def test_hcorrect_cache_incremental_and_lookup() -> None:
-    valid = nodes_of(DAG, DAG_LEAVES)
-    cache = HCorrectCache(DAG, valid_nodes=valid, ks=[2, 1])
+def test_hop_balls_incremental_and_lookup() -> None:
+    h = Hierarchy.from_arrays(DAG.to_arrays())  # a fresh copy: no balls kept yet
+    valid = nodes_of(h, DAG_LEAVES)
+    cache = h.hop_balls(valid, ks=[2, 1])
     assert cache.ks == (1, 2)
-    dog, cat, rat, car = (DAG.index(x) for x in ("dog", "cat", "rat", "car"))
+    assert h.hop_balls(valid[::-1], ks=(1, 2)) is cache  # kept with the hierarchy
+    dog, cat, rat, car = (h.index(x) for x in ("dog", "cat", "rat", "car"))
     # Largest ball of dog (k=2, radius 2) holds dog, wolf, hamster, cat: rat and car are outside.
     distances = cache.distances([dog, dog], [[dog, cat], [rat, car]])
     far = np.iinfo(np.int64).max
@@ -533,15 +509,19 @@ def test_hcorrect_cache_incremental_and_lookup() -> None:
     assert cache.n_cached == 1
     assert cache.radii([cat, dog]).radii.tolist() == [[0, 2], [0, 2]]
     assert cache.n_cached == 2
-    assert cache.key[0] == DAG.content_hash() and cache.key[2] == (1, 2)
     with pytest.raises(
-        MetricError, match=r"Expected `pred_nodes` to have shape \(n,\) or \(n, K\) with n = 2"
+        HierarchyError, match=r"pred_nodes must have shape \(n,\) or \(n, K\) with n = 2"
     ):
         cache.distances([dog, dog], [dog, cat, rat])
     with pytest.raises(
-        MetricError, match=r"Expected `pred_nodes` to hold node indices in \[0, 13\)"
+        HierarchyError, match=r"pred_nodes holds 1 index\(es\) out of range 0\.\.12"
     ):
         cache.distances([dog], [99])
+    for bad in ([], [1, 1], 0, [0, 2.5]):
+        with pytest.raises(HierarchyError, match=r"ks must be distinct integers >= 1"):
+            h.hop_balls(valid, ks=bad)  # type: ignore[arg-type]
+    with pytest.raises(HierarchyError, match=r"valid_nodes must be distinct"):
+        h.hop_balls([dog, dog], ks=1)
 
 
 @HYPOTHESIS
@@ -550,11 +530,11 @@ def test_hp_at_1_is_per_image_top_1_and_hp_is_bounded(problem: Any) -> None:
     h, cand, y, ranked = problem
     ks = list(range(1, cand.size + 1))
     result = hierarchical_precision_at_k(y, ranked, hierarchy=h, candidate_nodes=cand, ks=ks)
-    assert np.array_equal(result["per_image"][:, 0], (ranked[:, 0] == y).astype(float))
-    assert ((result["per_image"] >= 0) & (result["per_image"] <= 1)).all()
+    assert np.array_equal(result.per_image[:, 0], (ranked[:, 0] == y).astype(float))
+    assert ((result.per_image >= 0) & (result.per_image <= 1)).all()
     for k in ks:
-        assert 0.0 <= result["value"][k] <= 1.0
-        assert result["mean_hcorrect_size"][k] >= 1.0
+        assert 0.0 <= result.values[k] <= 1.0
+        assert result.mean_hcorrect_size[k] >= 1.0
 
 
 @HYPOTHESIS
@@ -575,7 +555,7 @@ def test_hp_at_k_is_1_for_rankings_by_hop_distance_when_every_node_is_valid(
     result = hierarchical_precision_at_k(
         y, ranked, hierarchy=h, candidate_nodes=cand, ks=range(1, n + 1)
     )
-    assert (result["per_image"] == 1.0).all()
+    assert (result.per_image == 1.0).all()
 
 
 def test_hp_at_k_errors() -> None:
@@ -628,7 +608,7 @@ def test_hp_at_k_errors() -> None:
         hierarchical_precision_at_k([0], [[0]], hierarchy=TREE, candidate_nodes=[3, 4, 3], ks=1)
     with pytest.raises(
         MetricError,
-        match=r"Expected `candidate_nodes` to give the hierarchy node of every candidate column, but got None",
+        match=r"Expected `candidate_nodes` to be a 1D integer array of hierarchy node indices, but got None",
     ):
         hierarchical_precision_at_k([0], [[0]], hierarchy=TREE, candidate_nodes=None, ks=1)  # type: ignore[arg-type]
     with pytest.raises(
@@ -660,19 +640,19 @@ def test_per_class_hp_at_k_hand_computed_differs_from_per_image() -> None:
     kw: dict[str, Any] = {"hierarchy": TREE, "candidate_nodes": cand, "ks": [1, 2]}
     per_image = hierarchical_precision_at_k(y, ranked, **kw)
     result = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=[0, 1, 2, 3])
-    assert per_image["value"] == {1: 0.25, 2: 0.5}
-    assert result["value"] == {1: pytest.approx(1 / 6), 2: pytest.approx(1 / 3)}
-    assert result["per_class"] == {
-        1: [pytest.approx(1 / 3), None, 0.0, None],
-        2: [pytest.approx(2 / 3), None, 0.0, None],
+    assert per_image.values == {1: 0.25, 2: 0.5}
+    assert result.values == {1: pytest.approx(1 / 6), 2: pytest.approx(1 / 3)}
+    assert result.per_class == {
+        1: (pytest.approx(1 / 3), None, 0.0, None),
+        2: (pytest.approx(2 / 3), None, 0.0, None),
     }
-    assert result["excluded_classes"] == [1, 3]
-    assert (result["classes"], result["n_images"], result["ks"]) == ([0, 1, 2, 3], 4, [1, 2])
-    assert result["per_image"].tolist() == per_image["per_image"].tolist()
+    assert result.excluded_classes == (1, 3)
+    assert (result.classes, result.n_images, result.ks) == ((0, 1, 2, 3), 4, (1, 2))
+    assert result.per_image.tolist() == per_image.per_image.tolist()
     # Averaging over listed classes only: car alone.
     only_car = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=[2])
-    assert only_car["value"] == {1: 0.0, 2: 0.0}
-    assert only_car["n_images"] == 1
+    assert only_car.values == {1: 0.0, 2: 0.0}
+    assert only_car.n_images == 1
 
 
 def test_per_class_hp_at_k_equals_per_image_when_classes_are_balanced() -> None:
@@ -685,7 +665,7 @@ def test_per_class_hp_at_k_equals_per_image_when_classes_are_balanced() -> None:
     per_class = per_class_hierarchical_precision_at_k(y, ranked, **kw, classes=np.arange(6))
     per_image = hierarchical_precision_at_k(y, ranked, **kw)
     for k in (1, 3, 4):
-        assert per_class["value"][k] == pytest.approx(per_image["value"][k])
+        assert per_class.values[k] == pytest.approx(per_image.values[k])
 
 
 def test_per_class_hp_at_k_agrees_with_python_bfs_on_random_dags() -> None:
@@ -716,11 +696,11 @@ def test_per_class_hp_at_k_agrees_with_python_bfs_on_random_dags() -> None:
                     by_class.setdefault(t, []).append(ref_hp(h, valid, int(cand[t]), preds, k))
             means = {c: sum(v) / len(v) for c, v in by_class.items()}
             expected = sum(means.values()) / len(means)
-            assert result["value"][k] == pytest.approx(expected, abs=1e-12), (trial, k)
-            assert result["per_class"][k] == [
+            assert result.values[k] == pytest.approx(expected, abs=1e-12), (trial, k)
+            assert result.per_class[k] == tuple(
                 pytest.approx(means[c], abs=1e-12) if c in means else None for c in classes
-            ], (trial, k)
-        assert result["excluded_classes"] == [c for c in classes if c not in set(y.tolist())]
+            ), (trial, k)
+        assert result.excluded_classes == tuple(c for c in classes if c not in set(y.tolist()))
 
 
 def test_per_class_hp_at_k_errors() -> None:
@@ -749,11 +729,11 @@ def test_hierarchical_cost_hand_computed_tree() -> None:
     result = hierarchical_cost(
         [0, 0, 2], [0, 1, 0], hierarchy=TREE, candidate_nodes=cand, classes=[0, 1, 2]
     )
-    assert result["value"] == 1.25
-    assert result["per_class"] == [0.5, None, 2.0]
-    assert result["excluded_classes"] == [1]
-    assert result["per_image"].tolist() == [0, 1, 2]
-    assert result["n_images"] == 3
+    assert result.value == 1.25
+    assert result.per_class == (0.5, None, 2.0)
+    assert result.excluded_classes == (1,)
+    assert result.per_image.tolist() == [0, 1, 2]
+    assert result.n_images == 3
 
 
 def test_hierarchical_cost_internal_candidates_and_multiple_parents() -> None:
@@ -764,12 +744,12 @@ def test_hierarchical_cost_internal_candidates_and_multiple_parents() -> None:
     cand = nodes_of(DAG, ["dog", "hamster", "canine", "animal", "entity"])
     y, top1 = [0, 0, 3, 4], [1, 2, 0, 4]
     dag = hierarchical_cost(y, top1, hierarchy=DAG, candidate_nodes=cand, classes=[0, 3, 4])
-    assert dag["per_image"].tolist() == [1, 1, 0, 0]
+    assert dag.per_image.tolist() == [1, 1, 0, 0]
     # class dog (1 + 1) / 2 = 1, animal 0, entity 0 -> mean 1/3.
-    assert dag["value"] == pytest.approx(1 / 3)
+    assert dag.value == pytest.approx(1 / 3)
     tree = hierarchical_cost(y, top1, hierarchy=DAG_AS_TREE, candidate_nodes=cand, classes=[0])
-    assert tree["per_image"].tolist() == [2, 1, 0, 0]
-    assert tree["value"] == 1.5
+    assert tree.per_image.tolist() == [2, 1, 0, 0]
+    assert tree.value == 1.5
 
 
 def test_hierarchical_cost_disjoint_roots_cost_one_above_the_highest_root() -> None:
@@ -777,7 +757,7 @@ def test_hierarchical_cost_disjoint_roots_cost_one_above_the_highest_root() -> N
     h = Hierarchy(["r", "a", "s"], [("r", "a")])
     cand = h.indices(["a", "s"])
     result = hierarchical_cost([0], [1], hierarchy=h, candidate_nodes=cand, classes=[0, 1])
-    assert result["per_image"].tolist() == [2]
+    assert result.per_image.tolist() == [2]
 
 
 @HYPOTHESIS
@@ -788,8 +768,8 @@ def test_hierarchical_cost_zero_iff_correct_on_trees_with_leaf_candidates(proble
         y, ranked, hierarchy=h, candidate_nodes=cand, classes=np.arange(cand.size)
     )
     correct = ranked[:, 0] == y
-    assert (result["per_image"][correct] == 0).all()
-    assert (result["per_image"][~correct] >= 1).all()
+    assert (result.per_image[correct] == 0).all()
+    assert (result.per_image[~correct] >= 1).all()
 
 
 def test_cost_severity_and_ahd_agree_with_python_on_random_dags() -> None:
@@ -805,24 +785,20 @@ def test_cost_severity_and_ahd_agree_with_python_on_random_dags() -> None:
             for t, row in zip(y, ranked, strict=True)
         ]
         top1 = [row[0] for row in costs]
-        assert (
-            hierarchical_cost(y, ranked, **kw, classes=np.arange(n_candidates))[
-                "per_image"
-            ].tolist()
-            == top1
-        )
+        cost = hierarchical_cost(y, ranked, **kw, classes=np.arange(n_candidates))
+        assert cost.per_image.tolist() == top1
         severity = mistake_severity(y, ranked[:, 0], **kw)
         mistakes = ranked[:, 0] != y
         expected = [c for c, m in zip(top1, mistakes, strict=True) if m]
-        assert severity["n_mistakes"] == len(expected)
-        assert severity["value"] == (
+        assert severity.n_mistakes == len(expected)
+        assert severity.value == (
             pytest.approx(sum(expected) / len(expected)) if expected else None
         )
         ks = list(range(1, n_ranked + 1))
         ahd = average_hierarchical_distance_at_k(y, ranked, **kw, ks=ks)
         for j, k in enumerate(ks):
             want = [sum(row[:k]) / k for row in costs]
-            np.testing.assert_allclose(ahd["per_image"][:, j], want, err_msg=f"trial {trial}")
+            np.testing.assert_allclose(ahd.per_image[:, j], want, err_msg=f"trial {trial}")
 
 
 def test_mistake_severity_hand_computed_and_no_mistakes() -> None:
@@ -831,10 +807,10 @@ def test_mistake_severity_hand_computed_and_no_mistakes() -> None:
     result = mistake_severity(
         [0, 0, 2], [[0, 1], [1, 0], [0, 1]], hierarchy=TREE, candidate_nodes=cand
     )
-    assert (result["value"], result["n_mistakes"], result["n_images"]) == (1.5, 2, 3)
-    assert result["mistakes"].tolist() == [False, True, True]
+    assert (result.value, result.n_mistakes, result.n_images) == (1.5, 2, 3)
+    assert result.mistakes.tolist() == [False, True, True]
     perfect = mistake_severity([0, 1], [0, 1], hierarchy=TREE, candidate_nodes=cand)
-    assert perfect["value"] is None and perfect["n_mistakes"] == 0
+    assert perfect.value is None and perfect.n_mistakes == 0
 
 
 def test_average_hierarchical_distance_hand_computed_and_errors() -> None:
@@ -843,7 +819,7 @@ def test_average_hierarchical_distance_hand_computed_and_errors() -> None:
     result = average_hierarchical_distance_at_k(
         [0], [[0, 1, 2, 3]], hierarchy=TREE, candidate_nodes=cand, ks=[1, 2, 4]
     )
-    assert result["value"] == {1: 0.0, 2: 0.5, 4: 1.25}
+    assert result.values == {1: 0.0, 2: 0.5, 4: 1.25}
     with pytest.raises(
         MetricError,
         match=r"Expected `ks` to be at most the number of ranked columns K \(2\), but got ks\[1\] = 3",
@@ -889,8 +865,8 @@ def test_retrieval_precision_hand_computed_tree() -> None:
     result = hierarchical_retrieval_precision_at_k(
         [0], [[2, 1]], hierarchy=TREE, candidate_nodes=cand, ks=[1, 2, 3]
     )
-    assert result["per_image"][0].tolist() == pytest.approx([0.0, 1 / 3, 1 / 3])
-    assert result["root_height"] == 2
+    assert result.per_image[0].tolist() == pytest.approx([0.0, 1 / 3, 1 / 3])
+    assert result.root_height == 2
 
 
 def test_retrieval_precision_multiple_parents() -> None:
@@ -901,7 +877,7 @@ def test_retrieval_precision_multiple_parents() -> None:
     result = hierarchical_retrieval_precision_at_k(
         [0], [[3, 2]], hierarchy=DAG, candidate_nodes=cand, ks=2
     )
-    assert result["value"] == {2: pytest.approx(3 / 5)}
+    assert result.values == {2: pytest.approx(3 / 5)}
 
 
 def test_retrieval_precision_without_edges_and_with_root_true_class() -> None:
@@ -910,13 +886,13 @@ def test_retrieval_precision_without_edges_and_with_root_true_class() -> None:
     result = hierarchical_retrieval_precision_at_k(
         [0], [[1, 0]], hierarchy=h, candidate_nodes=[0, 1], ks=[1, 2]
     )
-    assert result["per_image"].tolist() == [[0.0, 1.0]]
+    assert result.per_image.tolist() == [[0.0, 1.0]]
     # True class = the highest root: S = 0 for every candidate, so every ranking is ideal -> 1.
     r = TREE.index("entity")
     result = hierarchical_retrieval_precision_at_k(
         [0], [[1]], hierarchy=TREE, candidate_nodes=[r, TREE.index("dog")], ks=1
     )
-    assert result["value"] == {1: 1.0}
+    assert result.values == {1: 1.0}
 
 
 def test_retrieval_precision_agrees_with_python_on_random_dags() -> None:
@@ -935,7 +911,7 @@ def test_retrieval_precision_agrees_with_python_on_random_dags() -> None:
                 for k in ks
             ]
             np.testing.assert_allclose(
-                result["per_image"][i], want, atol=1e-12, err_msg=f"trial {trial}"
+                result.per_image[i], want, atol=1e-12, err_msg=f"trial {trial}"
             )
 
 
@@ -946,11 +922,11 @@ def test_retrieval_precision_bounded_and_1_for_the_ideal_ranking(problem: Any) -
     ks = list(range(1, cand.size + 1))
     kw: dict[str, Any] = {"hierarchy": h, "candidate_nodes": cand, "ks": ks}
     result = hierarchical_retrieval_precision_at_k(y, ranked, **kw)
-    assert ((result["per_image"] >= 0) & (result["per_image"] <= 1)).all()
+    assert ((result.per_image >= 0) & (result.per_image <= 1)).all()
     similarity = [[ref_similarity(h, int(cand[t]), int(c)) for c in cand] for t in y]
     ideal = np.array([sorted(range(cand.size), key=lambda c, s=s: -s[c]) for s in similarity])
     best = hierarchical_retrieval_precision_at_k(y, ideal, **kw)
-    np.testing.assert_allclose(best["per_image"], 1.0)
+    np.testing.assert_allclose(best.per_image, 1.0)
 
 
 # --- relation breakdown ---------------------------------------------------------------------------
@@ -966,21 +942,21 @@ def test_prediction_relations_hand_computed_dag() -> None:
         hierarchy=DAG,
         candidate_nodes=cand,
     )
-    assert result["counts"] == {"correct": 1, "ancestor": 2, "descendant": 1, "unrelated": 1}
-    assert (result["correct"], result["ancestor"], result["descendant"], result["unrelated"]) == (
+    assert result.counts == {"correct": 1, "ancestor": 2, "descendant": 1, "unrelated": 1}
+    assert (result.correct, result.ancestor, result.descendant, result.unrelated) == (
         0.2,
         0.4,
         0.2,
         0.2,
     )
-    assert result["semantic_accuracy_lower"] == 0.2
-    assert result["semantic_accuracy_upper"] == pytest.approx(0.8)
-    assert result["per_image"].tolist() == [0, 1, 1, 3, 2]
+    assert result.semantic_accuracy_lower == 0.2
+    assert result.semantic_accuracy_upper == pytest.approx(0.8)
+    assert result.per_image.tolist() == [0, 1, 1, 3, 2]
     # In the tree reduction pet is no longer an ancestor of dog.
     tree = prediction_relations(
         [0, 0, 0, 0, 4], [0, 1, 2, 3, 0], hierarchy=DAG_AS_TREE, candidate_nodes=cand
     )
-    assert tree["counts"] == {"correct": 1, "ancestor": 1, "descendant": 1, "unrelated": 2}
+    assert tree.counts == {"correct": 1, "ancestor": 1, "descendant": 1, "unrelated": 2}
 
 
 @HYPOTHESIS
@@ -988,14 +964,14 @@ def test_prediction_relations_hand_computed_dag() -> None:
 def test_prediction_relations_shares_sum_to_1_and_match_python(problem: Any) -> None:
     h, cand, y, ranked = problem
     result = prediction_relations(y, ranked, hierarchy=h, candidate_nodes=cand)
-    shares = [result[name] for name in ("correct", "ancestor", "descendant", "unrelated")]
+    shares = [getattr(result, name) for name in ("correct", "ancestor", "descendant", "unrelated")]
     assert sum(shares) == pytest.approx(1.0)
-    assert sum(result["counts"].values()) == y.size
+    assert sum(result.counts.values()) == y.size
     expected = [
         ref_relation(h, int(cand[t]), int(cand[p])) for t, p in zip(y, ranked[:, 0], strict=True)
     ]
-    assert result["per_image"].tolist() == expected
-    assert result["semantic_accuracy_lower"] <= result["semantic_accuracy_upper"]
+    assert result.per_image.tolist() == expected
+    assert result.semantic_accuracy_lower <= result.semantic_accuracy_upper
 
 
 # --- serialization and real data ------------------------------------------------------------------
@@ -1014,10 +990,12 @@ def test_results_are_json_serializable_after_conversion() -> None:
         prediction_relations(y, ranked, **kw),
     ]
     for result in results:
-        plain = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in result.items()}
+        fields = dataclasses.asdict(result)
+        plain = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in fields.items()}
         json.dumps(plain)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not (SHARED_DATA / "imagenet" / "wordnet.is_a.txt").is_file(),
     reason=f"shared ImageNet data not found under {SHARED_DATA} (set ZSL_SHARED_DATA)",
@@ -1044,5 +1022,5 @@ def test_hp_at_k_on_the_imagenet_hierarchy_agrees_with_python_bfs() -> None:
     for i in range(60):
         dist = bfs(h, int(cand[y[i]]))
         want = [ref_hp(h, valid, int(cand[y[i]]), cand[ranked[i]].tolist(), k, dist) for k in ks]
-        assert result["per_image"][i].tolist() == want
-    assert result["value"][1] == pytest.approx(np.mean(ranked[:, 0] == y))
+        assert result.per_image[i].tolist() == want
+    assert result.values[1] == pytest.approx(np.mean(ranked[:, 0] == y))

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.structure import (
+    SplitSize,
+    SplitSizes,
     mutual_exclusivity_violations,
     split_sizes,
     structural_ratio,
@@ -92,16 +94,16 @@ def test_structural_ratio_multi_parent_dag_hand_computed() -> None:
     #   wolf: cat via animal, 2. hamster: cat via pet, 2. cat: wolf or hamster, 2.
     #   poodle: poodle-dog-animal-wolf (or -cat, or dog-pet-hamster), 3.
     #   bike: bike-vehicle-r-animal-wolf (or r-pet-hamster), 4.
-    assert result["numerator"].tolist() == [2, 2, 2, 1, 2]
-    assert result["denominator"].tolist() == [2, 2, 2, 3, 4]
+    assert result.numerator.tolist() == [2, 2, 2, 1, 2]
+    assert result.denominator.tolist() == [2, 2, 2, 3, 4]
     # R = (1 + 1 + 1 + 1/3 + 1/2) / 5 = (23/6) / 5 = 23/30
-    assert result["value"] == pytest.approx(23 / 30)
-    np.testing.assert_allclose(result["ratio"], [1, 1, 1, 1 / 3, 1 / 2])
-    assert result["n_included"] == 5
-    assert result["infinite_denominator"] == []
-    assert result["infinite_numerator"] == []
-    assert result["zero_denominator"] == []
-    assert result["test_nodes"].tolist() == ix(TEST).tolist()
+    assert result.value == pytest.approx(23 / 30)
+    np.testing.assert_allclose(result.ratio, [1, 1, 1, 1 / 3, 1 / 2])
+    assert result.n_included == 5
+    assert result.infinite_denominator.tolist() == []
+    assert result.infinite_numerator.tolist() == []
+    assert result.zero_denominator.tolist() == []
+    assert result.test_nodes.tolist() == ix(TEST).tolist()
 
 
 def test_structural_ratio_second_parent_matters() -> None:
@@ -109,7 +111,7 @@ def test_structural_ratio_second_parent_matters() -> None:
     # (hamster-pet-r-animal-dog) and still 2 from cat; its ratio goes from 1 to 2.
     tree = Hierarchy(NODES, [e for e in EDGES if e != ("pet", "dog")])
     result = structural_ratio(tree, tree.indices(TRAIN), tree.indices(TEST))
-    assert result["numerator"][1] == 4 and result["denominator"][1] == 2
+    assert result.numerator[1] == 4 and result.denominator[1] == 2
 
 
 def test_structural_ratio_excludes_and_reports_unreachable_classes() -> None:
@@ -117,22 +119,22 @@ def test_structural_ratio_excludes_and_reports_unreachable_classes() -> None:
     # apart, finite denominator). x: alone -> infinite numerator and denominator.
     test = [*TEST, "isle1", "isle2", "x"]
     result = structural_ratio(DAG, ix(TRAIN), ix(test))
-    assert result["infinite_numerator"] == ix(["isle1", "isle2", "x"]).tolist()
-    assert result["infinite_denominator"] == ix(["x"]).tolist()
-    assert result["zero_denominator"] == []
-    assert result["denominator"][5:7].tolist() == [2.0, 2.0]
-    assert np.isnan(result["ratio"][5:]).all()
-    assert result["n_included"] == 5
-    assert result["value"] == pytest.approx(23 / 30)  # unchanged: the 3 are excluded
+    assert result.infinite_numerator.tolist() == ix(["isle1", "isle2", "x"]).tolist()
+    assert result.infinite_denominator.tolist() == ix(["x"]).tolist()
+    assert result.zero_denominator.tolist() == []
+    assert result.denominator[5:7].tolist() == [2.0, 2.0]
+    assert np.isnan(result.ratio[5:]).all()
+    assert result.n_included == 5
+    assert result.value == pytest.approx(23 / 30)  # unchanged: the 3 are excluded
 
 
 def test_structural_ratio_adjacent_test_classes() -> None:
     # Test classes dog and poodle are adjacent (denominator 1); train cat: cat-animal-dog 2,
     # cat-animal-dog-poodle 3 -> ratios 2 and 3, R = 2.5.
     result = structural_ratio(DAG, ix(["cat"]), ix(["dog", "poodle"]))
-    assert result["denominator"].tolist() == [1, 1]
-    assert result["numerator"].tolist() == [2, 3]
-    assert result["value"] == 2.5
+    assert result.denominator.tolist() == [1, 1]
+    assert result.numerator.tolist() == [2, 3]
+    assert result.value == 2.5
 
 
 @st.composite
@@ -173,10 +175,10 @@ def test_structural_ratio_agrees_with_plain_bfs(
             structural_ratio(h, train, test)
         return
     result = structural_ratio(h, train, test)
-    assert result["numerator"].tolist() == numerators
-    assert result["denominator"].tolist() == denominators
-    assert result["value"] == pytest.approx(sum(finite) / len(finite))
-    assert result["n_included"] == len(finite)
+    assert result.numerator.tolist() == numerators
+    assert result.denominator.tolist() == denominators
+    assert result.value == pytest.approx(sum(finite) / len(finite))
+    assert result.n_included == len(finite)
 
 
 def test_structural_ratio_agrees_with_hop_distance_on_dag() -> None:
@@ -187,8 +189,8 @@ def test_structural_ratio_agrees_with_hop_distance_on_dag() -> None:
     among = dist[:, test]
     np.fill_diagonal(among, np.inf)
     result = structural_ratio(DAG, ix(TRAIN), test)
-    np.testing.assert_array_equal(result["numerator"], numerator)
-    np.testing.assert_array_equal(result["denominator"], among.min(axis=1))
+    np.testing.assert_array_equal(result.numerator, numerator)
+    np.testing.assert_array_equal(result.denominator, among.min(axis=1))
 
 
 def _imagenet() -> tuple[Hierarchy, np.ndarray, np.ndarray, list[str]]:
@@ -217,16 +219,16 @@ def test_structural_ratio_imagenet_goz() -> None:
     assert test.shape[0] == 499
     # 5 test classes lie in components without an ILSVRC class; one of them also has no other
     # GOZ class in its component.
-    assert len(result["infinite_numerator"]) == 5
-    assert len(result["infinite_denominator"]) == 1
-    assert result["n_included"] == 494
-    assert result["value"] == pytest.approx(2.1015262515262516, rel=1e-12)  # regression value
+    assert len(result.infinite_numerator) == 5
+    assert len(result.infinite_denominator) == 1
+    assert result.n_included == 494
+    assert result.value == pytest.approx(2.1015262515262516, rel=1e-12)  # regression value
     # spot-check 40 test classes against per-source distances of the hierarchy itself
     dist = h.hop_distance(test[:40])
-    np.testing.assert_array_equal(result["numerator"][:40], dist[:, train].min(axis=1))
+    np.testing.assert_array_equal(result.numerator[:40], dist[:, train].min(axis=1))
     among = dist[:, test]
     among[np.arange(40), np.arange(40)] = np.inf
-    np.testing.assert_array_equal(result["denominator"][:40], among.min(axis=1))
+    np.testing.assert_array_equal(result.denominator[:40], among.min(axis=1))
     assert mutual_exclusivity_violations(h, test) == []
     assert mutual_exclusivity_violations(h, train) == []
 
@@ -282,13 +284,13 @@ def test_split_sizes_hand_case() -> None:
         test_seen_images=[2, 4],  # image 2 is also a training image
         test_unseen_images=[5, 6, 7],
     )
-    assert table["splits"] == {
-        "train": {"classes": 3, "images": 3},
-        "val": {"classes": 1, "images": 1},
-        "test_seen": {"classes": 4, "images": 2},
-        "test_unseen": {"classes": 2, "images": 3},
+    assert table.splits == {
+        "train": SplitSize(classes=3, images=3),
+        "val": SplitSize(classes=1, images=1),
+        "test_seen": SplitSize(classes=4, images=2),
+        "test_unseen": SplitSize(classes=2, images=3),
     }
-    assert table["class_overlap"] == {
+    assert table.class_overlap == {
         "train&val": 0,
         "train&test_seen": 3,
         "train&test_unseen": 0,
@@ -296,22 +298,22 @@ def test_split_sizes_hand_case() -> None:
         "val&test_unseen": 0,
         "test_seen&test_unseen": 0,
     }
-    assert table["image_overlap"]["train&test_seen"] == 1
-    assert table["n_classes"] == 6 and table["n_images"] == 8
+    assert table.image_overlap["train&test_seen"] == 1
+    assert table.n_classes == 6 and table.n_images == 8
 
 
 def test_split_sizes_optional_splits() -> None:
     table = split_sizes(train_classes=[0], test_unseen_classes=[1])
-    assert table == {
-        "splits": {
-            "train": {"classes": 1, "images": None},
-            "test_unseen": {"classes": 1, "images": None},
+    assert table == SplitSizes(
+        splits={
+            "train": SplitSize(classes=1, images=None),
+            "test_unseen": SplitSize(classes=1, images=None),
         },
-        "class_overlap": {"train&test_unseen": 0},
-        "image_overlap": {},
-        "n_classes": 2,
-        "n_images": None,
-    }
+        class_overlap={"train&test_unseen": 0},
+        image_overlap={},
+        n_classes=2,
+        n_images=None,
+    )
 
 
 def test_split_sizes_awa2_matches_gbu_table() -> None:
@@ -345,19 +347,17 @@ def test_split_sizes_awa2_matches_gbu_table() -> None:
     )
     # GBU Table 1, AWA2: 27 + 13 training classes, 10 test classes; 5882 test-seen and 7913
     # test-unseen images; 37322 images in all.
-    split = table["splits"]
-    assert (split["train"]["classes"], split["val"]["classes"]) == (27, 13)
-    assert split["test_unseen"] == {"classes": 10, "images": 7913}
-    assert split["test_seen"] == {"classes": 40, "images": 5882}
-    assert table["n_classes"] == 50 and table["n_images"] == 37322
-    assert table["class_overlap"]["train&val"] == 0
-    assert table["class_overlap"]["train&test_unseen"] == 0
+    split = table.splits
+    assert (split["train"].classes, split["val"].classes) == (27, 13)
+    assert split["test_unseen"] == SplitSize(classes=10, images=7913)
+    assert split["test_seen"] == SplitSize(classes=40, images=5882)
+    assert table.n_classes == 50 and table.n_images == 37322
+    assert table.class_overlap["train&val"] == 0
+    assert table.class_overlap["train&test_unseen"] == 0
     # What the table is for: xlsa17's train_loc/val_loc (the train/val split used for tuning)
     # hold all 5882 test_seen images (4031 + 1851); only trainval_loc excludes them.
-    assert (
-        table["image_overlap"]["train&test_seen"] + table["image_overlap"]["val&test_seen"] == 5882
-    )
-    assert table["image_overlap"]["test_seen&test_unseen"] == 0
+    assert table.image_overlap["train&test_seen"] + table.image_overlap["val&test_seen"] == 5882
+    assert table.image_overlap["test_seen&test_unseen"] == 0
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -366,7 +366,7 @@ def test_split_sizes_awa2_matches_gbu_table() -> None:
 @pytest.mark.parametrize(
     ("train", "test", "match"),
     [
-        ([], [1, 2], r"Expected `train_nodes` to hold at least one node, but got 0"),
+        ([], [1, 2], r"Expected `train_nodes` to hold at least one node index, but got 0"),
         (
             [0],
             [1.0, 2.0],
@@ -380,12 +380,12 @@ def test_split_sizes_awa2_matches_gbu_table() -> None:
         (
             [0],
             [1, 99],
-            r"Expected `test_nodes` to hold hierarchy node indices in \[0, 15\), but got test_nodes\[1\] = 99",
+            r"Expected `test_nodes` to hold node indices in \[0, 15\), but got test_nodes\[1\] = 99",
         ),
         (
             [0],
             [1, 2, 1],
-            r"Expected `test_nodes` to hold distinct entries, but test_nodes\[2\] = 1 repeats test_nodes\[0\]",
+            r"Expected `test_nodes` to hold distinct node indices, but test_nodes\[2\] = 1 repeats test_nodes\[0\]",
         ),
         (
             [0, 1],
@@ -405,23 +405,25 @@ def test_error_structural_ratio_undefined() -> None:
         match=r"Expected at least one test class with a training class and another test class connected to it, but none of the 1 test classes",
     ):
         structural_ratio(DAG, ix(["dog"]), ix(["cat"]))
-    with pytest.raises(MetricError, match=r"Expected `hierarchy` to be a Hierarchy, but got dict"):
+    with pytest.raises(
+        MetricError, match=r"Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got dict"
+    ):
         structural_ratio({}, [0], [1, 2])  # type: ignore[arg-type]
 
 
 def test_error_mutual_exclusivity_violations() -> None:
     with pytest.raises(
         MetricError,
-        match=r"Expected `nodes` to hold distinct entries, but nodes\[1\] = 3 repeats nodes\[0\]",
+        match=r"Expected `nodes` to hold distinct node indices, but nodes\[1\] = 3 repeats nodes\[0\]",
     ):
         mutual_exclusivity_violations(DAG, [3, 3])
     with pytest.raises(
         MetricError,
-        match=r"Expected `nodes` to hold hierarchy node indices in \[0, 15\), but got nodes\[0\] = -1",
+        match=r"Expected `nodes` to hold node indices in \[0, 15\), but got nodes\[0\] = -1",
     ):
         mutual_exclusivity_violations(DAG, [-1])
     with pytest.raises(
-        MetricError, match=r"Expected `hierarchy` to be a Hierarchy, but got NoneType"
+        MetricError, match=r"Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got None"
     ):
         mutual_exclusivity_violations(None, [0])  # type: ignore[arg-type]
 

@@ -1,4 +1,4 @@
-"""Tests of harness.metrics.calibration: calibrated stacking curve, AUSUC, gamma selection.
+"""Tests of harness.metrics.calibrated_stacking: calibrated stacking curve, AUSUC, gamma selection.
 
 Calibration uses no hierarchy, so there is no DAG case here. The independent implementations are
 (a) brute force through ``gzsl_accuracies`` on ``scores - gamma * seen`` and (b) plain Python
@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import hypothesis.extra.numpy as hnp
@@ -20,7 +21,9 @@ from hypothesis import strategies as st
 
 import harness.metrics._validation as validation
 from harness.errors import MetricError
-from harness.metrics.calibration import (
+from harness.metrics.calibrated_stacking import (
+    CalibratedAccuracies,
+    SeenUnseenCurve,
     area_under_seen_unseen_curve,
     ausuc,
     calibrated_harmonic_mean,
@@ -31,9 +34,10 @@ from harness.metrics.calibration import (
     stacking_margins,
 )
 from harness.metrics.flat import per_class_top_k_accuracy
-from harness.metrics.gzsl import gzsl_accuracies, harmonic_mean
+from harness.metrics.gzsl import GzslAccuracies, gzsl_accuracies, harmonic_mean
 
 INF = math.inf
+CURVE_FIELDS = ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
 
 # Worked example of the module docstring. Columns 0, 1 seen; column 2 unseen.
 #   image 0: true 0, best seen 3, best unseen 0 -> margin 3,   right for gamma < 3
@@ -131,11 +135,13 @@ def ref_select(edges: list[float], values: list[tuple[float, float]]) -> float:
     return chosen[1]
 
 
-def brute(
-    y_true: np.ndarray, scores: np.ndarray, seen: np.ndarray, gamma: float
-) -> dict[str, float]:
+def brute(y_true: np.ndarray, scores: np.ndarray, seen: np.ndarray, gamma: float) -> GzslAccuracies:
     """Independent evaluation: subtract gamma from seen columns, then plain GZSL accuracies."""
     return gzsl_accuracies(y_true, scores - gamma * seen, seen=seen)
+
+
+def with_gamma(accuracies: GzslAccuracies, gamma: float) -> CalibratedAccuracies:
+    return CalibratedAccuracies(**asdict(accuracies), gamma=gamma)
 
 
 def random_problem(
@@ -160,14 +166,14 @@ def random_problem(
 
 def test_calibrated_stacking_curve_worked_example() -> None:
     curve = calibrated_stacking_curve(Y, SCORES, seen=SEEN)
-    assert set(curve) == {"gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean"}
-    np.testing.assert_array_equal(curve["gamma"], [-INF, 0.5, 1.0, 3.0, INF])
-    np.testing.assert_array_equal(curve["seen_accuracy"], [1.0, 1.0, 0.5, 0.0])
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0, 0.5, 1.0, 1.0])
+    assert [f.name for f in fields(curve)] == [*CURVE_FIELDS]
+    np.testing.assert_array_equal(curve.gamma, [-INF, 0.5, 1.0, 3.0, INF])
+    np.testing.assert_array_equal(curve.seen_accuracy, [1.0, 1.0, 0.5, 0.0])
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0, 0.5, 1.0, 1.0])
     # H = 2 * 1 * 0.5 / 1.5 = 2/3 on (0.5, 1); 2 * 0.5 * 1 / 1.5 = 2/3 on (1, 3).
-    np.testing.assert_allclose(curve["harmonic_mean"], [0.0, 2 / 3, 2 / 3, 0.0], rtol=1e-15)
-    for array in curve.values():
-        assert array.dtype == np.float64
+    np.testing.assert_allclose(curve.harmonic_mean, [0.0, 2 / 3, 2 / 3, 0.0], rtol=1e-15)
+    for key in CURVE_FIELDS:
+        assert getattr(curve, key).dtype == np.float64
 
 
 def test_ausuc_worked_example() -> None:
@@ -184,16 +190,13 @@ def test_select_gamma_worked_example_tie_goes_to_interval_closest_to_zero() -> N
 
 def test_calibrated_harmonic_mean_worked_example() -> None:
     # gamma = 0: plain GZSL. Images 2, 3 predicted seen class 0 -> U = 0, H = 0.
-    assert calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=0.0) == {
-        "seen": 1.0,
-        "unseen": 0.0,
-        "harmonic_mean": 0.0,
-        "gamma": 0.0,
-    }
+    assert calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=0.0) == CalibratedAccuracies(
+        seen=1.0, unseen=0.0, harmonic_mean=0.0, gamma=0.0
+    )
     # gamma = 0.75 inside (0.5, 1): S = 1, U = 1/2, H = 2/3.
     result = calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=0.75)
-    assert (result["seen"], result["unseen"]) == (1.0, 0.5)
-    assert result["harmonic_mean"] == pytest.approx(2 / 3, rel=1e-15)
+    assert (result.seen, result.unseen) == (1.0, 0.5)
+    assert result.harmonic_mean == pytest.approx(2 / 3, rel=1e-15)
 
 
 def test_breakpoint_rule_images_at_their_margin_are_wrong() -> None:
@@ -204,28 +207,24 @@ def test_breakpoint_rule_images_at_their_margin_are_wrong() -> None:
         per_image_correct_at_gamma(Y, SCORES, seen=SEEN, gamma=1.0), [True, False, False, True]
     )
     result = calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=1.0)
-    assert (result["seen"], result["unseen"]) == (0.5, 0.5)
+    assert (result.seen, result.unseen) == (0.5, 0.5)
     # The literal definition agrees (all arithmetic here is exact).
-    assert brute(Y, SCORES, SEEN, 1.0) == {
-        "seen": 0.5,
-        "unseen": 0.5,
-        "harmonic_mean": 0.5,
-    }
+    assert brute(Y, SCORES, SEEN, 1.0) == GzslAccuracies(seen=0.5, unseen=0.5, harmonic_mean=0.5)
 
 
 def test_breakpoint_rule_on_every_breakpoint_of_a_random_integer_problem() -> None:
     # Integer scores: margins are integers, so scores - gamma is exact at every breakpoint.
     y_true, scores, seen = random_problem(3, 200, 7, integer=True)
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    gamma = curve["gamma"]
+    gamma = curve.gamma
     assert gamma.shape[0] > 3
     for j in range(1, gamma.shape[0] - 1):
         at = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=float(gamma[j]))
-        assert at["seen"] == pytest.approx(curve["seen_accuracy"][j], abs=1e-12)
-        assert at["unseen"] == pytest.approx(curve["unseen_accuracy"][j - 1], abs=1e-12)
+        assert at.seen == pytest.approx(curve.seen_accuracy[j], abs=1e-12)
+        assert at.unseen == pytest.approx(curve.unseen_accuracy[j - 1], abs=1e-12)
         reference = brute(y_true, scores, seen, float(gamma[j]))
-        assert at["seen"] == reference["seen"]
-        assert at["unseen"] == reference["unseen"]
+        assert at.seen == reference.seen
+        assert at.unseen == reference.unseen
 
 
 def test_per_image_correct_at_gamma_worked_example() -> None:
@@ -247,8 +246,8 @@ def test_per_image_correct_at_gamma_worked_example() -> None:
 def test_infinite_gamma_gives_the_curve_ends() -> None:
     low = calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=-INF)
     high = calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=INF)
-    assert (low["seen"], low["unseen"]) == (1.0, 0.0)
-    assert (high["seen"], high["unseen"]) == (0.0, 1.0)
+    assert (low.seen, low.unseen) == (1.0, 0.0)
+    assert (high.seen, high.unseen) == (0.0, 1.0)
 
 
 def test_tie_within_seen_group_never_correct_and_adds_no_breakpoint() -> None:
@@ -259,9 +258,9 @@ def test_tie_within_seen_group_never_correct_and_adds_no_breakpoint() -> None:
     y_true = [0, 1, 2]
     scores = [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0], [1.0, 0.0, 0.0]]
     curve = calibrated_stacking_curve(y_true, scores, seen=SEEN)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, 1.0, 3.0, INF])
-    np.testing.assert_array_equal(curve["seen_accuracy"], [0.5, 0.5, 0.0])
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, 1.0, 3.0, INF])
+    np.testing.assert_array_equal(curve.seen_accuracy, [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0, 1.0, 1.0])
     _, group_correct = stacking_margins(y_true, scores, seen=SEEN)
     np.testing.assert_array_equal(group_correct, [True, False, True])
 
@@ -274,9 +273,9 @@ def test_tie_within_unseen_group_never_correct() -> None:
     y_true = [0, 2, 1]
     scores = [[4.0, 0.0, -1.0], [1.0, 5.0, 5.0], [0.0, 2.0, 1.0]]
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, -2.0, 4.0, INF])
-    np.testing.assert_array_equal(curve["seen_accuracy"], [1.0, 1.0, 0.0])
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(curve.gamma, [-INF, -2.0, 4.0, INF])
+    np.testing.assert_array_equal(curve.seen_accuracy, [1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0, 0.5, 0.5])
     for gamma in (-100.0, 0.0, 100.0, INF):
         assert not per_image_correct_at_gamma(y_true, scores, seen=seen, gamma=gamma)[1]
 
@@ -299,9 +298,9 @@ def test_images_with_equal_margins_switch_together() -> None:
         [0.0, 0.0, 1.0],
     ]
     curve = calibrated_stacking_curve(y_true, scores, seen=SEEN)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, -1.0, 2.0, 5.0, INF])
-    np.testing.assert_array_equal(curve["seen_accuracy"], [1.0, 1.0, 0.5, 0.0])
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0, 0.5, 1.0, 1.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, -1.0, 2.0, 5.0, INF])
+    np.testing.assert_array_equal(curve.seen_accuracy, [1.0, 1.0, 0.5, 0.0])
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0, 0.5, 1.0, 1.0])
     # AUSUC: .5 * (1 + 1)/2 + .5 * (1 + .5)/2 + 0 = .875
     assert area_under_seen_unseen_curve(curve) == 0.875
 
@@ -326,17 +325,16 @@ def test_per_class_weights_and_empty_class_excluded() -> None:
         [1.0, 0.0, 2.0, -5.0],
     ]
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, -1.0, 1.0, 2.0, 4.0, INF])
-    np.testing.assert_allclose(
-        curve["seen_accuracy"], [5 / 6, 5 / 6, 1 / 3, 1 / 6, 0.0], rtol=1e-15
-    )
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0, 1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, -1.0, 1.0, 2.0, 4.0, INF])
+    np.testing.assert_allclose(curve.seen_accuracy, [5 / 6, 5 / 6, 1 / 3, 1 / 6, 0.0], rtol=1e-15)
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0, 1.0, 1.0, 1.0, 1.0])
     assert area_under_seen_unseen_curve(curve) == pytest.approx(5 / 6, rel=1e-15)
     for gamma in (-2.0, 0.0, 1.5, 3.0, 5.0):
         at = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=gamma)
-        assert at == pytest.approx(
-            {**brute(np.array(y_true), np.array(scores), np.array(seen), gamma), "gamma": gamma}
+        expected = with_gamma(
+            brute(np.array(y_true), np.array(scores), np.array(seen), gamma), gamma
         )
+        assert asdict(at) == pytest.approx(asdict(expected))
 
 
 def test_curve_ends_are_the_within_group_zsl_accuracies() -> None:
@@ -359,9 +357,9 @@ def test_curve_ends_are_the_within_group_zsl_accuracies() -> None:
         scores[~seen_images][:, unseen_columns],
         classes=np.arange(unseen_columns.shape[0]),
     )
-    assert curve["seen_accuracy"][0] == pytest.approx(zsl_seen, abs=1e-12)
-    assert curve["unseen_accuracy"][-1] == pytest.approx(zsl_unseen, abs=1e-12)
-    assert curve["unseen_accuracy"][0] == 0.0 and curve["seen_accuracy"][-1] == 0.0
+    assert curve.seen_accuracy[0] == pytest.approx(zsl_seen, abs=1e-12)
+    assert curve.unseen_accuracy[-1] == pytest.approx(zsl_unseen, abs=1e-12)
+    assert curve.unseen_accuracy[0] == 0.0 and curve.seen_accuracy[-1] == 0.0
 
 
 def test_no_group_correct_image_gives_a_single_interval() -> None:
@@ -371,9 +369,9 @@ def test_no_group_correct_image_gives_a_single_interval() -> None:
     seen = [True, True, False, False]
     scores = [[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 3.0, 3.0]]
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, INF])
-    np.testing.assert_array_equal(curve["seen_accuracy"], [0.0])
-    np.testing.assert_array_equal(curve["unseen_accuracy"], [0.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, INF])
+    np.testing.assert_array_equal(curve.seen_accuracy, [0.0])
+    np.testing.assert_array_equal(curve.unseen_accuracy, [0.0])
     assert area_under_seen_unseen_curve(curve) == 0.0
     assert select_gamma(y_true, scores, val_seen=seen) == 0.0
 
@@ -387,8 +385,8 @@ def test_select_gamma_prefers_interval_containing_zero() -> None:
     y_true = [0, 1, 2, 2]
     scores = [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, -1.0, 3.0], [0.0, -1.0, 1.0]]
     curve = calibrated_stacking_curve(y_true, scores, seen=SEEN)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, -3.0, -1.0, 2.0, 4.0, INF])
-    np.testing.assert_array_equal(curve["harmonic_mean"], [0.0, 2 / 3, 1.0, 2 / 3, 0.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, -3.0, -1.0, 2.0, 4.0, INF])
+    np.testing.assert_array_equal(curve.harmonic_mean, [0.0, 2 / 3, 1.0, 2 / 3, 0.0])
     assert select_gamma(y_true, scores, val_seen=SEEN) == 0.5
 
 
@@ -403,8 +401,8 @@ def test_select_gamma_tie_at_zero_breakpoint_takes_smaller_gamma() -> None:
     y_true = [0, 1, 2, 2]
     scores = [[2.0, 0.0, 2.0], [0.0, 3.0, 1.0], [0.0, -1.0, 2.0], [1.0, 0.0, 1.0]]
     curve = calibrated_stacking_curve(y_true, scores, seen=SEEN)
-    np.testing.assert_array_equal(curve["gamma"], [-INF, -2.0, 0.0, 2.0, INF])
-    np.testing.assert_array_equal(curve["harmonic_mean"], [0.0, 2 / 3, 2 / 3, 0.0])
+    np.testing.assert_array_equal(curve.gamma, [-INF, -2.0, 0.0, 2.0, INF])
+    np.testing.assert_array_equal(curve.harmonic_mean, [0.0, 2 / 3, 2 / 3, 0.0])
     assert select_gamma(y_true, scores, val_seen=SEEN) == -1.0
 
 
@@ -428,8 +426,8 @@ def test_select_gamma_transfers_to_a_different_test_candidate_set() -> None:
     assert 0.5 < gamma < 3.0  # roughly removes the +1.5 seen bias
     calibrated = calibrated_harmonic_mean(test_y, test_scores, seen=test_seen, gamma=gamma)
     plain = gzsl_accuracies(test_y, test_scores, seen=test_seen)
-    assert calibrated["harmonic_mean"] > plain["harmonic_mean"]
-    assert calibrated["gamma"] == gamma
+    assert calibrated.harmonic_mean > plain.harmonic_mean
+    assert calibrated.gamma == gamma
 
 
 def test_calibrated_harmonic_mean_at_zero_equals_gzsl_accuracies_exactly() -> None:
@@ -437,18 +435,20 @@ def test_calibrated_harmonic_mean_at_zero_equals_gzsl_accuracies_exactly() -> No
         y_true, scores, seen = random_problem(seed, 300, 8)
         for values in (scores, np.round(scores), scores.astype(np.float32)):
             got = calibrated_harmonic_mean(y_true, values, seen=seen, gamma=0.0)
-            assert got == {**gzsl_accuracies(y_true, values, seen=seen), "gamma": 0.0}
+            assert got == with_gamma(gzsl_accuracies(y_true, values, seen=seen), 0.0)
 
 
 def test_curve_is_json_serializable() -> None:
     curve = calibrated_stacking_curve(Y, SCORES, seen=SEEN)
-    record: dict[str, object] = {key: [float(v) for v in a] for key, a in curve.items()}
+    record: dict[str, object] = {
+        field.name: [float(v) for v in getattr(curve, field.name)] for field in fields(curve)
+    }
     record["ausuc"] = area_under_seen_unseen_curve(curve)
     assert json.loads(json.dumps(record))["ausuc"] == 0.875
     # The two infinite ends only: a strict JSON writer stores gamma[1:-1].
-    json.dumps([float(v) for v in curve["gamma"][1:-1]], allow_nan=False)
+    json.dumps([float(v) for v in curve.gamma[1:-1]], allow_nan=False)
     result = calibrated_harmonic_mean(Y, SCORES, seen=SEEN, gamma=0.75)
-    json.dumps(result, allow_nan=False)
+    json.dumps(asdict(result), allow_nan=False)
 
 
 def test_chunked_rows_give_the_same_curve(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -456,8 +456,8 @@ def test_chunked_rows_give_the_same_curve(monkeypatch: pytest.MonkeyPatch) -> No
     whole = calibrated_stacking_curve(y_true, scores, seen=seen)
     monkeypatch.setattr(validation, "CHUNK_ELEMENTS", 13)  # two rows of 6 per chunk
     chunked = calibrated_stacking_curve(y_true, scores, seen=seen)
-    for key in whole:
-        np.testing.assert_array_equal(whole[key], chunked[key])
+    for key in CURVE_FIELDS:
+        np.testing.assert_array_equal(getattr(whole, key), getattr(chunked, key))
 
 
 def test_float32_and_memmap_scores(tmp_path: Path) -> None:
@@ -467,8 +467,8 @@ def test_float32_and_memmap_scores(tmp_path: Path) -> None:
     mapped = np.load(path, mmap_mode="r")
     from_map = calibrated_stacking_curve(y_true, mapped, seen=seen)
     direct = calibrated_stacking_curve(y_true, scores.astype(np.float32), seen=seen)
-    for key in direct:
-        np.testing.assert_array_equal(from_map[key], direct[key])
+    for key in CURVE_FIELDS:
+        np.testing.assert_array_equal(getattr(from_map, key), getattr(direct, key))
     # float32 differences are exact in float64, so the margins equal the float64 computation.
     margin, _ = stacking_margins(y_true, mapped, seen=seen)
     s64 = np.asarray(mapped, dtype=np.float64)
@@ -483,11 +483,11 @@ def test_curve_agrees_with_plain_python_reference(seed: int, integer: bool) -> N
     y_true, scores, seen = random_problem(seed, 120, 6, integer=integer)
     edges, values = ref_curve(y_true.tolist(), scores.tolist(), seen.tolist())
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    np.testing.assert_array_equal(curve["gamma"], edges)
-    np.testing.assert_allclose(curve["seen_accuracy"], [s for s, _ in values], atol=1e-12)
-    np.testing.assert_allclose(curve["unseen_accuracy"], [u for _, u in values], atol=1e-12)
+    np.testing.assert_array_equal(curve.gamma, edges)
+    np.testing.assert_allclose(curve.seen_accuracy, [s for s, _ in values], atol=1e-12)
+    np.testing.assert_allclose(curve.unseen_accuracy, [u for _, u in values], atol=1e-12)
     np.testing.assert_allclose(
-        curve["harmonic_mean"], [harmonic_mean(s, u) for s, u in values], atol=1e-12
+        curve.harmonic_mean, [harmonic_mean(s, u) for s, u in values], atol=1e-12
     )
     assert ausuc(y_true, scores, seen=seen) == pytest.approx(ref_area(values), abs=1e-12)
     assert select_gamma(y_true, scores, val_seen=seen) == ref_select(edges, values)
@@ -497,26 +497,26 @@ def test_curve_agrees_with_plain_python_reference(seed: int, integer: bool) -> N
 def test_curve_agrees_with_brute_force_at_random_gammas(seed: int) -> None:
     y_true, scores, seen = random_problem(seed, 500, 10)
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
-    breakpoints = curve["gamma"][1:-1]
+    breakpoints = curve.gamma[1:-1]
     rng = np.random.default_rng(100 + seed)
     gammas = rng.uniform(breakpoints[0] - 1, breakpoints[-1] + 1, 60)
     for gamma in gammas:
         if np.min(np.abs(breakpoints - gamma)) < 1e-9:
             continue
-        j = int(np.searchsorted(curve["gamma"], gamma)) - 1
+        j = int(np.searchsorted(curve.gamma, gamma)) - 1
         expected = brute(y_true, scores, seen, float(gamma))
-        assert curve["seen_accuracy"][j] == pytest.approx(expected["seen"], abs=1e-12)
-        assert curve["unseen_accuracy"][j] == pytest.approx(expected["unseen"], abs=1e-12)
-        assert curve["harmonic_mean"][j] == pytest.approx(expected["harmonic_mean"], abs=1e-12)
+        assert curve.seen_accuracy[j] == pytest.approx(expected.seen, abs=1e-12)
+        assert curve.unseen_accuracy[j] == pytest.approx(expected.unseen, abs=1e-12)
+        assert curve.harmonic_mean[j] == pytest.approx(expected.harmonic_mean, abs=1e-12)
         at = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=float(gamma))
-        assert at == {**expected, "gamma": float(gamma)}
+        assert at == with_gamma(expected, float(gamma))
 
 
 def test_harmonic_mean_array_matches_gzsl_harmonic_mean_exactly() -> None:
     y_true, scores, seen = random_problem(9, 2000, 12)
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
     for s, u, h in zip(
-        curve["seen_accuracy"], curve["unseen_accuracy"], curve["harmonic_mean"], strict=True
+        curve.seen_accuracy, curve.unseen_accuracy, curve.harmonic_mean, strict=True
     ):
         assert h == harmonic_mean(float(s), float(u))
 
@@ -531,8 +531,8 @@ def test_resampling_from_margins_equals_recomputing_from_scores() -> None:
             y_true[idx], margin[idx], group_correct[idx], seen=seen
         )
         slow = calibrated_stacking_curve(y_true[idx], scores[idx], seen=seen)
-        for key in slow:
-            np.testing.assert_array_equal(fast[key], slow[key])
+        for key in CURVE_FIELDS:
+            np.testing.assert_array_equal(getattr(fast, key), getattr(slow, key))
 
 
 # --- properties ----------------------------------------------------------------------------------
@@ -561,7 +561,8 @@ def test_curve_properties(
     y_true, scores, seen = problem
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
     gamma, s, u, h = (
-        curve[key] for key in ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
+        getattr(curve, key)
+        for key in ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
     )
     m = gamma.shape[0] - 2
     assert s.shape == u.shape == h.shape == (m + 1,)
@@ -586,19 +587,18 @@ def test_curve_properties(
             continue
         j = int(np.searchsorted(gamma, g)) - 1
         expected = brute(y_true, scores, seen, g)
-        assert s[j] == pytest.approx(expected["seen"], abs=1e-12)
-        assert u[j] == pytest.approx(expected["unseen"], abs=1e-12)
-        assert h[j] == pytest.approx(expected["harmonic_mean"], abs=1e-12)
+        assert s[j] == pytest.approx(expected.seen, abs=1e-12)
+        assert u[j] == pytest.approx(expected.unseen, abs=1e-12)
+        assert h[j] == pytest.approx(expected.harmonic_mean, abs=1e-12)
     # At a breakpoint: seen from the right, unseen from the left; the literal ties agree.
     for j in range(1, m + 1):
         expected = brute(y_true, scores, seen, float(gamma[j]))
-        assert s[j] == pytest.approx(expected["seen"], abs=1e-12)
-        assert u[j - 1] == pytest.approx(expected["unseen"], abs=1e-12)
+        assert s[j] == pytest.approx(expected.seen, abs=1e-12)
+        assert u[j - 1] == pytest.approx(expected.unseen, abs=1e-12)
     # gamma = 0 is plain GZSL, exactly.
-    assert calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.0) == {
-        **gzsl_accuracies(y_true, scores, seen=seen),
-        "gamma": 0.0,
-    }
+    assert calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.0) == with_gamma(
+        gzsl_accuracies(y_true, scores, seen=seen), 0.0
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -608,21 +608,21 @@ def test_select_gamma_properties(problem: tuple[np.ndarray, np.ndarray, np.ndarr
     curve = calibrated_stacking_curve(y_true, scores, seen=seen)
     gamma = select_gamma(y_true, scores, val_seen=seen)
     assert math.isfinite(gamma)
-    best = float(curve["harmonic_mean"].max())
-    achieved = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=gamma)["harmonic_mean"]
+    best = float(curve.harmonic_mean.max())
+    achieved = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=gamma).harmonic_mean
     assert achieved == pytest.approx(best, abs=1e-12)
     if best == 0.0:
         assert gamma == 0.0
     else:
         # Strictly inside a best interval, and no best interval is closer to 0.
-        edges = curve["gamma"]
+        edges = curve.gamma
         j = int(np.searchsorted(edges, gamma)) - 1
         assert edges[j] < gamma < edges[j + 1]
 
         def distance(k: int) -> float:
             return float(max(edges[k], 0.0, -edges[k + 1]))
 
-        best_intervals = np.flatnonzero(curve["harmonic_mean"] >= best * (1 - 1e-12))
+        best_intervals = np.flatnonzero(curve.harmonic_mean >= best * (1 - 1e-12))
         assert j in best_intervals
         assert distance(j) == min(distance(int(k)) for k in best_intervals)
 
@@ -639,9 +639,9 @@ def test_curve_invariant_under_image_and_column_permutations(
     inverse = np.argsort(perm)
     a = calibrated_stacking_curve(y_true, scores, seen=seen)
     b = calibrated_stacking_curve(inverse[y_true[rows]], scores[rows][:, perm], seen=seen[perm])
-    np.testing.assert_array_equal(a["gamma"], b["gamma"])
+    np.testing.assert_array_equal(a.gamma, b.gamma)
     for key in ("seen_accuracy", "unseen_accuracy", "harmonic_mean"):
-        np.testing.assert_allclose(a[key], b[key], atol=1e-12)
+        np.testing.assert_allclose(getattr(a, key), getattr(b, key), atol=1e-12)
 
 
 @settings(max_examples=200, deadline=None)
@@ -655,12 +655,9 @@ def test_area_bounded_for_any_monotone_curve(
     n = min(len(seen_values), len(unseen_values))
     s = np.sort(seen_values[:n])[::-1]
     u = np.sort(unseen_values[:n])
-    curve = {
-        "gamma": np.arange(n + 1.0),
-        "seen_accuracy": s,
-        "unseen_accuracy": u,
-        "harmonic_mean": np.zeros(n),
-    }
+    curve = SeenUnseenCurve(
+        gamma=np.arange(n + 1.0), seen_accuracy=s, unseen_accuracy=u, harmonic_mean=np.zeros(n)
+    )
     area = area_under_seen_unseen_curve(curve)
     assert 0.0 <= area <= 1.0
     assert area <= s[0] * (u[-1] - u[0]) + 1e-12
@@ -777,32 +774,52 @@ GOOD_CURVE = {
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"seen_accuracy": []}, r"`curve\['seen_accuracy'\]` to be a non-empty 1D real array"),
-        ({"unseen_accuracy": [[0.0, 1.0]]}, r"`curve\['unseen_accuracy'\]` .* shape \(1, 2\)"),
+        ({"seen_accuracy": []}, r"`curve.seen_accuracy` to hold at least one interval, but got 0"),
+        (
+            {"unseen_accuracy": [[0.0, 1.0]]},
+            r"`curve.unseen_accuracy` to be a 1D real array.* shape \(1, 2\)",
+        ),
         (
             {"seen_accuracy": [1.5, 0.0]},
-            r"accuracies in \[0, 1\], but got curve\['seen_accuracy'\]\[0\] = 1.5",
+            r"`curve.seen_accuracy` to hold values in \[0, 1\], but got curve.seen_accuracy\[0\] = 1.5",
         ),
-        ({"unseen_accuracy": [0.0, np.nan]}, r"curve\['unseen_accuracy'\]\[1\] = nan"),
-        ({"seen_accuracy": [1.0, 0.5, 0.0]}, r"same length, but got 3 and 2"),
+        ({"unseen_accuracy": [0.0, np.nan]}, r"curve.unseen_accuracy\[1\] = nan"),
+        (
+            {"seen_accuracy": [1.0, 0.5, 0.0]},
+            r"`curve.unseen_accuracy` to have one entry per interval in `curve.seen_accuracy` \(3 intervals\), but got 2",
+        ),
         (
             {"seen_accuracy": [0.0, 1.0]},
-            r"`curve\['seen_accuracy'\]` to be non-increasing.*\[1\] = 1.0 after 0.0",
+            r"`curve.seen_accuracy` to be non-increasing.*\[1\] = 1.0 after 0.0",
         ),
-        ({"unseen_accuracy": [1.0, 0.0]}, r"`curve\['unseen_accuracy'\]` to be non-decreasing"),
+        ({"unseen_accuracy": [1.0, 0.0]}, r"`curve.unseen_accuracy` to be non-decreasing"),
+        (
+            {"gamma": [-INF, INF]},
+            r"`curve.gamma` to hold the 3 edges of the 2 intervals, but got 2",
+        ),
+        (
+            {"harmonic_mean": [0.0]},
+            r"`curve.harmonic_mean` to have one entry per interval .* but got 1",
+        ),
     ],
 )
-def test_error_area_bad_curve(change: dict[str, object], match: str) -> None:
+def test_error_bad_curve(change: dict[str, object], match: str) -> None:
     with pytest.raises(MetricError, match=match):
-        area_under_seen_unseen_curve({**GOOD_CURVE, **change})
+        SeenUnseenCurve(**{**GOOD_CURVE, **change})  # type: ignore[arg-type]
 
 
-def test_error_area_not_a_curve_dict() -> None:
-    with pytest.raises(MetricError, match=r"`curve` to be the dict returned by .* but got list"):
+def test_curve_is_read_only_and_does_not_alias() -> None:
+    seen = np.array([1.0, 0.0])
+    curve = SeenUnseenCurve(**{**GOOD_CURVE, "seen_accuracy": seen})  # type: ignore[arg-type]
+    assert not curve.seen_accuracy.flags.writeable and seen.flags.writeable
+    assert curve.seen_accuracy is not seen
+
+
+def test_error_area_not_a_curve() -> None:
+    with pytest.raises(MetricError, match=r"`curve` to be a SeenUnseenCurve .* but got list"):
         area_under_seen_unseen_curve([0.0, 1.0])  # type: ignore[arg-type]
-    missing = {key: value for key, value in GOOD_CURVE.items() if key != "unseen_accuracy"}
-    with pytest.raises(MetricError, match=r"missing \['unseen_accuracy'\]"):
-        area_under_seen_unseen_curve(missing)
+    with pytest.raises(MetricError, match=r"`curve` to be a SeenUnseenCurve .* but got dict"):
+        area_under_seen_unseen_curve(GOOD_CURVE)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -833,7 +850,7 @@ def test_error_select_gamma_bad_val_seen(val_seen: object, match: str) -> None:
 @pytest.mark.parametrize(
     ("gamma", "match"),
     [
-        (float("nan"), r"`gamma` to be a real number, but got NaN"),
+        (float("nan"), r"`gamma` to be a real number, but got nan"),
         (True, r"`gamma` to be a real number, but got True"),
         ("0.5", r"`gamma` to be a real number, but got '0.5'"),
         (None, r"`gamma` to be a real number, but got None"),

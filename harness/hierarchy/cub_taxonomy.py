@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import HierarchyError
-from harness.hierarchy import Hierarchy
+from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
     "CLASSES_FILE",

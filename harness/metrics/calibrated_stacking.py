@@ -69,7 +69,7 @@ At :math:`\gamma = 1` images 1 and 2 are both wrong: S = 1/2 (right of 1), U = 1
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -77,15 +77,20 @@ import numpy.typing as npt
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    check_choice,
+    check_scalar,
     check_scores_and_targets,
     check_seen,
     check_targets,
+    check_vector,
     chunk_rows,
 )
-from harness.metrics.flat import class_counts_checked, reduce_per_class
-from harness.metrics.gzsl import harmonic_mean
+from harness.metrics.flat import class_counts_checked, count_classes_with_images, reduce_per_class
+from harness.metrics.gzsl import GzslAccuracies, harmonic_mean
 
 __all__ = [
+    "CalibratedAccuracies",
+    "SeenUnseenCurve",
     "area_under_seen_unseen_curve",
     "ausuc",
     "calibrated_harmonic_mean",
@@ -99,9 +104,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-#: Keys of the curve dictionary, in order.
-CURVE_KEYS = ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
-
 #: Validation H values within this relative distance of the best count as ties in
 #: :func:`select_gamma`, so that rounding in the cumulative sums cannot decide a tie.
 H_TIE_RTOL = 1e-12
@@ -109,46 +111,121 @@ H_TIE_RTOL = 1e-12
 _CRITERIA = ("harmonic_mean",)
 
 
-# --- private checks and helpers ------------------------------------------------------------------
+# --- results -------------------------------------------------------------------------------------
 
 
-def _check_seen_mask(seen: npt.ArrayLike | None, name: str = "seen") -> BoolArray:
-    """``check_seen`` when the number of candidates is only known from the mask itself."""
-    array = np.asarray(seen) if seen is not None else None
-    n_candidates = array.shape[0] if array is not None and array.ndim == 1 else 0
-    try:
-        return check_seen(seen, n_candidates)
-    except MetricError as error:
-        if name == "seen":
-            raise
-        raise MetricError(str(error).replace("`seen`", f"`{name}`", 1)) from None
+@dataclass(frozen=True, eq=False)
+class SeenUnseenCurve:
+    r"""The seen-unseen accuracy curve of calibrated stacking: one value per open gamma interval.
+
+    Built by :func:`calibrated_stacking_curve`; a curve built by hand is checked on construction
+    (so :func:`area_under_seen_unseen_curve` may trust it). The arrays are read-only float64
+    copies.
+
+    Attributes
+    ----------
+    gamma : ndarray of float64 of shape (m + 2,)
+        The interval edges :math:`[-\infty, b_1, \dots, b_m, +\infty]`, sorted.
+    seen_accuracy, unseen_accuracy, harmonic_mean : ndarray of float64 of shape (m + 1,)
+        The values on each open interval ``(gamma[j], gamma[j + 1])``, in [0, 1]; seen accuracy
+        non-increasing, unseen accuracy non-decreasing in gamma.
+
+    Raises
+    ------
+    MetricError
+        If an accuracy array is empty, not 1D real, outside [0, 1], not monotone, or the four
+        arrays disagree in length (the message names the field and the first bad position).
+    """
+
+    gamma: FloatArray
+    seen_accuracy: FloatArray
+    unseen_accuracy: FloatArray
+    harmonic_mean: FloatArray
+
+    def __post_init__(self) -> None:
+        seen = check_vector(
+            self.seen_accuracy,
+            "curve.seen_accuracy",
+            kind="real",
+            entry="interval",
+            allow_empty=False,
+            low=0.0,
+            high=1.0,
+        )
+        n = seen.shape[0]
+        unseen = check_vector(
+            self.unseen_accuracy,
+            "curve.unseen_accuracy",
+            n,
+            kind="real",
+            entry="interval",
+            among="`curve.seen_accuracy`",
+            low=0.0,
+            high=1.0,
+        )
+        for key, array, rises in (
+            ("seen_accuracy", seen, False),
+            ("unseen_accuracy", unseen, True),
+        ):
+            steps = np.diff(array)
+            bad = steps < 0.0 if rises else steps > 0.0
+            if bad.any():
+                position = int(np.argmax(bad)) + 1
+                direction = "non-decreasing" if rises else "non-increasing"
+                raise MetricError(
+                    f"Expected `curve.{key}` to be {direction} in gamma, but got "
+                    f"curve.{key}[{position}] = {array[position]} after {array[position - 1]}."
+                )
+        harmonic = check_vector(
+            self.harmonic_mean,
+            "curve.harmonic_mean",
+            n,
+            kind="real",
+            entry="interval",
+            among="`curve.seen_accuracy`",
+        )
+        gamma = check_vector(self.gamma, "curve.gamma", kind="real")
+        if gamma.shape[0] != n + 1:
+            raise MetricError(
+                f"Expected `curve.gamma` to hold the {n + 1} edges of the {n} intervals, but got "
+                f"{gamma.shape[0]} values."
+            )
+        for key, array in (
+            ("gamma", gamma),
+            ("seen_accuracy", seen),
+            ("unseen_accuracy", unseen),
+            ("harmonic_mean", harmonic),
+        ):
+            frozen = np.array(array, dtype=np.float64)  # never alias (or freeze) the caller's
+            frozen.flags.writeable = False
+            object.__setattr__(self, key, frozen)
 
 
-def _check_gamma(gamma: Any) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, int | float | np.integer | np.floating):
-        raise MetricError(f"Expected `gamma` to be a real number, but got {gamma!r}.")
-    value = float(gamma)
-    if math.isnan(value):
-        raise MetricError("Expected `gamma` to be a real number, but got NaN.")
-    return value
+@dataclass(frozen=True)
+class CalibratedAccuracies(GzslAccuracies):
+    """GZSL accuracies after calibrated stacking, and the ``gamma`` that gave them."""
+
+    gamma: float
+
+
+# --- private helpers -----------------------------------------------------------------------------
 
 
 def _first_bad(mask: BoolArray) -> int:
     return int(np.argmax(mask))
 
 
-def _require_images(
-    totals: npt.NDArray[np.int64], columns: npt.NDArray[np.int64], what: str
-) -> int:
-    """Number of ``columns`` with images; raise as :func:`reduce_per_class` does when none."""
-    present = int(np.count_nonzero(totals[columns]))
-    if present == 0:
-        raise MetricError(
-            f"Expected at least one test image whose true class is among {what} "
-            f"({columns.shape[0]} classes), but none of the {int(totals.sum())} images is. "
-            "The mean of per-class accuracies is undefined; check `classes` and `y_true`."
-        )
-    return present
+def _checked_margins(
+    y_true: Any, scores: Any, seen: Any, names: tuple[str, str, str] = ("y_true", "scores", "seen")
+) -> tuple[npt.NDArray[np.int64], BoolArray, FloatArray, BoolArray]:
+    """Check the inputs (named ``names`` in messages), then :func:`stacking_margins`.
+
+    Returns the checked ``y_true`` and ``seen`` with the margins and group-correctness.
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores, names=names[:2])
+    seen_mask = check_seen(seen, checked_scores.shape[1], names[2])
+    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    return checked_y, seen_mask, margin, group_correct
 
 
 def _margins_checked(
@@ -214,91 +291,6 @@ def _harmonic_mean_array(seen: FloatArray, unseen: FloatArray) -> FloatArray:
     return result
 
 
-def _check_margins(
-    margin: npt.ArrayLike, group_correct: npt.ArrayLike, n_images: int
-) -> tuple[FloatArray, BoolArray]:
-    margins = np.asarray(margin)
-    if margins.ndim != 1 or margins.dtype.kind not in "iuf":
-        raise MetricError(
-            "Expected `margin` to be a 1D real array, one entry per image, but got shape "
-            f"{margins.shape} and dtype {margins.dtype}."
-        )
-    if margins.shape[0] != n_images:
-        raise MetricError(
-            f"Expected `margin` to have one entry per image in `y_true` ({n_images} images), "
-            f"but got {margins.shape[0]}."
-        )
-    margins = margins.astype(np.float64, copy=False)
-    finite = np.isfinite(margins)
-    if not finite.all():
-        position = _first_bad(~finite)
-        raise MetricError(
-            f"Expected `margin` to contain only finite values, but got margin[{position}] = "
-            f"{margins[position]}."
-        )
-    correct = np.asarray(group_correct)
-    if correct.ndim != 1 or correct.dtype.kind != "b":
-        raise MetricError(
-            "Expected `group_correct` to be a 1D bool array, one entry per image, but got shape "
-            f"{correct.shape} and dtype {correct.dtype}."
-        )
-    if correct.shape[0] != n_images:
-        raise MetricError(
-            f"Expected `group_correct` to have one entry per image in `y_true` ({n_images} "
-            f"images), but got {correct.shape[0]}."
-        )
-    return margins, correct
-
-
-def _check_curve(curve: Any) -> tuple[FloatArray, FloatArray]:
-    """The (seen, unseen) accuracy arrays of a curve dictionary, checked."""
-    if not isinstance(curve, dict):
-        raise MetricError(
-            "Expected `curve` to be the dict returned by `calibrated_stacking_curve`, "
-            f"but got {type(curve).__name__}."
-        )
-    missing = [key for key in CURVE_KEYS if key not in curve]
-    if missing:
-        raise MetricError(
-            f"Expected `curve` to have the keys {list(CURVE_KEYS)}, but got {sorted(curve)} "
-            f"(missing {missing})."
-        )
-    arrays = {}
-    for key in ("seen_accuracy", "unseen_accuracy"):
-        array = np.asarray(curve[key])
-        if array.ndim != 1 or array.shape[0] == 0 or array.dtype.kind not in "iuf":
-            raise MetricError(
-                f"Expected `curve['{key}']` to be a non-empty 1D real array, but got shape "
-                f"{array.shape} and dtype {array.dtype}."
-            )
-        array = array.astype(np.float64, copy=False)
-        bad = ~((array >= 0.0) & (array <= 1.0))  # also catches NaN
-        if bad.any():
-            position = _first_bad(bad)
-            raise MetricError(
-                f"Expected `curve['{key}']` to hold accuracies in [0, 1], but got "
-                f"curve['{key}'][{position}] = {array[position]}."
-            )
-        arrays[key] = array
-    seen, unseen = arrays["seen_accuracy"], arrays["unseen_accuracy"]
-    if seen.shape != unseen.shape:
-        raise MetricError(
-            "Expected `curve['seen_accuracy']` and `curve['unseen_accuracy']` to have the same "
-            f"length, but got {seen.shape[0]} and {unseen.shape[0]}."
-        )
-    for key, array, rises in (("seen_accuracy", seen, False), ("unseen_accuracy", unseen, True)):
-        steps = np.diff(array)
-        bad = steps < 0.0 if rises else steps > 0.0
-        if bad.any():
-            position = _first_bad(bad) + 1
-            direction = "non-decreasing" if rises else "non-increasing"
-            raise MetricError(
-                f"Expected `curve['{key}']` to be {direction} in gamma, but got "
-                f"curve['{key}'][{position}] = {array[position]} after {array[position - 1]}."
-            )
-    return seen, unseen
-
-
 # --- public API ----------------------------------------------------------------------------------
 
 
@@ -357,9 +349,8 @@ def stacking_margins(
     >>> margin, group_correct
     (array([3., 1.]), array([ True, False]))
     """
-    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
-    seen_mask = check_seen(seen, checked_scores.shape[1])
-    return _margins_checked(checked_y, checked_scores, seen_mask)
+    _, _, margin, group_correct = _checked_margins(y_true, scores, seen)
+    return margin, group_correct
 
 
 def calibrated_stacking_curve_from_margins(
@@ -368,7 +359,7 @@ def calibrated_stacking_curve_from_margins(
     group_correct: npt.ArrayLike,
     *,
     seen: npt.ArrayLike,
-) -> dict[str, FloatArray]:
+) -> SeenUnseenCurve:
     """:func:`calibrated_stacking_curve` from the per-image statistics of :func:`stacking_margins`.
 
     The fast path for resampling: index ``y_true``, ``margin`` and ``group_correct`` with the
@@ -387,7 +378,7 @@ def calibrated_stacking_curve_from_margins(
 
     Returns
     -------
-    curve : dict of ndarray of float64
+    curve : SeenUnseenCurve
         As :func:`calibrated_stacking_curve`.
 
     Raises
@@ -403,17 +394,23 @@ def calibrated_stacking_curve_from_margins(
     >>> curve = calibrated_stacking_curve_from_margins(
     ...     [0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4, seen=[True, True, False]
     ... )
-    >>> curve["gamma"], curve["seen_accuracy"]
+    >>> curve.gamma, curve.seen_accuracy
     (array([-inf,  0.5,  1. ,  3. ,  inf]), array([1. , 1. , 0.5, 0. ]))
     """
-    seen_mask = _check_seen_mask(seen)
+    seen_mask = check_seen(seen, None)
     n_candidates = seen_mask.shape[0]
     checked_y = check_targets(y_true, n_candidates)
-    margins, correct = _check_margins(margin, group_correct, checked_y.shape[0])
+    n_images = checked_y.shape[0]
+    margins = check_vector(margin, "margin", n_images, kind="real", finite=True)
+    correct = check_vector(group_correct, "group_correct", n_images, kind="bool")
 
     totals = np.bincount(checked_y, minlength=n_candidates)
-    n_seen_classes = _require_images(totals, np.flatnonzero(seen_mask), "the seen classes")
-    n_unseen_classes = _require_images(totals, np.flatnonzero(~seen_mask), "the unseen classes")
+    n_seen_classes = count_classes_with_images(
+        totals, np.flatnonzero(seen_mask), "the seen classes"
+    )
+    n_unseen_classes = count_classes_with_images(
+        totals, np.flatnonzero(~seen_mask), "the unseen classes"
+    )
 
     # Each group-correct image moves its class's accuracy by 1 / n_class at its margin: down for
     # a seen image (right below the margin), up for an unseen one (right above it).
@@ -437,17 +434,17 @@ def calibrated_stacking_curve_from_margins(
     unseen_accuracy[1:] = np.cumsum(unseen_gain) / n_unseen_classes
     np.minimum(seen_accuracy, 1.0, out=seen_accuracy)
     np.minimum(unseen_accuracy, 1.0, out=unseen_accuracy)
-    return {
-        "gamma": np.concatenate(([-np.inf], breakpoints, [np.inf])),
-        "seen_accuracy": seen_accuracy,
-        "unseen_accuracy": unseen_accuracy,
-        "harmonic_mean": _harmonic_mean_array(seen_accuracy, unseen_accuracy),
-    }
+    return SeenUnseenCurve(
+        gamma=np.concatenate(([-np.inf], breakpoints, [np.inf])),
+        seen_accuracy=seen_accuracy,
+        unseen_accuracy=unseen_accuracy,
+        harmonic_mean=_harmonic_mean_array(seen_accuracy, unseen_accuracy),
+    )
 
 
 def calibrated_stacking_curve(
     y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike
-) -> dict[str, FloatArray]:
+) -> SeenUnseenCurve:
     r"""The exact seen-unseen accuracy curve of calibrated stacking over every :math:`\gamma`.
 
     With :math:`b_1 < \dots < b_m` the breakpoints (distinct margins of group-correct images,
@@ -475,7 +472,7 @@ def calibrated_stacking_curve(
 
     Returns
     -------
-    curve : dict of ndarray of float64
+    curve : SeenUnseenCurve
         ``gamma`` of shape (m + 2,): the interval edges :math:`[-\infty, b_1, \dots, b_m,
         +\infty]`, sorted, distinct; ``seen_accuracy``, ``unseen_accuracy``, ``harmonic_mean``
         of shape (m + 1,): the value on each open interval ``(gamma[j], gamma[j + 1])``, all in
@@ -516,24 +513,22 @@ def calibrated_stacking_curve(
     >>> y_true = [0, 1, 2, 2]
     >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
     >>> curve = calibrated_stacking_curve(y_true, scores, seen=[True, True, False])
-    >>> curve["gamma"]
+    >>> curve.gamma
     array([-inf,  0.5,  1. ,  3. ,  inf])
-    >>> curve["seen_accuracy"], curve["unseen_accuracy"]
+    >>> curve.seen_accuracy, curve.unseen_accuracy
     (array([1. , 1. , 0.5, 0. ]), array([0. , 0.5, 1. , 1. ]))
 
     H on :math:`(0.5, 1)` is :math:`2 \cdot 1 \cdot 0.5 / 1.5 = 2/3`, and likewise on
     :math:`(1, 3)`:
 
-    >>> curve["harmonic_mean"].round(4)
+    >>> curve.harmonic_mean.round(4)
     array([0.    , 0.6667, 0.6667, 0.    ])
     """
-    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
-    seen_mask = check_seen(seen, checked_scores.shape[1])
-    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
     return calibrated_stacking_curve_from_margins(checked_y, margin, group_correct, seen=seen_mask)
 
 
-def area_under_seen_unseen_curve(curve: dict[str, Any]) -> float:
+def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
     r"""Area under the seen-unseen accuracy curve (AUSUC) of calibrated stacking.
 
     The operating points :math:`(U_j, S_j) = (\mathrm{acc}_U^{(j)}, \mathrm{acc}_S^{(j)})`,
@@ -547,9 +542,9 @@ def area_under_seen_unseen_curve(curve: dict[str, Any]) -> float:
 
     Parameters
     ----------
-    curve : dict
-        The result of :func:`calibrated_stacking_curve`; only ``seen_accuracy`` and
-        ``unseen_accuracy`` are read (lists are accepted too).
+    curve : SeenUnseenCurve
+        The result of :func:`calibrated_stacking_curve` (or one built by hand, checked when
+        built); only ``seen_accuracy`` and ``unseen_accuracy`` are read.
 
     Returns
     -------
@@ -559,9 +554,8 @@ def area_under_seen_unseen_curve(curve: dict[str, Any]) -> float:
     Raises
     ------
     MetricError
-        If ``curve`` is not a dict with the curve keys, an accuracy array is empty, not 1D, of
-        different lengths, outside [0, 1], or not monotone (seen non-increasing, unseen
-        non-decreasing).
+        If ``curve`` is not a :class:`SeenUnseenCurve` (building one checks that the accuracy
+        arrays are non-empty, 1D, of one length, in [0, 1] and monotone).
 
     Notes
     -----
@@ -582,16 +576,21 @@ def area_under_seen_unseen_curve(curve: dict[str, Any]) -> float:
     :math:`0.5 \cdot (1 + 1)/2 + 0.5 \cdot (1 + 0.5)/2 + 0 = 0.5 + 0.375 = 0.875`:
 
     >>> area_under_seen_unseen_curve(
-    ...     {
-    ...         "gamma": [-float("inf"), 0.5, 1.0, 3.0, float("inf")],
-    ...         "seen_accuracy": [1.0, 1.0, 0.5, 0.0],
-    ...         "unseen_accuracy": [0.0, 0.5, 1.0, 1.0],
-    ...         "harmonic_mean": [0.0, 2 / 3, 2 / 3, 0.0],
-    ...     }
+    ...     SeenUnseenCurve(
+    ...         gamma=[-float("inf"), 0.5, 1.0, 3.0, float("inf")],
+    ...         seen_accuracy=[1.0, 1.0, 0.5, 0.0],
+    ...         unseen_accuracy=[0.0, 0.5, 1.0, 1.0],
+    ...         harmonic_mean=[0.0, 2 / 3, 2 / 3, 0.0],
+    ...     )
     ... )
     0.875
     """
-    seen, unseen = _check_curve(curve)
+    if not isinstance(curve, SeenUnseenCurve):
+        raise MetricError(
+            "Expected `curve` to be a SeenUnseenCurve (from `calibrated_stacking_curve`), "
+            f"but got {type(curve).__name__}."
+        )
+    seen, unseen = curve.seen_accuracy, curve.unseen_accuracy
     area = float(np.sum(np.diff(unseen) * (seen[:-1] + seen[1:])) / 2.0)
     return min(max(area, 0.0), 1.0)
 
@@ -659,8 +658,8 @@ def select_gamma(
     Raises
     ------
     MetricError
-        As :func:`calibrated_stacking_curve` for the validation inputs (``seen`` named
-        ``val_seen``), or if ``criterion`` is unknown.
+        As :func:`calibrated_stacking_curve` for the validation inputs (named ``val_y_true``,
+        ``val_scores`` and ``val_seen``), or if ``criterion`` is unknown.
 
     Notes
     -----
@@ -688,26 +687,18 @@ def select_gamma(
     ...              val_seen=[True, True, False])
     0.75
     """
-    if not isinstance(criterion, str) or criterion not in _CRITERIA:
-        raise MetricError(
-            f"Expected `criterion` to be one of {list(_CRITERIA)}, but got {criterion!r}."
-        )
-    checked_y, checked_scores = check_scores_and_targets(val_y_true, val_scores)
-    seen_mask = _check_seen_mask(val_seen, "val_seen")
-    if seen_mask.shape[0] != checked_scores.shape[1]:
-        raise MetricError(
-            f"Expected `val_seen` to have one entry per candidate column "
-            f"({checked_scores.shape[1]}), but got {seen_mask.shape[0]}."
-        )
-    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    checked_criterion = check_choice(criterion, "criterion", _CRITERIA)
+    checked_y, seen_mask, margin, group_correct = _checked_margins(
+        val_y_true, val_scores, val_seen, names=("val_y_true", "val_scores", "val_seen")
+    )
     curve = calibrated_stacking_curve_from_margins(checked_y, margin, group_correct, seen=seen_mask)
-    values = curve[criterion]
+    values = getattr(curve, checked_criterion)
     best_value = float(values.max())
     if best_value <= 0.0:
         return 0.0
     best = np.flatnonzero(values >= best_value * (1.0 - H_TIE_RTOL))
-    low = curve["gamma"][best]
-    high = curve["gamma"][best + 1]
+    low = curve.gamma[best]
+    high = curve.gamma[best + 1]
     distance = np.where(low >= 0.0, low, np.where(high <= 0.0, -high, 0.0))
     choice = int(np.argmin(distance))  # first of the closest: the smaller gamma
     return float(low[choice] / 2.0 + high[choice] / 2.0)
@@ -768,10 +759,8 @@ def per_image_correct_at_gamma(
     >>> per_image_correct_at_gamma([0, 2], scores, seen=[True, True, False], gamma=1.5)
     array([ True,  True])
     """
-    checked_gamma = _check_gamma(gamma)
-    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
-    seen_mask = check_seen(seen, checked_scores.shape[1])
-    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    checked_gamma = check_scalar(gamma, "gamma")
+    checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
     return _correct_checked(checked_y, margin, group_correct, seen_mask, checked_gamma)
 
 
@@ -781,7 +770,7 @@ def calibrated_harmonic_mean(
     *,
     seen: npt.ArrayLike,
     gamma: float,
-) -> dict[str, float]:
+) -> CalibratedAccuracies:
     r"""GZSL seen accuracy, unseen accuracy and H after calibrated stacking with a given gamma.
 
     .. math::
@@ -807,7 +796,7 @@ def calibrated_harmonic_mean(
 
     Returns
     -------
-    result : dict
+    result : CalibratedAccuracies
         ``seen``, ``unseen``, ``harmonic_mean`` (floats in [0, 1]) and ``gamma`` (float).
 
     Raises
@@ -837,28 +826,24 @@ def calibrated_harmonic_mean(
     >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
     >>> seen = [True, True, False]
     >>> calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.0)
-    {'seen': 1.0, 'unseen': 0.0, 'harmonic_mean': 0.0, 'gamma': 0.0}
+    CalibratedAccuracies(seen=1.0, unseen=0.0, harmonic_mean=0.0, gamma=0.0)
     >>> result = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.75)
-    >>> result["seen"], result["unseen"], round(result["harmonic_mean"], 6)
+    >>> result.seen, result.unseen, round(result.harmonic_mean, 6)
     (1.0, 0.5, 0.666667)
     """
-    checked_gamma = _check_gamma(gamma)
-    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
-    n_candidates = checked_scores.shape[1]
-    seen_mask = check_seen(seen, n_candidates)
-    margin, group_correct = _margins_checked(checked_y, checked_scores, seen_mask)
+    checked_gamma = check_scalar(gamma, "gamma")
+    checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
     correct = _correct_checked(checked_y, margin, group_correct, seen_mask, checked_gamma)
-    hits, totals = class_counts_checked(checked_y, correct, n_candidates)
-    seen_details = reduce_per_class(
-        hits, totals, np.flatnonzero(seen_mask), what="the seen classes"
+    hits, totals = class_counts_checked(checked_y, correct, seen_mask.shape[0])
+    seen_value = reduce_per_class(
+        hits, totals, np.flatnonzero(seen_mask), k=1, what="the seen classes"
+    ).value
+    unseen_value = reduce_per_class(
+        hits, totals, np.flatnonzero(~seen_mask), k=1, what="the unseen classes"
+    ).value
+    return CalibratedAccuracies(
+        seen=seen_value,
+        unseen=unseen_value,
+        harmonic_mean=harmonic_mean(seen_value, unseen_value),
+        gamma=checked_gamma,
     )
-    unseen_details = reduce_per_class(
-        hits, totals, np.flatnonzero(~seen_mask), what="the unseen classes"
-    )
-    seen_value, unseen_value = seen_details["value"], unseen_details["value"]
-    return {
-        "seen": seen_value,
-        "unseen": unseen_value,
-        "harmonic_mean": harmonic_mean(seen_value, unseen_value),
-        "gamma": checked_gamma,
-    }

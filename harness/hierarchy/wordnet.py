@@ -50,7 +50,7 @@ import numpy as np
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from harness.errors import HierarchyError
-from harness.hierarchy import Hierarchy
+from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
     "build_wordnet_hierarchy",
@@ -58,6 +58,7 @@ __all__ = [
     "hypernym_hops",
     "open_wordnet",
     "read_wnid_list",
+    "synset_hypernym_hops",
     "synset_of",
     "wnid",
 ]
@@ -282,9 +283,14 @@ def hypernym_hops(reader: WordNetCorpusReader, wordnet_id: str) -> dict[str, int
     HierarchyError
         As :func:`synset_of`.
     """
-    start = synset_of(reader, wordnet_id)
-    hops = {wordnet_id: 0}
-    frontier = [start]
+    return synset_hypernym_hops(synset_of(reader, wordnet_id))
+
+
+def synset_hypernym_hops(synset: Any) -> dict[str, int]:
+    """:func:`hypernym_hops` of a synset object: its WordNet id and every hypernym's, with the
+    fewest hypernym (or instance hypernym) edges up to it."""
+    hops = {wnid(synset): 0}
+    frontier = [synset]
     depth = 0
     while frontier:  # breadth first: the first visit is the shortest path
         depth += 1
@@ -418,14 +424,13 @@ def build_wordnet_hierarchy(
     full = _hierarchy(nodes, edges, source)
     idx = full.indices(classes)
 
-    among = full.ancestor_matrix[idx][:, idx].tocoo()
-    off = among.row != among.col
-    if off.any():
-        below, above = int(among.row[off][0]), int(among.col[off][0])
+    pairs_below, pairs_above = full.ancestor_pairs(idx)
+    if pairs_below.size:
+        below, above = int(pairs_below[0]), int(pairs_above[0])
         raise HierarchyError(
             f"classes must be mutually exclusive, but leaves[{above}] {classes[above]} "
             f"({full.names[idx[above]]}) is an ancestor of leaves[{below}] {classes[below]} "
-            f"({full.names[idx[below]]}); drop one of them ({int(off.sum())} such pair(s))"
+            f"({full.names[idx[below]]}); drop one of them ({pairs_below.size} such pair(s))"
         )
     if root is None:
         return full

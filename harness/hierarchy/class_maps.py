@@ -10,7 +10,7 @@ project derives once, checks by hand, and commits under ``specs/`` (see
 - :func:`read_class_map` / :func:`read_class_map_rows` / :func:`write_class_map` handle the file;
 - :func:`check_class_map` verifies a map against WordNet 3.0 and mutual exclusivity;
 - :func:`build_class_map_hierarchy` freezes the map's hierarchy with
-  :func:`harness.wordnet.build_wordnet_hierarchy`.
+  :func:`harness.hierarchy.wordnet.build_wordnet_hierarchy`.
 
 The TSV format
 --------------
@@ -48,8 +48,13 @@ from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from harness.atomic import write_text_atomic
 from harness.errors import HarnessError, HierarchyError
-from harness.hierarchy import Hierarchy
-from harness.wordnet import build_wordnet_hierarchy, synset_of, wnid
+from harness.hierarchy.dag import Hierarchy
+from harness.hierarchy.wordnet import (
+    build_wordnet_hierarchy,
+    synset_hypernym_hops,
+    synset_of,
+    wnid,
+)
 
 __all__ = [
     "ANIMAL",
@@ -207,16 +212,7 @@ def _nouns(reader: WordNetCorpusReader, lemma: str) -> list[Any]:
 
 def _ancestor_ids(synset: Any) -> set[str]:
     """WordNet ids of the synset and all its (instance) hypernyms."""
-    seen = {wnid(synset)}
-    stack = [synset]
-    while stack:
-        here = stack.pop()
-        for up in here.hypernyms() + here.instance_hypernyms():
-            key = wnid(up)
-            if key not in seen:
-                seen.add(key)
-                stack.append(up)
-    return seen
+    return set(synset_hypernym_hops(synset))
 
 
 def _lookup(reader: WordNetCorpusReader, query: str) -> tuple[str, str, list[tuple[str, Any]]]:
@@ -266,7 +262,7 @@ def suggest_wordnet_ids(
     Parameters
     ----------
     reader : WordNetCorpusReader
-        From :func:`harness.wordnet.open_wordnet`.
+        From :func:`harness.hierarchy.wordnet.open_wordnet`.
     names : iterable of str
         Class names as the dataset spells them.
     hint_roots : sequence of str, default=()
@@ -625,7 +621,7 @@ def check_class_map(
     Parameters
     ----------
     reader : WordNetCorpusReader
-        From :func:`harness.wordnet.open_wordnet`.
+        From :func:`harness.hierarchy.wordnet.open_wordnet`.
     rows : path or sequence of ClassMapRow
         A TSV file or rows.
     classes : sequence of str, default=None
@@ -698,8 +694,8 @@ def build_class_map_hierarchy(
 ) -> Hierarchy:
     """Freeze the WordNet hierarchy of a class map: every hypernym path of every mapped class.
 
-    Runs :func:`check_class_map`, then :func:`harness.wordnet.build_wordnet_hierarchy` with
-    ``leaves`` = the mapped ids.
+    Runs :func:`check_class_map`, then
+    :func:`harness.hierarchy.wordnet.build_wordnet_hierarchy` with ``leaves`` = the mapped ids.
 
     Parameters
     ----------

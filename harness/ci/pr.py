@@ -1,0 +1,496 @@
+"""The pull-request job (``zsl ci pr``): changed packages → runs → checks → records, site, report.
+
+Contract: :func:`run_pull_request` lists what the change touched (:mod:`harness.ci.git`), reads
+the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), validates, runs
+and scores every package to run (:func:`score_package`, through :mod:`harness.pipeline`) into a
+throwaway store seeded with the trusted records, checks every changed record against its fresh
+run (:func:`harness.ci.diff.record_differences`), exports the records, builds the site
+(:mod:`harness.site`) and writes the report (:func:`render_report` around
+:func:`harness.ci.diff.leaderboard_diff`). It writes only into the results folder and the output
+folder. A package's failure is that package's outcome, never the job's; the job's own
+failures are :attr:`PullRequestResult.problems`. The harness that judges must be the base's
+(:func:`check_harness_is_base`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+import harness.pipeline
+import harness.site
+import harness.submission.archive
+from harness.atomic import write_text_atomic
+from harness.ci.config import CI_CONFIG, config_root, config_spec_paths, load_ci_config
+from harness.ci.diff import (
+    index_records,
+    leaderboard_diff,
+    record_differences,
+    same_result,
+)
+from harness.ci.git import (
+    SUBMISSIONS,
+    PackageChanges,
+    all_packages,
+    changed_packages,
+    committed_files,
+    committed_records,
+    find_repo_root,
+    manifest_name_at,
+    merge_base,
+    refuse_links_on_the_way,
+    relative_to_root,
+    resolve_commit,
+    work_tree_changes,
+)
+from harness.ci.markdown import MAX_DETAIL, escape_markdown, one_line, short_list
+from harness.errors import HarnessError
+from harness.records import RunRecord
+from harness.results.records_io import (
+    RecordFile,
+    RecordKey,
+    describe_key,
+    dump_record,
+    export_records,
+    read_record_files,
+    read_records,
+    record_key,
+    record_path,
+)
+from harness.runners import sandbox
+from harness.site.text import format_value
+from harness.store import open_store, save_run
+
+__all__ = [
+    "DIFF_FILENAME",
+    "SITE_DIRNAME",
+    "STORE_FILENAME",
+    "PackageOutcome",
+    "PullRequestResult",
+    "check_harness_is_base",
+    "render_report",
+    "run_pull_request",
+    "running_harness_dir",
+    "score_package",
+]
+
+#: What ``zsl ci pr`` writes into its output folder.
+DIFF_FILENAME = "leaderboard-diff.md"
+SITE_DIRNAME = "site"
+STORE_FILENAME = "store.sqlite3"
+
+_MAX_PROBLEM = 1000  # characters of one problem of the job (with its field paths) kept
+
+
+@dataclass(frozen=True)
+class PackageOutcome:
+    """What CI made of one package: ``ok``, ``invalid``, ``failed`` (its run) or ``deleted``."""
+
+    package: str
+    status: Literal["ok", "invalid", "failed", "deleted"]
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("invalid", "failed")
+
+
+def render_report(
+    outcomes: Sequence[PackageOutcome], diff: str, *, notes: Sequence[str] = ()
+) -> str:
+    """The pull-request report: one line per package (what failed and why), notes, the diff."""
+    failed = [o for o in outcomes if o.failed]
+    lines = ["## zsl leaderboard CI", ""]
+    if not outcomes:
+        lines.append("No submission package changed.")
+    else:
+        scored = [o for o in outcomes if o.status != "deleted"]
+        if failed:
+            lines.append(f"**{len(failed)} of {len(scored)} packages failed.**")
+        elif scored:
+            lines.append(f"All {len(scored)} changed packages passed.")
+        lines += ["", "| Package | Result |", "| --- | --- |"]
+        icons = {
+            "ok": "✅ ok",
+            "invalid": "❌ invalid",
+            "failed": "❌ failed",
+            "deleted": "deleted",
+        }
+        for outcome in outcomes:
+            detail = escape_markdown(outcome.detail, limit=MAX_DETAIL)
+            lines.append(
+                f"| {escape_markdown(outcome.package)} | {icons[outcome.status]}: {detail} |"
+            )
+    for note in notes:
+        lines += ["", note]
+    return "\n".join(lines) + "\n\n" + diff
+
+
+def _primary_summary(record: RunRecord) -> str:
+    parts = []
+    for setting, metric in record.benchmark.primary.items():
+        entry = record.score(setting, metric)
+        if entry is not None:
+            percent = 0.0 <= entry.value <= 1.0
+            parts.append(f"{setting} {metric} {format_value(entry.value, percent=percent)}")
+    where = f"{record.benchmark.id} v{record.benchmark.version}"
+    return f"{where} ({', '.join(parts)})" if parts else where
+
+
+def _error_text(err: Exception, repo_root: Path | None) -> str:
+    """One line for any exception: a HarnessError's message, else its type and message."""
+    try:
+        message = str(err)
+    except Exception:  # a broken __str__ must not take the job down either
+        message = ""
+    if not isinstance(err, HarnessError):
+        # Not a refusal the harness meant: say which exception, so a harness bug is reported.
+        message = f"{type(err).__name__}: {message}" if message else type(err).__name__
+    return one_line(message, repo_root)
+
+
+def _shown(path: Path, roots: Sequence[Path]) -> str:
+    for root in roots:
+        if path.is_relative_to(root):
+            return path.relative_to(root).as_posix()
+    return str(path)
+
+
+def score_package(
+    package: str,
+    specs: Sequence[Path],
+    *,
+    repo_root: Path,
+    database_url: str,
+    runner: str,
+    quiet: bool = True,
+    spec_root: Path | None = None,
+) -> tuple[PackageOutcome, list[RunRecord]]:
+    """Validate ``package`` (repository-relative) and run + score it on every spec.
+
+    Returns the outcome and the records stored in ``database_url``. A package that fails on one
+    benchmark is still tried on the others; its failures are joined into one line.
+
+    Any exception while validating, running, scoring, storing or checking that its record can be
+    exported is this package's failure (``invalid`` or ``failed``, with a one-line reason), never
+    the job's: a hostile package must not take the other packages' results down with it. Only
+    ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
+    """
+    folder = repo_root / package
+    roots = [repo_root] if spec_root is None else [repo_root, spec_root]
+    try:
+        with tempfile.TemporaryDirectory(prefix="zsl-ci-validate-") as tmp:
+            harness.submission.archive.open_package(folder, tmp)
+    except Exception as err:  # any failure of one package is that package's (see above)
+        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), []
+    records, failures = [], []
+    for spec in specs:
+        try:
+            record = harness.pipeline.run_submission(
+                folder, spec, runner=runner, database_url=database_url, store=True, quiet=quiet
+            )
+            # A record that cannot be written (non-finite value, unusable name) fails here, as
+            # its package's failure, instead of failing the export of every record.
+            dump_record(record)
+            record_path(Path(), record)
+        except Exception as err:  # any failure of one package is that package's (see above)
+            failures.append(f"{_shown(spec, roots)}: {_error_text(err, repo_root)}")
+            continue
+        records.append(record)
+    if failures:
+        return PackageOutcome(package, "failed", one_line("; ".join(failures))), records
+    detail = "scored on " + "; ".join(_primary_summary(r) for r in records)
+    return PackageOutcome(package, "ok", detail), records
+
+
+@dataclass
+class PullRequestResult:
+    """What ``zsl ci pr`` did: one outcome per package, and the files it wrote.
+
+    ``problems`` are the job's own failures: a committed record that differs from a fresh run
+    (forged or stale), a changed record no package reproduces, a failed site build.
+    """
+
+    outcomes: list[PackageOutcome]
+    report: Path
+    site: Path | None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not any(o.failed for o in self.outcomes)
+
+
+def _fresh_store(out_dir: Path) -> str:
+    """The URL of an empty SQLite store under ``out_dir`` (an earlier one is removed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = (out_dir / STORE_FILENAME).absolute()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
+def running_harness_dir() -> Path:
+    """The folder of the ``harness`` package this process runs (resolved)."""
+    return Path(harness.__file__).resolve().parent
+
+
+def check_harness_is_base(commit: str, repo_root: Path, base: str | None = None) -> None:
+    """Refuse to score ``repo_root`` with a harness that lives in it and differs from ``commit``.
+
+    A pull request that edits ``harness/`` controls the sandbox and the verdict if its own
+    harness scores it, so CI runs the base branch's harness from a separate checkout (and this
+    check passes: the harness is outside the repository scored). Run from inside the
+    repository, the harness (and the ``pyproject.toml`` beside it) must be the one of
+    ``commit``: no tracked change, no untracked file.
+
+    Raises
+    ------
+    HarnessError
+        The running harness is in ``repo_root`` and differs from ``commit``; the message names
+        what differs and says to run the base branch's harness (or ``--trust-pr-harness``).
+    """
+    root = find_repo_root(repo_root)
+    here = running_harness_dir()
+    try:
+        inside = PurePosixPath(here.relative_to(root.resolve()).as_posix())
+    except ValueError:
+        return  # the harness is installed outside the repository it scores
+    paths = [str(inside), str(inside.parent / "pyproject.toml")]
+    differing = work_tree_changes(commit, paths, root, untracked=[str(inside)])
+    if differing:
+        shown = short_list(differing, 3)
+        raise HarnessError(
+            f"the harness running this job ({here}) lives in the repository being scored and "
+            f"differs there from the base {base or commit} ({shown}): a pull request must not "
+            "be scored by its own harness; run the base branch's harness (a separate checkout "
+            "of the base, installed in its own environment) with --repo pointing at this "
+            "checkout, as .github/workflows/leaderboard.yml does, or pass --trust-pr-harness "
+            "to score your own local change"
+        )
+
+
+@dataclass
+class _ChangedRecord:
+    file: RecordFile
+    shown: str  # its path, relative to the repository
+
+
+def run_pull_request(
+    base: str,
+    *,
+    repo_root: Path,
+    results_dir: Path,
+    out_dir: Path,
+    runner: str = "sandbox",
+    config_path: Path | None = None,
+    every_package: bool = False,
+    quiet: bool = True,
+    trust_pr_harness: bool = False,
+) -> PullRequestResult:
+    """Validate, run and score the packages changed since ``base``; write the report and the site.
+
+    Steps: refuse to run from a harness the change edited (:func:`check_harness_is_base`,
+    unless ``trust_pr_harness``); read the CI configuration (its spec paths are relative to
+    the repository holding it, which may be another checkout than ``repo_root``); list changed
+    packages (:func:`changed_packages`, or every package with ``every_package``); find the
+    record files under ``results_dir`` that differ from the fork point (added, edited, or not
+    committed): none of them is trusted, and the package of each (the folder under
+    ``submissions/`` whose manifest has its submission name) is run too, changed or not; seed
+    a fresh SQLite store under ``out_dir`` with the trusted records; score every package to run
+    on every configured spec into that store; compare each changed record with its fresh run
+    (:func:`record_differences`: every field but :data:`VOLATILE_FIELDS`); export the trusted
+    records plus the fresh runs into ``results_dir`` (a committed record equal to its fresh run
+    is kept as it is, so re-running CI on committed results changes no file); build the site
+    of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``
+    (:func:`render_report` around :func:`leaderboard_diff` between the records committed at
+    ``base`` and the exported ones).
+
+    A committed record that differs from its fresh run, and a changed record that no package
+    reproduces, are problems (the job fails): records are written by CI. Failures of a package
+    (invalid, or a run that failed, whatever the exception) are reported, not raised; see
+    :attr:`PullRequestResult.ok`.
+
+    Raises
+    ------
+    HarnessError
+        Not a git repository, unknown ``base``, the harness differs from ``base`` inside the
+        repository, a broken configuration or record, a symbolic link under the results
+        folder, or the ``sandbox`` runner unavailable while there is something to run.
+    """
+    root = find_repo_root(repo_root)
+    commit = resolve_commit(base, root)
+    if not trust_pr_harness:
+        check_harness_is_base(commit, root, base)
+    config_path = config_path if config_path is not None else root / CI_CONFIG
+    config = load_ci_config(config_path)
+    spec_root = config_root(config_path, root)
+    specs = config_spec_paths(config, spec_root, config_path)
+    results_rel = relative_to_root(results_dir, root)  # refuses a link on the way down
+    results_dir = root / results_rel
+    refuse_links_on_the_way(out_dir, root)
+    changes = changed_packages(commit, root)
+    if every_package:
+        changes = PackageChanges(modified=all_packages(root).modified, deleted=changes.deleted)
+    before = committed_records(commit, results_dir, root)
+
+    # Which record files can be trusted: only those byte-identical to the fork point's (what
+    # CI vetted when it merged them). Anything else was written by whoever made the change.
+    fork = merge_base(commit, root)
+    vetted = committed_files(fork, results_dir, root)
+    head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
+    trusted: dict[RecordKey, RunRecord] = {}
+    changed: dict[RecordKey, _ChangedRecord] = {}
+    for file in head:
+        relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
+        if vetted.get(relative) == file.text.encode("utf-8"):
+            trusted[record_key(file.record)] = file.record
+        else:
+            changed[record_key(file.record)] = _ChangedRecord(
+                file, (results_rel / relative).as_posix()
+            )
+
+    # Each changed record is re-made by its package (by submission name), changed or not.
+    owners: dict[str, list[str]] = {}
+    for folder in all_packages(root).modified:
+        name = manifest_name_at("HEAD", folder, root)
+        if name is not None:
+            owners.setdefault(name, []).append(folder)
+    to_run = set(changes.changed)
+    rerun = set()
+    for key in changed:
+        folders = owners.get(key[2], [])
+        if len(folders) == 1 and folders[0] not in to_run:
+            rerun.add(folders[0])
+    to_run |= rerun
+    if to_run and runner == "sandbox" and not sandbox.available():
+        raise HarnessError(
+            "the sandbox runner can't start here (bubblewrap missing, or user namespaces "
+            "disallowed); install bubblewrap or pass --runner"
+        )
+
+    # The throwaway store holds the trusted runs, so storing a new run checks it against them
+    # (same benchmark data, portable values) exactly as the real store would; an edited record
+    # never gets there.
+    url = _fresh_store(out_dir)
+    engine = open_store(url)
+    try:
+        for record in trusted.values():
+            save_run(engine, record)
+    finally:
+        engine.dispose()
+    outcomes: list[PackageOutcome] = []
+    fresh: dict[RecordKey, RunRecord] = {}
+    failed: set[str] = set()
+    for package in sorted(to_run):
+        name = manifest_name_at("HEAD", package, root)
+        others = [f for f in owners.get(name, []) if f != package] if name is not None else []
+        if others:
+            # Two folders of one name would make one run's record replace the other's.
+            detail = (
+                f"the submission name {name!r} is also the name of {', '.join(others)}; "
+                "one package folder per submission name"
+            )
+            outcome, records = PackageOutcome(package, "invalid", detail), list[RunRecord]()
+        else:
+            outcome, records = score_package(
+                package,
+                specs,
+                repo_root=root,
+                database_url=url,
+                runner=runner,
+                quiet=quiet,
+                spec_root=spec_root,
+            )
+        if package in rerun:
+            outcome = PackageOutcome(
+                outcome.package,
+                outcome.status,
+                f"re-run, as its record changed: {outcome.detail}",
+            )
+        outcomes.append(outcome)
+        if outcome.failed:
+            failed.add(package)
+        for record in records:
+            fresh[record_key(record)] = record
+
+    problems: list[str] = []
+    merged = dict(trusted)
+    fork_records: dict[RecordKey, RunRecord] | None = None
+    for key, change in sorted(changed.items()):
+        new = fresh.get(key)
+        if new is None:
+            folders = owners.get(key[2], [])
+            if not folders:
+                why = f"no package under {SUBMISSIONS}/ is named {key[2]!r}"
+            elif len(folders) > 1:
+                why = f"several packages are named {key[2]!r}"
+            elif folders[0] in failed:
+                why = f"its package {folders[0]} failed"
+            else:
+                why = (
+                    f"its package {folders[0]} does not make this run (another version, or a "
+                    f"benchmark {_shown(config_path, [root, spec_root])} does not list)"
+                )
+            problems.append(
+                f"{change.shown}: changed in this pull request, but no package reproduces it "
+                f"({describe_key(key)}): {why}; records are written by CI, so it was not "
+                "exported: commit the records `zsl ci pr` exports, never hand-written or "
+                "edited ones"
+            )
+            if fork_records is None:  # keep what was vetted, if anything
+                fork_records = index_records(committed_records(fork, results_dir, root))
+            if key in fork_records:
+                merged[key] = fork_records[key]
+            continue
+        fields = record_differences(change.file.record, new)
+        if fields:
+            problems.append(
+                f"{change.shown}: ⚠ the committed record differed from a fresh run in: "
+                f"{short_list(fields)}; the fresh record was exported in its place (records are "
+                "written by CI: commit the exported records, never edited ones)"
+            )
+            merged[key] = new
+        else:
+            merged[key] = change.file.record  # reproduced: keep the file as it is
+    committed = {**trusted, **{key: change.file.record for key, change in changed.items()}}
+    for key, record in fresh.items():
+        if key not in changed and not same_result(trusted.get(key), record):
+            merged[key] = record
+    for folder in changes.deleted:
+        name = manifest_name_at(commit, folder, root)
+        left = sum(1 for key in merged if key[2] == name)
+        detail = "package removed"
+        if left:
+            detail += (
+                f"; {left} run record{'s' if left != 1 else ''} of {name} remain in "
+                f"{results_rel}: delete them to take it off the board"
+            )
+        outcomes.append(PackageOutcome(folder, "deleted", detail))
+
+    export_records(merged.values(), results_dir, prune=True)
+    after = read_records(results_dir)
+    notes = []
+    stale = [r for key, r in fresh.items() if not same_result(committed.get(key), r)]
+    if stale:
+        notes.append(
+            f"This commit's {escape_markdown(str(results_rel))} lacks {len(stale)} of the run "
+            "records above (new or changed): commit the exported records (the "
+            "`leaderboard-results` artifact, or run `zsl ci pr` locally) so that the merge "
+            "publishes them."
+        )
+    site: Path | None = None
+    try:
+        site = harness.site.build_site(after, out_dir / SITE_DIRNAME)
+    except Exception as err:  # the report must still be written
+        problems.append(f"site build failed: {_error_text(err, root)}")
+    for problem in problems:
+        notes.append(f"❌ {escape_markdown(problem, limit=_MAX_PROBLEM)}")
+    diff = leaderboard_diff(before, after, reproduced=set(fresh))
+    report = out_dir / DIFF_FILENAME
+    write_text_atomic(report, render_report(outcomes, diff, notes=notes))
+    return PullRequestResult(outcomes=outcomes, report=report, site=site, problems=problems)

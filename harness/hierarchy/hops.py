@@ -1,0 +1,374 @@
+r"""Undirected hop distances on a frozen hierarchy: the one breadth-first search of the harness.
+
+A *hop* is one edge of the hierarchy traversed in either direction (DESIGN, "Hops"). Every hop
+query -- :meth:`~harness.hierarchy.Hierarchy.hop_distance`,
+:meth:`~harness.hierarchy.Hierarchy.nearest_hops`,
+:meth:`~harness.hierarchy.Hierarchy.nearest_other_hops` and the :class:`HopBalls` of
+:meth:`~harness.hierarchy.Hierarchy.hop_balls` -- runs :func:`bfs` on the hierarchy's cached
+undirected :attr:`~harness.hierarchy.Hierarchy.adjacency`.
+
+The search
+----------
+Each row of a search starts from a set of nodes (one source, or every source at once for the
+distance to the nearest of them) and is expanded level by level, every row at once: the frontier
+of level :math:`L + 1` is :math:`F_L A` minus the frontiers of levels :math:`L` and
+:math:`L - 1`. An undirected neighbour of a node at distance :math:`L` lies at distance
+:math:`L - 1`, :math:`L` or :math:`L + 1`, so no other level needs subtracting, and no row keeps
+a visited set. A row stops once its frontier is empty, at a radius ``cap``, or once the nodes it
+has reached weigh ``stop_at`` (a *ball* that grows by whole radii until it holds ``k`` labels).
+
+Many sources are searched in chunks (:func:`bfs_chunks`): the first holds 64 sources; each later
+one is sized from the previous one's peak live entries per source so that about
+:data:`CHUNK_ENTRIES` node entries are live at once, growing at most 4x, up to 4096 sources.
+
+Examples
+--------
+>>> from harness.hierarchy import Hierarchy
+>>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
+...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
+...                ("animal", "cat"), ("vehicle", "car")])
+>>> balls = h.hop_balls(h.indices(["dog", "cat", "car"]), ks=[1, 2, 3, 4])
+>>> balls.radii(h.indices(["dog"]))
+BallRadii(radii=array([[0, 2, 4, 4]]), sizes=array([[1, 2, 3, 3]]), short=array([[False, False, False,  True]]))
+"""  # noqa: E501
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from harness.errors import HierarchyError
+
+if TYPE_CHECKING:
+    from harness.hierarchy.dag import Hierarchy
+
+__all__ = ["CHUNK_ENTRIES", "BallRadii", "HopBalls", "Search", "ball_search", "bfs", "bfs_chunks"]
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: About how many node entries a chunked search keeps live at once (bounds peak memory).
+CHUNK_ENTRIES = 1 << 22
+_FIRST_SOURCES = 64
+_MAX_SOURCES = 4096
+
+
+class Search(NamedTuple):
+    """One search over rows of start sets: cumulative weights per level and recorded entries."""
+
+    cumulative: IntArray
+    """int64 ``[rows, levels]``: weight of the nodes within radius L, per row (zeros unweighted)."""
+    last_level: IntArray
+    """int64 ``[rows]``: the largest level at which a row still reached new nodes."""
+    rows: IntArray
+    """int64: the row of each recorded entry,"""
+    nodes: IntArray
+    """its node,"""
+    levels: IntArray
+    """and its hop distance from the row's start set."""
+    peak_per_row: float
+    """Largest live frontier entries per active row over the levels (sizes the next chunk)."""
+
+
+def bfs(
+    adjacency: sp.csr_array,
+    starts: sp.csr_array,
+    *,
+    record: BoolArray | None = None,
+    weight: IntArray | None = None,
+    stop_at: int | None = None,
+    cap: int | None = None,
+) -> Search:
+    """Level-by-level BFS of every row of ``starts`` at once (one sparse product per level).
+
+    Parameters
+    ----------
+    adjacency : csr_array of shape (n, n)
+        Undirected adjacency (symmetric, int32 ones).
+    starts : csr_array of shape (rows, n)
+        Row ``r`` marks the start set of search ``r`` (distance 0).
+    record : bool array of shape (n,), default=None
+        Nodes whose distances are returned; None: every node.
+    weight : int64 array of shape (n,), default=None
+        Node weights summed per row and level into ``cumulative``; None: all zero.
+    stop_at : int, default=None
+        A row stops once the nodes it reached weigh this much.
+    cap : int, default=None
+        Largest level searched.
+
+    Returns
+    -------
+    Search
+    """
+    n = adjacency.shape[0]
+    s = starts.shape[0]
+    frontier = sp.csr_array(starts, dtype=np.int32)
+    previous = sp.csr_array((s, n), dtype=np.int32)
+    active = np.arange(s, dtype=np.int64)
+    weights = np.zeros(n, dtype=np.int64) if weight is None else weight
+    cumulative = np.asarray(frontier @ weights, dtype=np.int64)
+    history = [cumulative.copy()]
+    last_level = np.zeros(s, dtype=np.int64)
+    rows: list[IntArray] = []
+    nodes: list[IntArray] = []
+    levels: list[IntArray] = []
+
+    def keep(found: sp.csr_array, owners: IntArray, level: int) -> None:
+        if record is None:
+            rows.append(owners)
+            nodes.append(found.indices.astype(np.int64))
+        else:
+            wanted = record[found.indices]
+            rows.append(owners[wanted])
+            nodes.append(found.indices[wanted].astype(np.int64))
+        levels.append(np.full(rows[-1].size, level, dtype=np.int64))
+
+    keep(frontier, np.repeat(active, np.diff(frontier.indptr)), 0)
+    level = 0
+    peak = 1.0
+    while True:
+        going = np.diff(frontier.indptr) > 0
+        if stop_at is not None:
+            going &= cumulative[active] < stop_at
+        if not going.all():
+            selected = np.flatnonzero(going)
+            frontier, previous, active = frontier[selected], previous[selected], active[selected]
+        if active.size == 0 or (cap is not None and level >= cap):
+            break
+        level += 1
+        reached = frontier @ adjacency
+        reached.data[:] = 1
+        seen = frontier + previous
+        # reached minus seen: 1 where only reached, 0 where both, -1 where only seen.
+        reached = reached - seen
+        reached.data[reached.data < 0] = 0
+        reached.eliminate_zeros()
+        peak = max(peak, (reached.nnz + seen.nnz) / active.size)
+        counts = np.diff(reached.indptr)
+        last_level[active[counts > 0]] = level
+        if weight is not None:
+            cumulative[active] += reached @ weights
+        history.append(cumulative.copy())
+        keep(reached, np.repeat(active, counts), level)
+        previous, frontier = frontier, reached
+    return Search(
+        cumulative=np.stack(history, axis=1),
+        last_level=last_level,
+        rows=np.concatenate(rows),
+        nodes=np.concatenate(nodes),
+        levels=np.concatenate(levels),
+        peak_per_row=peak,
+    )
+
+
+def bfs_chunks(
+    adjacency: sp.csr_array,
+    sources: IntArray,
+    *,
+    record: BoolArray | None = None,
+    weight: IntArray | None = None,
+    stop_at: int | None = None,
+    cap: int | None = None,
+) -> Iterator[tuple[int, Search]]:
+    """:func:`bfs` from each of ``sources`` alone, over chunks sized to bound the live entries.
+
+    Yields ``(start, search)`` with ``search.rows`` relative to ``start`` (the position in
+    ``sources`` of the chunk's first source).
+    """
+    n = adjacency.shape[0]
+    size = _FIRST_SOURCES
+    start = 0
+    while start < sources.size:
+        chunk = sources[start : start + size]
+        rows = np.arange(chunk.size, dtype=np.int64)
+        starts = sp.csr_array(
+            (np.ones(chunk.size, dtype=np.int32), (rows, chunk)), shape=(chunk.size, n)
+        )
+        search = bfs(adjacency, starts, record=record, weight=weight, stop_at=stop_at, cap=cap)
+        yield start, search
+        start += chunk.size
+        fit = int(CHUNK_ENTRIES // search.peak_per_row)
+        size = max(1, min(4 * size, fit, _MAX_SOURCES))
+
+
+@dataclass(frozen=True, eq=False)
+class BallRadii:
+    """Radii and sizes of hop balls, one row per source node and one column per ``k``.
+
+    Attributes
+    ----------
+    radii : ndarray of int64 of shape (n_sources, n_ks)
+        :math:`R_k(t)`, the smallest radius whose ball around ``t`` holds ``>= k`` valid nodes;
+        for a short ball, the eccentricity of ``t`` in its component.
+    sizes : ndarray of int64 of shape (n_sources, n_ks)
+        How many valid nodes the ball of radius :math:`R_k(t)` holds.
+    short : ndarray of bool of shape (n_sources, n_ks)
+        Fewer than ``k`` valid nodes are reachable from ``t`` at all (the ball then holds every
+        reachable valid node); equals ``sizes < k``.
+    """
+
+    radii: IntArray
+    sizes: IntArray
+    short: BoolArray
+
+
+def _radii(search: Search, ks: tuple[int, ...]) -> BallRadii:
+    cumulative = search.cumulative
+    n_levels = cumulative.shape[1]
+    radii = np.empty((cumulative.shape[0], len(ks)), dtype=np.int64)
+    sizes = np.empty_like(radii)
+    for j, k in enumerate(ks):
+        enough = cumulative >= k
+        found = enough.any(axis=1)
+        first = np.where(found, np.argmax(enough, axis=1), search.last_level)
+        radii[:, j] = first
+        sizes[:, j] = cumulative[np.arange(cumulative.shape[0]), np.minimum(first, n_levels - 1)]
+    return BallRadii(radii, sizes, sizes < np.asarray(ks, dtype=np.int64))
+
+
+def ball_search(
+    adjacency: sp.csr_array, sources: IntArray, valid: IntArray, ks: tuple[int, ...]
+) -> tuple[BallRadii, IntArray, IntArray, IntArray]:
+    """Ball radii of distinct ``sources`` and the valid nodes inside each largest ball.
+
+    Returns ``(radii, rows, nodes, levels)``: the radii per source and ``ks``, and for every
+    valid node a source's search reached, the source's position, the node and its distance.
+    """
+    n = adjacency.shape[0]
+    weight = np.zeros(n, dtype=np.int64)
+    weight[valid] = 1
+    record = weight.astype(bool)
+    parts: list[tuple[BallRadii, IntArray, IntArray, IntArray]] = []
+    for start, search in bfs_chunks(
+        adjacency, sources, record=record, weight=weight, stop_at=max(ks)
+    ):
+        parts.append((_radii(search, ks), search.rows + start, search.nodes, search.levels))
+    if not parts:
+        empty = np.zeros((0, len(ks)), dtype=np.int64)
+        none = np.zeros(0, dtype=np.int64)
+        return BallRadii(empty, empty.copy(), empty.astype(bool)), none, none.copy(), none.copy()
+    radii = BallRadii(
+        np.concatenate([p[0].radii for p in parts]),
+        np.concatenate([p[0].sizes for p in parts]),
+        np.concatenate([p[0].short for p in parts]),
+    )
+    return (
+        radii,
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]),
+    )
+
+
+def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+class HopBalls:
+    r"""Hop balls around source nodes, each grown by whole radii until it holds ``k`` valid nodes.
+
+    For a source :math:`t`, valid nodes :math:`V` and a size :math:`k`:
+
+    .. math::
+
+        R_k(t) = \min\{R \ge 0 : |\{v \in V : d(t, v) \le R\}| \ge k\}
+
+    (the eccentricity of :math:`t` in its component when fewer than :math:`k` valid nodes are
+    reachable). This is the hCorrectSet of DeViSE (Frome et al. 2013, A.3) when :math:`V` are
+    the valid labels. A ball is searched once per source node, the first time a query names it,
+    and kept with the distances of the valid nodes inside the largest ball, so that a stream of
+    queries (one per chunk of images) searches each node once.
+
+    Get one from :meth:`~harness.hierarchy.Hierarchy.hop_balls`, which keeps it with the
+    hierarchy. Node arguments are node indices of that hierarchy.
+
+    Attributes
+    ----------
+    valid_nodes : ndarray of int64
+        The valid nodes, sorted.
+    ks : tuple of int
+        The ball sizes, ascending; the columns of every per-``k`` array.
+    """
+
+    def __init__(self, hierarchy: Hierarchy, valid_nodes: IntArray, ks: tuple[int, ...]) -> None:
+        self._hierarchy = hierarchy
+        self.valid_nodes = valid_nodes
+        self.ks = ks
+        self._slot_of = np.full(hierarchy.n_nodes, -1, dtype=np.int64)
+        self._radii = np.zeros((0, len(ks)), dtype=np.int64)
+        self._sizes = np.zeros((0, len(ks)), dtype=np.int64)
+        self._short = np.zeros((0, len(ks)), dtype=bool)
+        self._keys = np.zeros(0, dtype=np.int64)  # slot * n_nodes + node, ascending
+        self._levels = np.zeros(0, dtype=np.int64)
+
+    @property
+    def n_cached(self) -> int:
+        """Number of source nodes whose balls are kept."""
+        return int(self._radii.shape[0])
+
+    def ensure(self, nodes: npt.ArrayLike) -> None:
+        """Search and keep the balls of the ``nodes`` not kept yet."""
+        checked = self._hierarchy._index_array(nodes, "nodes").reshape(-1)
+        missing = np.unique(checked[self._slot_of[checked] < 0])
+        if missing.size == 0:
+            return
+        radii, rows, ball_nodes, levels = ball_search(
+            self._hierarchy.adjacency, missing, self.valid_nodes, self.ks
+        )
+        base = self.n_cached
+        self._slot_of[missing] = base + np.arange(missing.size)
+        keys = (rows + base) * self._hierarchy.n_nodes + ball_nodes
+        order = np.argsort(keys, kind="stable")
+        self._keys = np.concatenate([self._keys, keys[order]])  # new slots sort after old ones
+        self._levels = np.concatenate([self._levels, levels[order]])
+        self._radii = np.concatenate([self._radii, radii.radii])
+        self._sizes = np.concatenate([self._sizes, radii.sizes])
+        self._short = np.concatenate([self._short, radii.short])
+
+    def slots(self, nodes: npt.ArrayLike) -> IntArray:
+        """The row of each of ``nodes`` in :meth:`table` (searching the new ones first)."""
+        checked = self._hierarchy._index_array(nodes, "nodes")
+        self.ensure(checked)
+        return self._slot_of[checked]
+
+    def table(self) -> BallRadii:
+        """The radii of every kept ball, one row per slot (see :meth:`slots`); read-only views."""
+        return BallRadii(_read_only(self._radii), _read_only(self._sizes), _read_only(self._short))
+
+    def radii(self, nodes: npt.ArrayLike) -> BallRadii:
+        """:class:`BallRadii` of ``nodes`` (1D; repeats allowed)."""
+        slots = self.slots(nodes)
+        return BallRadii(self._radii[slots], self._sizes[slots], self._short[slots])
+
+    def distances(self, true_nodes: npt.ArrayLike, pred_nodes: npt.ArrayLike) -> IntArray:
+        """Hop distance from each source node to the node(s) of the same row of ``pred_nodes``.
+
+        ``pred_nodes`` has shape ``(n,)`` or ``(n, K)``; the result has its shape. Valid nodes
+        within the source's largest ball (radius :math:`R_{\\max(ks)}`) get their hop distance;
+        every other entry gets a value larger than any radius (``int64`` max).
+        """
+        slots = self.slots(true_nodes)
+        pred = self._hierarchy._index_array(pred_nodes, "pred_nodes")
+        if slots.ndim != 1 or pred.ndim not in (1, 2) or pred.shape[0] != slots.size:
+            raise HierarchyError(
+                "pred_nodes must have shape (n,) or (n, K) with n = "
+                f"{slots.size} (one row per true node); got shape {pred.shape}"
+            )
+        return self.lookup(slots, pred.reshape(slots.size, -1)).reshape(pred.shape)
+
+    def lookup(self, slots: IntArray, pred_nodes: IntArray) -> IntArray:
+        """:meth:`distances` for slots ``[n]`` (from :meth:`slots`) and nodes ``[n, K]``."""
+        far = np.iinfo(np.int64).max
+        if self._keys.size == 0:
+            return np.full(pred_nodes.shape, far, dtype=np.int64)
+        query = slots[:, None] * self._hierarchy.n_nodes + pred_nodes
+        position = np.minimum(np.searchsorted(self._keys, query), self._keys.size - 1)
+        found = self._keys[position] == query
+        return np.where(found, self._levels[position], far)

@@ -1,0 +1,39 @@
+"""Write this package's prediction files from a task bundle.
+
+Usage: python make_predictions.py BUNDLE_DIR OUT_DIR  (run by `zsl submission generate`)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from model import RidgeToEmbedding
+
+from harness.submission.predictions import write_predictions
+from harness.tasks import Bundle
+
+
+def main(bundle_dir: str, out_dir: str) -> None:
+    bundle = Bundle(Path(bundle_dir))
+    # The calibration fit (training classes only) predicts the validation settings.
+    for fit, settings in (("main", bundle.settings), ("calibration", bundle.validation_settings)):
+        if not settings:
+            continue
+        model = RidgeToEmbedding()
+        model.fit(bundle.train_task(fit=fit))
+        for setting in settings:
+            features, candidates = bundle.test(setting)
+            write_predictions(
+                Path(out_dir) / f"{setting}.safetensors",
+                model.predict(features, candidates),
+                benchmark_hash=bundle.info["benchmark_hash"],
+                class_order_hash=bundle.info["class_order_hashes"][setting],
+                setting=setting,
+            )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

@@ -1,0 +1,32 @@
+"""The pre-commit hooks run what `make lint` and `make typecheck` run, and download nothing."""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from tests.conftest import REPO
+
+
+def _make_recipe(target: str) -> list[str]:
+    """The commands of ``target`` in the Makefile, with ``$(BIN)`` spelled ``.venv/bin``."""
+    text = (REPO / "Makefile").read_text(encoding="utf-8")
+    found = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
+    assert found is not None, f"no `{target}` target in the Makefile"
+    return [line.strip().replace("$(BIN)/", ".venv/bin/") for line in found[1].splitlines()]
+
+
+def test_the_hooks_are_the_makefile_lint_and_typecheck_commands() -> None:
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]  # nothing to download
+    hooks = config["repos"][0]["hooks"]
+    assert [hook["entry"] for hook in hooks] == _make_recipe("lint") + _make_recipe("typecheck")
+    for hook in hooks:
+        assert hook["language"] == "system", hook["id"]
+        assert hook["pass_filenames"] is False, hook["id"]  # the whole tree, as make does
+
+
+def test_test_fast_leaves_out_only_the_slow_marker() -> None:
+    assert _make_recipe("test-fast") == ['.venv/bin/python -m pytest -q -m "not slow"']
+    assert _make_recipe("pytest") == [".venv/bin/python -m pytest -q"]
