@@ -44,7 +44,7 @@ from harness.errors import HarnessError
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-    from harness.data.prepare import Benchmark
+    from harness.data.prepare import PreparedBenchmark
     from harness.hierarchy.class_maps import ClassMapRow
     from harness.spec import Spec
 
@@ -450,9 +450,11 @@ def spec_audit(
         raise
 
 
-def benchmark_audit(spec: Spec, bench: Benchmark, *, class_set: str | None = None) -> LeakageAudit:
+def benchmark_audit(
+    spec: Spec, bench: PreparedBenchmark, *, class_set: str | None = None
+) -> LeakageAudit:
     """The leakage audit of a prepared benchmark's unseen (test) classes."""
     ids = bench.class_ids
-    unseen = ids[bench.a("splits/unseen_classes")].tolist()
-    names = dict(zip(ids.tolist(), bench.a("class_names").tolist(), strict=True))
+    unseen = ids[bench.array("splits/unseen_classes")].tolist()
+    names = dict(zip(ids.tolist(), bench.array("class_names").tolist(), strict=True))
     return spec_audit(spec, unseen, names, class_set=class_set)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from harness.audit import benchmark_audit, spec_audit
-from harness.data.prepare import Benchmark
+from harness.data.prepare import PreparedBenchmark
 from harness.errors import HarnessError
 from harness.hierarchy import Hierarchy
 from harness.metrics.structure import (
@@ -23,8 +23,8 @@ from harness.metrics.structure import (
 from harness.spec import Spec
 
 
-def describe_benchmark(spec: Spec, bench: Benchmark) -> dict[str, Any]:
-    a = bench.a
+def describe_benchmark(spec: Spec, bench: PreparedBenchmark) -> dict[str, Any]:
+    a = bench.array
     sizes = {
         key: len(a(f"splits/{key}"))
         for key in (
@@ -61,7 +61,7 @@ def describe_benchmark(spec: Spec, bench: Benchmark) -> dict[str, Any]:
     return out
 
 
-def structure_summary(bench: Benchmark) -> dict[str, Any]:
+def structure_summary(bench: PreparedBenchmark) -> dict[str, Any]:
     """The split's structure diagnostics in the hierarchy; empty without a hierarchy.
 
     ``structural_ratio`` (value, classes included and excluded, or the error), ``hops_to_train``
@@ -72,7 +72,7 @@ def structure_summary(bench: Benchmark) -> dict[str, Any]:
     hierarchy = bench.hierarchy
     if hierarchy is None:
         return {}
-    a = bench.a
+    a = bench.array
     out: dict[str, Any] = {}
     seen = hierarchy.indices(bench.class_ids[bench.seen_classes])
     unseen = hierarchy.indices(bench.class_ids[a("splits/unseen_classes")])

@@ -22,12 +22,12 @@ from rich.text import Text
 
 import harness
 from harness.audit import benchmark_audit
-from harness.data.prepare import Benchmark, load_benchmark
+from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.describe import structure_summary
 from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
-from harness.results.archive import archive_predictions
+from harness.results.prediction_archive import archive_predictions
 from harness.runners import RunJob, default_runner, runners
 from harness.runners.outputs import (
     WORKER_JSON,
@@ -37,9 +37,9 @@ from harness.runners.outputs import (
 )
 from harness.scoring import score
 from harness.spec import Spec, load_spec
-from harness.submission.archive import open_package
 from harness.submission.package import Package
 from harness.submission.predictions import Predictions, read_predictions
+from harness.submission.unpack import open_package
 from harness.tasks import write_bundle, write_model_bundle
 
 _console = Console(stderr=True, highlight=False, emoji=False, markup=False)
@@ -82,7 +82,7 @@ def environment() -> dict[str, str]:
 
 
 def _run_model(
-    bench: Benchmark, package: Package, runner: str, work: Path, logs: dict[str, str]
+    bench: PreparedBenchmark, package: Package, runner: str, work: Path, logs: dict[str, str]
 ) -> dict[str, Path]:
     """Run the model in ``runner``; return the prediction files the harness made of its outputs.
 
@@ -141,7 +141,7 @@ GENERATED_HEADROOM = 1 << 20
 
 def generate_prediction_files(
     package: Package,
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     *,
     timeout_s: float | None = None,
     runner: str | None = None,
@@ -195,7 +195,7 @@ def prediction_settings(spec: Spec) -> list[str]:
     return [*spec.settings, *spec.validation_settings()]
 
 
-def read_all(bench: Benchmark, paths: dict[str, Path]) -> dict[str, Predictions]:
+def read_all(bench: PreparedBenchmark, paths: dict[str, Path]) -> dict[str, Predictions]:
     """Read and check the prediction file of every setting (validation ones are dense)."""
     fmt = bench.spec.predictions
     return {
@@ -211,7 +211,7 @@ def read_all(bench: Benchmark, paths: dict[str, Path]) -> dict[str, Predictions]
     }
 
 
-def benchmark_info(spec: Spec, bench: Benchmark) -> BenchmarkInfo:
+def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
     return BenchmarkInfo(
         id=spec.benchmark,
         version=spec.version,
@@ -221,7 +221,7 @@ def benchmark_info(spec: Spec, bench: Benchmark) -> BenchmarkInfo:
         primary=dict(spec.primary),
         n_classes=len(bench.class_ids),
         n_seen=len(bench.seen_classes),
-        n_unseen=len(bench.a("splits/unseen_classes")),
+        n_unseen=len(bench.array("splits/unseen_classes")),
         structure=structure_summary(bench),
     )
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.data.prepare import Benchmark
+from harness.data.prepare import PreparedBenchmark
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
@@ -30,11 +30,11 @@ from harness.spec import MetricSpec, Uncertainty
 from harness.submission.predictions import CHUNK_ROWS, Predictions
 
 
-def _y_true(bench: Benchmark, setting: str) -> np.ndarray:
+def _y_true(bench: PreparedBenchmark, setting: str) -> np.ndarray:
     columns = bench.columns(setting)
     column_of = np.full(len(bench.class_ids), -1, dtype=np.int64)
     column_of[columns] = np.arange(len(columns))
-    y_true = column_of[bench.a("labels")[bench.rows(setting)]]
+    y_true = column_of[bench.array("labels")[bench.rows(setting)]]
     if (y_true < 0).any():
         raise MetricError(
             f"{bench.spec.benchmark}/{setting}: a test image's class is not a candidate"
@@ -42,14 +42,14 @@ def _y_true(bench: Benchmark, setting: str) -> np.ndarray:
     return y_true
 
 
-def _candidate_nodes(bench: Benchmark, setting: str) -> np.ndarray | None:
+def _candidate_nodes(bench: PreparedBenchmark, setting: str) -> np.ndarray | None:
     if bench.hierarchy is None:
         return None
     return bench.hierarchy.indices(bench.class_ids[bench.columns(setting)])
 
 
 def metric_input(
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     setting: str,
     scores: np.ndarray | None,
     *,
@@ -77,7 +77,7 @@ def metric_input(
 
 
 def _chunks(
-    bench: Benchmark, setting: str, predictions: Predictions, validation: MetricInput | None
+    bench: PreparedBenchmark, setting: str, predictions: Predictions, validation: MetricInput | None
 ) -> Iterator[MetricInput]:
     if predictions.scores is not None:
         yield metric_input(bench, setting, predictions.scores, validation=validation)
@@ -194,7 +194,7 @@ def score_setting(
     return out
 
 
-def score(bench: Benchmark, predictions: dict[str, Predictions]) -> list[ScoreEntry]:
+def score(bench: PreparedBenchmark, predictions: dict[str, Predictions]) -> list[ScoreEntry]:
     """Every metric the spec declares, per setting, in spec order, each with its interval."""
     entries: list[ScoreEntry] = []
     for setting in bench.spec.settings:

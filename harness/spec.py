@@ -54,8 +54,8 @@ from harness import yamlio
 from harness.errors import SpecError
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
+from harness.records import Setting
 
-Setting = Literal["zsl", "gzsl"]
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=64)]
 Checksum = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 MetricKey = Annotated[

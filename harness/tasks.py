@@ -68,7 +68,7 @@ from harness.errors import RunnerError
 from harness.hierarchy import Hierarchy
 
 if TYPE_CHECKING:
-    from harness.data.prepare import Benchmark
+    from harness.data.prepare import PreparedBenchmark
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -148,7 +148,7 @@ def _save(root: Path, name: str, array: np.ndarray) -> None:
 
 
 def _write_fit(
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     root: Path,
     *,
     images: dict[str, np.ndarray],
@@ -164,7 +164,7 @@ def _write_fit(
     ``test_features`` (a ``.npy`` path outside ``root``) takes the test images instead of
     ``root/test/features.npy``.
     """
-    features, labels = bench.a("features"), bench.a("labels")
+    features, labels = bench.array("features"), bench.array("labels")
     for part, idx in images.items():
         _save(root, f"{part}/features", features[idx])
         _save(root, f"{part}/labels", labels[idx])
@@ -204,7 +204,7 @@ class RowMap:
     rows: dict[str, np.ndarray]  # setting -> row of test/features.npy per prediction-file row
 
 
-def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None) -> Path:
+def write_bundle(bench: PreparedBenchmark, out: Path, *, calibration: bool | None = None) -> Path:
     """Write the *generator* bundle of ``bench`` into the empty directory ``out``.
 
     It carries ``test/<setting>/rows.npy`` so that :meth:`Bundle.test` can serve prediction
@@ -218,7 +218,7 @@ def write_bundle(bench: Benchmark, out: Path, *, calibration: bool | None = None
 
 
 def write_model_bundle(
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     out: Path,
     *,
     calibration: bool | None = None,
@@ -237,7 +237,7 @@ def write_model_bundle(
 
 
 def _write(
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     out: Path,
     *,
     calibration: bool | None,
@@ -247,7 +247,7 @@ def _write(
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise RunnerError(f"{out}: a task bundle is written into an empty directory")
-    a = bench.a
+    a = bench.array
     settings = list(bench.spec.settings)
     n_main, rows = _write_fit(
         bench,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.prepare import Benchmark
+from harness.data.prepare import PreparedBenchmark
 from harness.pipeline import prediction_settings
 from harness.submission.predictions import write_predictions
 from tests.conftest import SUBMISSIONS
@@ -58,7 +58,11 @@ Mutator = Callable[[Path, str, dict[str, object]], None]
 
 
 def predictions_package(
-    tmp_path: Path, bench: Benchmark, setting_to_break: str, write_bad: Mutator, suffix: str = "npz"
+    tmp_path: Path,
+    bench: PreparedBenchmark,
+    setting_to_break: str,
+    write_bad: Mutator,
+    suffix: str = "npz",
 ) -> tuple[Path, Path]:
     """A predictions package whose files are honest except ``setting_to_break``'s.
 

@@ -36,8 +36,8 @@ from harness.ci import (
 )
 from harness.cli.main import app
 from harness.errors import HarnessError
-from harness.records import BenchmarkInfo, Interval, RunRecord, ScoreEntry, SubmissionInfo
-from harness.results.records_io import export_records, read_records, record_key, record_path
+from harness.records import BenchmarkInfo, Interval, RunRecord, ScoreEntry, SubmissionInfo, run_key
+from harness.results.records_io import read_records, record_path, write_records
 from harness.site.model import plan_site
 from harness.site.text import format_value
 from tests.conftest import REPO, SPECS, SUBMISSIONS
@@ -228,10 +228,10 @@ def test_committed_records_reads_the_base_revision_not_the_work_tree(tmp_path: P
     commit_all(repo, "no results yet")
     assert committed_records("HEAD", results, repo) == []
     first = record("ale", top1=0.5)
-    export_records([first], results)
+    write_records([first], results)
     commit_all(repo, "first")
     second = record("ale", top1=0.6)
-    export_records([second, record("dap", top1=0.1)], results)
+    write_records([second, record("dap", top1=0.1)], results)
     commit_all(repo, "second")
     write(record_path(results, first), "not json\n")  # uncommitted damage is not read
     assert committed_records("HEAD~1", results, repo) == [first]
@@ -509,7 +509,7 @@ def _board_repo(root: Path) -> Path:
     shutil.copy(SPECS / "demo.yaml", repo / "specs" / "demo.yaml")
     shutil.copytree(SPECS / "demo", repo / "specs" / "demo")
     write(repo / "leaderboard" / "ci.yaml", "specs:\n  - specs/demo.yaml\n")
-    export_records([record("ale", top1=0.5, h=0.4)], repo / "leaderboard" / "results")
+    write_records([record("ale", top1=0.5, h=0.4)], repo / "leaderboard" / "results")
     commit_all(repo, "base")
     return repo
 
@@ -542,7 +542,7 @@ def test_pr_scores_a_new_package_exports_records_builds_site_and_diff(
 
     # The records: the committed one untouched, the new run exported next to it.
     records = read_records(results)
-    assert [record_key(r) for r in records] == [
+    assert [run_key(r) for r in records] == [
         ("cub-demo", 1, "ale", "1.0"),
         ("demo", 1, "eszsl", "1.0"),
     ]
@@ -599,13 +599,13 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
     repo = _board_repo(tmp_path / "repo")
     results = repo / "leaderboard" / "results"
     write(repo / "submissions" / "old" / "submission.yaml", "name: old-one\n")
-    export_records([record("old-one", top1=0.2)], results)
+    write_records([record("old-one", top1=0.2)], results)
     commit_all(repo, "an old package")
     git(repo, "checkout", "--quiet", "-b", "broken")
     write(repo / "submissions" / "broken" / "submission.yaml", "name: broken\nkind: banana\n")
     shutil.rmtree(repo / "submissions" / "old")
     forged = record_path(results, record("forged", top1=0.99))
-    export_records([record("forged", top1=0.99)], results)  # not produced by any run
+    write_records([record("forged", top1=0.99)], results)  # not produced by any run
     commit_all(repo, "break things")
     monkeypatch.chdir(repo)
 
@@ -644,7 +644,7 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
 
 def test_publish_builds_the_site_from_committed_records_only(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    export_records([record("ale", top1=0.5, h=0.4)], results)
+    write_records([record("ale", top1=0.5, h=0.4)], results)
     out = tmp_path / "site"
     result = cli.invoke(app, ["ci", "publish", "--results", str(results), "--out", str(out)])
     assert result.exit_code == 0, result.output

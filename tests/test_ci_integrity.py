@@ -30,7 +30,7 @@ import pytest
 import harness.ci.pr
 import harness.pipeline
 import harness.site
-import harness.submission.archive
+import harness.submission.unpack
 from harness.ci import (
     DIFF_FILENAME,
     SITE_DIRNAME,
@@ -41,8 +41,8 @@ from harness.ci import (
 )
 from harness.cli.main import app
 from harness.errors import HarnessError
-from harness.records import RunRecord
-from harness.results.records_io import export_records, read_records, record_key, record_path
+from harness.records import RunRecord, run_key
+from harness.results.records_io import read_records, record_path, write_records
 from harness.store import open_store, save_run
 from tests.conftest import SPECS, SUBMISSIONS
 from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
@@ -232,10 +232,10 @@ def test_forgeries_cover_fields_outside_the_old_fingerprint(real_run: RunRecord)
 def _existing(repo: Path, base_run: RunRecord, forged: RunRecord, *, commit: bool = True) -> None:
     """ESZSL and its record are on main; the branch edits only the record."""
     add_package(repo, "eszsl")
-    export_records([base_run], repo / RESULTS)
+    write_records([base_run], repo / RESULTS)
     commit_all(repo, "eszsl, scored by CI")
     git(repo, "checkout", "--quiet", "-b", "forgery")
-    export_records([forged], repo / RESULTS)  # the file's id is recomputed: self-consistent
+    write_records([forged], repo / RESULTS)  # the file's id is recomputed: self-consistent
     if commit:
         commit_all(repo, "improve the record")
 
@@ -244,7 +244,7 @@ def _new(repo: Path, base_run: RunRecord, forged: RunRecord) -> None:
     """The branch adds ESZSL and a record for it."""
     git(repo, "checkout", "--quiet", "-b", "forgery")
     add_package(repo, "eszsl")
-    export_records([forged], repo / RESULTS)
+    write_records([forged], repo / RESULTS)
     commit_all(repo, "add eszsl with its record")
 
 
@@ -309,7 +309,7 @@ def test_a_committed_record_equal_to_its_fresh_run_is_kept_byte_for_byte(
     repo = _board_repo(tmp_path / "repo")
     git(repo, "checkout", "--quiet", "-b", "add-eszsl")
     add_package(repo, "eszsl")
-    export_records([base_run], repo / RESULTS)  # what an earlier CI run of this PR exported
+    write_records([base_run], repo / RESULTS)  # what an earlier CI run of this PR exported
     commit_all(repo, "add eszsl and the exported record")
     before = record_path(repo / RESULTS, base_run).read_bytes()
     fake_runs(monkeypatch, {"eszsl": fresh_run})
@@ -327,12 +327,12 @@ def test_a_changed_record_no_package_reproduces_is_refused_and_the_vetted_one_ke
     repo = _board_repo(tmp_path / "repo")
     gone = record("gone", top1=0.3)
     add_package(repo, "eszsl")
-    export_records([base_run, gone], repo / RESULTS)
+    write_records([base_run, gone], repo / RESULTS)
     commit_all(repo, "eszsl, and a record of a package removed since")
     vetted = record_path(repo / RESULTS, gone).read_bytes()
     git(repo, "checkout", "--quiet", "-b", "forgery")
     old_version = forge(base_run, _set("submission.version", "0.9"))
-    export_records([record("gone", top1=0.99), old_version], repo / RESULTS)
+    write_records([record("gone", top1=0.99), old_version], repo / RESULTS)
     commit_all(repo, "records")
     fake_runs(monkeypatch, {"eszsl": fresh_run})
 
@@ -352,7 +352,7 @@ def test_a_changed_record_no_package_reproduces_is_refused_and_the_vetted_one_ke
     ]
     assert record_path(repo / RESULTS, gone).read_bytes() == vetted  # main's record, restored
     assert not record_path(repo / RESULTS, old_version).exists()
-    assert [record_key(r) for r in read_records(repo / RESULTS)] == [
+    assert [run_key(r) for r in read_records(repo / RESULTS)] == [
         ("cub-demo", 1, "ale", "1.0"),
         ("cub-demo", 1, "gone", "1.0"),
         ("demo", 1, "eszsl", "1.0"),
@@ -365,7 +365,7 @@ def test_an_impostor_package_cannot_take_another_packages_name(
     """Attack: add submissions/evil named like an existing package, so its run replaces it."""
     repo = _board_repo(tmp_path / "repo")
     add_package(repo, "eszsl")
-    export_records([base_run], repo / RESULTS)
+    write_records([base_run], repo / RESULTS)
     commit_all(repo, "eszsl")
     git(repo, "checkout", "--quiet", "-b", "impostor")
     add_package(repo, "evil")  # name: eszsl, version 1.0
@@ -402,7 +402,7 @@ def test_transductive_in_the_manifest_wins_over_a_committed_record_saying_false(
     )
     assert made.submission.declarations["transductive"] is True
     claim = forge(made, _set("submission.declarations.transductive", False))
-    export_records([claim], repo / RESULTS)
+    write_records([claim], repo / RESULTS)
     commit_all(repo, "a transductive package whose record says it is not")
 
     result = run_pull_request(
@@ -471,14 +471,14 @@ def test_an_exception_while_validating_one_package_makes_it_invalid_alone(
     add_package(repo, "eszsl")
     commit_all(repo, "two packages")
     fake_runs(monkeypatch, {"eszsl": fresh_run})
-    original = harness.submission.archive.open_package
+    original = harness.submission.unpack.open_package
 
     def open_package(folder: Path, into: Any) -> Any:
         if Path(folder).name == "boom":
             raise TypeError("unhashable type: 'list'")
         return original(folder, into)
 
-    monkeypatch.setattr(harness.submission.archive, "open_package", open_package)
+    monkeypatch.setattr(harness.submission.unpack, "open_package", open_package)
     result = pr(repo)
     boom, honest = result.outcomes
     assert (boom.status, boom.detail) == ("invalid", "TypeError: unhashable type: 'list'")

@@ -36,7 +36,7 @@ def test_frozen_hash_matches_the_pinned_checksum() -> None:
 
 def test_splits_follow_the_protocol() -> None:
     bench = load_benchmark(load_spec(SPECS / "demo.yaml"))
-    a = bench.a
+    a = bench.array
     train, val, unseen = (
         a("splits/train_classes"),
         a("splits/val_classes"),

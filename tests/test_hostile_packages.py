@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.data.prepare import Benchmark, load_benchmark
+from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import run_submission
 from harness.spec import load_spec
-from harness.submission.archive import open_package, unpack_package
 from harness.submission.predictions import read_predictions, write_predictions
+from harness.submission.unpack import open_package, unpack_package
 from tests import hostile
 from tests.conftest import SPECS, stored_runs
 
@@ -41,7 +41,7 @@ def isolated_home(shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def bench() -> Benchmark:
+def bench() -> PreparedBenchmark:
     return load_benchmark(load_spec(DEMO))
 
 
@@ -61,7 +61,7 @@ def _refused(package: Path, db: str, error: type[Exception], message: str) -> No
 # --- prediction files ----------------------------------------------------------------------
 
 
-def test_pickle_in_npy_prediction_file(tmp_path: Path, bench: Benchmark, db: str) -> None:
+def test_pickle_in_npy_prediction_file(tmp_path: Path, bench: PreparedBenchmark, db: str) -> None:
     marker = tmp_path / "pwned"
     package, bad = hostile.predictions_package(
         tmp_path, bench, "zsl", lambda p, s, m: hostile.pickle_npy(p, marker), suffix="npy"
@@ -72,7 +72,7 @@ def test_pickle_in_npy_prediction_file(tmp_path: Path, bench: Benchmark, db: str
     assert not marker.exists()
 
 
-def test_pickle_in_npz_prediction_file(tmp_path: Path, bench: Benchmark, db: str) -> None:
+def test_pickle_in_npz_prediction_file(tmp_path: Path, bench: PreparedBenchmark, db: str) -> None:
     marker = tmp_path / "pwned"
     package, bad = hostile.predictions_package(
         tmp_path,
@@ -90,7 +90,9 @@ def test_pickle_in_npz_prediction_file(tmp_path: Path, bench: Benchmark, db: str
     assert not marker.exists()
 
 
-def test_safetensors_header_lying_about_sizes(tmp_path: Path, bench: Benchmark, db: str) -> None:
+def test_safetensors_header_lying_about_sizes(
+    tmp_path: Path, bench: PreparedBenchmark, db: str
+) -> None:
     package, bad = hostile.predictions_package(
         tmp_path,
         bench,
@@ -105,7 +107,7 @@ def test_safetensors_header_lying_about_sizes(tmp_path: Path, bench: Benchmark, 
     ), info.value
 
 
-def test_wrong_shape_predictions(tmp_path: Path, bench: Benchmark, db: str) -> None:
+def test_wrong_shape_predictions(tmp_path: Path, bench: PreparedBenchmark, db: str) -> None:
     def write(path: Path, setting: str, m: dict[str, object]) -> None:
         hostile.write_npz(path, np.zeros((1220, 19), np.float32), m)
 
@@ -118,7 +120,9 @@ def test_wrong_shape_predictions(tmp_path: Path, bench: Benchmark, db: str) -> N
     )
 
 
-def test_nan_in_predictions_names_the_row(tmp_path: Path, bench: Benchmark, db: str) -> None:
+def test_nan_in_predictions_names_the_row(
+    tmp_path: Path, bench: PreparedBenchmark, db: str
+) -> None:
     def write(path: Path, setting: str, m: dict[str, object]) -> None:
         scores = np.zeros((1220, 20), np.float32)
         scores[7, 3] = np.nan
@@ -136,7 +140,7 @@ def test_nan_in_predictions_names_the_row(tmp_path: Path, bench: Benchmark, db: 
 
 @pytest.mark.parametrize("key", ["class_order_hash", "benchmark_hash"])
 def test_predictions_made_for_another_benchmark_or_class_order(
-    tmp_path: Path, bench: Benchmark, db: str, key: str
+    tmp_path: Path, bench: PreparedBenchmark, db: str, key: str
 ) -> None:
     other = "sha256:" + "1" * 64
 
@@ -154,7 +158,7 @@ def test_predictions_made_for_another_benchmark_or_class_order(
     )
 
 
-def _meta(bench: Benchmark, setting: str) -> dict:  # type: ignore[type-arg]
+def _meta(bench: PreparedBenchmark, setting: str) -> dict:  # type: ignore[type-arg]
     return {
         "benchmark_hash": bench.hash,
         "class_order_hash": bench.class_order_hash(setting),
@@ -163,7 +167,7 @@ def _meta(bench: Benchmark, setting: str) -> dict:  # type: ignore[type-arg]
     }
 
 
-def _topk_file(tmp_path: Path, bench: Benchmark, indices: np.ndarray) -> Path:
+def _topk_file(tmp_path: Path, bench: PreparedBenchmark, indices: np.ndarray) -> Path:
     m = _meta(bench, "zsl")
     path = tmp_path / "demo.zsl.safetensors"
     write_predictions(
@@ -177,7 +181,7 @@ def _topk_file(tmp_path: Path, bench: Benchmark, indices: np.ndarray) -> Path:
     return path
 
 
-def test_duplicate_topk_entries(tmp_path: Path, bench: Benchmark) -> None:
+def test_duplicate_topk_entries(tmp_path: Path, bench: PreparedBenchmark) -> None:
     indices = np.tile(np.arange(5), (1220, 1))
     indices[11, 4] = indices[11, 0]
     indices[12, 1] = indices[12, 2]
@@ -189,7 +193,7 @@ def test_duplicate_topk_entries(tmp_path: Path, bench: Benchmark) -> None:
     )
 
 
-def test_out_of_range_topk_index(tmp_path: Path, bench: Benchmark) -> None:
+def test_out_of_range_topk_index(tmp_path: Path, bench: PreparedBenchmark) -> None:
     indices = np.tile(np.arange(5), (1220, 1))
     indices[40, 2] = 20  # 20 candidates: valid columns are 0..19
     path = _topk_file(tmp_path, bench, indices)

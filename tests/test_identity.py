@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from harness.errors import HarnessError
 from harness.hashing import json_sha256
 from harness.records import RunRecord, run_key
-from harness.results.records_io import dump_record, export_records, load_record, read_records
+from harness.results.records_io import dump_record, load_record, read_records, write_records
 from harness.site import build_site
 from harness.store import count_runs, load_runs, open_store, save_run, save_runs
 from tests.conftest import REPO
@@ -105,7 +105,7 @@ def test_a_decomposed_name_loads_in_nfc() -> None:
 def test_composed_and_decomposed_records_are_one_run(tmp_path: Path) -> None:
     composed = make_record(NFC, zsl={"top1": 0.5})
     root = tmp_path / "results"
-    export_records([composed], root)
+    write_records([composed], root)
     # a second file, the same run with the name decomposed: one run held by two files
     other = root / "cub-demo" / "v1" / "cafe%CC%81@1.0.json"
     other.write_text(file_text(composed, name=NFD), encoding="utf-8")

@@ -304,26 +304,26 @@ def test_adapter_end_to_end_within_1_hop(
     assert meta["structural_ratio"] == pytest.approx(0.6169573643410853)
     assert meta["test_classes_without_images"] == 1548 - 5
     ids = bench.class_ids
-    unseen = set(ids[bench.a("splits/unseen_classes")].tolist())
+    unseen = set(ids[bench.array("splits/unseen_classes")].tolist())
     assert unseen == set(splits["within-1-hop"])
     seen = set(ids[bench.seen_classes].tolist())
-    assert seen == sets["ilsvrc2012"] and len(bench.a("splits/val_classes")) == 100
+    assert seen == sets["ilsvrc2012"] and len(bench.array("splits/val_classes")) == 100
     # GZSL candidates are the literature's "+1K" list
     assert set(ids[bench.columns("gzsl")].tolist()) == set(splits["within-1-hop+1k"])
     # only images of the benchmark's classes are kept: train classes and 1-hop classes
-    labels = ids[bench.a("labels")]
+    labels = ids[bench.array("labels")]
     assert sorted(set(labels.tolist())) == sorted({*classes["train"], *classes["hop1"]})
     assert len(labels) == 5 * 35
-    assert set(ids[bench.a("labels")[bench.a("splits/test_unseen_images")]].tolist()) == set(
-        classes["hop1"]
-    )
+    assert set(
+        ids[bench.array("labels")[bench.array("splits/test_unseen_images")]].tolist()
+    ) == set(classes["hop1"])
     # one of five images per seen class is held out as test_seen
-    held = bench.a("labels")[bench.a("splits/test_seen_images")]
+    held = bench.array("labels")[bench.array("splits/test_seen_images")]
     assert np.bincount(held).max() == 1 and len(held) == 30
     # features are the user's rows (as float32), shuffled away from the class-sorted file order
-    feats = bench.a("features")
+    feats = bench.array("features")
     assert feats.dtype == np.float32 and feats.shape == (175, 8)
-    assert np.any(np.diff(bench.a("labels")) < 0)
+    assert np.any(np.diff(bench.array("labels")) < 0)
     # each frozen row is one of the user's rows of a benchmark class, with that row's label
     wnid_list = all_wnids(lists)
     user_label = {
@@ -333,7 +333,8 @@ def test_adapter_end_to_end_within_1_hop(
     assert [user_label[tuple(r)] for r in feats] == labels.tolist()
     # embeddings: the rows of the classes, in class order
     np.testing.assert_array_equal(
-        bench.a("embeddings/word2vec"), written["embeddings"][[written["position"][w] for w in ids]]
+        bench.array("embeddings/word2vec"),
+        written["embeddings"][[written["position"][w] for w in ids]],
     )
     # hierarchy: ancestors-or-self of the classes; every class is a node
     h = bench.hierarchy
@@ -352,12 +353,14 @@ def test_adapter_goz_keeps_the_class_without_isa_edges(
     )
     bench = load_benchmark(spec)
     assert bench.frozen.meta["classes_without_isa_edges"] == ["n09450163"]
-    assert len(bench.a("splits/unseen_classes")) == 500
+    assert len(bench.array("splits/unseen_classes")) == 500
     h = bench.hierarchy
     assert h is not None
     sun = h.index("n09450163")
     assert h.parents(sun).size == 0 and h.children(sun).size == 0
-    tested = set(bench.class_ids[bench.a("labels")[bench.a("splits/test_unseen_images")]].tolist())
+    tested = set(
+        bench.class_ids[bench.array("labels")[bench.array("splits/test_unseen_images")]].tolist()
+    )
     assert tested == set(classes["goz"])
 
 
@@ -415,7 +418,7 @@ def test_adapter_drops_or_refuses_classes_without_embedding(
         _load(tmp_path, lists, root)
     bench = _load(tmp_path, lists, root, classes_without_embedding="drop")
     assert bench.frozen.meta["dropped_without_embedding"] == sorted(gone)
-    assert len(bench.a("splits/unseen_classes")) == 1548 - 3
+    assert len(bench.array("splits/unseen_classes")) == 1548 - 3
 
 
 def test_adapter_errors_are_clear(

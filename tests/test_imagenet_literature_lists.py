@@ -342,14 +342,14 @@ def test_adapter_freezes_exactly_the_listed_classes(
     spec = load_spec(spec_copy(tmp_path, "literature-2-hops", params={"features_dir": str(root)}))
     bench = load_benchmark(spec)
     ids = bench.class_ids
-    assert ids[bench.a("splits/unseen_classes")].tolist() == two_hops
+    assert ids[bench.array("splits/unseen_classes")].tolist() == two_hops
     meta = bench.frozen.meta
     assert meta["split"] == "literature-2-hops"
     assert meta["class_list"] == {"file": "2-hops.txt", "sha256": HASH_2_HOPS, "n_ids": 1549}
     assert meta["hops_to_train"] == dict(_graph_hops(lists, two_hops))
     # listed classes without images stay candidates, counted in the meta
     assert meta["test_classes_without_images"] == 1549 - len(listed_with_images)
-    tested = set(ids[bench.a("labels")[bench.a("splits/test_unseen_images")]].tolist())
+    tested = set(ids[bench.array("labels")[bench.array("splits/test_unseen_images")]].tolist())
     assert tested == set(listed_with_images)
 
 

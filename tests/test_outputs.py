@@ -221,7 +221,7 @@ def test_collect_maps_shuffled_rows_into_the_frozen_order(tmp_path: Path) -> Non
         np.testing.assert_array_equal(scores[:, 0], rowmap.rows[setting])
         if rowmap.fits[setting] == "main":  # the rows hold exactly the setting's images
             np.testing.assert_array_equal(
-                features[rowmap.rows[setting]], bench.a("features")[bench.rows(setting)]
+                features[rowmap.rows[setting]], bench.array("features")[bench.rows(setting)]
             )
 
 

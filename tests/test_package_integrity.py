@@ -29,15 +29,15 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.data.prepare import Benchmark, load_benchmark
+from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.errors import SubmissionError
 from harness.pipeline import run_submission
 from harness.runners import RunJob, runners
 from harness.runners.sandbox import available
 from harness.spec import load_spec
-from harness.submission.archive import open_package
 from harness.submission.loader import check_entrypoint
 from harness.submission.package import Package, load_package
+from harness.submission.unpack import open_package
 from harness.tasks import write_bundle
 from tests import hostile
 from tests.conftest import REPO, SPECS, SUBMISSIONS, stored_runs
@@ -83,7 +83,7 @@ def isolated_home(shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def bench() -> Benchmark:
+def bench() -> PreparedBenchmark:
     return load_benchmark(load_spec(DEMO))
 
 
@@ -246,7 +246,7 @@ def test_validate_lists_what_a_reviewer_should_look_at(tmp_path: Path) -> None:
 # --- validation bypassed: the worker still runs only the source -----------------------------
 
 
-def _bundle(bench: Benchmark, tmp_path: Path) -> Path:
+def _bundle(bench: PreparedBenchmark, tmp_path: Path) -> Path:
     return write_bundle(bench, tmp_path / "bundle")
 
 
@@ -272,7 +272,7 @@ def _cache_files(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*.pyc"))
 
 
-def test_worker_ignores_hidden_bytecode(bench: Benchmark, tmp_path: Path) -> None:
+def test_worker_ignores_hidden_bytecode(bench: PreparedBenchmark, tmp_path: Path) -> None:
     root = hostile.source_model_package(tmp_path)
     planted = [
         hostile.malicious_pyc(hostile.cache_path(root / "model.py")),
@@ -288,7 +288,9 @@ def test_worker_ignores_hidden_bytecode(bench: Benchmark, tmp_path: Path) -> Non
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_runners_ignore_hidden_bytecode(bench: Benchmark, tmp_path: Path, runner: str) -> None:
+def test_runners_ignore_hidden_bytecode(
+    bench: PreparedBenchmark, tmp_path: Path, runner: str
+) -> None:
     root = hostile.source_model_package(tmp_path)
     hostile.malicious_pyc(hostile.cache_path(root / "model.py"))
     hostile.malicious_pyc(hostile.cache_path(root / "helpers" / "scale.py"))
@@ -308,7 +310,7 @@ def test_runners_ignore_hidden_bytecode(bench: Benchmark, tmp_path: Path, runner
     assert not (out / "pwned").exists(), "the hidden byte-code ran"
 
 
-def test_worker_never_imports_a_sourceless_pyc(bench: Benchmark, tmp_path: Path) -> None:
+def test_worker_never_imports_a_sourceless_pyc(bench: PreparedBenchmark, tmp_path: Path) -> None:
     root = hostile.source_model_package(tmp_path)
     (root / "model.py").unlink()
     hostile.malicious_pyc(root / "model.pyc")
@@ -321,7 +323,9 @@ def test_worker_never_imports_a_sourceless_pyc(bench: Benchmark, tmp_path: Path)
     )
 
 
-def test_worker_prefers_source_to_an_extension_module(bench: Benchmark, tmp_path: Path) -> None:
+def test_worker_prefers_source_to_an_extension_module(
+    bench: PreparedBenchmark, tmp_path: Path
+) -> None:
     root = hostile.source_model_package(tmp_path)
     (root / f"model{EXTENSION}").write_bytes(b"\x7fELF not really" + bytes(64))
     status = _worker(_bundle(bench, tmp_path), root, "model:Model", tmp_path / "out")
@@ -349,7 +353,7 @@ def test_worker_prefers_source_to_an_extension_module(bench: Benchmark, tmp_path
     ],
 )
 def test_worker_entrypoint_must_be_a_class_of_the_package(
-    bench: Benchmark, tmp_path: Path, entrypoint: str, message: str
+    bench: PreparedBenchmark, tmp_path: Path, entrypoint: str, message: str
 ) -> None:
     root = hostile.source_model_package(tmp_path)
     status = _worker(_bundle(bench, tmp_path), root, entrypoint, tmp_path / "out")

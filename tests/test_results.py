@@ -15,7 +15,6 @@ from harness.records import ClassValues, Interval, RunRecord, ScoreEntry
 from harness.results.records_io import (
     RECORD_FORMAT,
     dump_record,
-    export_records,
     load_record,
     read_records,
     record_id,
@@ -217,7 +216,7 @@ def test_hostile_names_get_distinct_safe_paths_inside_root(tmp_path: Path) -> No
 def test_hostile_names_round_trip_through_files(tmp_path: Path) -> None:
     records = [make_record(name=name, version=name) for name in HOSTILE_NAMES if name != "A"]
     root = tmp_path / "results"
-    paths = export_records(records, root)
+    paths = write_records(records, root).paths
     written = sorted(p for p in root.rglob("*") if p.is_file())
     assert written == sorted(paths)
     assert all(p.resolve().is_relative_to(root.resolve()) for p in written)
@@ -229,13 +228,13 @@ def test_hostile_names_round_trip_through_files(tmp_path: Path) -> None:
 
 def test_names_differing_only_in_case_are_refused(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="differ only in letter case"):
-        export_records([make_record(name="ALE"), make_record(name="ale")], tmp_path)
+        write_records([make_record(name="ALE"), make_record(name="ale")], tmp_path)
     assert not any(tmp_path.iterdir())
 
 
 def test_two_records_of_one_run_are_refused(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match=r"two records of the run ale@1\.0 on cub-demo v1"):
-        export_records([make_record(), make_record(zsl_top1=0.7)], tmp_path)
+        write_records([make_record(), make_record(zsl_top1=0.7)], tmp_path)
 
 
 # -- folders and the store ------------------------------------------------------------------------
@@ -299,7 +298,7 @@ def test_export_is_byte_stable_and_leaves_unchanged_files_alone(tmp_path: Path) 
 
 def test_prune_removes_only_stale_record_files_when_asked(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    export_records(_records(), root)
+    write_records(_records(), root)
     notes = root / "README.md"
     notes.write_text("kept\n")
     kept = _records()[:1]
@@ -314,7 +313,7 @@ def test_prune_removes_only_stale_record_files_when_asked(tmp_path: Path) -> Non
 
 def test_prune_with_no_records_refuses_to_delete_everything(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    paths = export_records(_records(), root)
+    paths = write_records(_records(), root).paths
     with pytest.raises(HarnessError, match="--prune would delete every record under"):
         write_records([], root, prune=True)
     assert all(p.is_file() for p in paths)
@@ -323,7 +322,7 @@ def test_prune_with_no_records_refuses_to_delete_everything(tmp_path: Path) -> N
 
 def test_import_is_all_or_nothing(store: Engine, tmp_path: Path) -> None:
     root = tmp_path / "results"
-    paths = export_records(_records(), root)
+    paths = write_records(_records(), root).paths
     save_run(store, make_record(name="already", zsl_top1=0.25))
     before = load_runs(store)
     victim = paths[-1]
@@ -341,7 +340,7 @@ def test_import_is_one_transaction_when_the_store_refuses_a_record(
     before = load_runs(store)
     root = tmp_path / "results"
     # valid files, but the second was scored on other data under the same benchmark version
-    export_records(
+    write_records(
         [
             make_record(name="aaa-new", benchmark_hash="sha256:" + "1" * 64),
             make_record(name="zzz-other-data"),
@@ -355,7 +354,7 @@ def test_import_is_one_transaction_when_the_store_refuses_a_record(
 
 def test_import_refuses_two_files_of_one_run(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    (path,) = export_records([make_record()], root)
+    (path,) = write_records([make_record()], root).paths
     copy = path.with_name("copy.json")
     copy.write_bytes(path.read_bytes())
     with pytest.raises(HarnessError, match=r"copy\.json: holds the run ale@1\.0 on cub-demo v1"):
@@ -380,7 +379,7 @@ def test_scores_keep_their_order(tmp_path: Path) -> None:
         ScoreEntry(setting="zsl", metric="a-first", function="f", version="1", value=0.2),
     ]
     record = make_record(extra_scores=extra)
-    (path,) = export_records([record], tmp_path)
+    (path,) = write_records([record], tmp_path).paths
     (loaded,) = read_records(tmp_path)
     assert [e.metric for e in loaded.scores] == [e.metric for e in record.scores]
     assert path.read_text().index('"z-last"') < path.read_text().index('"a-first"')

@@ -22,7 +22,6 @@ from harness.errors import HarnessError
 from harness.results import records_io
 from harness.results.records_io import (
     dump_record,
-    export_records,
     read_records,
     record_path,
     write_records,
@@ -175,7 +174,7 @@ def test_a_link_swapped_in_after_the_check_is_refused_by_the_writer(
     outside = _tree(layout.outside)
     monkeypatch.setattr(records_io, "_scan", lambda root: [])  # as if the link came later
     with pytest.raises(HarnessError, match=r"is a symbolic link") as err:
-        export_records([RECORD], layout.root)
+        write_records([RECORD], layout.root)
     assert str(err.value).startswith(f"{link}: ")
     assert _tree(layout.outside) == outside
 
@@ -187,7 +186,7 @@ def test_a_record_file_replaced_by_a_link_after_the_check_is_replaced_not_follow
     link = _record_file(layout)
     monkeypatch.setattr(records_io, "_scan", lambda root: [])
     with pytest.raises(HarnessError, match=r"is a symbolic link"):
-        export_records([RECORD], layout.root)  # reading the old text refuses the link
+        write_records([RECORD], layout.root)  # reading the old text refuses the link
     assert (layout.outside / "ale@1.0.json").read_text(encoding="utf-8") == PRECIOUS
     assert link.is_symlink()
 
@@ -196,7 +195,7 @@ def test_prune_never_deletes_through_a_linked_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     layout = Layout(tmp_path)
-    export_records([RECORD], layout.root)
+    write_records([RECORD], layout.root)
     link = layout.root / "awa2"
     link.symlink_to(layout.outside, target_is_directory=True)
     monkeypatch.setattr(records_io, "_scan", lambda root: [])  # even past the first check
@@ -222,20 +221,20 @@ def test_zsl_results_export_refuses_a_linked_version_folder(tmp_path: Path) -> N
 
 def test_special_files_are_refused_without_hanging(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    export_records([RECORD], root)
+    write_records([RECORD], root)
     fifo = record_path(root, RECORD).with_name("fifo.json")
     os.mkfifo(fifo)
     with pytest.raises(HarnessError, match=r"fifo\.json: is not a regular file"):
         read_records(root)
     with pytest.raises(HarnessError, match=r"fifo\.json: is not a regular file"):
-        export_records([RECORD], root, prune=True)
+        write_records([RECORD], root, prune=True)
     assert fifo.exists()
 
 
 def test_real_folders_still_export_read_and_prune(tmp_path: Path) -> None:
     root = tmp_path / "results"
-    paths = export_records([RECORD, OTHER], root)
-    assert read_records(root) == sorted([RECORD, OTHER], key=records_io.record_key)
+    paths = write_records([RECORD, OTHER], root).paths
+    assert read_records(root) == sorted([RECORD, OTHER], key=records_io.run_key)
     result = write_records([RECORD], root, prune=True)
     assert result.removed == [paths[1]]
     assert not (root / "awa2").exists()
@@ -259,7 +258,7 @@ def test_committed_records_refuses_a_link_in_the_git_tree(
 ) -> None:
     """A mode 120000 entry under the results folder was skipped silently; now it is refused."""
     repo = new_repo(tmp_path / "repo")
-    export_records([make_record(benchmark="awa2")], repo / "leaderboard" / "results")
+    write_records([make_record(benchmark="awa2")], repo / "leaderboard" / "results")
     path = repo / link
     path.parent.mkdir(parents=True, exist_ok=True)
     path.symlink_to(target)

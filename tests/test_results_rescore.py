@@ -19,7 +19,7 @@ from harness.metrics.base import Metric, MetricInput
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.records import RunRecord
 from harness.results import rescore as rescore_module
-from harness.results.archive import (
+from harness.results.prediction_archive import (
     PREDICTIONS_DIR_ENV,
     ArchiveMissingError,
     archive_file,

@@ -17,7 +17,7 @@ from harness.audit import ClassAudit, LeakageAudit, Relation, Relative
 from harness.cli import board
 from harness.errors import HarnessError, IntegrityError
 from harness.records import Interval, RunRecord
-from harness.results.records_io import export_records, load_record, record_id
+from harness.results.records_io import load_record, record_id, write_records
 from harness.site import build_site, builder
 from harness.site.model import SiteModel
 from harness.store import open_store, save_run
@@ -650,7 +650,7 @@ def test_cli_build_from_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_cli_build_from_exported_records(tmp_path: Path) -> None:
     records = synthetic_records(3, 1)
-    export_records(records, tmp_path / "results")
+    write_records(records, tmp_path / "results")
     out = tmp_path / "site"
     result = CliRunner().invoke(
         board.app, ["build", "--results", str(tmp_path / "results"), "--out", str(out)]

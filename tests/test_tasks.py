@@ -22,7 +22,7 @@ def bench():  # type: ignore[no-untyped-def]
 
 def _labels_of(bench, features: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
     """Find which benchmark images a bundle array holds (features are unique per image)."""
-    all_features = bench.a("features")
+    all_features = bench.array("features")
     lookup = {row.tobytes(): i for i, row in enumerate(all_features)}
     return np.array([lookup[row.tobytes()] for row in features])
 
@@ -38,7 +38,7 @@ def test_bundle_holds_no_test_labels_and_no_test_image_in_training(bench, tmp_pa
         seen_images += _labels_of(bench, task.val_features).tolist()
         assert not test_images & set(seen_images), fit
         np.testing.assert_array_equal(
-            bench.a("labels")[_labels_of(bench, task.train_features)], task.train_labels
+            bench.array("labels")[_labels_of(bench, task.train_features)], task.train_labels
         )
 
 
@@ -46,7 +46,7 @@ def test_calibration_fit_sees_only_training_classes(bench, tmp_path: Path) -> No
     bundle = Bundle(write_bundle(bench, tmp_path / "b"))
     assert bundle.validation_settings == ["zsl_val", "gzsl_val"]
     cal = bundle.train_task(fit="calibration")
-    train, val = bench.a("splits/train_classes"), bench.a("splits/val_classes")
+    train, val = bench.array("splits/train_classes"), bench.array("splits/val_classes")
     assert set(cal.train_classes) | set(cal.val_classes) == set(train)
     assert not set(cal.train_classes) & set(cal.val_classes)
     assert set(cal.train_labels) <= set(cal.train_classes)
@@ -55,11 +55,11 @@ def test_calibration_fit_sees_only_training_classes(bench, tmp_path: Path) -> No
     # images + validation-class images over train ∪ val candidates (GZSL-val).
     features, candidates = bundle.test("zsl_val")
     assert set(candidates) == set(val)
-    assert set(bench.a("labels")[_labels_of(bench, features)]) == set(val)
+    assert set(bench.array("labels")[_labels_of(bench, features)]) == set(val)
     features, candidates = bundle.test("gzsl_val")
     assert set(candidates) == set(train) | set(val)
     rows = _labels_of(bench, features)
-    holdout = set(bench.a("splits/cal_holdout_images"))
+    holdout = set(bench.array("splits/cal_holdout_images"))
     assert holdout <= set(rows)
     fit_images = set(_labels_of(bench, cal.train_features)) | set(
         _labels_of(bench, cal.val_features)
@@ -113,8 +113,8 @@ def test_the_order_is_fresh_per_bundle_and_blind_to_class(bench, tmp_path: Path)
         orders.append(_labels_of(bench, Bundle(tmp_path / name).test_features("main")))
     assert sorted(orders[0]) == sorted(orders[1]) and not np.array_equal(*orders)
     # Unseen-class images are spread over the whole file, not in a block.
-    labels = bench.a("labels")[orders[0]]
-    unseen = np.isin(labels, bench.a("splits/unseen_classes"))
+    labels = bench.array("labels")[orders[0]]
+    unseen = np.isin(labels, bench.array("splits/unseen_classes"))
     halves = np.array_split(unseen, 2)
     assert abs(halves[0].mean() - halves[1].mean()) < 0.15
 

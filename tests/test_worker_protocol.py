@@ -702,7 +702,7 @@ def _expect_test_features(package: Path) -> None:
 
     bench = load_benchmark(load_spec(DEMO))
     rows = np.unique(np.concatenate([bench.rows(s) for s in bench.spec.settings]))
-    x = np.ascontiguousarray(bench.a("features")[rows])
+    x = np.ascontiguousarray(bench.array("features")[rows])
     digests = sorted(hashlib.sha1(np.ascontiguousarray(r).tobytes()).hexdigest() for r in x)
     expect = {
         "shape": list(x.shape),

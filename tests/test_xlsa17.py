@@ -548,7 +548,7 @@ def test_cub_taxonomy_hierarchy_from_the_adapter(
     monkeypatch.setenv(ENV_CUB_TAXONOMY, str(tmp_path / "taxonomy"))
     bench = load_benchmark(spec)
     assert calls == [tmp_path / "taxonomy"]
-    names = bench.a("class_names").tolist()
+    names = bench.array("class_names").tolist()
     ids = bench.class_ids.tolist()
     assert all(i == f"sp{n[:3]}" for i, n in zip(ids, names, strict=True))  # CUB number → node
     assert bench.hierarchy is not None and bench.hierarchy.n_nodes == 201

@@ -80,7 +80,7 @@ def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_pat
         pytest.skip("CUB taxonomy files absent")
     bench = load_benchmark(load_spec(_spec(tmp_path, dataset, release)))
     bundle = Bundle(write_bundle(bench, tmp_path / "bundle"))
-    features = bench.a("features")
+    features = bench.array("features")
     index = {row.tobytes(): i for i, row in enumerate(features)}
     test = set(bench.rows("zsl").tolist()) | set(bench.rows("gzsl").tolist())
     assert len(index) == len(features), "fixture features must be unique per image"

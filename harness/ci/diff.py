@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from harness.ci.markdown import escape_markdown, short_list
 from harness.ranking import competition_ranks
-from harness.records import RunRecord, ScoreEntry
-from harness.results.records_io import RecordKey, record_key
+from harness.records import RunKey, RunRecord, ScoreEntry, run_key
 from harness.site.model import SETTING_LABELS, SETTING_ORDER, is_transductive
 from harness.site.text import format_value
 
@@ -83,26 +82,26 @@ def same_result(one: RunRecord | None, two: RunRecord | None) -> bool:
     return not record_differences(one, two)
 
 
-def index_records(records: Iterable[RunRecord]) -> dict[RecordKey, RunRecord]:
+def index_records(records: Iterable[RunRecord]) -> dict[RunKey, RunRecord]:
     """Records by run key; of two records of one key the newest wins, as re-running a
     submission replaces its run."""
-    index: dict[RecordKey, RunRecord] = {}
+    index: dict[RunKey, RunRecord] = {}
     for record in sorted(records, key=lambda r: r.created_at):
-        index[record_key(record)] = record
+        index[run_key(record)] = record
     return index
 
 
 def _ranks(
-    entries: dict[RecordKey, ScoreEntry], transductive: Collection[RecordKey] = ()
-) -> dict[RecordKey, int]:
+    entries: dict[RunKey, ScoreEntry], transductive: Collection[RunKey] = ()
+) -> dict[RunKey, int]:
     """Competition ranks (:func:`~harness.ranking.competition_ranks`), among entries of the same
     metric version only, and apart for transductive runs (they saw the unlabelled test images),
     as the site ranks them."""
-    pools: dict[tuple[str, bool], dict[RecordKey, ScoreEntry]] = {}
+    pools: dict[tuple[str, bool], dict[RunKey, ScoreEntry]] = {}
     for key, entry in entries.items():
         if math.isfinite(entry.value):
             pools.setdefault((entry.version, key in transductive), {})[key] = entry
-    ranks: dict[RecordKey, int] = {}
+    ranks: dict[RunKey, int] = {}
     for pool in pools.values():
         better = next(iter(pool.values())).higher_is_better
         values = {key: entry.value for key, entry in pool.items()}
@@ -150,7 +149,7 @@ def _change_reasons(old: RunRecord, new: RunRecord, old_e: ScoreEntry, new_e: Sc
 
 @dataclass
 class _Row:
-    key: RecordKey
+    key: RunKey
     rank: str
     change: str
     before: str
@@ -162,9 +161,9 @@ class _Row:
 def _setting_table(
     setting: str,
     metric: str,
-    old: dict[RecordKey, RunRecord],
-    new: dict[RecordKey, RunRecord],
-    reproduced: Collection[RecordKey] | None,
+    old: dict[RunKey, RunRecord],
+    new: dict[RunKey, RunRecord],
+    reproduced: Collection[RunKey] | None,
 ) -> str:
     old_entries = {k: e for k, r in old.items() if (e := r.score(setting, metric)) is not None}
     new_entries = {k: e for k, r in new.items() if (e := r.score(setting, metric)) is not None}
@@ -267,7 +266,7 @@ def leaderboard_diff(
     before: Sequence[RunRecord],
     after: Sequence[RunRecord],
     *,
-    reproduced: Collection[RecordKey] | None = None,
+    reproduced: Collection[RunKey] | None = None,
 ) -> str:
     """The leaderboard change from ``before`` to ``after`` records, as Markdown.
 
@@ -282,7 +281,7 @@ def leaderboard_diff(
     ----------
     before, after : sequence of RunRecord
         The records at the base revision and after the change.
-    reproduced : collection of RecordKey, optional
+    reproduced : collection of RunKey, optional
         Keys of the runs this CI job scored itself; a new or updated run not among them (a record
         edited by hand) is flagged. None: flag nothing.
 
@@ -293,7 +292,7 @@ def leaderboard_diff(
         (:func:`escape_markdown`).
     """
     old, new = index_records(before), index_records(after)
-    status: dict[RecordKey, str] = {}
+    status: dict[RunKey, str] = {}
     for key in old.keys() | new.keys():
         if key not in old:
             status[key] = "new"

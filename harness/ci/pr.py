@@ -23,7 +23,7 @@ from typing import Literal
 
 import harness.pipeline
 import harness.site
-import harness.submission.archive
+import harness.submission.unpack
 from harness.atomic import write_text_atomic
 from harness.ci.config import CI_CONFIG, config_root, config_spec_paths, load_ci_config
 from harness.ci.diff import (
@@ -49,17 +49,15 @@ from harness.ci.git import (
 )
 from harness.ci.markdown import MAX_DETAIL, escape_markdown, one_line, short_list
 from harness.errors import HarnessError
-from harness.records import RunRecord
+from harness.records import RunKey, RunRecord, run_key
 from harness.results.records_io import (
     RecordFile,
-    RecordKey,
     describe_key,
     dump_record,
-    export_records,
     read_record_files,
     read_records,
-    record_key,
     record_path,
+    write_records,
 )
 from harness.runners import sandbox
 from harness.site.text import format_value
@@ -184,7 +182,7 @@ def score_package(
     roots = [repo_root] if spec_root is None else [repo_root, spec_root]
     try:
         with tempfile.TemporaryDirectory(prefix="zsl-ci-validate-") as tmp:
-            harness.submission.archive.open_package(folder, tmp)
+            harness.submission.unpack.open_package(folder, tmp)
     except Exception as err:  # any failure of one package is that package's (see above)
         return PackageOutcome(package, "invalid", _error_text(err, repo_root)), []
     records, failures = [], []
@@ -343,14 +341,14 @@ def run_pull_request(
     fork = merge_base(commit, root)
     vetted = committed_files(fork, results_dir, root)
     head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
-    trusted: dict[RecordKey, RunRecord] = {}
-    changed: dict[RecordKey, _ChangedRecord] = {}
+    trusted: dict[RunKey, RunRecord] = {}
+    changed: dict[RunKey, _ChangedRecord] = {}
     for file in head:
         relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
         if vetted.get(relative) == file.text.encode("utf-8"):
-            trusted[record_key(file.record)] = file.record
+            trusted[run_key(file.record)] = file.record
         else:
-            changed[record_key(file.record)] = _ChangedRecord(
+            changed[run_key(file.record)] = _ChangedRecord(
                 file, (results_rel / relative).as_posix()
             )
 
@@ -384,7 +382,7 @@ def run_pull_request(
     finally:
         engine.dispose()
     outcomes: list[PackageOutcome] = []
-    fresh: dict[RecordKey, RunRecord] = {}
+    fresh: dict[RunKey, RunRecord] = {}
     failed: set[str] = set()
     for package in sorted(to_run):
         name = manifest_name_at("HEAD", package, root)
@@ -416,11 +414,11 @@ def run_pull_request(
         if outcome.failed:
             failed.add(package)
         for record in records:
-            fresh[record_key(record)] = record
+            fresh[run_key(record)] = record
 
     problems: list[str] = []
     merged = dict(trusted)
-    fork_records: dict[RecordKey, RunRecord] | None = None
+    fork_records: dict[RunKey, RunRecord] | None = None
     for key, change in sorted(changed.items()):
         new = fresh.get(key)
         if new is None:
@@ -472,7 +470,7 @@ def run_pull_request(
             )
         outcomes.append(PackageOutcome(folder, "deleted", detail))
 
-    export_records(merged.values(), results_dir, prune=True)
+    write_records(merged.values(), results_dir, prune=True)
     after = read_records(results_dir)
     notes = []
     stale = [r for key, r in fresh.items() if not same_result(committed.get(key), r)]

@@ -34,7 +34,7 @@ from harness.spec import Spec
 __all__ = [
     "CAL_HOLDOUT_FRACTION",
     "CAL_VAL_FRACTION",
-    "Benchmark",
+    "PreparedBenchmark",
     "check_raw",
     "freeze_arrays",
     "load_benchmark",
@@ -254,7 +254,7 @@ def prepare(spec: Spec) -> FrozenBenchmark:
 
 
 @dataclass
-class Benchmark:
+class PreparedBenchmark:
     """A typed view of a frozen benchmark for one spec: splits, orders, candidates, hierarchy."""
 
     spec: Spec
@@ -264,32 +264,32 @@ class Benchmark:
     def hash(self) -> str:
         return self.frozen.hash
 
-    def a(self, name: str) -> np.ndarray:
+    def array(self, name: str) -> np.ndarray:
         return self.frozen.array(name)
 
     @cached_property
     def class_ids(self) -> np.ndarray:
-        return self.a("class_ids")
+        return self.array("class_ids")
 
     @cached_property
     def seen_classes(self) -> np.ndarray:
         return np.sort(
-            np.concatenate([self.a("splits/train_classes"), self.a("splits/val_classes")])
+            np.concatenate([self.array("splits/train_classes"), self.array("splits/val_classes")])
         )
 
     def seen_for(self, setting: str) -> np.ndarray:
         """Seen classes of ``setting``: train ∪ val for test settings, train for ``*_val``."""
         if setting.endswith("_val"):
-            return self.a("splits/train_classes")
+            return self.array("splits/train_classes")
         return self.seen_classes
 
     def rows(self, setting: str) -> np.ndarray:
         """Image indices of the prediction rows of ``setting``, in file order."""
-        return self.a(f"order/{setting}/rows")
+        return self.array(f"order/{setting}/rows")
 
     def columns(self, setting: str) -> np.ndarray:
         """Class indices of the prediction columns of ``setting``, in file order."""
-        return self.a(f"order/{setting}/columns")
+        return self.array(f"order/{setting}/columns")
 
     def class_order_hash(self, setting: str) -> str:
         return strings_sha256(self.class_ids[self.columns(setting)])
@@ -299,10 +299,10 @@ class Benchmark:
         if "hierarchy/node_ids" not in self.frozen:
             return None
         return Hierarchy.from_arrays(
-            {k: self.a(f"hierarchy/{k}") for k in ("node_ids", "names", "edges")}
+            {k: self.array(f"hierarchy/{k}") for k in ("node_ids", "names", "edges")}
         )
 
 
-def load_benchmark(spec: Spec) -> Benchmark:
+def load_benchmark(spec: Spec) -> PreparedBenchmark:
     """Prepare (or reuse) and return the typed view."""
-    return Benchmark(spec, prepare(spec))
+    return PreparedBenchmark(spec, prepare(spec))

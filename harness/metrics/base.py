@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from harness.records import Setting
 from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
     from harness.metrics.decomposition import Decomposition
 
-Setting = Literal["zsl", "gzsl"]
 InputKind = Literal["dense", "topk"]
 #: The unit a metric's value is a mean over: every test image weighs the same ("images"), or
 #: every class with test images weighs the same ("classes"). On class-imbalanced splits (ImageNet)

@@ -37,26 +37,26 @@ predictions: rescore reports them as skipped (and exits non-zero), re-run those 
 instead. After a rescore, ``zsl results export`` shows the new scores as a diff for review.
 
 Modules: :mod:`~harness.results.records_io` (record files), :mod:`~harness.results.store_io`
-(store <-> folder), :mod:`~harness.results.archive` (prediction archive),
+(store <-> folder), :mod:`~harness.results.prediction_archive` (prediction archive),
 :mod:`~harness.results.rescore` (re-scoring).
 """
 
 from harness.results.records_io import (
     RECORD_FORMAT,
     dump_record,
-    export_records,
     load_record,
     read_records,
     record_id,
     record_path,
+    write_records,
 )
 
 __all__ = [
     "RECORD_FORMAT",
     "dump_record",
-    "export_records",
     "load_record",
     "read_records",
     "record_id",
     "record_path",
+    "write_records",
 ]

@@ -59,17 +59,10 @@ _SAFE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _MAX_COMPONENT = 100
 
 
-RecordKey = RunKey
-
-
 # -- one record ---------------------------------------------------------------------------------
 
 
-#: The run's identity (:func:`harness.records.run_key`): one record file per key.
-record_key = run_key
-
-
-def describe_key(key: RecordKey) -> str:
+def describe_key(key: RunKey) -> str:
     """``name@version on benchmark vN`` for messages."""
     benchmark, version, name, sub_version = key
     return f"{name}@{sub_version} on {benchmark} v{version}"
@@ -106,7 +99,7 @@ def dump_record(record: RunRecord) -> str:
         text = json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except ValueError as err:
         raise HarnessError(
-            f"run of {describe_key(record_key(record))} cannot be exported: {err}; records "
+            f"run of {describe_key(run_key(record))} cannot be exported: {err}; records "
             "hold finite numbers only"
         ) from err
     return text + "\n"
@@ -243,7 +236,7 @@ def record_path(root: Path, record: RunRecord) -> Path:
 
     The path depends on the run's identity only, so a re-scored run rewrites the same file.
     """
-    benchmark, version, name, sub_version = record_key(record)
+    benchmark, version, name, sub_version = run_key(record)
     file_name = (
         f"{safe_component(name, 'submission name')}@"
         f"{safe_component(sub_version, 'submission version')}{RECORD_SUFFIX}"
@@ -403,8 +396,9 @@ class ExportResult:
     removed: list[Path] = field(default_factory=list)
 
 
-def export_records(records: Iterable[RunRecord], root: Path, *, prune: bool = False) -> list[Path]:
-    """Write one file per record under ``root`` and return their paths (in record order).
+def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = False) -> ExportResult:
+    """Write one file per record under ``root``; the result lists their paths (in record order) and
+    which files were written and removed.
 
     A file whose text would not change is left alone. With ``prune=True``, ``*.json`` files
     under ``root`` that belong to no given record are removed (and folders left empty).
@@ -418,17 +412,12 @@ def export_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fa
         written; or ``prune`` is asked with no records while ``root`` holds some (an empty store
         would delete them all).
     """
-    return write_records(records, root, prune=prune).paths
-
-
-def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = False) -> ExportResult:
-    """:func:`export_records`, also reporting which files were written and removed."""
     planned: dict[Path, str] = {}
-    owners: dict[RecordKey, Path] = {}
-    folded: dict[str, RecordKey] = {}
+    owners: dict[RunKey, Path] = {}
+    folded: dict[str, RunKey] = {}
     result = ExportResult()
     for record in records:
-        key = record_key(record)
+        key = run_key(record)
         if key in owners:
             raise HarnessError(f"two records of the run {describe_key(key)}; export one per run")
         path = record_path(root, record)
@@ -596,7 +585,7 @@ def read_record_files(root: Path) -> list[RecordFile]:
     if not stat.S_ISDIR(mode):
         raise HarnessError(f"{root}: no such folder of run records (run `zsl results export`)")
     files: list[RecordFile] = []
-    seen: dict[RecordKey, Path] = {}
+    seen: dict[RunKey, Path] = {}
     root_fd = _open_root(root, create=False)
     if root_fd is None:
         raise HarnessError(f"{root}: no such folder of run records (run `zsl results export`)")
@@ -611,7 +600,7 @@ def read_record_files(root: Path) -> list[RecordFile]:
             except UnicodeDecodeError as err:
                 raise HarnessError(f"{path}: cannot read ({err})") from None
             record = load_record(text, str(path))
-            key = record_key(record)
+            key = run_key(record)
             if key in seen:
                 raise HarnessError(
                     f"{path}: holds the run {describe_key(key)}, which {seen[key]} holds too; "
@@ -648,7 +637,7 @@ def read_records(root: Path) -> list[RunRecord]:
         A file's content does not match its id.
     """
     records = [file.record for file in read_record_files(root)]
-    records.sort(key=record_key)
+    records.sort(key=run_key)
     return records
 
 
@@ -658,12 +647,10 @@ __all__ = [
     "RecordFile",
     "describe_key",
     "dump_record",
-    "export_records",
     "load_record",
     "read_record_files",
     "read_records",
     "record_id",
-    "record_key",
     "record_path",
     "safe_component",
     "write_records",

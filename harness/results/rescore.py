@@ -5,8 +5,9 @@ version is no longer the one it records, or when its list of (setting, metric ke
 is not what its benchmark's spec declares today. :func:`rescore_store` finds the spec of each
 run (by benchmark id and version under a specs folder; a spec whose hash differs from the
 run's is refused), loads the frozen benchmark, reads the run's archived prediction files
-(:mod:`harness.results.archive`; their content is checked against the hashes the record holds),
-scores them with the current metrics and saves every re-scored record in one transaction.
+(:mod:`harness.results.prediction_archive`; their content is checked against the hashes the
+record holds), scores them with the current metrics and saves every re-scored record in one
+transaction.
 
 What changes in a re-scored record: ``scores`` (all of them, so the record is exactly what a
 fresh ``zsl run`` of the same predictions would score) and one line in ``logs["rescore"]``
@@ -30,14 +31,14 @@ from typing import TYPE_CHECKING, Literal
 
 import harness
 from harness.errors import HarnessError, IntegrityError, SpecError
-from harness.records import RunRecord, ScoreEntry
-from harness.results.archive import ArchiveMissingError, archived_paths
-from harness.results.records_io import describe_key, record_key
+from harness.records import RunRecord, ScoreEntry, run_key
+from harness.results.prediction_archive import ArchiveMissingError, archived_paths
+from harness.results.records_io import describe_key
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from harness.data.prepare import Benchmark
+    from harness.data.prepare import PreparedBenchmark
     from harness.spec import Spec
 
 Status = Literal["current", "rescored", "would rescore", "skipped", "failed"]
@@ -62,7 +63,7 @@ class RescoreOutcome:
 
     @property
     def run(self) -> str:
-        return describe_key(record_key(self.record))
+        return describe_key(run_key(self.record))
 
     @property
     def ok(self) -> bool:
@@ -143,7 +144,7 @@ def stale_reasons(record: RunRecord, spec: Spec | None) -> list[str]:
 def rescore_record(
     record: RunRecord,
     spec: Spec,
-    bench: Benchmark,
+    bench: PreparedBenchmark,
     *,
     reasons: Iterable[str] = (),
     archive_root: Path | None = None,
@@ -162,7 +163,7 @@ def rescore_record(
     from harness.pipeline import prediction_settings, read_all
     from harness.scoring import score
 
-    run = describe_key(record_key(record))
+    run = describe_key(run_key(record))
     if spec.spec_hash() != record.benchmark.spec_hash:
         raise IntegrityError(
             f"{run}: was scored against spec hash {record.benchmark.spec_hash}, but "
@@ -234,7 +235,7 @@ def rescore_records(
     """
     from harness.data.prepare import load_benchmark
 
-    benches: dict[SpecKey, Benchmark] = {}
+    benches: dict[SpecKey, PreparedBenchmark] = {}
     outcomes: list[RescoreOutcome] = []
     for record in records:
         spec = specs.get((record.benchmark.id, record.benchmark.version))

@@ -36,7 +36,7 @@ from harness.errors import RunnerError
 from harness.submission.predictions import write_predictions
 
 if TYPE_CHECKING:
-    from harness.data.prepare import Benchmark
+    from harness.data.prepare import PreparedBenchmark
     from harness.tasks import RowMap
 
 __all__ = [
@@ -291,7 +291,7 @@ def _gather(
 
 
 def collect_predictions(
-    out: Path, rowmap: RowMap, bench: Benchmark, dest: Path, settings: list[str]
+    out: Path, rowmap: RowMap, bench: PreparedBenchmark, dest: Path, settings: list[str]
 ) -> dict[str, Path]:
     """Turn the worker's all-row outputs into the contract's prediction files under ``dest``.
 

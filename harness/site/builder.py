@@ -39,9 +39,8 @@ from harness.errors import HarnessError
 from harness.records import RunRecord
 from harness.site.model import SiteModel, plan_site
 from harness.site.pages import render_site
-from harness.site.text import format_value, safe_href, short_hash
 
-__all__ = ["MARKER", "build_site", "format_value", "plan_site", "safe_href", "short_hash"]
+__all__ = ["MARKER", "build_site"]
 
 #: A file in every built site; an existing ``out_dir`` without it is never replaced.
 MARKER = ".zsl-leaderboard"

@@ -21,7 +21,7 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.site import charts
-from harness.site.model import Benchmark, Column, Setting, Submission, version_key
+from harness.site.model import BenchmarkPage, Column, SettingTable, Submission, version_key
 from harness.site.text import isolate, isolate_text
 
 __all__ = ["Figure", "benchmark_figures", "rank_figure", "setting_figures", "structure_facts"]
@@ -48,7 +48,7 @@ class Figure:
 Href = Callable[[str], str]
 
 
-def setting_figures(bench: Benchmark, plan: Setting, href: Href) -> list[Figure]:
+def setting_figures(bench: BenchmarkPage, plan: SettingTable, href: Href) -> list[Figure]:
     """Charts of one setting's table: primary scores, then the curves the records hold."""
     figures: list[Figure] = []
     order = plan.shown  # inductive runs first, then the transductive ones
@@ -69,7 +69,7 @@ def setting_figures(bench: Benchmark, plan: Setting, href: Href) -> list[Figure]
     return figures
 
 
-def benchmark_figures(bench: Benchmark) -> list[Figure]:
+def benchmark_figures(bench: BenchmarkPage) -> list[Figure]:
     """Structure diagnostics of the benchmark's split: one bar chart per histogram found."""
     structure = bench.latest.benchmark.structure
     figures = []
@@ -110,7 +110,7 @@ def benchmark_figures(bench: Benchmark) -> list[Figure]:
     return figures
 
 
-def structure_facts(bench: Benchmark) -> list[tuple[str, str]]:
+def structure_facts(bench: BenchmarkPage) -> list[tuple[str, str]]:
     """The structure diagnostics that are not histograms, as (name, text) rows."""
     out = []
     for key, value in sorted(bench.latest.benchmark.structure.items()):
@@ -166,7 +166,7 @@ def rank_figure(ranks: dict[str, Any], setting: str, href: Href, *, suffix: str 
     """A rank matrix across benchmarks of ``setting`` (one of :class:`harness.site.model.
     SiteModel`'s) as a heatmap, rank 1 darkest; ``suffix`` tells the figure ids apart."""
     subs: list[Submission] = ranks["submission_refs"]
-    benches: list[Benchmark] = ranks["benchmark_pages"]
+    benches: list[BenchmarkPage] = ranks["benchmark_pages"]
     label = {"zsl": "ZSL", "gzsl": "GZSL"}.get(setting, setting)
     marked = any(s.transductive for s in subs)
     svg = charts.heatmap(
@@ -193,7 +193,7 @@ def rank_figure(ranks: dict[str, Any], setting: str, href: Href, *, suffix: str 
 # -- charts of one setting ----------------------------------------------------------------
 
 
-def _primary_bars(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+def _primary_bars(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
     keys = [k for k in order if k in column.entries]
     entries = [column.entries[k] for k in keys]
     nan = float("nan")
@@ -219,7 +219,7 @@ def _primary_bars(plan: Setting, column: Column, order: list[str], href: Href) -
     )
 
 
-def _darts(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+def _darts(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
     rewards = [c for c in plan.columns if c.function == "darts_reward"]
     series = []
     targets: set[float] = set()
@@ -305,7 +305,7 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%".replace(".0%", "%")
 
 
-def _seen_unseen(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+def _seen_unseen(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
     series = []
     for key in order:
         entry = column.entries.get(key)
@@ -353,7 +353,7 @@ def _seen_unseen(plan: Setting, column: Column, order: list[str], href: Href) ->
     )
 
 
-def _hp_at_k(plan: Setting, order: list[str], href: Href) -> Figure | None:
+def _hp_at_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
     by_version: dict[str, list[tuple[int, Column]]] = {}
     for column in plan.columns:
         if column.function != "hierarchical_precision_at_k":
@@ -401,7 +401,7 @@ def _hp_at_k(plan: Setting, order: list[str], href: Href) -> Figure | None:
     )
 
 
-def _relation_shares(plan: Setting, column: Column, order: list[str], href: Href) -> Figure:
+def _relation_shares(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
     keys = [k for k in order if k in column.entries]
     parts = {
         relation: [_share(column.entries[k].details.get(relation)) for k in keys]
@@ -431,7 +431,7 @@ def _relation_shares(plan: Setting, column: Column, order: list[str], href: Href
 
 
 def _first_column(
-    plan: Setting, functions: tuple[str, ...], has: Callable[[dict[str, Any]], bool]
+    plan: SettingTable, functions: tuple[str, ...], has: Callable[[dict[str, Any]], bool]
 ) -> Column | None:
     """The newest-version column of the first function in ``functions`` whose details fit."""
     for function in functions:
@@ -441,7 +441,7 @@ def _first_column(
     return None
 
 
-def _name(plan: Setting, key: str) -> str:
+def _name(plan: SettingTable, key: str) -> str:
     mark = TRANSDUCTIVE_MARK if key in plan.transductive else ""
     return mark + plan.isolated.get(key, key)
 
@@ -451,12 +451,12 @@ def _sub_label(sub: Submission) -> str:
     return f"{mark}{isolate_text(sub.name)} {isolate_text(sub.version)}"
 
 
-def _mark_note(plan: Setting, keys: list[str]) -> str:
+def _mark_note(plan: SettingTable, keys: list[str]) -> str:
     """The caption's note on ``[T]``, when a drawn run is transductive."""
     return _MARK_NOTE if any(k in plan.transductive for k in keys) else ""
 
 
-def _row_anchor(plan: Setting, key: str) -> str:
+def _row_anchor(plan: SettingTable, key: str) -> str:
     return plan.anchors.get(key, f"sub-{key}")
 
 

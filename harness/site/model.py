@@ -35,9 +35,9 @@ from harness.site.text import isolate_text
 
 __all__ = [
     "Badge",
-    "Benchmark",
+    "BenchmarkPage",
     "Column",
-    "Setting",
+    "SettingTable",
     "SiteModel",
     "Submission",
     "is_transductive",
@@ -133,7 +133,7 @@ class Column:
 
 
 @dataclass
-class Setting:
+class SettingTable:
     """One setting's table on a benchmark page."""
 
     setting: str
@@ -165,7 +165,7 @@ class Setting:
 
 
 @dataclass
-class Benchmark:
+class BenchmarkPage:
     """One benchmark version: its runs by submission key and its tables."""
 
     id: str
@@ -175,7 +175,7 @@ class Benchmark:
     hash: str
     spec_hash: str
     records: dict[str, RunRecord]
-    settings: list[Setting] = field(default_factory=list)
+    settings: list[SettingTable] = field(default_factory=list)
     transductive: frozenset[str] = frozenset()  # keys of the runs that declare it
 
     @property
@@ -193,7 +193,7 @@ class Benchmark:
 
 @dataclass
 class SiteModel:
-    benchmarks: list[Benchmark]
+    benchmarks: list[BenchmarkPage]
     submissions: dict[str, Submission]  # by key, sorted by name then version
     rank_matrices: dict[str, dict[str, Any]]  # setting -> rank_matrix() output, inductive runs
     transductive_rank_matrices: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -229,7 +229,7 @@ def plan_site(records: Sequence[RunRecord]) -> SiteModel:
     groups: dict[tuple[str, int], list[RunRecord]] = defaultdict(list)
     for record in records:
         groups[(record.benchmark.id, record.benchmark.version)].append(record)
-    benchmarks: list[Benchmark] = []
+    benchmarks: list[BenchmarkPage] = []
     filenames: dict[str, tuple[str, int]] = {}
     for bench_key in sorted(groups):
         bench = _plan_benchmark(groups[bench_key])
@@ -348,7 +348,7 @@ def _submission_order(record: RunRecord) -> tuple[str, str]:
     return (record.submission.name, record.submission.version)
 
 
-def _plan_benchmark(records: list[RunRecord]) -> Benchmark:
+def _plan_benchmark(records: list[RunRecord]) -> BenchmarkPage:
     records = sorted(records, key=_submission_order)
     first = records[0].benchmark
     for record in records:
@@ -370,7 +370,7 @@ def _plan_benchmark(records: list[RunRecord]) -> Benchmark:
     by_key = {submission_slug(*_submission_order(r)): r for r in records}
     # Descriptive fields (title, primary metrics) come from the newest run.
     info = max(records, key=lambda r: r.created_at).benchmark
-    bench = Benchmark(
+    bench = BenchmarkPage(
         id=info.id,
         version=info.version,
         title=info.title,
@@ -402,7 +402,7 @@ def _plan_setting(
     primary: str | None,
     newest_first: list[tuple[str, RunRecord]],
     transductive: frozenset[str],
-) -> Setting:
+) -> SettingTable:
     # Metrics in the order the newest run lists them (its spec's order), then any others.
     found: dict[str, dict[str, dict[str, ScoreEntry]]] = {}  # metric -> version -> key -> entry
     for key, record in newest_first:
@@ -428,7 +428,7 @@ def _plan_setting(
     ranks = primary_column.ranks if primary_column else {}
     apart = primary_column.transductive_ranks if primary_column else {}
     combined = primary_column.combined_ranks if primary_column else {}
-    plan = Setting(
+    plan = SettingTable(
         setting=setting,
         columns=columns,
         primary=primary_column,
@@ -440,7 +440,7 @@ def _plan_setting(
     return plan
 
 
-def _group(plan: Setting) -> None:
+def _group(plan: SettingTable) -> None:
     """Tied groups from the primary column's tests (none without them), for each ranking:
     a transductive leader never leads the inductive runs' first group."""
     column = plan.primary
@@ -537,7 +537,7 @@ def _rank_order(keys: Iterable[str], ranks: dict[str, int]) -> list[str]:
 
 
 def _rank_matrices(
-    benchmarks: list[Benchmark], submissions: dict[str, Submission], runs: str
+    benchmarks: list[BenchmarkPage], submissions: dict[str, Submission], runs: str
 ) -> dict[str, dict[str, Any]]:
     """Per setting, the ranks of submissions on every benchmark by its primary column: of the
     ``runs`` "inductive", "transductive" or "combined" (every run); a cell whose run is of the
@@ -547,7 +547,7 @@ def _rank_matrices(
     for setting in settings:
         values: dict[str, dict[str, float]] = {}
         directions: dict[str, bool] = {}
-        labels: dict[str, Benchmark] = {}
+        labels: dict[str, BenchmarkPage] = {}
         for bench in benchmarks:
             plan = next((s for s in bench.settings if s.setting == setting), None)
             if plan is None or plan.primary is None:

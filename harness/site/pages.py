@@ -3,7 +3,7 @@
 One function per page kind prepares the rows its template prints (formatted numbers, sort keys,
 badges, links) and renders it with jinja2's autoescaping: every submitted string reaches the page
 escaped and isolated (the ``bdi`` and ``fsi`` filters, :func:`harness.site.text.isolate`), and a
-submitted URL becomes a link only through :func:`harness.site.builder.safe_href`. Pages link each
+submitted URL becomes a link only through :func:`harness.site.text.safe_href`. Pages link each
 other with relative URLs only, so the folder works from ``file://`` and from any static host.
 
 Transductive runs are ranked apart (:mod:`harness.site.model`): a benchmark table lists the
@@ -34,9 +34,9 @@ from harness.site import figures, stats
 from harness.site.model import (
     SETTING_LABELS,
     Badge,
-    Benchmark,
+    BenchmarkPage,
     Column,
-    Setting,
+    SettingTable,
     SiteModel,
     Submission,
     record_badges,
@@ -132,7 +132,7 @@ class Ranking:
 
 @dataclass(frozen=True)
 class SettingView:
-    plan: Setting
+    plan: SettingTable
     rows: list[Row]  # the inductive runs, ranked among themselves
     transductive_rows: list[Row]  # the transductive runs, ranked among themselves
     combined_rows: list[Row]  # every run in one ranking (empty: nothing to combine)
@@ -295,7 +295,7 @@ def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[s
     }
 
 
-def _rankings(plan: Setting) -> tuple[Ranking, Ranking, Ranking]:
+def _rankings(plan: SettingTable) -> tuple[Ranking, Ranking, Ranking]:
     """The inductive, transductive and combined rankings of a setting's runs."""
     column = plan.primary
     return (
@@ -317,7 +317,7 @@ def _rankings(plan: Setting) -> tuple[Ranking, Ranking, Ranking]:
 
 
 def _leader(
-    bench: Benchmark, plan: Setting, ranking: Ranking, *, transductive: bool
+    bench: BenchmarkPage, plan: SettingTable, ranking: Ranking, *, transductive: bool
 ) -> dict[str, Any] | None:
     column = plan.primary
     if column is None or not ranking.keys or ranking.keys[0] not in ranking.ranks:
@@ -346,7 +346,7 @@ def _leader(
 # -- benchmark pages ------------------------------------------------------------------------
 
 
-def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
+def _benchmark(template: Any, bench: BenchmarkPage, common: dict[str, Any]) -> str:
     views = []
     for plan in bench.settings:
         inductive, transductive, combined = _rankings(plan)
@@ -380,7 +380,7 @@ def _benchmark(template: Any, bench: Benchmark, common: dict[str, Any]) -> str:
     )
 
 
-def _groups_note(plan: Setting) -> str:
+def _groups_note(plan: SettingTable) -> str:
     if plan.primary is None:
         return ""
     if plan.primary.tests is None:
@@ -398,7 +398,7 @@ def _groups_note(plan: Setting) -> str:
     return ""
 
 
-def _rows(bench: Benchmark, plan: Setting, ranking: Ranking) -> list[Row]:
+def _rows(bench: BenchmarkPage, plan: SettingTable, ranking: Ranking) -> list[Row]:
     rows = []
     seen_groups: set[int] = set()
     for key in ranking.keys:
@@ -569,7 +569,7 @@ def _interval(entry: ScoreEntry, column: Column) -> str:
     return interval_text(entry.interval.lo, entry.interval.hi, percent=column.percent)
 
 
-def _benchmark_audit(bench: Benchmark) -> LeakageAudit | None:
+def _benchmark_audit(bench: BenchmarkPage) -> LeakageAudit | None:
     """The newest audit of the benchmark's own features (runs without a declared backbone)."""
     records = sorted(bench.records.values(), key=lambda r: r.created_at)
     own = [r for r in records if not r.submission.declarations.get("backbone_pretrained_on")]
@@ -577,7 +577,7 @@ def _benchmark_audit(bench: Benchmark) -> LeakageAudit | None:
     return audits[-1] if audits else None
 
 
-def leakage_note(bench: Benchmark) -> str:
+def leakage_note(bench: BenchmarkPage) -> str:
     """What the page says when the audit counted no leakage (or there is no audit)."""
     audit = _benchmark_audit(bench)
     if audit is None:
@@ -597,7 +597,7 @@ def leakage_note(bench: Benchmark) -> str:
     return note
 
 
-def benchmark_leakage(bench: Benchmark) -> Leakage | None:
+def benchmark_leakage(bench: BenchmarkPage) -> Leakage | None:
     """The leakage badge from the newest audit of the benchmark's own features, if any."""
     audit = _benchmark_audit(bench)
     if audit is None:
@@ -842,8 +842,8 @@ def _pair(
     columns, untested = prepared
     blocks = []
     counts = {"A": 0, "B": 0, "tied": 0}
-    only_a: list[Benchmark] = []
-    only_b: list[Benchmark] = []
+    only_a: list[BenchmarkPage] = []
+    only_b: list[BenchmarkPage] = []
     for bench in model.benchmarks:
         in_a, in_b = a.key in bench.records, b.key in bench.records
         if in_a != in_b:

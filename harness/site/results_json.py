@@ -38,8 +38,8 @@ from typing import Any
 
 from harness import __version__ as harness_version
 from harness.errors import HarnessError
-from harness.records import RunRecord
-from harness.results.records_io import RECORD_FORMAT, describe_key, record_key
+from harness.records import RunRecord, run_key
+from harness.results.records_io import RECORD_FORMAT, describe_key
 from harness.site import stats
 from harness.site.model import SiteModel
 
@@ -60,7 +60,7 @@ def record_line(record: RunRecord) -> str:
         )
     except ValueError as err:
         raise HarnessError(
-            f"run of {describe_key(record_key(record))} cannot be written to results.json: "
+            f"run of {describe_key(run_key(record))} cannot be written to results.json: "
             f"{err}; records hold finite numbers only"
         ) from err
     digest = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
@@ -178,9 +178,7 @@ def _matrices(by_setting: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def write_results_json(model: SiteModel, path: Path) -> None:
     """Write ``results.json``: the summary, then the records one per line."""
     head = json.dumps(summary(model), sort_keys=True, indent=1, ensure_ascii=False)
-    records = sorted(
-        (r for bench in model.benchmarks for r in bench.records.values()), key=record_key
-    )
+    records = sorted((r for bench in model.benchmarks for r in bench.records.values()), key=run_key)
     with path.open("w", encoding="utf-8", newline="\n") as handle:
         handle.write(head[:-1].rstrip() + ',\n "records": [\n')
         handle.write(",\n".join(record_line(r) for r in records))

@@ -12,9 +12,9 @@ from harness.data.prepare import load_benchmark
 from harness.errors import SubmissionError
 from harness.pipeline import generate_prediction_files, run_submission
 from harness.spec import load_spec
-from harness.submission.archive import open_package, unpack_package
 from harness.submission.package import load_package
 from harness.submission.scaffold import write_template
+from harness.submission.unpack import open_package, unpack_package
 from tests import hostile
 from tests.conftest import SPECS, SUBMISSIONS
 
