@@ -11,7 +11,7 @@ top-1 column) and per-image top-5 by ``top_k_accuracy_score`` on a dense 5,000-i
 a plain-Python hp@k on 2,000 images (bench/hierarchical_scale.py), with speed ratios.
 
 ``dense``: AWA2 size (GZSL: 13,795 test images over 50 candidates, 40 seen; ZSL: 7,913 images
-over 10; validation predictions of the calibration fit alongside) on the demo's real WordNet
+over 10; validation predictions of the validation fit alongside) on the demo's real WordNet
 hierarchy: every registered metric (exact AUSUC sweep, calibrated H, DARTS curve, hierarchical
 metrics) with 1,000-sample bootstrap intervals. Target: < 5 s.
 

@@ -106,6 +106,60 @@ def _values(
     )
 
 
+def _zsl_details(
+    key: str,
+    function: str,
+    value: float,
+    rng: np.random.Generator,
+    ids: np.ndarray,
+    means: np.ndarray,
+    n_images: int,
+) -> tuple[dict[str, Any], float]:
+    """A ZSL score's ``details`` as its metric stores them, and its value (DARTS recomputes it)."""
+    details: dict[str, Any] = {}
+    if key in ("top1", "top5"):
+        details = {
+            "k": int(key[3:]),
+            "per_class": {str(c): float(m) for c, m in zip(ids, means, strict=True)},
+            "excluded_classes": [],
+            "n_images": n_images,
+        }
+    elif key.startswith("hp@"):
+        details = {"k": int(key[3:]), "valid": "all", "mean_hcorrect_size": 5.5}
+    elif key == "semantic":
+        a, d = 0.1 * rng.random(), 0.05 * rng.random()
+        details = {
+            "relation": "semantic_upper",
+            "correct": value,
+            "ancestor": a,
+            "descendant": d,
+            "unrelated": max(0.0, 1 - value - a - d),
+        }
+    elif function.startswith("darts"):
+        acc = np.linspace(value, 1.0, 13)
+        gain = np.clip(0.9 * value - (acc - value) * 0.8, 0.0, 1.0)
+        details = {
+            "temperature": 0.65,
+            "lambda_chosen_on": "validation",
+            "curve": [
+                {
+                    "target": t / 12,
+                    "lambda": 0.5 * t,
+                    "accuracy": float(x),
+                    "info_gain": float(g),
+                    "share_leaf": 0.9,
+                    "share_internal": 0.1,
+                    "share_root": 0.0,
+                }
+                for t, (x, g) in enumerate(zip(acc, gain, strict=True))
+            ],
+        }
+        if key == "darts":
+            value = float(np.trapezoid(gain, acc) / max(1e-9, 1.0 - value) if value < 1 else 0.5)
+            value = min(1.0, max(0.0, value))
+    return details, value
+
+
 def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0) -> list[RunRecord]:
     """``n_submissions`` × ``n_benchmarks`` synthetic run records (deterministic for a seed)."""
     rng = np.random.default_rng(seed)
@@ -186,51 +240,9 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                 elif key in ("hcost", "ahd@5"):
                     means = (1.0 - means) * (6.0 if key == "ahd@5" else 1.0)
                 value = _reduce(combine or "class_mean", means, counts, groups)
-                details: dict[str, Any] = {}
-                if key in ("top1", "top5"):
-                    details = {
-                        "k": int(key[3:]),
-                        "per_class": {
-                            str(c): float(m) for c, m in zip(unseen_ids, means, strict=True)
-                        },
-                        "excluded_classes": [],
-                        "n_images": int(unseen_counts.sum()),
-                    }
-                elif key.startswith("hp@"):
-                    details = {"k": int(key[3:]), "valid": "all", "mean_hcorrect_size": 5.5}
-                elif key == "semantic":
-                    a, d = 0.1 * rng.random(), 0.05 * rng.random()
-                    details = {
-                        "relation": "semantic_upper",
-                        "correct": value,
-                        "ancestor": a,
-                        "descendant": d,
-                        "unrelated": max(0.0, 1 - value - a - d),
-                    }
-                elif function.startswith("darts"):
-                    acc = np.linspace(value, 1.0, 13)
-                    gain = np.clip(0.9 * value - (acc - value) * 0.8, 0.0, 1.0)
-                    details = {
-                        "temperature": 0.65,
-                        "lambda_chosen_on": "validation",
-                        "curve": [
-                            {
-                                "target": t / 12,
-                                "lambda": 0.5 * t,
-                                "accuracy": float(x),
-                                "info_gain": float(g),
-                                "share_leaf": 0.9,
-                                "share_internal": 0.1,
-                                "share_root": 0.0,
-                            }
-                            for t, (x, g) in enumerate(zip(acc, gain, strict=True))
-                        ],
-                    }
-                    if key == "darts":
-                        value = float(
-                            np.trapezoid(gain, acc) / max(1e-9, 1.0 - value) if value < 1 else 0.5
-                        )
-                        value = min(1.0, max(0.0, value))
+                details, value = _zsl_details(
+                    key, function, value, rng, unseen_ids, means, int(unseen_counts.sum())
+                )
                 scores.append(
                     ScoreEntry(
                         setting="zsl",

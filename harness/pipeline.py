@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -28,7 +29,7 @@ from harness.errors import RunnerError, SubmissionError
 from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
-from harness.runners import RunJob, default_runner, runners
+from harness.runners import RunJob, RunOutcome, default_runner, runners
 from harness.runners.outputs import (
     WORKER_JSON,
     OutputDir,
@@ -99,29 +100,16 @@ def _run_model(
     rowmap = write_model_bundle(bench, work / "bundle", test_features=secret / "test-features.npy")
     out = work / "out"
     out.mkdir()
-    resources = package.manifest.resources
-    job = RunJob(
-        bundle=work / "bundle",
-        package=package.root,
+    job = replace(
+        _package_job(package, work / "bundle", out, package.manifest.resources.time_s),
         entrypoint=model.entrypoint,
-        out=out,
-        seed=package.manifest.seed,
-        timeout_s=float(resources.time_s),
-        memory_gb=resources.memory_gb,
-        cpus=resources.cpus,
-        gpus=resources.gpus,
         transductive=package.manifest.declarations.transductive,
         test_features=secret / "test-features.npy",
     )
     outcome = runners.get(runner).run(job)
     logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
     logs["test_features"] = str(outcome.details.get("test_features", "not reported"))
-    if not outcome.ok:
-        tail = outcome.stderr.strip().splitlines()[-3:]
-        raise RunnerError(
-            f"{package.name} on runner '{runner}': {outcome.reason}"
-            + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
-        )
+    _check_ran(outcome, package.name, runner)
     status = read_worker_status(out)
     if status.get("exit_code") != 0:
         raise RunnerError(
@@ -132,6 +120,35 @@ def _run_model(
     logs["worker_timings"] = json.dumps(status.get("timings", {}), sort_keys=True)
     return collect_predictions(
         out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
+    )
+
+
+def _package_job(package: Package, bundle: Path, out: Path, time_s: float) -> RunJob:
+    """A job running code of ``package`` on ``bundle`` into ``out``, with its declared seed and
+    resources and a wall clock of ``time_s`` seconds."""
+    resources = package.manifest.resources
+    return RunJob(
+        bundle=bundle,
+        package=package.root,
+        entrypoint="",
+        out=out,
+        seed=package.manifest.seed,
+        timeout_s=float(time_s),
+        memory_gb=resources.memory_gb,
+        cpus=resources.cpus,
+        gpus=resources.gpus,
+    )
+
+
+def _check_ran(outcome: RunOutcome, what: str, runner: str) -> None:
+    """Raise a :class:`RunnerError` naming ``what`` ran on ``runner`` (with the last lines of
+    its stderr) unless the run succeeded."""
+    if outcome.ok:
+        return
+    tail = outcome.stderr.strip().splitlines()[-3:]
+    raise RunnerError(
+        f"{what} on runner '{runner}': {outcome.reason}"
+        + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
     )
 
 
@@ -156,31 +173,15 @@ def generate_prediction_files(
     if files.generator is None:
         raise SubmissionError(f"{package.root}: predictions.generator is not set")
     runner = runner or default_runner(package)
-    resources = package.manifest.resources
     with tempfile.TemporaryDirectory(prefix="zsl-gen-") as tmp:
         work = Path(tmp)
         bundle = write_bundle(bench, work / "bundle")
         out = work / "out"
         out.mkdir()
-        job = RunJob(
-            bundle=bundle,
-            package=package.root,
-            entrypoint="",
-            out=out,
-            seed=package.manifest.seed,
-            timeout_s=float(timeout_s if timeout_s is not None else resources.time_s),
-            memory_gb=resources.memory_gb,
-            cpus=resources.cpus,
-            gpus=resources.gpus,
-            script=files.generator,
-        )
+        time_s = timeout_s if timeout_s is not None else package.manifest.resources.time_s
+        job = replace(_package_job(package, bundle, out, time_s), script=files.generator)
         outcome = runners.get(runner).run(job)
-        if not outcome.ok:
-            tail = outcome.stderr.strip().splitlines()[-3:]
-            raise RunnerError(
-                f"{package.name} generator on runner '{runner}': {outcome.reason}"
-                + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
-            )
+        _check_ran(outcome, f"{package.name} generator", runner)
         # The generator is untrusted: its files are copied through OutputDir, which follows no
         # link, takes regular files only and bounds their size by the dense contract's.
         made = OutputDir(out)

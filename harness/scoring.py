@@ -2,7 +2,7 @@
 
 The scorer runs in the harness process, outside any isolation; it is the only place where test
 labels meet predictions. For each setting it builds the metric input (dense scores in one piece,
-or top-K predictions streamed in row chunks), attaches the calibration model's validation
+or top-K predictions streamed in row chunks), attaches the validation fit's validation
 predictions where a metric needs them, calls every metric the spec declares through the
 registry, and attaches a bootstrap interval to every scalar (spec ``uncertainty``).
 

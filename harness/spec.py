@@ -32,13 +32,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import types
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -384,67 +381,15 @@ def _file_sha256(path: Path) -> str:
 
 # -- YAML with line numbers ----------------------------------------------------------------------
 
-Loc = tuple[str | int, ...]
-Where = tuple[str, int]  # (file, 1-based line)
+Loc = yamlio.Loc
 
 
 def _compose(text: str, source: str, what: str = "spec") -> tuple[Any, dict[Loc, int]]:
     """Parse YAML safely; return the data and the 1-based line of every key path."""
-    try:
-        node = yamlio.compose(text, source, error=SpecError)  # bounded: no alias bombs
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(err, "problem", None) or str(err)
-        raise SpecError(f"{where}: not valid YAML: {problem}") from None
-    if node is None:
+    data, lines = yamlio.load_document(text, source, error=SpecError, key_paths=True)
+    if not lines:  # no YAML node at all ('~' is a node: a null, not an empty spec)
         raise SpecError(f"{source}: the {what} is empty")
-    lines: dict[Loc, int] = {}
-
-    def walk(n: yaml.Node, loc: Loc) -> None:
-        lines[loc] = n.start_mark.line + 1
-        if isinstance(n, yaml.MappingNode):
-            seen: dict[Any, int] = {}
-            for key_node, value_node in n.value:
-                key = key_node.value
-                if key in seen:
-                    raise SpecError(
-                        f"{source}:{key_node.start_mark.line + 1}: {_fmt_loc((*loc, key))}:"
-                        f" duplicate key (first at line {seen[key]})"
-                    )
-                seen[key] = key_node.start_mark.line + 1
-                lines[(*loc, key)] = key_node.start_mark.line + 1
-                walk(value_node, (*loc, key))
-                lines[(*loc, key)] = key_node.start_mark.line + 1
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                walk(item, (*loc, i))
-
-    walk(node, ())
-    try:
-        data = yamlio.construct(node, source)
-    except yaml.YAMLError as err:  # e.g. a python/object tag: never constructed
-        mark = getattr(err, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise SpecError(f"{where}: not valid YAML: {getattr(err, 'problem', err)}") from None
     return data, lines
-
-
-def _fmt_loc(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def _where_of(where: dict[Loc, Where], loc: Loc, source: str) -> Where:
-    """The file and line of the nearest key path at or above ``loc`` (top level: the spec)."""
-    while loc not in where and loc:
-        loc = loc[:-1]
-    return where.get(loc, (source, 1))
 
 
 # -- extends: one level of spec bases ------------------------------------------------------------
@@ -519,14 +464,14 @@ def _read_base(
 
 def _resolve(
     text: str, source: str, path: Path | None
-) -> tuple[dict[str, Any], dict[Loc, Where], Path | None]:
+) -> tuple[dict[str, Any], dict[Loc, yamlio.Where], Path | None]:
     """The spec's mapping with its base merged in, and the file and line of every key path."""
     data, lines = _compose(text, source)
     if not isinstance(data, dict):
         raise SpecError(
             f"{source}:1: the spec must be a mapping of keys, got {type(data).__name__}"
         )
-    where: dict[Loc, Where] = {loc: (source, line) for loc, line in lines.items()}
+    where: dict[Loc, yamlio.Where] = {loc: (source, line) for loc, line in lines.items()}
     if "extends" not in data:
         return data, where, None
     own = {k: v for k, v in data.items() if k != "extends"}
@@ -540,67 +485,6 @@ def _resolve(
         if loc and loc[0] not in own:
             where[loc] = (base_source, line)
     return merged, where, base_path
-
-
-def _model_at(loc: Loc) -> type[BaseModel] | None:
-    """The pydantic model that a key path points into, to list its allowed keys."""
-    model: Any = Spec
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        fields = getattr(model, "model_fields", None)
-        if fields is None or part not in fields:
-            return None
-        model = _unwrap(fields[part].annotation)
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    """list[X] / X | None / dict[K, X] → X, so nested models can be found."""
-    origin = typing.get_origin(annotation)
-    if origin in (list, typing.Union, types.UnionType, dict):
-        for arg in reversed(typing.get_args(annotation)):
-            if arg is not type(None):
-                return _unwrap(arg)
-    return annotation
-
-
-_PYDANTIC_LOC_NOISE = re.compile(r"^(function-after|function-before|function-wrap)\[.*\]$")
-# A whole-spec check names the key it is about first ('primary.zsl: ...'; Spec._cross_checks).
-_LEADING_KEY_PATH = re.compile(r"^((?:primary|metrics)(?:\.[A-Za-z0-9_]+|\[\d+\])*): (.*)$", re.S)
-_KEY_PATH_PART = re.compile(r"\.?([A-Za-z0-9_]+)|\[(\d+)\]")
-
-
-def _parse_loc(text: str) -> Loc:
-    """``metrics[2].k`` → ``('metrics', 2, 'k')``."""
-    return tuple(int(index) if index else key for key, index in _KEY_PATH_PART.findall(text))
-
-
-def _describe(err: Any, data: Any) -> tuple[Loc, str]:
-    loc: Loc = tuple(p for p in err["loc"] if not _PYDANTIC_LOC_NOISE.match(str(p)))
-    kind = err["type"]
-    if loc and loc[-1] == "[key]":  # a bad mapping key, e.g. primary: {extra: …}
-        key = loc[-2]
-        message = str(err["msg"]).removeprefix("Value error, ")
-        return loc[:-2], f"key '{key}': {message}"
-    if kind == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        allowed = sorted(parent.model_fields) if parent is not None else []
-        if parent is Spec:
-            allowed = sorted([*allowed, "extends"])
-        key = str(loc[-1])
-        close = difflib.get_close_matches(key, allowed, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        return loc, f"unknown key '{key}'.{hint} Allowed keys: {', '.join(allowed)}"
-    if kind == "missing":
-        return loc, "required key is missing"
-    message = str(err["msg"]).removeprefix("Value error, ")
-    leading = _LEADING_KEY_PATH.match(message) if not loc and kind == "value_error" else None
-    if leading is not None:  # a whole-spec check: at the line of the key it names
-        return _parse_loc(leading.group(1)), leading.group(2)
-    if kind == "literal_error" or ("input" in err and not isinstance(err["input"], dict | list)):
-        return loc, f"{message}; got {err['input']!r}"
-    return loc, message
 
 
 def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
@@ -656,22 +540,15 @@ def parse_spec(text: str, source: str = "<string>", path: Path | None = None) ->
     ``extends``, are found next to it.
     """
     data, where, base_path = _resolve(text, source, path)
-    problems: list[tuple[Loc, str]] = []
-    spec: Spec | None = None
-    try:
-        spec = Spec.model_validate(data)
-    except ValidationError as err:
-        problems.extend(_describe(e, data) for e in err.errors())
-    problems.extend(_check_metric_params(data))
-    if problems:
-        located = [(_where_of(where, loc, source), loc, msg) for loc, msg in problems]
-        located.sort(key=lambda p: (p[0][0] != source, p[0][1]))  # the spec first, then its base
-        text_lines = [
-            f"{file}:{line}: {_fmt_loc(loc)}: {msg}" for (file, line), loc, msg in located
-        ]
-        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
-        raise SpecError(f"{count} in {source}:\n  " + "\n  ".join(text_lines))
-    assert spec is not None
+    spec = yamlio.validate_model(
+        data,
+        Spec,
+        source,
+        where,
+        error=SpecError,
+        also_allowed=["extends"],
+        checks=_check_metric_params,
+    )
     spec._path = path
     spec._base_path = base_path
     return spec

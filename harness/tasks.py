@@ -17,13 +17,14 @@ A bundle is a directory::
     test/<setting>/candidates.npy  the candidate class indices, in prediction-column order
     test/<setting>/rows.npy        generator bundles only (see below): which rows of
                                    test/features.npy, in prediction-file order
-    calibration/...                only when a metric needs validation predictions: the same
-                                   layout (train/, val/, classes/, test/) for the calibration
+    validation/...                 only when a metric needs validation predictions: the same
+                                   layout (train/, val/, classes/, test/) for the validation
                                    fit, whose prediction settings are ``<setting>_val``
 
 The harness writes it; the worker reads it. Test labels stay in the frozen benchmark.
 
-Why every setting sees the same images (format ``zsl-bundle/2``): in GZSL the unseen-class test
+Why every setting sees the same images (since format ``zsl-bundle/2``; ``/3`` only renamed the
+second fit from *calibration* to *validation*): in GZSL the unseen-class test
 images are a subset of the images of the ZSL setting. A bundle that listed each setting's rows
 (``zsl-bundle/1``) told model code which GZSL images belong to unseen classes, and a model that
 remembered them could push them to unseen candidates without reading a label. A *model bundle*
@@ -43,10 +44,10 @@ predict calls can see. :func:`write_model_bundle` with ``test_features`` writes 
 outside the bundle directory, which the runner opens read-only and hands to the worker as an
 inherited descriptor (``--test-features-fd``; containers, which cannot pass descriptors, bind the
 file and pass ``--test-features-path``), and the worker serves them to ``predict`` only. The
-calibration fit's test images are training and validation images, not secret: they stay in the
+validation fit's test images are training and validation images, not secret: they stay in the
 bundle.
 
-Why a calibration fit: calibrated stacking and DARTS choose a parameter on *validation*
+Why a validation fit: calibrated stacking and DARTS choose a parameter on *validation*
 predictions, which must come from a model that never saw the validation classes. The worker
 therefore fits a second, fresh model on training classes only (split into its own train/val
 classes for tuning) and predicts validation-class images (``zsl_val``) and held-out
@@ -81,8 +82,10 @@ __all__ = [
     "write_model_bundle",
 ]
 
-BUNDLE_FORMAT = "zsl-bundle/2"
-FITS = ("main", "calibration")
+BUNDLE_FORMAT = "zsl-bundle/3"
+#: The model fits of a bundle: ``main`` (training + validation classes; predicts the test
+#: settings) and ``validation`` (training classes only; predicts the ``<setting>_val`` settings).
+FITS = ("main", "validation")
 
 
 @dataclass(frozen=True)
@@ -199,21 +202,21 @@ class RowMap:
     worker's all-row outputs into prediction files in the frozen test order of each setting.
     """
 
-    fits: dict[str, str]  # setting -> "main" | "calibration"
+    fits: dict[str, str]  # setting -> "main" | "validation"
     n_rows: dict[str, int]  # fit -> rows of its test/features.npy
     rows: dict[str, np.ndarray]  # setting -> row of test/features.npy per prediction-file row
 
 
-def write_bundle(bench: PreparedBenchmark, out: Path, *, calibration: bool | None = None) -> Path:
+def write_bundle(bench: PreparedBenchmark, out: Path, *, validation: bool | None = None) -> Path:
     """Write the *generator* bundle of ``bench`` into the empty directory ``out``.
 
     It carries ``test/<setting>/rows.npy`` so that :meth:`Bundle.test` can serve prediction
     generators (trusted code) in the contract's row order. Model code gets a model bundle
     (:func:`write_model_bundle`), which does not say which images belong to which setting.
-    ``calibration`` (default: whether a spec metric needs validation predictions) adds the
-    calibration fit and its ``<setting>_val`` prediction settings.
+    ``validation`` (default: whether a spec metric needs validation predictions) adds the
+    validation fit and its ``<setting>_val`` prediction settings.
     """
-    _write(bench, out, calibration=calibration, row_files=True)
+    _write(bench, out, validation=validation, row_files=True)
     return out
 
 
@@ -221,7 +224,7 @@ def write_model_bundle(
     bench: PreparedBenchmark,
     out: Path,
     *,
-    calibration: bool | None = None,
+    validation: bool | None = None,
     test_features: Path | None = None,
 ) -> RowMap:
     """Write the bundle model code runs on into the empty directory ``out``.
@@ -233,14 +236,14 @@ def write_model_bundle(
     """
     if test_features is not None and test_features.resolve().is_relative_to(out.resolve()):
         raise RunnerError(f"{test_features}: the test features must live outside the bundle")
-    return _write(bench, out, calibration=calibration, row_files=False, test_features=test_features)
+    return _write(bench, out, validation=validation, row_files=False, test_features=test_features)
 
 
 def _write(
     bench: PreparedBenchmark,
     out: Path,
     *,
-    calibration: bool | None,
+    validation: bool | None,
     row_files: bool,
     test_features: Path | None = None,
 ) -> RowMap:
@@ -260,15 +263,17 @@ def _write(
     )
     n_rows = {"main": n_main}
     fits: dict[str, str] = {s: "main" for s in settings}
-    if calibration is None:
-        calibration = bool(bench.spec.validation_settings())
-    val_settings = [f"{s}_val" for s in settings] if calibration else []
+    if validation is None:
+        validation = bool(bench.spec.validation_settings())
+    val_settings = [f"{s}_val" for s in settings] if validation else []
     if val_settings:
         labels, fit = a("labels"), a("splits/cal_fit_images")
         cal_train, cal_val = a("splits/cal_train_classes"), a("splits/cal_val_classes")
-        n_rows["calibration"], val_rows = _write_fit(
+        # The frozen split arrays of this fit keep their ``cal_`` prefix: array names are part
+        # of the benchmark hash, so renaming them would orphan every stored run.
+        n_rows["validation"], val_rows = _write_fit(
             bench,
-            out / "calibration",
+            out / "validation",
             images={
                 "train": fit[np.isin(labels[fit], cal_train)],
                 "val": fit[np.isin(labels[fit], cal_val)],
@@ -278,7 +283,7 @@ def _write(
             row_files=row_files,
         )
         rows.update(val_rows)
-        fits.update({s: "calibration" for s in val_settings})
+        fits.update({s: "validation" for s in val_settings})
     _save(out, "classes/ids", a("class_ids"))
     _save(out, "classes/names", a("class_names"))
     for emb in bench.spec.class_embeddings:
@@ -330,9 +335,9 @@ class Bundle:
         return list(self.info.get("validation_settings", []))
 
     def fit_of(self, setting: str) -> str:
-        """The fit (``main`` or ``calibration``) whose model predicts ``setting``."""
+        """The fit (``main`` or ``validation``) whose model predicts ``setting``."""
         if setting in self.validation_settings:
-            return "calibration"
+            return "validation"
         if setting in self.settings:
             return "main"
         raise RunnerError(f"{self.root}/task.json: no setting '{setting}' in this bundle")
@@ -340,15 +345,21 @@ class Bundle:
     def _fit_root(self, fit: str) -> str:
         if fit not in FITS:
             raise RunnerError(f"{self.root}: no fit '{fit}'; fits are {', '.join(FITS)}")
-        return "calibration/" if fit == "calibration" else ""
+        return "validation/" if fit == "validation" else ""
 
     def settings_of(self, fit: str) -> list[str]:
         """The prediction settings of one fit, in bundle order."""
         self._fit_root(fit)
-        return self.validation_settings if fit == "calibration" else self.settings
+        return self.validation_settings if fit == "validation" else self.settings
+
+    @property
+    def fits(self) -> list[str]:
+        """The fits this bundle holds, in the order a model should run them: ``validation``
+        (when a metric needs validation predictions), then ``main``."""
+        return ["validation", "main"] if self.validation_settings else ["main"]
 
     def train_task(self, seed: int = 0, fit: str = "main") -> TrainTask:
-        """The TrainTask of the ``main`` fit or the ``calibration`` fit (training classes only)."""
+        """The TrainTask of the ``main`` fit or the ``validation`` fit (training classes only)."""
         r = self._fit_root(fit)
         hierarchy = None
         if self.info["has_hierarchy"]:

@@ -6,7 +6,7 @@ per setting, the model's scores for every test row of its fit plus ``worker.json
 timings, which inductive check ran) into OUT; the harness picks each setting's rows afterwards
 (:mod:`harness.runners.outputs`). Exit codes: 0 success, 3 model error, 4 protocol violation.
 
-Processes. The worker process itself never runs model code. Per fit (the calibration fit, then
+Processes. The worker process itself never runs model code. Per fit (the validation fit, then
 the main fit) it forks a *fit process*, which imports the model class, builds a fresh model and
 fits it; predictions are then served to the worker over pipes, one request per row chunk, so the
 worker decides which images each ``predict`` call sees. Every setting's calls see the same
@@ -777,33 +777,7 @@ def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outpu
         if features.ndim != 2:
             raise Violation(EXIT_PROTOCOL, f"the {fit} fit's test features are not 2-D")
         order = canonical_order(features)
-        try:
-            report = _read_json(control_r)
-        except (_Closed, struct.error):
-            raise fit_process.died() from None
-        finally:
-            os.close(control_r)
-        if not report.get("ok"):
-            code = report.get("code")
-            raise Violation(
-                code if code in (EXIT_MODEL_ERROR, EXIT_PROTOCOL) else EXIT_MODEL_ERROR,
-                str(report.get("message", "fit failed"))[:MESSAGE_LIMIT],
-            )
-        try:
-            timings[f"fit_{fit}"] = float(report["fit_s"])
-            pids = [int(p) for p in report["servers"]]
-        except (KeyError, TypeError, ValueError):
-            raise Violation(EXIT_PROTOCOL, "the fit process sent a malformed report") from None
-        # The fit process is model code: it may name no process but its own children (or
-        # itself), or the worker would stop and kill whatever pid it was told.
-        if job.mode == "isolated":
-            me = os.getpid()
-            wrong = any(p == pid or not guard.is_descendant(p, me) for p in pids)
-            wrong = wrong or len(set(pids)) != n_servers
-        else:
-            wrong = pids != [pid]
-        if wrong:
-            raise Violation(EXIT_PROTOCOL, "the fit process reported the wrong pass processes")
+        pids = _fit_report(job, fit_process, control_r, n_servers, timings, fit)
         what = "prediction pass process" if job.mode == "isolated" else "fit process"
         servers = [
             _Server(p, rq[1], rp[0], job.reaper, what, features)
@@ -821,6 +795,46 @@ def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outpu
                     with contextlib.suppress(OSError):
                         os.close(fd)
         job.reaper.sweep()
+
+
+def _fit_report(
+    job: _Job,
+    fit_process: _Server,
+    control_r: int,
+    n_servers: int,
+    timings: dict[str, float],
+    fit: str,
+) -> list[int]:
+    """Read the fit process's report (closing ``control_r``): its fit time, and the pids of the
+    processes that serve the prediction passes, checked."""
+    try:
+        report = _read_json(control_r)
+    except (_Closed, struct.error):
+        raise fit_process.died() from None
+    finally:
+        os.close(control_r)
+    if not report.get("ok"):
+        code = report.get("code")
+        raise Violation(
+            code if code in (EXIT_MODEL_ERROR, EXIT_PROTOCOL) else EXIT_MODEL_ERROR,
+            str(report.get("message", "fit failed"))[:MESSAGE_LIMIT],
+        )
+    try:
+        timings[f"fit_{fit}"] = float(report["fit_s"])
+        pids = [int(p) for p in report["servers"]]
+    except (KeyError, TypeError, ValueError):
+        raise Violation(EXIT_PROTOCOL, "the fit process sent a malformed report") from None
+    # The fit process is model code: it may name no process but its own children (or
+    # itself), or the worker would stop and kill whatever pid it was told.
+    if job.mode == "isolated":
+        me = os.getpid()
+        wrong = any(p == fit_process.pid or not guard.is_descendant(p, me) for p in pids)
+        wrong = wrong or len(set(pids)) != n_servers
+    else:
+        wrong = pids != [fit_process.pid]
+    if wrong:
+        raise Violation(EXIT_PROTOCOL, "the fit process reported the wrong pass processes")
+    return pids
 
 
 def _unchanged(job: _Job, before: dict[str, guard.Entry], when: str) -> None:
@@ -1042,11 +1056,10 @@ def run(
             test_path=test_features_path,
         )
         outputs: dict[str, _Outputs] = {}
-        # A fresh fit process per fit: the calibration fit (training classes only) must not
+        # A fresh fit process per fit: the validation fit (training classes only) must not
         # leak into the main fit, and vice versa.
-        for fit in ("calibration", "main"):
-            if bundle.settings_of(fit):
-                outputs.update(_run_fit(job, fit, timings))
+        for fit in bundle.fits:
+            outputs.update(_run_fit(job, fit, timings))
         reaper.sweep()
         # Every model process is gone: what the harness reads is written now, by this process,
         # and a name the model planted (a link to /etc/shadow, say) is refused, not followed.

@@ -25,17 +25,23 @@ shipped ones are under 4 KB, under 300 nodes, nested under 8 levels).
 
 :func:`load_model` is the YAML + pydantic loader: the document validated as a model, every
 problem reported at once as ``file:line: key.path: message`` (the lines come from the node graph,
-:func:`key_lines`), so each file the harness reads names its mistakes the same way.
+:func:`key_lines`), so each file the harness reads names its mistakes the same way
+(``submission.yaml``, the CI configuration). It is two steps, :func:`load_document` (YAML to
+data and lines) and :func:`validate_model` (data to model, or every problem at its line), so a
+reader that builds one document out of several files (a spec and the base it ``extends``,
+:mod:`harness.spec`) calls them on either side of its merge, placing each key at its own file
+and line (:data:`Where`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -213,31 +219,51 @@ def construct(node: yaml.Node | None, source: str) -> Any:
         loader.dispose()
 
 
-def _check_duplicate_keys(root: yaml.Node, source: str, error: type[HarnessError]) -> None:
+def _check_duplicate_keys(
+    root: yaml.Node, source: str, error: type[HarnessError], *, key_paths: bool = False
+) -> None:
     """Refuse a mapping that repeats a key: ``safe_load`` keeps the last one silently, so a
-    reader of the file and the harness would see different values."""
+    reader of the file and the harness would see different values.
+
+    The first repeat in document order is reported: ``source:line: duplicate key 'k' (first at
+    line N); refused``, or with ``key_paths`` as a validation problem reads,
+    ``source:line: key.path: duplicate key (first at line N)``.
+    """
     seen_nodes: set[int] = set()
-    stack = [root]
+    # Pre-order, in document order: a mapping's key is checked, then its value walked, then the
+    # next key (entries are pushed in reverse, the key above its value).
+    stack: list[tuple[Loc, yaml.Node | None, yaml.Node, dict[str, int]]] = [((), None, root, {})]
     while stack:
-        node = stack.pop()
+        loc, key_node, node, first = stack.pop()
+        if key_node is not None and isinstance(key_node, yaml.ScalarNode):
+            line = key_node.start_mark.line + 1
+            if key_node.value in first:
+                if key_paths:
+                    raise error(
+                        f"{source}:{line}: {key_path(loc)}: duplicate key (first at line"
+                        f" {first[key_node.value]})"
+                    )
+                raise _refuse(
+                    error,
+                    source,
+                    line,
+                    f"duplicate key '{key_node.value}' (first at line {first[key_node.value]})",
+                )
+            first[key_node.value] = line
         if id(node) in seen_nodes:
             continue
         seen_nodes.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            first: dict[str, int] = {}
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
-                    line = key_node.start_mark.line + 1
-                    if key_node.value in first:
-                        raise _refuse(
-                            error,
-                            source,
-                            line,
-                            f"duplicate key '{key_node.value}' (first at line"
-                            f" {first[key_node.value]})",
-                        )
-                    first[key_node.value] = line
-        stack.extend(_children(node))
+            keys: dict[str, int] = {}
+            for child_key, value in reversed(node.value):
+                merge = isinstance(child_key, yaml.ScalarNode) and child_key.value == "<<"
+                name = child_key.value if isinstance(child_key, yaml.ScalarNode) else "?"
+                stack.append(((*loc, name), None if merge else child_key, value, keys))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(
+                ((*loc, index), None, item, {})
+                for index, item in reversed(list(enumerate(node.value)))
+            )
 
 
 def load(text: str, source: str, *, error: type[HarnessError] = HarnessError) -> Any:
@@ -256,7 +282,14 @@ def load(text: str, source: str, *, error: type[HarnessError] = HarnessError) ->
 
 #: A key path into a document: mapping keys and sequence indices, outermost first.
 Loc = tuple[str | int, ...]
+#: Where a key is written when a document spans files (a spec and the base it extends): the
+#: file, named as its reader names it, and the 1-based line.
+Where = tuple[str, int]
+#: The place of every key path: its line in the one document, or its file and line.
+Lines = Mapping[Loc, int | Where]
 ModelT = TypeVar("ModelT", bound=BaseModel)
+#: A check of the (valid or not) data beyond the model's own: the problems it finds.
+Check = Callable[[dict[str, Any]], Iterable[tuple[Loc, str]]]
 
 
 def key_lines(root: yaml.Node) -> dict[Loc, int]:
@@ -280,6 +313,32 @@ def key_lines(root: yaml.Node) -> dict[Loc, int]:
     return lines
 
 
+def yaml_error(err: yaml.YAMLError, source: str, error: type[HarnessError]) -> HarnessError:
+    """``source:line: not valid YAML: problem`` for a syntax error or an unsafe tag."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}" if mark is not None else source
+    return error(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}")
+
+
+def load_document(
+    text: str, source: str, *, error: type[HarnessError] = HarnessError, key_paths: bool = False
+) -> tuple[Any, dict[Loc, int]]:
+    """YAML text as Python data, with the line of every key path (``(None, {})``: empty).
+
+    Bounded and strict like :func:`load` (no bombs, no repeated key; ``key_paths`` words a
+    repeat as a validation problem, see :func:`_check_duplicate_keys`). Invalid YAML and
+    unsafe tags raise ``error`` too (:func:`yaml_error`), so every failure is one ``error``.
+    """
+    try:
+        node = compose(text, source, error=error)
+        if node is None:
+            return None, {}
+        _check_duplicate_keys(node, source, error, key_paths=key_paths)
+        return construct(node, source), key_lines(node)
+    except yaml.YAMLError as err:
+        raise yaml_error(err, source, error) from None
+
+
 def key_path(loc: Loc) -> str:
     """A key path as messages write it: ``metrics[2].k``; ``(top level)`` for ``()``.
 
@@ -295,6 +354,15 @@ def line_of(lines: Mapping[Loc, int], loc: Loc) -> int:
     while loc and loc not in lines:
         loc = loc[:-1]
     return lines.get(loc, 1)
+
+
+def where_of(lines: Lines, loc: Loc, source: str) -> Where:
+    """The file and line of ``loc``, else of its nearest enclosing key; a line alone is in
+    ``source`` (the document's first line where nothing encloses it)."""
+    while loc and loc not in lines:
+        loc = loc[:-1]
+    place = lines.get(loc, 1)
+    return place if isinstance(place, tuple) else (source, place)
 
 
 def _field_model(annotation: Any) -> type[BaseModel] | None:
@@ -321,23 +389,56 @@ def _model_at(model: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
     return current
 
 
-def describe_error(error: ErrorDetails, model: type[BaseModel]) -> tuple[Loc, str]:
+# A whole-model check names the key it is about first ('primary.zsl: ...'), so the message can
+# be placed at the line of that key.
+_LEADING_KEY_PATH = re.compile(
+    r"^([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+|\[\d+\])*): (.*)$", re.S
+)
+_KEY_PATH_PART = re.compile(r"\.?([A-Za-z0-9_]+)|\[(\d+)\]")
+
+
+def parse_key_path(text: str) -> Loc:
+    """The inverse of :func:`key_path`.
+
+    >>> parse_key_path("metrics[2].k")
+    ('metrics', 2, 'k')
+    """
+    return tuple(int(index) if index else key for key, index in _KEY_PATH_PART.findall(text))
+
+
+def describe_error(
+    error: ErrorDetails, model: type[BaseModel], *, also_allowed: Sequence[str] = ()
+) -> tuple[Loc, str]:
     """One pydantic error of validating ``model`` as ``(key path, message)``.
 
-    An unknown key names the allowed ones (and the closest, when one is close); a missing key
-    says so; a scalar that does not fit says what it got.
+    An unknown key names the allowed ones (the model's, plus ``also_allowed`` at the top level:
+    keys the loader reads itself, such as a spec's ``extends``) and the closest, when one is
+    close; a missing key says so; a mapping key that does not fit is named; a scalar that does
+    not fit (or a value outside a literal's choices) says what it got. A whole-model check
+    whose message starts with a key path of the model (``primary.zsl: ...``) is placed at that
+    key.
     """
     loc: Loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
+    kind = error["type"]
     message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] == "missing":
+    if len(loc) >= 2 and loc[-1] == "[key]":  # a mapping key that does not fit
+        return loc[:-2], f"key '{loc[-2]}': {message}"
+    if kind == "missing":
         return loc, "required key is missing"
-    if error["type"] == "extra_forbidden" and loc:
+    if kind == "extra_forbidden" and loc:
         parent = _model_at(model, loc[:-1])
         allowed = sorted(parent.model_fields) if parent is not None else []
+        if parent is model:
+            allowed = sorted([*allowed, *also_allowed])
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         return loc, f"unknown key '{loc[-1]}'.{hint} Allowed keys: {', '.join(allowed)}"
-    if not isinstance(error.get("input"), dict | list):
+    leading = _LEADING_KEY_PATH.match(message) if not loc and kind == "value_error" else None
+    if leading is not None and leading.group(1).split(".")[0].split("[")[0] in model.model_fields:
+        return parse_key_path(leading.group(1)), leading.group(2)
+    # Our own validators (value errors) word the value themselves; pydantic's messages do not.
+    scalar = not isinstance(error.get("input"), dict | list)
+    if kind == "literal_error" or (scalar and kind != "value_error"):
         message += f"; got {error.get('input')!r}"
     return loc, message
 
@@ -345,16 +446,49 @@ def describe_error(error: ErrorDetails, model: type[BaseModel]) -> tuple[Loc, st
 def problems_error(
     problems: Sequence[tuple[Loc, str]],
     source: str,
-    lines: Mapping[Loc, int],
+    lines: Lines,
     *,
     error: type[HarnessError] = HarnessError,
 ) -> HarnessError:
-    """One ``error`` listing every ``(key path, message)``, in line order, each as
-    ``source:line: key.path: message`` under ``N problem(s) in source:``."""
-    ordered = sorted(problems, key=lambda problem: line_of(lines, problem[0]))
-    listed = [f"{source}:{line_of(lines, loc)}: {key_path(loc)}: {msg}" for loc, msg in ordered]
+    """One ``error`` listing every ``(key path, message)`` under ``N problem(s) in source:``,
+    each as ``file:line: key.path: message`` (:func:`where_of`): ``source``'s first, in line
+    order, then those of other files (a base the document extends)."""
+    located = [(where_of(lines, loc, source), loc, msg) for loc, msg in problems]
+    located.sort(key=lambda problem: (problem[0][0] != source, problem[0][1]))
+    listed = [f"{file}:{line}: {key_path(loc)}: {msg}" for (file, line), loc, msg in located]
     count = f"{len(listed)} problem{'s' if len(listed) != 1 else ''}"
     return error(f"{count} in {source}:\n  " + "\n  ".join(listed))
+
+
+def validate_model(
+    data: Any,
+    model: type[ModelT],
+    source: str,
+    lines: Lines,
+    *,
+    error: type[HarnessError] = HarnessError,
+    also_allowed: Sequence[str] = (),
+    checks: Check | None = None,
+) -> ModelT:
+    """``data`` as a ``model``, or one ``error`` listing every problem at its file and line.
+
+    ``lines`` places each key path (:func:`load_document`'s lines, or a merged document's
+    ``(file, line)`` places); ``also_allowed`` names top-level keys the caller consumed before
+    validation; ``checks`` finds further problems in the data (run whether or not the model
+    validated), reported with the model's own (:func:`problems_error`).
+    """
+    problems: list[tuple[Loc, str]] = []
+    result: ModelT | None = None
+    try:
+        result = model.model_validate(data)
+    except ValidationError as err:
+        problems.extend(describe_error(e, model, also_allowed=also_allowed) for e in err.errors())
+    if checks is not None:
+        problems.extend(checks(data))
+    if problems:
+        raise problems_error(problems, source, lines, error=error)
+    assert result is not None
+    return result
 
 
 def load_model(
@@ -362,27 +496,18 @@ def load_model(
 ) -> tuple[ModelT, dict[Loc, int]]:
     """``text`` as a ``model``, with the line of every key path: YAML through pydantic.
 
-    Bounded and strict like :func:`load` (no bombs, no repeated key). A document that is not a
-    mapping, and every validation problem at once, raise one ``error`` whose lines read
-    ``source:line: key.path: message`` (:func:`problems_error`); the lines returned let the
-    caller place its own later checks the same way. ``yaml.YAMLError`` (invalid YAML, an
-    unsafe tag) propagates, for the caller to word.
+    :func:`load_document`, then :func:`validate_model`. Invalid YAML, a bound passed, a
+    repeated key, a document that is not a mapping, and every validation problem at once raise
+    one ``error`` whose lines read ``source:line: key.path: message``; the lines returned let
+    the caller place its own later checks the same way.
     """
-    node = compose(text, source, error=error)
-    if node is not None:
-        _check_duplicate_keys(node, source, error)
-    data = construct(node, source)
-    lines = key_lines(node) if node is not None else {}
+    data, lines = load_document(text, source, error=error)
     if not isinstance(data, dict):
         required = [f"'{name}'" for name, spec in model.model_fields.items() if spec.is_required()]
         keys = f"with the key{'s' if len(required) > 1 else ''} {', '.join(required)}"
         what = keys if required else "of keys"
         raise error(f"{source}:{line_of(lines, ())}: must be a mapping {what}")
-    try:
-        return model.model_validate(data), lines
-    except ValidationError as err:
-        described = [describe_error(e, model) for e in err.errors()]
-        raise problems_error(described, source, lines, error=error) from None
+    return validate_model(data, model, source, lines, error=error), lines
 
 
 def load_model_file(
@@ -402,9 +527,5 @@ def load_model_file(
         return load_model(read_text(path, error=error), str(path), model, error=error)
     except FileNotFoundError:
         raise error(f"{path}: {what} not found") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise error(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise error(f"{path}: cannot read ({err})") from None

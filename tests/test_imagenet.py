@@ -15,14 +15,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-import harness.data.imagenet as imagenet
 from harness.data.class_sets import (
     ENV_IMAGENET_DIR,
     imagenet_lists_dir,
     read_wnids,
     resolve_class_set,
 )
-from harness.data.imagenet import (
+from harness.data.imagenet import features as imagenet_features
+from harness.data.imagenet.adapter import ImageNetAdapter, ImageNetParams
+from harness.data.imagenet.splits import (
+    SplitName,
     hop_splits,
     populated_splits,
     read_counts,
@@ -187,9 +189,7 @@ def test_structural_ratios_goz_is_not_lower_than_within_1_hop(
 
 
 def test_split_names_and_errors() -> None:
-    assert resolve_split_name("within-2-hops") == imagenet.SplitName(
-        "within-2-hops", "within", hops=2
-    )
+    assert resolve_split_name("within-2-hops") == SplitName("within-2-hops", "within", hops=2)
     assert resolve_split_name("within-1-hops").name == "within-1-hop"
     assert resolve_split_name("exactly-3-hops").hops == 3
     assert resolve_split_name("most-populated-500").name == "most-populated-500"
@@ -376,12 +376,12 @@ def test_adapter_is_deterministic_and_spills_large_selections(
             tmp_path, "within-2-hops", params={"features_dir": str(root), "lists_dir": str(lists)}
         )
     )
-    params = imagenet.ImageNetParams.model_validate(spec.data.params)
-    adapter = imagenet.ImageNetAdapter()
+    params = ImageNetParams.model_validate(spec.data.params)
+    adapter = ImageNetAdapter()
     in_memory = adapter.load(spec, params)
-    monkeypatch.setattr(imagenet, "SPILL_BYTES", 0)
-    monkeypatch.setattr(imagenet, "CHUNK_BYTES", 3 * 8 * 2)  # three float16 rows per chunk
-    monkeypatch.setattr(imagenet, "LABEL_CHUNK_ROWS", 7)
+    monkeypatch.setattr(imagenet_features, "SPILL_BYTES", 0)
+    monkeypatch.setattr(imagenet_features, "CHUNK_BYTES", 3 * 8 * 2)  # three float16 rows per chunk
+    monkeypatch.setattr(imagenet_features, "LABEL_CHUNK_ROWS", 7)
     spilled = adapter.load(spec, params)
     assert isinstance(spilled.features, np.memmap)
     np.testing.assert_array_equal(spilled.features, in_memory.features)
@@ -428,13 +428,13 @@ def test_adapter_errors_are_clear(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root, classes, _ = user_dir
-    monkeypatch.delenv(imagenet.ENV_FEATURES_DIR, raising=False)
+    monkeypatch.delenv(imagenet_features.ENV_FEATURES_DIR, raising=False)
     spec = load_spec(spec_copy(tmp_path, "goz", params={"lists_dir": str(lists)}))
     with pytest.raises(
         SpecError, match=r"features_dir is not set and neither is ZSL_IMAGENET_FEATURES"
     ):
         load_benchmark(spec)
-    monkeypatch.setenv(imagenet.ENV_FEATURES_DIR, str(tmp_path / "missing"))
+    monkeypatch.setenv(imagenet_features.ENV_FEATURES_DIR, str(tmp_path / "missing"))
     with pytest.raises(SpecError, match=r"feature directory .*missing does not exist"):
         load_benchmark(spec)
     bad = load_spec(

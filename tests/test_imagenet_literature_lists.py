@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from harness.cli.main import app
 from harness.data.class_sets import class_list_sha256, resolve_class_set
-from harness.data.imagenet import (
+from harness.data.imagenet.splits import (
     LITERATURE_LISTS,
     ListSplit,
     hop_histogram,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,7 +67,7 @@ def test_hash_covers_every_file(tmp_path: Path) -> None:
         ),
         (
             lambda t: t.replace("kind: model", "kind: predictions"),
-            r"kind 'predictions' must not have a 'model' section",
+            r"submission\.yaml:\d+: kind: 'predictions' must not have a 'model' section",
         ),
     ],
 )
@@ -76,6 +77,63 @@ def test_malformed_manifests(tmp_path: Path, edit, pattern: str) -> None:  # typ
     manifest.write_text(edit(manifest.read_text()))
     with pytest.raises(SubmissionError, match=pattern):
         load_package(root)
+
+
+def _line(text: str, fragment: str) -> int:
+    """The 1-based line of the first line of ``text`` that holds ``fragment``."""
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if fragment in line)
+
+
+def _manifest_error(tmp_path: Path, edit: Callable[[str], str]) -> tuple[Path, str, str]:
+    """Edit a copy's manifest; its path, its new text, and the message ``load_package`` raises."""
+    root = _copy(tmp_path)
+    manifest = root / "submission.yaml"
+    text = edit(manifest.read_text())
+    manifest.write_text(text)
+    with pytest.raises(SubmissionError) as info:
+        load_package(root)
+    return manifest, text, str(info.value)
+
+
+def test_manifest_problems_name_the_file_the_line_and_the_key(tmp_path: Path) -> None:
+    manifest, text, message = _manifest_error(
+        tmp_path,
+        lambda t: t.replace(
+            "kind: model", "kind: modle"
+        ).replace(  # a value outside a literal's choices
+            "  gpus: 0\n", "  gpus: two\n  network: true\n"
+        ),  # a wrong type, an unknown key
+    )
+    assert message == (
+        f"3 problems in {manifest}:\n"
+        f"  {manifest}:{_line(text, 'kind:')}: kind: Input should be 'predictions' or 'model';"
+        " got 'modle'\n"
+        f"  {manifest}:{_line(text, 'gpus:')}: resources.gpus: Input should be a valid integer,"
+        " unable to parse string as an integer; got 'two'\n"
+        f"  {manifest}:{_line(text, 'network:')}: resources.network: unknown key 'network'."
+        " Allowed keys: cpus, gpus, memory_gb, time_s"
+    )
+
+
+def test_unknown_manifest_keys_suggest_the_closest_and_list_the_allowed(tmp_path: Path) -> None:
+    manifest, text, message = _manifest_error(tmp_path, lambda t: t.replace("authors:", "autors:"))
+    assert message == (
+        f"2 problems in {manifest}:\n"
+        f"  {manifest}:1: authors: required key is missing\n"  # a missing key: its mapping's line
+        f"  {manifest}:{_line(text, 'autors:')}: autors: unknown key 'autors'. Did you mean"
+        " 'authors'? Allowed keys: authors, declarations, description, kind, model, name, paper,"
+        " predictions, resources, seed, url, version"
+    )
+
+
+def test_a_whole_manifest_check_is_placed_at_the_key_it_names(tmp_path: Path) -> None:
+    manifest, text, message = _manifest_error(
+        tmp_path, lambda t: t.replace("kind: model", "kind: predictions")
+    )
+    assert message == (
+        f"1 problem in {manifest}:\n"
+        f"  {manifest}:{_line(text, 'kind:')}: kind: 'predictions' must not have a 'model' section"
+    )
 
 
 def test_links_and_missing_manifest_are_refused(tmp_path: Path) -> None:

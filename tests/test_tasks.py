@@ -1,4 +1,4 @@
-"""Task bundles: what model code may see, including the calibration fit, and never test labels."""
+"""Task bundles: what model code may see, including the validation fit, and never test labels."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_bundle_holds_no_test_labels_and_no_test_image_in_training(bench, tmp_pa
     names = {p.relative_to(bundle.root).as_posix() for p in bundle.root.rglob("*.npy")}
     assert not any("test" in n and "labels" in n for n in names), names
     test_images = set(bench.rows("zsl")) | set(bench.rows("gzsl"))
-    for fit in ("main", "calibration"):
+    for fit in ("main", "validation"):
         task = bundle.train_task(fit=fit)
         seen_images = _labels_of(bench, task.train_features).tolist()
         seen_images += _labels_of(bench, task.val_features).tolist()
@@ -42,10 +42,10 @@ def test_bundle_holds_no_test_labels_and_no_test_image_in_training(bench, tmp_pa
         )
 
 
-def test_calibration_fit_sees_only_training_classes(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_validation_fit_sees_only_training_classes(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bundle = Bundle(write_bundle(bench, tmp_path / "b"))
     assert bundle.validation_settings == ["zsl_val", "gzsl_val"]
-    cal = bundle.train_task(fit="calibration")
+    cal = bundle.train_task(fit="validation")
     train, val = bench.array("splits/train_classes"), bench.array("splits/val_classes")
     assert set(cal.train_classes) | set(cal.val_classes) == set(train)
     assert not set(cal.train_classes) & set(cal.val_classes)
@@ -68,16 +68,16 @@ def test_calibration_fit_sees_only_training_classes(bench, tmp_path: Path) -> No
     assert np.array_equal(bench.seen_for("gzsl_val"), train)
 
 
-def test_bundle_without_calibration(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    bundle = Bundle(write_bundle(bench, tmp_path / "b", calibration=False))
+def test_bundle_without_validation_fit(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bundle = Bundle(write_bundle(bench, tmp_path / "b", validation=False))
     assert bundle.validation_settings == []
-    assert not (bundle.root / "calibration").exists()
+    assert not (bundle.root / "validation").exists()
     features, candidates = bundle.test("zsl")
     assert features.shape == (len(bench.rows("zsl")), 128)
     np.testing.assert_array_equal(candidates, bench.columns("zsl"))
 
 
-# --- zsl-bundle/2: every setting of a fit sees the same shuffled images -------------------
+# --- since zsl-bundle/2: every setting of a fit sees the same shuffled images -------------------
 
 
 def test_model_bundle_does_not_say_which_images_belong_to_which_setting(
@@ -89,9 +89,9 @@ def test_model_bundle_does_not_say_which_images_belong_to_which_setting(
 
     rowmap = write_model_bundle(bench, tmp_path / "b")
     bundle = Bundle(tmp_path / "b")
-    assert bundle.info["format"] == "zsl-bundle/2" and not bundle.has_row_files
+    assert bundle.info["format"] == "zsl-bundle/3" and not bundle.has_row_files
     assert not list(bundle.root.rglob("rows.npy"))
-    for fit, settings in (("main", ["zsl", "gzsl"]), ("calibration", ["zsl_val", "gzsl_val"])):
+    for fit, settings in (("main", ["zsl", "gzsl"]), ("validation", ["zsl_val", "gzsl_val"])):
         union = np.unique(np.concatenate([bench.rows(s) for s in settings]))
         images = _labels_of(bench, bundle.test_features(fit))
         assert sorted(images) == sorted(union)  # every test image of the fit, once
@@ -133,14 +133,15 @@ def test_old_bundles_and_unknown_settings_are_refused(bench, tmp_path: Path) -> 
     with pytest.raises(RunnerError, match=r"no setting 'transductive'"):
         Bundle(root).candidates("transductive")
     info = json.loads((root / "task.json").read_text())
-    (root / "task.json").write_text(json.dumps({**info, "format": "zsl-bundle/1"}))
-    with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/2' bundle"):
-        Bundle(root)
+    for old in ("zsl-bundle/1", "zsl-bundle/2"):  # /2 named the validation fit "calibration"
+        (root / "task.json").write_text(json.dumps({**info, "format": old}))
+        with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/3' bundle"):
+            Bundle(root)
 
 
 def test_main_test_features_can_live_outside_the_bundle(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The main fit's test images go to a file outside the bundle (the runner hands them to the
-    worker by descriptor); the calibration fit's, training and validation images, stay."""
+    worker by descriptor); the validation fit's, training and validation images, stay."""
     from harness.tasks import write_model_bundle
 
     secret = tmp_path / "secret" / "test-features.npy"
@@ -148,15 +149,13 @@ def test_main_test_features_can_live_outside_the_bundle(bench, tmp_path: Path) -
     bundle = Bundle(tmp_path / "b")
     assert bundle.info["test_features"] == "descriptor"
     assert not (bundle.root / "test" / "features.npy").exists()
-    assert bundle.supplied_test_features("main") and not bundle.supplied_test_features(
-        "calibration"
-    )
+    assert bundle.supplied_test_features("main") and not bundle.supplied_test_features("validation")
     with pytest.raises(RunnerError, match=r"not in this bundle"):
         bundle.test_features("main")
     images = _labels_of(bench, np.load(secret))
     union = np.unique(np.concatenate([bench.rows(s) for s in ("zsl", "gzsl")]))
     assert sorted(images) == sorted(union) and rowmap.n_rows["main"] == len(union)
     np.testing.assert_array_equal(images[rowmap.rows["zsl"]], bench.rows("zsl"))
-    assert len(bundle.test_features("calibration")) == rowmap.n_rows["calibration"]
+    assert len(bundle.test_features("validation")) == rowmap.n_rows["validation"]
     with pytest.raises(RunnerError, match=r"outside the bundle"):
         write_model_bundle(bench, tmp_path / "c", test_features=tmp_path / "c" / "x.npy")

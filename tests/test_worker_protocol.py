@@ -164,7 +164,7 @@ def test_honest_model_records_an_isolated_check(runner: str) -> None:
     record = run_submission(SUBMISSIONS / "eszsl", DEMO, runner=runner, store=False, quiet=True)
     assert record.logs["inductive_check"] == "isolated"
     timings = json.loads(record.logs["worker_timings"])
-    assert {"fit_main", "fit_calibration", "check_main", "check_calibration"} <= set(timings)
+    assert {"fit_main", "fit_validation", "check_main", "check_validation"} <= set(timings)
 
 
 # --- item 2: models that adapt to the check -----------------------------------------------

@@ -69,7 +69,7 @@ def test_method_runs_end_to_end(dataset: str, method: str, release: Path, tmp_pa
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset", sorted(CHANCE))
 def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_path: Path) -> None:
-    """On the real xlsa17 index vectors: bundles (main and calibration fits) hold no test image."""
+    """On the real xlsa17 index vectors: bundles (main and validation fits) hold no test image."""
     import numpy as np
 
     from harness.data.prepare import load_benchmark
@@ -84,7 +84,7 @@ def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_pat
     index = {row.tobytes(): i for i, row in enumerate(features)}
     test = set(bench.rows("zsl").tolist()) | set(bench.rows("gzsl").tolist())
     assert len(index) == len(features), "fixture features must be unique per image"
-    for fit in ("main", "calibration"):
+    for fit in ("main", "validation"):
         task = bundle.train_task(fit=fit)
         for part in (task.train_features, task.val_features):
             images = {index[row.tobytes()] for row in np.asarray(part)}

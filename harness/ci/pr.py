@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -278,6 +278,203 @@ class _ChangedRecord:
     shown: str  # its path, relative to the repository
 
 
+def _split_records(
+    results_dir: Path, results_rel: PurePosixPath, vetted: dict[PurePosixPath, bytes]
+) -> tuple[dict[RunKey, RunRecord], dict[RunKey, _ChangedRecord]]:
+    """(trusted, changed): the record files under ``results_dir`` byte-identical to ``vetted``
+    (the fork point's files), and every other one, shown by its path from the repository."""
+    head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
+    trusted: dict[RunKey, RunRecord] = {}
+    changed: dict[RunKey, _ChangedRecord] = {}
+    for file in head:
+        relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
+        if vetted.get(relative) == file.text.encode("utf-8"):
+            trusted[run_key(file.record)] = file.record
+        else:
+            changed[run_key(file.record)] = _ChangedRecord(
+                file, (results_rel / relative).as_posix()
+            )
+    return trusted, changed
+
+
+def _owners(root: Path) -> dict[str, list[str]]:
+    """The package folders at ``HEAD`` by the submission name their manifest gives."""
+    owners: dict[str, list[str]] = {}
+    for folder in all_packages(root).modified:
+        name = manifest_name_at("HEAD", folder, root)
+        if name is not None:
+            owners.setdefault(name, []).append(folder)
+    return owners
+
+
+def _reruns(
+    changed: dict[RunKey, _ChangedRecord], owners: dict[str, list[str]], to_run: set[str]
+) -> set[str]:
+    """The packages outside ``to_run`` to run too: the one package of each changed record's
+    submission name (each changed record is re-made by its package, changed or not)."""
+    rerun = set()
+    for key in changed:
+        folders = owners.get(key[2], [])
+        if len(folders) == 1 and folders[0] not in to_run:
+            rerun.add(folders[0])
+    return rerun
+
+
+def _seeded_store(out_dir: Path, trusted: Iterable[RunRecord]) -> str:
+    """The URL of a fresh store under ``out_dir`` holding the ``trusted`` runs.
+
+    Storing a new run there checks it against them (same benchmark data, portable values)
+    exactly as the real store would; an edited record never gets there."""
+    url = _fresh_store(out_dir)
+    engine = open_store(url)
+    try:
+        for record in trusted:
+            save_run(engine, record)
+    finally:
+        engine.dispose()
+    return url
+
+
+def _score_packages(
+    packages: list[str],
+    rerun: set[str],
+    owners: dict[str, list[str]],
+    specs: Sequence[Path],
+    *,
+    repo_root: Path,
+    database_url: str,
+    runner: str,
+    quiet: bool,
+    spec_root: Path,
+) -> tuple[list[PackageOutcome], dict[RunKey, RunRecord], set[str]]:
+    """(outcomes, fresh records, failed packages) of scoring each of ``packages`` in turn."""
+    outcomes: list[PackageOutcome] = []
+    fresh: dict[RunKey, RunRecord] = {}
+    failed: set[str] = set()
+    for package in packages:
+        name = manifest_name_at("HEAD", package, repo_root)
+        others = [f for f in owners.get(name, []) if f != package] if name is not None else []
+        if others:
+            # Two folders of one name would make one run's record replace the other's.
+            detail = (
+                f"the submission name {name!r} is also the name of {', '.join(others)}; "
+                "one package folder per submission name"
+            )
+            outcome, records = PackageOutcome(package, "invalid", detail), list[RunRecord]()
+        else:
+            outcome, records = score_package(
+                package,
+                specs,
+                repo_root=repo_root,
+                database_url=database_url,
+                runner=runner,
+                quiet=quiet,
+                spec_root=spec_root,
+            )
+        if package in rerun:
+            outcome = PackageOutcome(
+                outcome.package,
+                outcome.status,
+                f"re-run, as its record changed: {outcome.detail}",
+            )
+        outcomes.append(outcome)
+        if outcome.failed:
+            failed.add(package)
+        for record in records:
+            fresh[run_key(record)] = record
+    return outcomes, fresh, failed
+
+
+def _unreproduced(name: str, owners: dict[str, list[str]], failed: set[str], config: str) -> str:
+    """Why no fresh run of submission ``name`` came back (``config``: the CI config, shown)."""
+    folders = owners.get(name, [])
+    if not folders:
+        return f"no package under {SUBMISSIONS}/ is named {name!r}"
+    if len(folders) > 1:
+        return f"several packages are named {name!r}"
+    if folders[0] in failed:
+        return f"its package {folders[0]} failed"
+    return (
+        f"its package {folders[0]} does not make this run (another version, or a "
+        f"benchmark {config} does not list)"
+    )
+
+
+def _reconcile(
+    changed: dict[RunKey, _ChangedRecord],
+    fresh: dict[RunKey, RunRecord],
+    trusted: dict[RunKey, RunRecord],
+    owners: dict[str, list[str]],
+    failed: set[str],
+    *,
+    fork: str,
+    results_dir: Path,
+    root: Path,
+    config_shown: str,
+) -> tuple[dict[RunKey, RunRecord], list[str]]:
+    """(records to export, problems): the trusted records, each changed one checked against its
+    fresh run, and the fresh runs that change a result.
+
+    A changed record with no fresh run is a problem, and the fork point's record of its run (if
+    any) is kept; one that differs from its fresh run is a problem, and the fresh run is kept;
+    one its fresh run reproduces is kept as it is."""
+    problems: list[str] = []
+    merged = dict(trusted)
+    fork_records: dict[RunKey, RunRecord] | None = None
+    for key, change in sorted(changed.items()):
+        new = fresh.get(key)
+        if new is None:
+            why = _unreproduced(key[2], owners, failed, config_shown)
+            problems.append(
+                f"{change.shown}: changed in this pull request, but no package reproduces it "
+                f"({describe_key(key)}): {why}; records are written by CI, so it was not "
+                "exported: commit the records `zsl ci pr` exports, never hand-written or "
+                "edited ones"
+            )
+            if fork_records is None:  # keep what was vetted, if anything
+                fork_records = index_records(committed_records(fork, results_dir, root))
+            if key in fork_records:
+                merged[key] = fork_records[key]
+            continue
+        fields = record_differences(change.file.record, new)
+        if fields:
+            problems.append(
+                f"{change.shown}: ⚠ the committed record differed from a fresh run in: "
+                f"{short_list(fields)}; the fresh record was exported in its place (records are "
+                "written by CI: commit the exported records, never edited ones)"
+            )
+            merged[key] = new
+        else:
+            merged[key] = change.file.record  # reproduced: keep the file as it is
+    for key, record in fresh.items():
+        if key not in changed and not same_result(trusted.get(key), record):
+            merged[key] = record
+    return merged, problems
+
+
+def _deleted_outcomes(
+    folders: Sequence[str],
+    merged: dict[RunKey, RunRecord],
+    *,
+    commit: str,
+    root: Path,
+    results_rel: PurePosixPath,
+) -> list[PackageOutcome]:
+    """The outcomes of the deleted package ``folders``, naming the records of theirs left."""
+    outcomes = []
+    for folder in folders:
+        name = manifest_name_at(commit, folder, root)
+        left = sum(1 for key in merged if key[2] == name)
+        detail = "package removed"
+        if left:
+            detail += (
+                f"; {left} run record{'s' if left != 1 else ''} of {name} remain in "
+                f"{results_rel}: delete them to take it off the board"
+            )
+        outcomes.append(PackageOutcome(folder, "deleted", detail))
+    return outcomes
+
+
 def run_pull_request(
     base: str,
     *,
@@ -340,135 +537,44 @@ def run_pull_request(
     # CI vetted when it merged them). Anything else was written by whoever made the change.
     fork = merge_base(commit, root)
     vetted = committed_files(fork, results_dir, root)
-    head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
-    trusted: dict[RunKey, RunRecord] = {}
-    changed: dict[RunKey, _ChangedRecord] = {}
-    for file in head:
-        relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
-        if vetted.get(relative) == file.text.encode("utf-8"):
-            trusted[run_key(file.record)] = file.record
-        else:
-            changed[run_key(file.record)] = _ChangedRecord(
-                file, (results_rel / relative).as_posix()
-            )
-
-    # Each changed record is re-made by its package (by submission name), changed or not.
-    owners: dict[str, list[str]] = {}
-    for folder in all_packages(root).modified:
-        name = manifest_name_at("HEAD", folder, root)
-        if name is not None:
-            owners.setdefault(name, []).append(folder)
+    trusted, changed = _split_records(results_dir, results_rel, vetted)
+    owners = _owners(root)
     to_run = set(changes.changed)
-    rerun = set()
-    for key in changed:
-        folders = owners.get(key[2], [])
-        if len(folders) == 1 and folders[0] not in to_run:
-            rerun.add(folders[0])
+    rerun = _reruns(changed, owners, to_run)
     to_run |= rerun
     if to_run and runner == "sandbox" and not sandbox.available():
         raise HarnessError(
             "the sandbox runner can't start here (bubblewrap missing, or user namespaces "
             "disallowed); install bubblewrap or pass --runner"
         )
-
-    # The throwaway store holds the trusted runs, so storing a new run checks it against them
-    # (same benchmark data, portable values) exactly as the real store would; an edited record
-    # never gets there.
-    url = _fresh_store(out_dir)
-    engine = open_store(url)
-    try:
-        for record in trusted.values():
-            save_run(engine, record)
-    finally:
-        engine.dispose()
-    outcomes: list[PackageOutcome] = []
-    fresh: dict[RunKey, RunRecord] = {}
-    failed: set[str] = set()
-    for package in sorted(to_run):
-        name = manifest_name_at("HEAD", package, root)
-        others = [f for f in owners.get(name, []) if f != package] if name is not None else []
-        if others:
-            # Two folders of one name would make one run's record replace the other's.
-            detail = (
-                f"the submission name {name!r} is also the name of {', '.join(others)}; "
-                "one package folder per submission name"
-            )
-            outcome, records = PackageOutcome(package, "invalid", detail), list[RunRecord]()
-        else:
-            outcome, records = score_package(
-                package,
-                specs,
-                repo_root=root,
-                database_url=url,
-                runner=runner,
-                quiet=quiet,
-                spec_root=spec_root,
-            )
-        if package in rerun:
-            outcome = PackageOutcome(
-                outcome.package,
-                outcome.status,
-                f"re-run, as its record changed: {outcome.detail}",
-            )
-        outcomes.append(outcome)
-        if outcome.failed:
-            failed.add(package)
-        for record in records:
-            fresh[run_key(record)] = record
-
-    problems: list[str] = []
-    merged = dict(trusted)
-    fork_records: dict[RunKey, RunRecord] | None = None
-    for key, change in sorted(changed.items()):
-        new = fresh.get(key)
-        if new is None:
-            folders = owners.get(key[2], [])
-            if not folders:
-                why = f"no package under {SUBMISSIONS}/ is named {key[2]!r}"
-            elif len(folders) > 1:
-                why = f"several packages are named {key[2]!r}"
-            elif folders[0] in failed:
-                why = f"its package {folders[0]} failed"
-            else:
-                why = (
-                    f"its package {folders[0]} does not make this run (another version, or a "
-                    f"benchmark {_shown(config_path, [root, spec_root])} does not list)"
-                )
-            problems.append(
-                f"{change.shown}: changed in this pull request, but no package reproduces it "
-                f"({describe_key(key)}): {why}; records are written by CI, so it was not "
-                "exported: commit the records `zsl ci pr` exports, never hand-written or "
-                "edited ones"
-            )
-            if fork_records is None:  # keep what was vetted, if anything
-                fork_records = index_records(committed_records(fork, results_dir, root))
-            if key in fork_records:
-                merged[key] = fork_records[key]
-            continue
-        fields = record_differences(change.file.record, new)
-        if fields:
-            problems.append(
-                f"{change.shown}: ⚠ the committed record differed from a fresh run in: "
-                f"{short_list(fields)}; the fresh record was exported in its place (records are "
-                "written by CI: commit the exported records, never edited ones)"
-            )
-            merged[key] = new
-        else:
-            merged[key] = change.file.record  # reproduced: keep the file as it is
+    url = _seeded_store(out_dir, trusted.values())
+    outcomes, fresh, failed = _score_packages(
+        sorted(to_run),
+        rerun,
+        owners,
+        specs,
+        repo_root=root,
+        database_url=url,
+        runner=runner,
+        quiet=quiet,
+        spec_root=spec_root,
+    )
+    config_shown = _shown(config_path, [root, spec_root])
+    merged, problems = _reconcile(
+        changed,
+        fresh,
+        trusted,
+        owners,
+        failed,
+        fork=fork,
+        results_dir=results_dir,
+        root=root,
+        config_shown=config_shown,
+    )
     committed = {**trusted, **{key: change.file.record for key, change in changed.items()}}
-    for key, record in fresh.items():
-        if key not in changed and not same_result(trusted.get(key), record):
-            merged[key] = record
-    for folder in changes.deleted:
-        name = manifest_name_at(commit, folder, root)
-        left = sum(1 for key in merged if key[2] == name)
-        detail = "package removed"
-        if left:
-            detail += (
-                f"; {left} run record{'s' if left != 1 else ''} of {name} remain in "
-                f"{results_rel}: delete them to take it off the board"
-            )
-        outcomes.append(PackageOutcome(folder, "deleted", detail))
+    outcomes += _deleted_outcomes(
+        changes.deleted, merged, commit=commit, root=root, results_rel=results_rel
+    )
 
     write_records(merged.values(), results_dir, prune=True)
     after = read_records(results_dir)

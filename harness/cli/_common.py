@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.errors import HarnessError
+from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,6 +29,30 @@ DatabaseUrl = Annotated[
         envvar="ZSL_DATABASE_URL",
         help="SQLAlchemy URL of the store (default: zsl.sqlite3 under ZSL_HOME).",
         show_default=False,
+    ),
+]
+
+#: The ``--wordnet-dir`` option of every command that opens WordNet.
+WordNetDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--wordnet-dir",
+        envvar=ENV_DIR,
+        help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
+        exists=True,
+        file_okay=False,
+    ),
+]
+#: The ``--lexnames`` option that goes with :data:`WordNetDir`.
+Lexnames = Annotated[
+    Path | None,
+    typer.Option(
+        "--lexnames",
+        envvar=ENV_LEXNAMES,
+        help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
+        exists=True,
+        dir_okay=False,
+        readable=True,
     ),
 ]
 

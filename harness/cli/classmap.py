@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import reports_errors, stdout
+from harness.cli._common import Lexnames, WordNetDir, reports_errors, stdout
+from harness.cli.hierarchy import one_line
 from harness.hierarchy.class_maps import (
     ClassMapRow,
     build_class_map_hierarchy,
@@ -17,7 +18,7 @@ from harness.hierarchy.class_maps import (
     suggest_wordnet_ids,
     write_class_map,
 )
-from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES, open_wordnet
+from harness.hierarchy.wordnet import open_wordnet
 
 app = typer.Typer(
     help="Draft, check and freeze class → WordNet maps.",
@@ -29,27 +30,6 @@ app = typer.Typer(
     ),
 )
 
-WordNetDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--wordnet-dir",
-        envvar=ENV_DIR,
-        help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
-        exists=True,
-        file_okay=False,
-    ),
-]
-Lexnames = Annotated[
-    Path | None,
-    typer.Option(
-        "--lexnames",
-        envvar=ENV_LEXNAMES,
-        help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
-        exists=True,
-        dir_okay=False,
-        readable=True,
-    ),
-]
 MapFile = Annotated[
     Path,
     typer.Argument(
@@ -205,13 +185,7 @@ def freeze(
     names = _class_names(classes)
     hierarchy = build_class_map_hierarchy(reader, file, classes=names, root=root)
     hierarchy.save_json(out)
-    s = hierarchy.summary()
-    stdout.print(
-        f"wrote {out}: {s['nodes']} nodes, {s['edges']} edges, {s['roots']} root(s), "
-        f"{s['leaves']} leaves, {s['multi_parent_nodes']} with several parents, max depth "
-        f"{s['max_depth']} ({s['content_hash']})",
-        soft_wrap=True,
-    )
+    stdout.print(f"wrote {out}: {one_line(hierarchy)}", soft_wrap=True)
 
 
 if __name__ == "__main__":

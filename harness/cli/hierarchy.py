@@ -7,15 +7,9 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import reports_errors, stdout
+from harness.cli._common import Lexnames, WordNetDir, reports_errors, stdout
 from harness.hierarchy import Hierarchy
-from harness.hierarchy.wordnet import (
-    ENV_DIR,
-    ENV_LEXNAMES,
-    build_wordnet_hierarchy,
-    open_wordnet,
-    read_wnid_list,
-)
+from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet, read_wnid_list
 
 app = typer.Typer(
     help="Build and inspect frozen class hierarchies.",
@@ -27,7 +21,8 @@ app = typer.Typer(
 )
 
 
-def _one_line(h: Hierarchy) -> str:
+def one_line(h: Hierarchy) -> str:
+    """A saved hierarchy's summary on one line: counts, maximum depth and content hash."""
     s = h.summary()
     return (
         f"{s['nodes']} nodes, {s['edges']} edges, {s['roots']} root(s), {s['leaves']} leaves, "
@@ -61,34 +56,15 @@ def build(
             readable=True,
         ),
     ] = None,
-    wordnet_dir: Annotated[
-        Path | None,
-        typer.Option(
-            "--wordnet-dir",
-            envvar=ENV_DIR,
-            help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
-            exists=True,
-            file_okay=False,
-        ),
-    ] = None,
-    lexnames: Annotated[
-        Path | None,
-        typer.Option(
-            "--lexnames",
-            envvar=ENV_LEXNAMES,
-            help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
-            exists=True,
-            dir_okay=False,
-            readable=True,
-        ),
-    ] = None,
+    wordnet_dir: WordNetDir = None,
+    lexnames: Lexnames = None,
 ) -> None:
     """Build a hierarchy from WordNet 3.0 (every hypernym path of the classes) and save it."""
     classes = read_wnid_list(leaves) if leaves is not None else None
     reader = open_wordnet(wordnet_dir, lexnames)
     hierarchy = build_wordnet_hierarchy(reader, root=root, leaves=classes)
     hierarchy.save_json(out)
-    stdout.print(f"wrote {out}: {_one_line(hierarchy)}", soft_wrap=True)
+    stdout.print(f"wrote {out}: {one_line(hierarchy)}", soft_wrap=True)
 
 
 @app.command()

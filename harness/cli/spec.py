@@ -36,22 +36,21 @@ def validate(
     """Validate spec files and report every problem with file, line and key path."""
     failed = []
     for path in paths:
-        if is_spec_base(path):
-            try:
-                keys = load_spec_base(path)
-            except SpecError as err:
-                failed.append(str(err))
-                continue
-            stdout.print(f"base {path}: {len(keys)} keys, checked with each spec extending it")
-            continue
         try:
-            spec = load_spec(path)
+            stdout.print(_validated(path))
         except SpecError as err:
             failed.append(str(err))
-            continue
-        stdout.print(f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]})")
     if failed:
         raise SpecError("\n".join(failed))
+
+
+def _validated(path: Path) -> str:
+    """Load one spec or spec base (raising :class:`SpecError`); its line for ``validate``."""
+    if is_spec_base(path):
+        keys = load_spec_base(path)
+        return f"base {path}: {len(keys)} keys, checked with each spec extending it"
+    spec = load_spec(path)
+    return f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]})"
 
 
 @app.command()

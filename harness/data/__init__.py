@@ -1,9 +1,9 @@
 """Data: adapters per raw source, the frozen artifact format, and ``prepare``."""
 
 from harness.data import demo as _demo  # noqa: F401  (registers the 'demo' adapter)
-from harness.data import imagenet as _imagenet  # noqa: F401  (registers 'imagenet')
 from harness.data import xlsa17 as _xlsa17  # noqa: F401  (registers 'xlsa17')
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.artifacts import FrozenBenchmark, zsl_home
+from harness.data.imagenet import adapter as _imagenet  # noqa: F401  (registers 'imagenet')
 
 __all__ = ["FrozenBenchmark", "RawBenchmark", "adapters", "zsl_home"]

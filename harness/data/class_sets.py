@@ -24,6 +24,9 @@ A class list given as a file (an ImageNet spec's ``split: {list: FILE, sha256: H
 with :func:`read_wnid_lines` and identified by :func:`class_list_sha256`, the hash of its sorted
 ids, so its order and line endings do not matter.
 
+Its readers, like every reader of a one-item-a-line list file, are built on
+:mod:`harness.textio`.
+
 Examples
 --------
 >>> resolve_class_set("none")
@@ -43,6 +46,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from harness.errors import SpecError
+from harness.textio import read_text_file, unique_tokens
 
 __all__ = [
     "CLASS_SET_FILES",
@@ -135,31 +139,33 @@ def read_wnid_lines(
         If the file is missing or unreadable, or naming the first bad or repeated line.
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise SpecError(f"{what} not found: {file}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read {what} {file}: {err}") from None
-    out: list[tuple[int, str]] = []
-    first_line: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        parts = line.split()
-        if not parts:
-            continue
-        wnid = parts[0]
-        if not _WNID.match(wnid):
-            raise SpecError(
+    text = read_text_file(
+        file,
+        SpecError,
+        missing=f"{what} not found: {file}",
+        unreadable=lambda err: f"cannot read {what} {file}: {err}",
+        encoding="utf-8-sig",
+    )
+    return tuple(
+        unique_tokens(
+            text.splitlines(),
+            SpecError,
+            token=_first_token,
+            valid=_WNID,
+            bad=lambda number, wnid: (
                 f"{file}:{number}: expected a WordNet id like 'n01440764' at the start of the"
                 f" line, got {wnid!r}"
-            )
-        if wnid in first_line:
-            raise SpecError(
-                f"{file}:{number}: {wnid} repeats line {first_line[wnid]}; each id may appear once"
-            )
-        first_line[wnid] = number
-        out.append((number, wnid))
-    return tuple(out)
+            ),
+            repeated=lambda number, wnid, first: (
+                f"{file}:{number}: {wnid} repeats line {first}; each id may appear once"
+            ),
+        )
+    )
+
+
+def _first_token(line: str) -> str:
+    parts = line.split(maxsplit=1)
+    return parts[0] if parts else ""
 
 
 def read_wnids(path: str | os.PathLike[str], *, what: str = "WordNet id list") -> tuple[str, ...]:

@@ -45,6 +45,13 @@ __all__ = [
 def check_raw(raw: RawBenchmark, spec: Spec) -> None:
     """Refuse raw data that breaks the protocol or the spec's declarations."""
     where = f"{spec.benchmark} (adapter '{spec.data.adapter}')"
+    _check_arrays(raw, spec, where)
+    _check_splits(raw, where)
+    _check_expected_sizes(raw, spec)
+
+
+def _check_arrays(raw: RawBenchmark, spec: Spec, where: str) -> None:
+    """Features and class embeddings: shapes as the spec declares, finite, unique class ids."""
     n_images, n_classes = len(raw.labels), len(raw.class_ids)
     if raw.features.ndim != 2 or raw.features.shape[0] != n_images:
         raise SpecError(f"{where}: features must be [n_images={n_images}, dim]")
@@ -69,6 +76,10 @@ def check_raw(raw: RawBenchmark, spec: Spec) -> None:
                 f"{spec.path}: class embedding '{emb.name}' has shape {table.shape},"
                 f" expected ({n_classes}, {emb.dim}) from 'dim'"
             )
+
+
+def _check_splits(raw: RawBenchmark, where: str) -> None:
+    """The protocol: every split present, class sets disjoint, each image in its class set."""
     missing = [k for k in (*SPLIT_CLASS_KEYS, *SPLIT_IMAGE_KEYS) if k not in raw.splits]
     if missing:
         raise SpecError(f"{where}: the adapter produced no {missing}")
@@ -92,6 +103,10 @@ def check_raw(raw: RawBenchmark, spec: Spec) -> None:
         labels = set(raw.labels[imgs[key]].tolist())
         if not labels <= classes:
             raise SpecError(f"{where}: {key} contains images of classes outside its class set")
+
+
+def _check_expected_sizes(raw: RawBenchmark, spec: Spec) -> None:
+    """The split sizes the spec declares under ``splits.expect``, if any."""
     expect = spec.splits.expect
     if expect is not None:
         actual = {k: len(raw.splits[k]) for k in (*SPLIT_CLASS_KEYS, *SPLIT_IMAGE_KEYS)}
@@ -114,12 +129,14 @@ CAL_HOLDOUT_FRACTION = 0.2
 def _validation_protocol(
     a: dict[str, np.ndarray], rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
-    """The calibration model's split, for metrics tuned on validation predictions.
+    """The validation fit's split, for metrics tuned on validation predictions.
 
     Calibrated stacking and DARTS choose a parameter on validation predictions, which must come
-    from a model that has not seen the validation classes. So a second, *calibration* fit sees
+    from a model that has not seen the validation classes. So a second, *validation* fit sees
     only training classes: they are split into ``cal_train``/``cal_val`` classes for the model's
-    own tuning, and a class-stratified ``cal_holdout`` of their images is kept out. Its
+    own tuning, and a class-stratified ``cal_holdout`` of their images is kept out. (The arrays
+    keep the ``cal_`` prefix from when this fit was called "calibration": array names are
+    hashed into every frozen benchmark.) Its
     predictions on validation-class images (ZSL-val: validation classes as candidates) and on
     holdout + validation-class images (GZSL-val: training ∪ validation classes as candidates)
     are the validation split of the metrics. Nothing here touches test images.

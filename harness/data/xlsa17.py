@@ -71,6 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.data.adapters import RawBenchmark, adapters
 from harness.errors import HarnessError, SpecError
+from harness.textio import read_text_file
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
@@ -292,12 +293,12 @@ def read_class_list(path: Path, index: Mapping[str, int]) -> list[int]:
         The file is missing, repeats a name, or names a class that is not in ``index``
         (naming the line and the closest known names).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{path} does not exist (a class list of the xlsa17 release)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(f"cannot read {path}: {err}") from None
+    text = read_text_file(
+        path,
+        SpecError,
+        missing=f"{path} does not exist (a class list of the xlsa17 release)",
+        unreadable=lambda err: f"cannot read {path}: {err}",
+    )
     out: list[int] = []
     for lineno, raw_line in enumerate(text.splitlines(), 1):
         name = raw_line.strip()

@@ -55,6 +55,7 @@ from harness.hierarchy.wordnet import (
     synset_of,
     wnid,
 )
+from harness.textio import read_text_file, unique_tokens
 
 __all__ = [
     "ANIMAL",
@@ -435,12 +436,12 @@ def read_class_map_rows(path: str | os.PathLike[str]) -> list[ClassMapRow]:
         unreadable or holds no rows.
     """
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ClassMapError(f"{source}: no such class map") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ClassMapError(f"{source}: cannot read it as UTF-8 text ({err})") from None
+    text = read_text_file(
+        source,
+        ClassMapError,
+        missing=f"{source}: no such class map",
+        unreadable=lambda err: f"{source}: cannot read it as UTF-8 text ({err})",
+    )
     rows: list[ClassMapRow] = []
     pending: list[str] = []
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -561,30 +562,28 @@ def read_class_list(path: str | os.PathLike[str]) -> list[str]:
         file when it is missing, unreadable or empty.
     """
     source = Path(path)
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ClassMapError(f"{source}: no such class list") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ClassMapError(f"{source}: cannot read it as UTF-8 text ({err})") from None
-    names: list[str] = []
-    seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        name = line.strip()
-        if not name:
-            continue
-        if _NAME.fullmatch(name) is None:
-            raise ClassMapError(
-                f"{source}:{number}: {name!r} is not one class name (it holds whitespace); put "
-                "one name per line"
-            )
-        if name in seen:
-            raise ClassMapError(f"{source}:{number}: class {name!r} repeats line {seen[name]}")
-        seen[name] = number
-        names.append(name)
+    text = read_text_file(
+        source,
+        ClassMapError,
+        missing=f"{source}: no such class list",
+        unreadable=lambda err: f"{source}: cannot read it as UTF-8 text ({err})",
+    )
+    names = unique_tokens(
+        text.splitlines(),
+        ClassMapError,
+        token=str.strip,
+        valid=_NAME,
+        bad=lambda number, name: (
+            f"{source}:{number}: {name!r} is not one class name (it holds whitespace); put "
+            "one name per line"
+        ),
+        repeated=lambda number, name, first: (
+            f"{source}:{number}: class {name!r} repeats line {first}"
+        ),
+    )
     if not names:
         raise ClassMapError(f"{source}: holds no class names")
-    return names
+    return [name for _, name in names]
 
 
 # ----------------------------------------------------------------------------- checks, freeze
@@ -673,11 +672,8 @@ def check_class_map(
         missing = [c for c in wanted if c not in have]
         extra = [row.name for row in items if row.name not in set(wanted)]
         if missing or extra:
-            parts = []
-            if missing:
-                parts.append(f"lacks {len(missing)} class(es) {missing[:5]}")
-            if extra:
-                parts.append(f"maps {len(extra)} unknown class(es) {extra[:5]}")
+            parts = [f"lacks {len(missing)} class(es) {missing[:5]}"] if missing else []
+            parts += [f"maps {len(extra)} unknown class(es) {extra[:5]}"] if extra else []
             raise ClassMapError(
                 f"{source}: {' and '.join(parts)}; the map must cover exactly the dataset's "
                 f"{len(wanted)} classes"

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from harness.errors import HierarchyError
 from harness.hierarchy.dag import Hierarchy
+from harness.textio import read_text_file
 
 __all__ = [
     "CLASSES_FILE",
@@ -109,15 +110,15 @@ class _Taxon:
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise HierarchyError(
+    return read_text_file(
+        path,
+        HierarchyError,
+        missing=(
             f"{path}: no such file; a CUB taxonomy directory holds {CLASSES_FILE}, {TREE_FILE} "
             f"and {EDGES_FILE}"
-        ) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise HierarchyError(f"{path}: cannot read it as UTF-8 text ({err})") from None
+        ),
+        unreadable=lambda err: f"{path}: cannot read it as UTF-8 text ({err})",
+    ).splitlines()
 
 
 def _read_classes(path: Path) -> list[str]:
@@ -281,8 +282,18 @@ def _match(directory: Path) -> tuple[list[_Taxon], list[str], list[int], dict[in
     names = _read_classes(classes_path)
     taxa = _read_tree(tree_path)
     children, parent_of = _read_edges(edges_path)
+    class_taxon = _class_taxa(taxa, names, tree_path, classes_path)
+    root, below = _tree_below(children, parent_of, names, edges_path)
+    id_to_taxon = _match_taxa(
+        taxa, _covers(taxa, class_taxon), root, children, below, tree_path, edges_path
+    )
+    return taxa, names, class_taxon, id_to_taxon
 
-    # Classes in the listing: every class once, every leaf a class.
+
+def _class_taxa(
+    taxa: list[_Taxon], names: list[str], tree_path: Path, classes_path: Path
+) -> list[int]:
+    """The listing's taxon of each class; every class appears once, every leaf is a class."""
     index_of = {t.name: i for i, t in enumerate(taxa)}
     class_taxon: list[int] = []
     for cls, name in enumerate(names, start=1):
@@ -305,8 +316,19 @@ def _match(directory: Path) -> tuple[list[_Taxon], list[str], list[int], dict[in
                 f"{tree_path}:{taxon.line}: CUB class {taxon.name!r} has taxa below it; classes "
                 "must be leaves (mutually exclusive)"
             )
+    return class_taxon
 
-    # The parent-child tree: one root, classes 1..N are exactly its leaves, all reachable.
+
+def _tree_below(
+    children: dict[int, list[tuple[int, int]]],
+    parent_of: dict[int, tuple[int, int]],
+    names: list[str],
+    edges_path: Path,
+) -> tuple[int, dict[int, frozenset[int]]]:
+    """The parent-child tree's root and the classes below each node, the tree checked.
+
+    One root, classes 1..N are exactly its leaves, every node reachable.
+    """
     nodes = set(parent_of) | set(children)
     roots = sorted(nodes - set(parent_of))
     if len(roots) != 1:
@@ -356,8 +378,11 @@ def _match(directory: Path) -> tuple[list[_Taxon], list[str], list[int], dict[in
             if not kids
             else frozenset().union(*(below[child] for child, _ in kids))
         )
+    return roots[0], below
 
-    # Listing side: the classes below each taxon.
+
+def _covers(taxa: list[_Taxon], class_taxon: list[int]) -> list[frozenset[int]]:
+    """The class numbers below each taxon of the listing."""
     number_of = {t: cls for cls, t in enumerate(class_taxon, start=1)}
     covers: list[frozenset[int]] = [frozenset()] * len(taxa)
     for i in range(len(taxa) - 1, -1, -1):  # children come after their parent
@@ -367,10 +392,21 @@ def _match(directory: Path) -> tuple[list[_Taxon], list[str], list[int], dict[in
             if not taxon.children
             else frozenset().union(*(covers[c] for c in taxon.children))
         )
+    return covers
 
-    # Match top down: the listing's root is the tree's root; children by their class sets.
-    id_to_taxon: dict[int, int] = {roots[0]: 0}
-    todo = [(0, roots[0])]
+
+def _match_taxa(
+    taxa: list[_Taxon],
+    covers: list[frozenset[int]],
+    root: int,
+    children: dict[int, list[tuple[int, int]]],
+    below: dict[int, frozenset[int]],
+    tree_path: Path,
+    edges_path: Path,
+) -> dict[int, int]:
+    """Match top down: the listing's root is the tree's root; children by their class sets."""
+    id_to_taxon: dict[int, int] = {root: 0}
+    todo = [(0, root)]
     while todo:
         t, node = todo.pop()
         kids = children.get(node, [])
@@ -393,7 +429,7 @@ def _match(directory: Path) -> tuple[list[_Taxon], list[str], list[int], dict[in
                 f"no child of {taxa[t].name!r} ({tree_path.name}:{taxa[t].line}); the two "
                 "files disagree"
             )
-    return taxa, names, class_taxon, id_to_taxon
+    return id_to_taxon
 
 
 def load_cub_taxonomy(directory: str | os.PathLike[str]) -> tuple[Hierarchy, list[str]]:

@@ -73,6 +73,7 @@ import scipy.sparse as sp
 from harness.atomic import write_text_atomic
 from harness.errors import HierarchyError
 from harness.hierarchy.hops import CHUNK_ENTRIES, HopBalls, ball_search, bfs, bfs_chunks
+from harness.textio import read_text_file
 
 __all__ = ["FORMAT", "Hierarchy"]
 
@@ -1200,11 +1201,8 @@ class Hierarchy:
         missing = sorted(expected - set(d))
         extra = sorted(set(d) - expected)
         if missing or extra:
-            parts = []
-            if missing:
-                parts.append(f"missing key(s) {missing}")
-            if extra:
-                parts.append(f"unknown key(s) {extra}")
+            parts = [f"missing key(s) {missing}"] if missing else []
+            parts += [f"unknown key(s) {extra}"] if extra else []
             raise HierarchyError(
                 f"{where}: {' and '.join(parts)}; expected keys {sorted(expected)}"
             )
@@ -1267,12 +1265,12 @@ class Hierarchy:
     def load_json(cls, path: str | os.PathLike[str]) -> Hierarchy:
         """Read a file written by :meth:`save_json`; errors name the file and the problem."""
         source = Path(path)
-        try:
-            text = source.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise HierarchyError(f"{source}: no such hierarchy file") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise HierarchyError(f"{source}: cannot read it ({err})") from None
+        text = read_text_file(
+            source,
+            HierarchyError,
+            missing=f"{source}: no such hierarchy file",
+            unreadable=lambda err: f"{source}: cannot read it ({err})",
+        )
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:

@@ -51,6 +51,7 @@ from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from harness.errors import HierarchyError
 from harness.hierarchy.dag import Hierarchy
+from harness.textio import read_text_file, unique_tokens
 
 __all__ = [
     "build_wordnet_hierarchy",
@@ -319,30 +320,26 @@ def read_wnid_list(path: str | os.PathLike[str]) -> list[str]:
         Naming ``file:line`` for a malformed or repeated id, or an empty list.
     """
     source = Path(path)
-    try:
-        lines = source.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise HierarchyError(f"{source}: no such class list") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise HierarchyError(f"{source}: cannot read it ({err})") from None
-    ids: list[str] = []
-    seen: dict[str, int] = {}
-    for number, line in enumerate(lines, start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        if _WNID.fullmatch(text) is None:
-            raise HierarchyError(
-                f"{source}:{number}: {text!r} is not a WordNet noun id ('n' and 8 digits, like "
-                "n02084071); put one id per line and comments after '#'"
-            )
-        if text in seen:
-            raise HierarchyError(f"{source}:{number}: {text} repeats line {seen[text]}")
-        seen[text] = number
-        ids.append(text)
+    text = read_text_file(
+        source,
+        HierarchyError,
+        missing=f"{source}: no such class list",
+        unreadable=lambda err: f"{source}: cannot read it ({err})",
+    )
+    ids = unique_tokens(
+        text.splitlines(),
+        HierarchyError,
+        token=lambda line: line.split("#", 1)[0].strip(),
+        valid=_WNID,
+        bad=lambda number, wnid: (
+            f"{source}:{number}: {wnid!r} is not a WordNet noun id ('n' and 8 digits, like "
+            "n02084071); put one id per line and comments after '#'"
+        ),
+        repeated=lambda number, wnid, first: f"{source}:{number}: {wnid} repeats line {first}",
+    )
     if not ids:
         raise HierarchyError(f"{source}: holds no WordNet ids")
-    return ids
+    return [wnid for _, wnid in ids]
 
 
 def _closure(seeds: list[Any], step: str) -> tuple[dict[str, Any], set[tuple[str, str]]]:

@@ -19,7 +19,7 @@ it. Every helper is told the input's name (``name=``), so a caller never rewrite
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -50,6 +50,11 @@ __all__ = [
     "check_vector",
 ]
 
+#: Array types of checked inputs, shared by the metric modules.
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
 #: Which bounds of a range belong to it (:func:`check_scalar`).
 Closed = Literal["both", "left", "right", "neither"]
 
@@ -61,6 +66,13 @@ def chunk_rows(n_rows: int, n_cols: int) -> range:
     """Start rows of chunks holding at most ``CHUNK_ELEMENTS`` entries (at least one row each)."""
     step = max(1, CHUNK_ELEMENTS // max(1, n_cols))
     return range(0, n_rows, step)
+
+
+def row_chunks(n_rows: int, n_cols: int) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of the row chunks of :func:`chunk_rows`, the last one cut at ``n_rows``."""
+    starts = chunk_rows(n_rows, n_cols)
+    for start in starts:
+        yield start, min(start + starts.step, n_rows)
 
 
 def _describe(value: float) -> str:
@@ -229,9 +241,8 @@ def check_scores(
         total = array.sum()
     if not np.isfinite(total):
         # Either a NaN/inf entry, or a finite matrix whose sum overflowed: scan to tell.
-        starts = chunk_rows(array.shape[0], array.shape[1])
-        for start in starts:
-            finite = np.isfinite(array[start : start + starts.step])
+        for start, stop in row_chunks(array.shape[0], array.shape[1]):
+            finite = np.isfinite(array[start:stop])
             bad_rows = ~finite.all(axis=1)
             if bad_rows.any():
                 row = int(np.argmax(bad_rows))
@@ -863,9 +874,8 @@ def check_ranked(ranked: Any, n_images: int, n_candidates: int) -> npt.NDArray[n
             f"holds {int(array[row, col])} (at rank {col})."
         )
     if array.shape[1] > 1:
-        starts = chunk_rows(array.shape[0], array.shape[1])
-        for start in starts:
-            block = np.sort(array[start : start + starts.step], axis=1)
+        for start, stop in row_chunks(array.shape[0], array.shape[1]):
+            block = np.sort(array[start:stop], axis=1)
             repeated = (block[:, 1:] == block[:, :-1]).any(axis=1)
             if repeated.any():
                 row = start + int(np.argmax(repeated))

@@ -42,7 +42,7 @@ class MetricInput:
     whether candidate column j is a seen (training) class. Predictions are either dense
     ``scores [n, C]`` or top-K ``topk_indices``/``topk_scores [n, K]`` (rows sorted by
     decreasing score). ``candidate_nodes[j]`` is column j's hierarchy node. ``validation``
-    holds the calibration model's predictions on the validation split of the same setting, for
+    holds the validation fit's predictions on the validation split of the same setting, for
     metrics that choose a parameter there (never on test).
     """
 

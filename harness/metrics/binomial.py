@@ -14,14 +14,15 @@ References
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 from scipy.stats import beta
 
-from harness.metrics._validation import check_integer, check_scalar
+from harness.metrics._validation import (
+    FloatArray,
+    check_integer,
+    check_scalar,
+)
 
 __all__ = ["clopper_pearson_lower", "clopper_pearson_lower_bounds"]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def clopper_pearson_lower_bounds(n: int, *, confidence: float = 0.95) -> FloatArray:

@@ -34,7 +34,7 @@ with a reducing ``fn`` it reproduces :func:`bootstrap_samples` exactly (binary f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,12 +43,14 @@ import numpy.typing as npt
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    FloatArray,
+    IntArray,
     check_choice,
     check_integer,
     check_real_rows,
     check_scalar,
     check_targets,
-    chunk_rows,
+    row_chunks,
 )
 from harness.metrics.decomposition import Decomposition, _Layout, _reduce, point_estimate
 
@@ -65,9 +67,6 @@ __all__ = [
 Scheme = Literal["images_within_class", "classes"]
 #: Allowed resampling schemes; the first is the default.
 SCHEMES: tuple[str, ...] = ("images_within_class", "classes")
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 def _generator(seed: Any) -> np.random.Generator:
@@ -99,13 +98,6 @@ def _class_draws(rng: np.random.Generator, layout: _Layout, rows: int) -> IntArr
     """``[rows, P]`` present ranks: each class slot redrawn among the classes of its group."""
     group = np.repeat(np.arange(layout.group_sizes.shape[0]), layout.group_sizes)
     return _uniform_index(rng, layout.group_starts[group], layout.group_sizes[group], rows)
-
-
-def _row_chunks(n_rows: int, width: int) -> Iterator[tuple[int, int]]:
-    """``(start, stop)`` of row blocks holding at most about ``CHUNK_ELEMENTS`` entries."""
-    starts = chunk_rows(n_rows, width)
-    for start in starts:
-        yield start, min(start + starts.step, n_rows)
 
 
 def _is_binary(values: FloatArray) -> bool:
@@ -195,7 +187,7 @@ def bootstrap_samples(
     out = np.empty((n_boot_, m), dtype=np.float64)
     if scheme_ == "classes":
         sums = decomp._class_sums[None]
-        for start, stop in _row_chunks(n_boot_, n_present * (m + 1)):
+        for start, stop in row_chunks(n_boot_, n_present * (m + 1)):
             rows = stop - start
             draws = _class_draws(rng, layout, rows)
             keys = (np.arange(rows)[:, None] * n_present + draws).ravel()
@@ -206,13 +198,13 @@ def bootstrap_samples(
     if binary_fast_path and _is_binary(decomp.values):
         hits = decomp._class_sums[:, 0]
         rate = hits / layout.sizes
-        for start, stop in _row_chunks(n_boot_, n_present):
+        for start, stop in row_chunks(n_boot_, n_present):
             draws = rng.binomial(layout.sizes, rate, size=(stop - start, n_present))
             out[start:stop] = _reduce(decomp, draws[:, :, None].astype(np.float64), ones)
         return decomp._shape_out(out)
     n = layout.n_images
     scatter = decomp._scatter
-    for start, stop in _row_chunks(n_boot_, max(n, n_present * m)):
+    for start, stop in row_chunks(n_boot_, max(n, n_present * m)):
         rows = stop - start
         positions = _within_class_positions(rng, layout, rows)
         keys = (positions * rows + np.arange(rows)[:, None]).ravel()
@@ -304,7 +296,7 @@ def bootstrap_recompute(
     rng = _generator(seed)
     results: list[FloatArray] = []
     width = layout.n_images if scheme_ == "images_within_class" else layout.n_present
-    for start, stop in _row_chunks(n_boot_, width):
+    for start, stop in row_chunks(n_boot_, width):
         if scheme_ == "images_within_class":
             chunk = layout.order[_within_class_positions(rng, layout, stop - start)]
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -17,7 +18,12 @@ from pydantic import Field
 
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
+from harness.metrics.base import (
+    MetricInput,
+    MetricParams,
+    MetricResult,
+    register_metric,
+)
 from harness.metrics.calibrated_stacking import (
     CalibratedAccuracies,
     SeenUnseenCurve,
@@ -109,16 +115,33 @@ def _correct(data: MetricInput, k: int) -> np.ndarray:
     return top_k_correct_from_topk(data.y_true, data.topk_indices, data.topk_scores, k=k)
 
 
-def _class_mean(
-    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
+def _mean(
+    values: np.ndarray,
+    data: MetricInput,
+    mask: np.ndarray | None = None,
+    *,
+    combine: Literal["class_mean", "image_mean"],
 ) -> Decomposition:
+    """The decomposition of a mean of per-image ``values`` (those under ``mask``, if given)."""
     keep = slice(None) if mask is None else mask
     return Decomposition(
         values=np.asarray(values, dtype=np.float64)[keep],
         classes=np.asarray(data.y_true)[keep],
         n_classes=data.n_candidates,
-        combine="class_mean",
+        combine=combine,
     )
+
+
+def _class_mean(
+    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
+) -> Decomposition:
+    return _mean(values, data, mask, combine="class_mean")
+
+
+def _image_mean(
+    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
+) -> Decomposition:
+    return _mean(values, data, mask, combine="image_mean")
 
 
 # -- flat -----------------------------------------------------------------------------------------
@@ -148,16 +171,10 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
 def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Fraction of test images whose true class is among the top k candidates (per image)."""
     correct = _correct(data, params.k)
-    decomposition = Decomposition(
-        values=correct.astype(np.float64),
-        classes=np.asarray(data.y_true),
-        n_classes=data.n_candidates,
-        combine="image_mean",
-    )
     return MetricResult(
         float(np.mean(correct)),
         {"k": params.k, "n_images": int(correct.shape[0]), "n_correct": int(correct.sum())},
-        decomposition,
+        _image_mean(correct, data),
     )
 
 
@@ -181,6 +198,17 @@ def _gzsl_h(correct: np.ndarray, data: MetricInput) -> Decomposition:
     )
 
 
+#: Registers a GZSL top-k accuracy: dense scores only, averaged over classes.
+_register_gzsl = partial(
+    register_metric,
+    version="1",
+    params=TopKParams,
+    settings=("gzsl",),
+    inputs=("dense",),
+    averaged_over="classes",
+)
+
+
 def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: bool) -> MetricResult:
     """The seen (or unseen) accuracy, its per-class details and its class-mean decomposition."""
     details, ids, correct = _gzsl(data, params, name)
@@ -193,42 +221,20 @@ def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: boo
     )
 
 
-@register_metric(
-    "gzsl_seen_accuracy",
-    version="1",
-    params=TopKParams,
-    settings=("gzsl",),
-    inputs=("dense",),
-    averaged_over="classes",
-    averaging_note="seen classes only",
-)
+@_register_gzsl("gzsl_seen_accuracy", averaging_note="seen classes only")
 def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
     return _gzsl_group(data, params, "gzsl_seen_accuracy", unseen=False)
 
 
-@register_metric(
-    "gzsl_unseen_accuracy",
-    version="1",
-    params=TopKParams,
-    settings=("gzsl",),
-    inputs=("dense",),
-    averaged_over="classes",
-    averaging_note="unseen classes only",
-)
+@_register_gzsl("gzsl_unseen_accuracy", averaging_note="unseen classes only")
 def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
     return _gzsl_group(data, params, "gzsl_unseen_accuracy", unseen=True)
 
 
-@register_metric(
-    "gzsl_harmonic_mean",
-    version="1",
-    params=TopKParams,
-    settings=("gzsl",),
-    inputs=("dense",),
-    averaged_over="classes",
-    averaging_note="harmonic mean of the seen and the unseen per-class means",
+@_register_gzsl(
+    "gzsl_harmonic_mean", averaging_note="harmonic mean of the seen and the unseen per-class means"
 )
 def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
@@ -269,32 +275,33 @@ def _hier(data: MetricInput, name: str) -> tuple[Hierarchy, np.ndarray]:
     return data.hierarchy, np.asarray(data.candidate_nodes)
 
 
-def _image_mean(
-    values: np.ndarray, data: MetricInput, mask: np.ndarray | None = None
-) -> Decomposition:
-    keep = slice(None) if mask is None else mask
-    return Decomposition(
-        values=np.asarray(values, dtype=np.float64)[keep],
-        classes=np.asarray(data.y_true)[keep],
-        n_classes=data.n_candidates,
-        combine="image_mean",
-    )
-
-
 def _aux(n: int, **means: float) -> dict[str, np.ndarray]:
     """Chunk means as per-image arrays, so streamed chunks average them image-weighted."""
     return {name: np.full(n, value) for name, value in means.items()}
 
 
+Out = TypeVar("Out")
 AtK = TypeVar("AtK", AverageHierarchicalDistance, HierarchicalRetrievalPrecision)
+
+
+def _on_ranked(fn: Callable[..., Out], data: MetricInput, k: int, name: str, **options: Any) -> Out:
+    """Call the hierarchical function ``fn`` on the top-``k`` ranking of metric ``name``'s input."""
+    hierarchy, nodes = _hier(data, name)
+    return fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, **options)
 
 
 def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, MetricResult]:
     """Run a per-k hierarchical function at one k; value, {k}, per-image image-mean."""
-    hierarchy, nodes = _hier(data, fn.__name__)
-    out = fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, ks=[k])
+    out = _on_ranked(fn, data, k, fn.__name__, ks=[k])
     per_image = out.per_image[:, 0]
     return out, MetricResult(float(out.values[k]), {"k": k}, _image_mean(per_image, data))
+
+
+def _hp(fn: Callable[..., Out], data: MetricInput, params: HPrecisionParams, **options: Any) -> Out:
+    """Run an hp@k function at ``params.k`` over the valid labels ``params.valid`` names."""
+    hierarchy, _ = _hier(data, fn.__name__)
+    valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
+    return _on_ranked(fn, data, params.k, fn.__name__, ks=[params.k], valid_nodes=valid, **options)
 
 
 @register_metric(
@@ -307,16 +314,7 @@ def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, Metri
 )
 def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) -> MetricResult:
     """DeViSE hierarchical precision hp@k, averaged over images (Frome et al. 2013, A.3)."""
-    hierarchy, nodes = _hier(data, "hierarchical_precision_at_k")
-    valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
-    out = hierarchical_precision_at_k(
-        data.y_true,
-        data.ranked(params.k),
-        hierarchy=hierarchy,
-        candidate_nodes=nodes,
-        ks=[params.k],
-        valid_nodes=valid,
-    )
+    out = _hp(hierarchical_precision_at_k, data, params)
     per_image = out.per_image[:, 0]
     size = float(out.mean_hcorrect_size[params.k])
     details = {
@@ -341,16 +339,8 @@ def _per_class_hierarchical_precision_at_k(
     data: MetricInput, params: HPrecisionParams
 ) -> MetricResult:
     """DeViSE hp@k averaged over classes: the mean over classes of each class's mean hp@k."""
-    hierarchy, nodes = _hier(data, "per_class_hierarchical_precision_at_k")
-    valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
-    out = per_class_hierarchical_precision_at_k(
-        data.y_true,
-        data.ranked(params.k),
-        hierarchy=hierarchy,
-        candidate_nodes=nodes,
-        ks=[params.k],
-        classes=np.arange(data.n_candidates),
-        valid_nodes=valid,
+    out = _hp(
+        per_class_hierarchical_precision_at_k, data, params, classes=np.arange(data.n_candidates)
     )
     per_image = out.per_image[:, 0]
     details = {
@@ -362,25 +352,25 @@ def _per_class_hierarchical_precision_at_k(
     return MetricResult(float(out.values[params.k]), details, _class_mean(per_image, data))
 
 
-@register_metric(
-    "hierarchical_cost",
+#: Registers a hierarchical distance: needs the hierarchy, >= 0, lower is better.
+_register_distance = partial(
+    register_metric,
     version="1",
-    averaged_over="classes",
-    averaging_note="each class's mean cost, then the mean of those",
-    params=MetricParams,
     needs_hierarchy=True,
     higher_is_better=False,
     bounds=(0.0, float("inf")),
 )
+
+
+@_register_distance(
+    "hierarchical_cost",
+    averaged_over="classes",
+    averaging_note="each class's mean cost, then the mean of those",
+)
 def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
     """Deng et al. hierarchical cost (LCA height of mistakes), mean per class then over classes."""
-    hierarchy, nodes = _hier(data, "hierarchical_cost")
-    out = hierarchical_cost(
-        data.y_true,
-        data.ranked(1),
-        hierarchy=hierarchy,
-        candidate_nodes=nodes,
-        classes=np.arange(data.n_candidates),
+    out = _on_ranked(
+        hierarchical_cost, data, 1, "hierarchical_cost", classes=np.arange(data.n_candidates)
     )
     return MetricResult(
         out.value,
@@ -389,20 +379,14 @@ def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
     )
 
 
-@register_metric(
+@_register_distance(
     "mistake_severity",
-    version="1",
     averaged_over="images",
     averaging_note="only images whose top-1 prediction is wrong",
-    params=MetricParams,
-    needs_hierarchy=True,
-    higher_is_better=False,
-    bounds=(0.0, float("inf")),
 )
 def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
-    hierarchy, nodes = _hier(data, "mistake_severity")
-    out = mistake_severity(data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes)
+    out = _on_ranked(mistake_severity, data, 1, "mistake_severity")
     if out.value is None:  # no mistake has a severity: report 0 rather than stop the run
         return MetricResult(0.0, {"n_mistakes": 0, "n_images": out.n_images})
     return MetricResult(
@@ -412,15 +396,11 @@ def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     )
 
 
-@register_metric(
+@_register_distance(
     "average_hierarchical_distance_at_k",
-    version="1",
     averaged_over="images",
     averaging_note="each image counts the mean distance of its top k predictions",
     params=HierarchicalKParams,
-    needs_hierarchy=True,
-    higher_is_better=False,
-    bounds=(0.0, float("inf")),
 )
 def _average_hierarchical_distance_at_k(
     data: MetricInput, params: HierarchicalKParams
@@ -454,10 +434,7 @@ def _hierarchical_retrieval_precision_at_k(
 )
 def _prediction_relation_share(data: MetricInput, params: RelationParams) -> MetricResult:
     """Share of top-1 predictions that are correct / an ancestor / a descendant / unrelated."""
-    hierarchy, nodes = _hier(data, "prediction_relation_share")
-    out = prediction_relations(
-        data.y_true, data.ranked(1), hierarchy=hierarchy, candidate_nodes=nodes
-    )
+    out = _on_ranked(prediction_relations, data, 1, "prediction_relation_share")
     codes = out.per_image
     wanted = (
         codes <= RELATIONS.index("descendant")
@@ -484,7 +461,7 @@ def _validation(data: MetricInput, name: str) -> MetricInput:
     if data.validation is None or data.validation.scores is None:
         raise MetricError(
             f"Expected validation predictions for metric '{name}', but got none; the bundle's"
-            " calibration fit provides them"
+            " validation fit provides them"
         )
     return data.validation
 
@@ -683,16 +660,22 @@ def _darts_details(out: _DartsRun) -> dict[str, Any]:
     }
 
 
-@register_metric(
-    "darts_area",
+#: Registers a DARTS metric: dense scores, hierarchy and validation predictions, one pass.
+_register_darts = partial(
+    register_metric,
     version="1",
     averaged_over="images",
-    averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
     params=DartsParams,
     inputs=("dense",),
     needs_hierarchy=True,
     needs_validation=True,
     chunkable=False,
+)
+
+
+@_register_darts(
+    "darts_area",
+    averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
 )
 def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
     """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
@@ -709,19 +692,12 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
     return MetricResult(value, _darts_details(out), resample=resample)
 
 
-@register_metric(
+@_register_darts(
     "darts_reward",
-    version="1",
-    averaged_over="images",
     averaging_note=(
         "the target accuracy holds on validation images only; the test accuracy reached is"
         " stored (test_accuracy) and shown beside the reward"
     ),
-    params=DartsParams,
-    inputs=("dense",),
-    needs_hierarchy=True,
-    needs_validation=True,
-    chunkable=False,
 )
 def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
     """DARTS normalised information gain on test at an accuracy target met on validation only.

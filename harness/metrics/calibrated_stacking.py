@@ -77,13 +77,15 @@ import numpy.typing as npt
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    BoolArray,
+    FloatArray,
     check_choice,
     check_scalar,
     check_scores_and_targets,
     check_seen,
     check_targets,
     check_vector,
-    chunk_rows,
+    row_chunks,
 )
 from harness.metrics.flat import class_counts_checked, count_classes_with_images, reduce_per_class
 from harness.metrics.gzsl import GzslAccuracies, harmonic_mean
@@ -101,8 +103,6 @@ __all__ = [
     "stacking_margins",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 #: Validation H values within this relative distance of the best count as ties in
 #: :func:`select_gamma`, so that rounding in the cumulative sums cannot decide a tie.
@@ -237,10 +237,8 @@ def _margins_checked(
     unseen_columns = np.flatnonzero(~seen)
     margin = np.empty(n_images, dtype=np.float64)
     group_correct = np.empty(n_images, dtype=bool)
-    starts = chunk_rows(n_images, n_candidates)
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in starts:
-            stop = min(start + starts.step, n_images)
+        for start, stop in row_chunks(n_images, n_candidates):
             block = np.asarray(scores[start:stop])
             rows = np.arange(stop - start)
             targets = y_true[start:stop]
@@ -567,8 +565,7 @@ def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
 
     References
     ----------
-    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
-       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
+    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
 
     Examples
     --------
@@ -676,8 +673,7 @@ def select_gamma(
     References
     ----------
     .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
-       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
-
+    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
     Examples
     --------
     The worked example: H = 2/3 on both :math:`(0.5, 1)` and :math:`(1, 3)`; the first is
@@ -816,8 +812,7 @@ def calibrated_harmonic_mean(
     ----------
     .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
        Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
-
-    Examples
+    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
     --------
     The worked example at :math:`\gamma = 0` (plain GZSL: both unseen images lose to a seen
     class) and at :math:`\gamma = 0.75` (image 3 flips; S = 1, U = 1/2, H = 2/3):

@@ -32,11 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 from scipy.stats import rankdata
 
 from harness.errors import MetricError
-from harness.metrics._validation import check_scalar
+from harness.metrics._validation import (
+    FloatArray,
+    IntArray,
+    check_scalar,
+)
 from harness.metrics.bootstrap import bootstrap_samples
 from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate
 
@@ -53,9 +56,6 @@ __all__ = [
     "stack_class_values",
     "tied_groups_from_tests",
 ]
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

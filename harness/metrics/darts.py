@@ -108,7 +108,7 @@ A target the lower bound cannot reach with :math:`n` images (e.g. 1.0, since
 :math:`\underline{\theta}(n, n) = (1 - \mathrm{confidence})^{1/n} < 1`) is not achieved.
 
 What is guaranteed, and where: the target holds on the *validation* images, by construction.
-In the harness those are the validation classes of a calibration fit, disjoint from the test
+In the harness those are the validation classes of the validation fit, disjoint from the test
 classes, and the chosen :math:`\lambda` is then applied to the test posteriors: the accuracy it
 reaches on test is measured (``per_image_accuracy`` of each point; ``test_accuracy`` of the
 registered ``darts_reward``), never promised, and may fall below the target when the test
@@ -153,6 +153,9 @@ import scipy.sparse as sp
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics._validation import (
+    BoolArray,
+    FloatArray,
+    IntArray,
     check_consistent_length,
     check_hierarchy,
     check_nodes,
@@ -160,7 +163,7 @@ from harness.metrics._validation import (
     check_scores,
     check_targets,
     check_vector,
-    chunk_rows,
+    row_chunks,
 )
 from harness.metrics.binomial import clopper_pearson_lower_bounds
 
@@ -182,9 +185,6 @@ __all__ = [
     "darts_prediction_levels",
 ]
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
 
 #: Accuracy targets of the default curve, from no guarantee to 99%.
 DEFAULT_TARGETS: tuple[float, ...] = (
@@ -545,17 +545,20 @@ class _LeafPosteriors:
         return values
 
     def blocks(self, width: int) -> list[tuple[int, int]]:
-        starts = chunk_rows(self.n_images, max(width, self.n_candidates))
-        return [(s, min(s + starts.step, self.n_images)) for s in starts]
+        return list(row_chunks(self.n_images, max(width, self.n_candidates)))
+
+
+def _negative_row(block: FloatArray) -> int | None:
+    """The first row of ``block`` holding a negative entry, or None."""
+    negative = (block < 0).any(axis=1)
+    return _first_row(negative) if negative.any() else None
 
 
 def _check_nonnegative_and_sums(values: npt.NDArray[Any], name: str, *, dense: bool) -> None:
-    starts = chunk_rows(values.shape[0], values.shape[1])
-    for start in starts:
-        block = np.asarray(values[start : start + starts.step], dtype=np.float64)
-        negative = (block < 0).any(axis=1)
-        if negative.any():
-            row = _first_row(negative)
+    for start, stop in row_chunks(values.shape[0], values.shape[1]):
+        block = np.asarray(values[start:stop], dtype=np.float64)
+        row = _negative_row(block)
+        if row is not None:
             column = _first_row(block[row] < 0)
             raise MetricError(
                 f"Expected `{name}` to hold probabilities >= 0, but row {start + row} holds "
@@ -613,9 +616,8 @@ def _check_topk(posteriors: TopKPosteriors, n_candidates: int, name: str) -> _Le
             f"Expected `{indices_name}` to hold candidate columns in [0, {n_candidates}), but "
             f"row {row} holds {indices[row].tolist()}."
         )
-    starts = chunk_rows(indices.shape[0], indices.shape[1])
-    for start in starts:
-        ordered = np.sort(indices[start : start + starts.step], axis=1)
+    for start, stop in row_chunks(indices.shape[0], indices.shape[1]):
+        ordered = np.sort(indices[start:stop], axis=1)
         repeats = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
         if repeats.any():
             row = _first_row(repeats)
@@ -764,8 +766,7 @@ def darts_predict(node_posteriors: npt.ArrayLike, rewards: npt.ArrayLike, lam: f
 
     References
     ----------
-    .. [1] J. Deng, J. Krause, A. C. Berg, L. Fei-Fei, "Hedging Your Bets: Optimizing
-       Accuracy-Specificity Trade-offs in Large Scale Visual Recognition", CVPR 2012, Eq. 5.
+    .. [1] J. Deng et al., "Hedging Your Bets", CVPR 2012, Eq. 5; in full at :func:`darts_graph`.
 
     Examples
     --------
@@ -792,19 +793,15 @@ def darts_predict(node_posteriors: npt.ArrayLike, rewards: npt.ArrayLike, lam: f
     checked_lam = _lambda(lam)
     order = _tie_order(reward_array)
     out = np.empty(values.shape[0], dtype=np.int64)
-    starts = chunk_rows(values.shape[0], values.shape[1])
-    for start in starts:
-        block = np.asarray(values[start : start + starts.step], dtype=np.float64)
-        negative = (block < 0).any(axis=1)
-        if negative.any():
-            row = _first_row(negative)
+    for start, stop in row_chunks(values.shape[0], values.shape[1]):
+        block = np.asarray(values[start:stop], dtype=np.float64)
+        row = _negative_row(block)
+        if row is not None:
             raise MetricError(
                 f"Expected `node_posteriors` to hold probabilities >= 0, but row {start + row} "
                 f"holds {float(block[row].min())!r}."
             )
-        out[start : start + block.shape[0]] = _predict_checked(
-            block, reward_array, order, checked_lam
-        )
+        out[start:stop] = _predict_checked(block, reward_array, order, checked_lam)
     return out
 
 
@@ -1162,8 +1159,7 @@ def darts_curve(
     References
     ----------
     .. [1] J. Deng, J. Krause, A. C. Berg, L. Fei-Fei, "Hedging Your Bets: Optimizing
-       Accuracy-Specificity Trade-offs in Large Scale Visual Recognition", CVPR 2012, Sec. 4-5.
-
+    .. [1] J. Deng et al., "Hedging Your Bets", CVPR 2012, Sec. 4-5; in full at :func:`darts_graph`.
     Examples
     --------
     Two leaves a, b under root r. At target 0 :math:`\lambda = 0` and each image gets its

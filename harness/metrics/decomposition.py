@@ -31,6 +31,8 @@ import scipy.sparse as sp
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    FloatArray,
+    IntArray,
     _first_out_of_range,
     _integer_array,
     check_choice,
@@ -44,9 +46,6 @@ __all__ = ["COMBINES", "Combine", "Decomposition", "concatenate", "point_estimat
 Combine = Literal["class_mean", "image_mean", "harmonic_of_groups"]
 #: Allowed values of :attr:`Decomposition.combine`.
 COMBINES: tuple[str, ...] = ("class_mean", "image_mean", "harmonic_of_groups")
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 # ------------------------------------------------------------------------------ layout

@@ -52,7 +52,7 @@ from harness.metrics._validation import (
     check_scores_and_targets,
     check_targets,
     check_vector,
-    chunk_rows,
+    row_chunks,
 )
 
 __all__ = [
@@ -104,9 +104,7 @@ def top_k_correct_checked(
     """
     n_images, n_candidates = scores.shape
     correct = np.empty(n_images, dtype=bool)
-    starts = chunk_rows(n_images, n_candidates)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, n_candidates):
         block = np.asarray(scores[start:stop])
         true_scores = block[np.arange(stop - start), y_true[start:stop]]
         # Candidates scoring >= the true class, minus the true class itself (scores are finite).
@@ -324,21 +322,49 @@ def class_counts_checked(
 
 
 def count_classes_with_images(
-    totals: npt.NDArray[np.int64], classes: npt.NDArray[np.int64], what: str = "`classes`"
+    totals: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int64],
+    what: str = "`classes`",
+    values: str = "accuracies",
 ) -> int:
     """How many of ``classes`` have test images; an error naming ``what`` when none has.
 
     ``totals[c]`` is the number of test images of column c (checked inputs only). A mean over
-    ``classes`` of per-class accuracies is undefined when none of them has an image.
+    ``classes`` of per-class ``values`` is undefined when none of them has an image.
     """
     present = int(np.count_nonzero(totals[classes]))
     if present == 0:
         raise MetricError(
             f"Expected at least one test image whose true class is among {what} "
             f"({classes.shape[0]} classes), but none of the {int(totals.sum())} images is. "
-            "The mean of per-class accuracies is undefined; check `classes` and `y_true`."
+            f"The mean of per-class {values} is undefined; check `classes` and `y_true`."
         )
     return present
+
+
+def mean_of_class_means(
+    sums: npt.NDArray[Any],
+    totals: npt.NDArray[np.int64],
+    classes: npt.NDArray[np.int64],
+    *,
+    what: str = "`classes`",
+    values: str = "accuracies",
+) -> tuple[float, tuple[float | None, ...], npt.NDArray[np.bool_]]:
+    """Mean over ``classes`` with images of their means ``sums[c] / totals[c]``.
+
+    Checked inputs only: ``sums[c]`` and ``totals[c]`` are the sum of a per-image value and the
+    number of test images of column c. Returns the mean, each listed class's mean (None without
+    images) and which listed classes have images; raises as :func:`count_classes_with_images`
+    when none has.
+    """
+    count_classes_with_images(totals, classes, what, values)
+    class_totals = totals[classes]
+    present = class_totals > 0
+    means = sums[classes][present] / class_totals[present]
+    per_class: list[float | None] = [None] * classes.shape[0]
+    for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
+        per_class[position] = float(mean)
+    return float(np.mean(means)), tuple(per_class), present
 
 
 def reduce_per_class(
@@ -354,21 +380,13 @@ def reduce_per_class(
     Checked inputs only. ``what`` names the class list in the error raised when none of its
     classes has an image.
     """
-    count_classes_with_images(totals, classes, what)
-    class_totals = totals[classes]
-    present = class_totals > 0
-    accuracies = hits[classes][present] / class_totals[present]
-    per_class: list[float | None] = [None] * classes.shape[0]
-    for position, accuracy in zip(
-        np.flatnonzero(present).tolist(), accuracies.tolist(), strict=True
-    ):
-        per_class[position] = float(accuracy)
+    value, per_class, present = mean_of_class_means(hits, totals, classes, what=what)
     return PerClassAccuracy(
-        value=float(np.mean(accuracies)),
-        per_class=tuple(per_class),
+        value=value,
+        per_class=per_class,
         classes=tuple(classes.tolist()),
         excluded_classes=tuple(classes[~present].tolist()),
-        n_images=int(class_totals.sum()),
+        n_images=int(totals[classes].sum()),
         k=k,
     )
 
@@ -386,14 +404,8 @@ def per_class_top_k_accuracy_details(
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better.
-    classes : array-like of int of shape (n_classes,)
-        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
-    k : int, default=1
-        How many top candidates count, ``1 <= k <= n_candidates``.
+    y_true, scores, classes, k
+        As in :func:`per_class_top_k_accuracy`.
 
     Returns
     -------
@@ -510,12 +522,8 @@ def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k:
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better.
-    k : int, default=1
-        How many top candidates count, ``1 <= k <= n_candidates``.
+    y_true, scores, k
+        As in :func:`top_k_correct`.
 
     Returns
     -------
@@ -534,8 +542,7 @@ def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k:
 
     References
     ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.2.
+    .. [1] Y. Xian et al., IEEE TPAMI 2019, Sec. 4.2; in full at :func:`per_class_top_k_accuracy`.
 
     Examples
     --------

@@ -238,8 +238,7 @@ def gzsl_accuracies(
 
     References
     ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.3.
+    .. [1] Y. Xian et al., IEEE TPAMI 2019, Sec. 4.3; in full at :func:`harmonic_mean`.
 
     Examples
     --------

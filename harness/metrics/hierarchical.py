@@ -54,9 +54,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
 from harness.hierarchy import BallRadii, Hierarchy
 from harness.metrics._validation import (
+    BoolArray,
+    FloatArray,
+    IntArray,
     check_classes,
     check_hierarchy,
     check_k,
@@ -67,8 +69,9 @@ from harness.metrics._validation import (
     check_targets,
     check_top1,
     check_valid_nodes,
-    chunk_rows,
+    row_chunks,
 )
+from harness.metrics.flat import mean_of_class_means
 
 __all__ = [
     "RELATIONS",
@@ -90,9 +93,6 @@ __all__ = [
     "ranked_from_scores",
 ]
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
 
 #: Relation codes of :func:`prediction_relations` (``per_image``).
 RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
@@ -306,20 +306,10 @@ def _class_means(
     have images, and how many images they have. ``what`` names the values in the error raised
     when no listed class has an image.
     """
-    totals = np.bincount(y_true, minlength=n_candidates)[classes]
-    present = totals > 0
-    if not present.any():
-        raise MetricError(
-            "Expected at least one test image whose true class is among `classes` "
-            f"({classes.shape[0]} classes), but none of the {y_true.shape[0]} images "
-            f"is. The mean of per-class {what} is undefined; check `classes` and `y_true`."
-        )
+    totals = np.bincount(y_true, minlength=n_candidates)
     sums = np.bincount(y_true, weights=per_image, minlength=n_candidates)
-    means = sums[classes][present] / totals[present]
-    per_class: list[float | None] = [None] * classes.shape[0]
-    for position, mean in zip(np.flatnonzero(present).tolist(), means.tolist(), strict=True):
-        per_class[position] = float(mean)
-    return float(np.mean(means)), tuple(per_class), present, int(totals.sum())
+    value, per_class, present = mean_of_class_means(sums, totals, classes, values=what)
+    return value, per_class, present, int(totals[classes].sum())
 
 
 # --------------------------------------------------------------------------- ranking
@@ -372,9 +362,7 @@ def ranked_from_scores(scores: npt.ArrayLike, k: int) -> IntArray:
     n_images, n_candidates = checked.shape
     checked_k = check_k(k, n_candidates)
     out = np.empty((n_images, checked_k), dtype=np.int64)
-    starts = chunk_rows(n_images, n_candidates)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, n_candidates):
         block = np.asarray(checked[start:stop])
         if checked_k < n_candidates:
             threshold = np.partition(block, n_candidates - checked_k, axis=1)[
@@ -555,8 +543,7 @@ def hierarchical_precision_at_k(
 
     References
     ----------
-    .. [1] A. Frome, G. S. Corrado, J. Shlens, S. Bengio, J. Dean, M. Ranzato, T. Mikolov,
-       "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, appendix A.3.
+    .. [1] A. Frome et al., "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, A.3.
 
     Examples
     --------
@@ -588,9 +575,7 @@ def hierarchical_precision_at_k(
     table = balls.table()
     radii = table.radii[:, columns]
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
-    starts = chunk_rows(n_images, n_ranked)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, n_ranked):
         block_slots = slots[start:stop]
         distance = balls.lookup(block_slots, nodes[checked_ranked[start:stop]])
         for j, k in enumerate(checked_ks):
@@ -729,9 +714,8 @@ def _top1_distances(
     y_true: IntArray, top1: IntArray, hierarchy: Hierarchy, nodes: IntArray
 ) -> IntArray:
     out = np.empty(y_true.shape[0], dtype=np.int64)
-    starts = chunk_rows(y_true.shape[0], 64)  # ~64 ancestor entries per pair at most, typically
-    for start in starts:
-        stop = min(start + starts.step, y_true.shape[0])
+    # ~64 ancestor entries per pair at most, typically
+    for start, stop in row_chunks(y_true.shape[0], 64):
         out[start:stop] = _hierarchical_distance(
             hierarchy, nodes[y_true[start:stop]], nodes[top1[start:stop]]
         )
@@ -853,14 +837,8 @@ def mistake_severity(
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked_top1 : array-like of int of shape (n_images,) or (n_images, K)
-        Top-1 candidate column of each image, or a ranking whose first column is used.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
+    y_true, ranked_top1, hierarchy, candidate_nodes
+        As in :func:`hierarchical_cost`.
 
     Returns
     -------
@@ -930,14 +908,8 @@ def average_hierarchical_distance_at_k(
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked : array-like of int of shape (n_images, K)
-        Candidate columns in rank order (best first), distinct within a row.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
+    y_true, ranked, hierarchy, candidate_nodes
+        As in :func:`hierarchical_precision_at_k`.
     ks : int or sequence of int
         Distinct ``k`` values, ``1 <= k <= K`` (the distances of missing predictions are
         unknown, so ``k`` may not exceed the ranked columns).
@@ -959,8 +931,7 @@ def average_hierarchical_distance_at_k(
 
     References
     ----------
-    .. [1] L. Bertinetto, R. Mueller, K. Tertikas, S. Samangooei, N. A. Lord, "Making Better
-       Mistakes: Leveraging Class Hierarchies with Deep Networks", CVPR 2020.
+    .. [1] L. Bertinetto et al., "Making Better Mistakes", CVPR 2020 (:func:`mistake_severity`).
 
     Examples
     --------
@@ -981,9 +952,7 @@ def average_hierarchical_distance_at_k(
     checked_ks = check_ks(ks, n_ranked=n_ranked)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     used = max(checked_ks)
-    starts = chunk_rows(n_images, 64 * used)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, 64 * used):
         true = np.repeat(nodes[checked_y[start:stop]], used)
         pred = nodes[checked_ranked[start:stop, :used]].reshape(-1)
         distance = _hierarchical_distance(checked_hierarchy, true, pred).reshape(-1, used)
@@ -1056,16 +1025,8 @@ def hierarchical_retrieval_precision_at_k(
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked : array-like of int of shape (n_images, K)
-        Candidate columns in rank order (best first), distinct within a row.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
-    ks : int or sequence of int
-        Distinct ``k`` values, ``1 <= k <= n_candidates``.
+    y_true, ranked, hierarchy, candidate_nodes, ks
+        As in :func:`hierarchical_precision_at_k`.
 
     Returns
     -------
@@ -1121,9 +1082,7 @@ def hierarchical_retrieval_precision_at_k(
     ideal = _ideal_similarity_sums(checked_hierarchy, sources, nodes, checked_ks)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     used = min(max(checked_ks), n_ranked)
-    starts = chunk_rows(n_images, 64 * used)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, 64 * used):
         true = np.repeat(nodes[checked_y[start:stop]], used)
         pred = nodes[checked_ranked[start:stop, :used]].reshape(-1)
         gained = _similarity(_lca_distance(checked_hierarchy, true, pred), root_height)
@@ -1171,14 +1130,8 @@ def prediction_relations(
 
     Parameters
     ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked_top1 : array-like of int of shape (n_images,) or (n_images, K)
-        Top-1 candidate column of each image, or a ranking whose first column is used.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
+    y_true, ranked_top1, hierarchy, candidate_nodes
+        As in :func:`hierarchical_cost`.
 
     Returns
     -------
@@ -1203,8 +1156,7 @@ def prediction_relations(
 
     References
     ----------
-    .. [1] T. Hascoet, Y. Ariki, T. Takiguchi, "On Zero-Shot Recognition of Generic Objects",
-       CVPR 2019.
+    .. [1] T. Hascoet et al., "On Zero-Shot Recognition of Generic Objects", CVPR 2019.
 
     Examples
     --------
@@ -1224,9 +1176,7 @@ def prediction_relations(
     top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
     n_images = checked_y.shape[0]
     codes = np.full(n_images, 3, dtype=np.int8)
-    starts = chunk_rows(n_images, 8)
-    for start in starts:
-        stop = min(start + starts.step, n_images)
+    for start, stop in row_chunks(n_images, 8):
         true, pred = nodes[checked_y[start:stop]], nodes[top1[start:stop]]
         block = codes[start:stop]
         block[checked_hierarchy.is_ancestor_or_self(true, pred)] = 2

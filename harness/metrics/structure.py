@@ -23,7 +23,13 @@ import numpy.typing as npt
 
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics._validation import check_hierarchy, check_indices, check_nodes
+from harness.metrics._validation import (
+    FloatArray,
+    IntArray,
+    check_hierarchy,
+    check_indices,
+    check_nodes,
+)
 
 __all__ = [
     "SplitSize",
@@ -34,8 +40,6 @@ __all__ = [
     "structural_ratio",
 ]
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 #: Split names of :func:`split_sizes`, in table order.
 SPLITS = ("train", "val", "test_seen", "test_unseen")
@@ -256,8 +260,7 @@ def mutual_exclusivity_violations(
 
     References
     ----------
-    .. [1] T. Hascoet, Y. Ariki, T. Takiguchi, "On Zero-Shot Recognition of Generic Objects",
-       CVPR 2019.
+    .. [1] T. Hascoet et al., "On Zero-Shot Recognition of Generic Objects", CVPR 2019.
 
     Examples
     --------

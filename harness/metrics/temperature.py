@@ -26,15 +26,14 @@ from scipy.special import logsumexp
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
+    FloatArray,
     check_scalar,
     check_scores,
     check_scores_and_targets,
-    chunk_rows,
+    row_chunks,
 )
 
 __all__ = ["fit_temperature", "softmax_posteriors"]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def softmax_posteriors(scores: npt.ArrayLike, temperature: float) -> FloatArray:
@@ -77,13 +76,12 @@ def softmax_posteriors(scores: npt.ArrayLike, temperature: float) -> FloatArray:
     values = check_scores(scores)
     checked_t = check_scalar(temperature, "temperature", low=0, closed="neither", finite=True)
     out = np.empty(values.shape, dtype=np.float64)
-    starts = chunk_rows(values.shape[0], values.shape[1])
-    for start in starts:
-        block = np.asarray(values[start : start + starts.step], dtype=np.float64) / checked_t
+    for start, stop in row_chunks(values.shape[0], values.shape[1]):
+        block = np.asarray(values[start:stop], dtype=np.float64) / checked_t
         block -= block.max(axis=1, keepdims=True)
         np.exp(block, out=block)
         block /= block.sum(axis=1, keepdims=True)
-        out[start : start + block.shape[0]] = block
+        out[start:stop] = block
     return out
 
 
@@ -152,14 +150,14 @@ def fit_temperature(
         raise MetricError(
             f"Expected `bounds` to be (low, high) with 0 < low < high finite, but got {bounds!r}."
         )
-    starts = chunk_rows(values.shape[0], values.shape[1])
+    chunks = list(row_chunks(values.shape[0], values.shape[1]))
 
     def nll(log_t: float) -> float:
         inverse = math.exp(-log_t)
         total = 0.0
-        for start in starts:
-            block = np.asarray(values[start : start + starts.step], dtype=np.float64) * inverse
-            true = block[np.arange(block.shape[0]), y[start : start + block.shape[0]]]
+        for start, stop in chunks:
+            block = np.asarray(values[start:stop], dtype=np.float64) * inverse
+            true = block[np.arange(block.shape[0]), y[start:stop]]
             total += float(np.sum(logsumexp(block, axis=1) - true))
         return total / values.shape[0]
 

@@ -22,7 +22,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ __all__ = [
     "job_argv",
     "open_test_features",
     "run_process",
+    "run_with_test_features",
     "runners",
     "truncate",
     "worker_argv",
@@ -378,6 +379,31 @@ def run_process(
         stderr=logs.err.text(),
         details=details,
     )
+
+
+def run_with_test_features(
+    job: RunJob,
+    argv: Callable[[int | None], list[str]],
+    *,
+    env: dict[str, str],
+    limits: RunLimits,
+) -> RunOutcome:
+    """:func:`run_process` on the command ``argv(fd)`` in ``job.out`` under the job's wall clock,
+    the job's test features open as descriptor ``fd`` (None without) and passed to the child.
+
+    A run that got the descriptor records ``details["test_features"] = "descriptor"``."""
+    with open_test_features(job) as fd:
+        outcome = run_process(
+            argv(fd),
+            env=env,
+            cwd=job.out,
+            timeout_s=job.timeout_s,
+            limits=limits,
+            pass_fds=() if fd is None else (fd,),
+        )
+    if fd is not None:
+        outcome.details["test_features"] = "descriptor"
+    return outcome
 
 
 class _Logs:

@@ -39,8 +39,7 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
-    open_test_features,
-    run_process,
+    run_with_test_features,
     runners,
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
@@ -94,18 +93,14 @@ class LocalRunner:
     name = "local"
 
     def run(self, job: RunJob) -> RunOutcome:
-        with not_dumpable() as dumpable, open_test_features(job) as fd:
-            outcome = run_process(
-                job_argv(job, test_features_fd=fd),
+        with not_dumpable() as dumpable:
+            outcome = run_with_test_features(
+                job,
+                lambda fd: job_argv(job, test_features_fd=fd),
                 env=local_env(job),
-                cwd=job.out,
-                timeout_s=job.timeout_s,
                 limits=RunLimits.for_job(job),
-                pass_fds=() if fd is None else (fd,),
             )
         outcome.details["dumpable"] = dumpable
-        if fd is not None:
-            outcome.details["test_features"] = "descriptor"
         return outcome
 
 

@@ -45,8 +45,7 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
-    open_test_features,
-    run_process,
+    run_with_test_features,
     runners,
 )
 
@@ -284,20 +283,12 @@ class SandboxRunner:
         as_root = os.geteuid() == 0
         if as_root:
             os.chown(job.out, NOBODY, NOBODY)
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        limits = RunLimits.for_job(job, sandbox_tmp=True)
-        with open_test_features(job) as fd:
-            argv = sandbox_argv(job, bwrap=bwrap, as_root=as_root, test_features_fd=fd)
-            outcome = run_process(
-                argv,
-                env=env,
-                cwd=job.out,
-                timeout_s=job.timeout_s,
-                limits=limits,
-                pass_fds=() if fd is None else (fd,),
-            )
-        if fd is not None:
-            outcome.details["test_features"] = "descriptor"
+        outcome = run_with_test_features(
+            job,
+            lambda fd: sandbox_argv(job, bwrap=bwrap, as_root=as_root, test_features_fd=fd),
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            limits=RunLimits.for_job(job, sandbox_tmp=True),
+        )
         return _explain(outcome)
 
 

@@ -298,9 +298,7 @@ def bar_chart(
     markupsafe.Markup
         The ``<svg>`` element.
     """
-    _check_text(description, title=title, value_label=value_label)
-    _check_size(width=width)
-    names = _labels("labels", labels)
+    names = _bar_labels(labels, description, title, value_label, width)
     n = len(names)
     vals = _floats("values", values, n)
     if (lo is None) != (hi is None):
@@ -310,13 +308,12 @@ def bar_chart(
     if bad := [i for i in range(n) if los[i] > his[i]]:
         raise ChartError(f"bar_chart: lo[{bad[0]}] = {float(los[bad[0]])!r} exceeds hi[{bad[0]}]")
     fmt = _format("value_format", value_format)
-    left, right = _label_width(names), width - 64.0
-    sx = _scale("value_range", value_range, [vals, los, his, np.zeros(1)], left, right)
-    out, bottom = _rows(names, _hrefs("hrefs", hrefs, n), sx, value_label, percent)
+    data = [vals, los, his, np.zeros(1)]
+    out, bottom, sx = _rows(names, hrefs, value_range, data, width - 64.0, value_label, percent)
     for i, (name, value) in enumerate(zip(names, vals, strict=True)):
         y = TOP + ROW * i
         if not math.isfinite(value):
-            out.append(_not_scored(name, left, y))
+            out.append(_not_scored(name, sx.a, y))
             continue
         tip = f"{name}: {_exact(value)}"
         a, b = sorted((sx(0.0), sx(value)))
@@ -328,7 +325,7 @@ def bar_chart(
             out.append(f'<path class="whisker" fill="none" d="M{u} {c}L{v} {c}M{u} {c0}L{u} {c1}')
             out.append(f'M{v} {c0}L{v} {c1}"><title>{escape(tip)}</title></path>')
         shown = f"{value * 100:.1f}%" if percent else format(value, fmt)
-        out.append("</g>" + _text(right + 6, y + 15, shown, "value-label", "start"))
+        out.append("</g>" + _text(sx.b + 6, y + 15, shown, "value-label", "start"))
     desc = description or f"Bar chart of {value_label} for {n} rows: {', '.join(names)}."
     return _svg("bar", width, bottom + 42, title, desc, out)
 
@@ -369,9 +366,7 @@ def stacked_bar_chart(
     markupsafe.Markup
         The ``<svg>`` element.
     """
-    _check_text(description, title=title, value_label=value_label)
-    _check_size(width=width)
-    names = _labels("labels", labels)
+    names = _bar_labels(labels, description, title, value_label, width)
     if not isinstance(parts, Mapping) or not parts:
         raise ChartError("stacked_bar_chart: parts must be a non-empty mapping of name to values")
     keys = _labels("parts", list(parts))
@@ -379,13 +374,11 @@ def stacked_bar_chart(
     if (table < 0).any():
         row, col = (int(i) for i in np.argwhere(table < 0)[0])
         raise ChartError(f"stacked_bar_chart: parts[{keys[col]!r}][{row}] is negative")
-    left = _label_width(names)
-    sx = _scale("value_range", (0.0, 1.0), [], left, width - 16.0)
-    out, bottom = _rows(names, _hrefs("hrefs", hrefs, len(names)), sx, value_label, True)
+    out, bottom, sx = _rows(names, hrefs, (0.0, 1.0), [], width - 16.0, value_label, True)
     for i, (name, row) in enumerate(zip(names, table, strict=True)):
         y, total, start = TOP + ROW * i, float(row.sum()), 0.0
         if not math.isfinite(total) or total <= 0:
-            out.append(_not_scored(name, left, y))
+            out.append(_not_scored(name, sx.a, y))
             continue
         for j, (key, amount) in enumerate(zip(keys, row, strict=True)):
             share = amount / total
@@ -536,6 +529,15 @@ def _check_size(**sizes: float) -> None:
     for name, size in sizes.items():
         if isinstance(size, bool) or not isinstance(size, int | float) or not 16 <= size <= 10000:
             raise ChartError(f"{name} must be a number of pixels from 16 to 10000, got {size!r}")
+
+
+def _bar_labels(
+    labels: Sequence[str], description: str | None, title: str, value_label: str, width: int
+) -> list[str]:
+    """The checked row labels of a bar chart, once its texts and width are checked."""
+    _check_text(description, title=title, value_label=value_label)
+    _check_size(width=width)
+    return _labels("labels", labels)
 
 
 def _labels(name: str, labels: Iterable[Any]) -> list[str]:
@@ -693,9 +695,18 @@ def _y_axis(sy: _Scale, left: float, right: float, label: str, percent: bool) ->
 
 
 def _rows(
-    names: list[str], links: list[str | None], sx: _Scale, label: str, percent: bool
-) -> tuple[list[str], float]:
-    """The frame of a bar chart (plot area, value axis, row labels) and its bottom edge."""
+    names: list[str],
+    hrefs: Sequence[str | None] | None,
+    value_range: tuple[float, float] | None,
+    data: list[np.ndarray],
+    right: float,
+    label: str,
+    percent: bool,
+) -> tuple[list[str], float, _Scale]:
+    """The frame of a bar chart (plot area, value axis, row labels), its bottom edge, and its
+    value scale (:func:`_scale` of ``value_range`` and ``data``) from the labels to ``right``."""
+    sx = _scale("value_range", value_range, data, _label_width(names), right)
+    links = _hrefs("hrefs", hrefs, len(names))
     bottom = TOP + ROW * max(1, len(names))
     out = [_rect("plot-area", sx.a, TOP, sx.b - sx.a, bottom - TOP)]
     out += _x_axis(sx, bottom, TOP, label, percent)
@@ -703,7 +714,7 @@ def _rows(
         out.append(_label(name, sx.a - 6, TOP + ROW * i + 15, "row-label", "end", links[i]))
     if not names:
         out.append(_text((sx.a + sx.b) / 2, TOP + 15, "no data", "note", "middle"))
-    return out, bottom
+    return out, bottom, sx
 
 
 def _not_scored(name: str, left: float, y: float) -> str:

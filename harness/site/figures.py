@@ -14,7 +14,7 @@ isolate_text`), and a caption holds it in ``<bdi>`` elements, so no name reorder
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,7 +206,7 @@ def _primary_bars(plan: SettingTable, column: Column, order: list[str], href: Hr
         title=f"{plan.label} {isolate_text(column.metric)} with 95% intervals",
         value_label=isolate_text(column.metric)
         + ("" if column.higher_is_better else " (lower is better)"),
-        hrefs=[href(f"#{_row_anchor(plan, k)}") for k in keys],
+        hrefs=[_row_href(plan, href, k) for k in keys],
     )
     return Figure(
         id=f"{plan.setting}-primary",
@@ -251,20 +251,7 @@ def _darts(plan: SettingTable, column: Column, order: list[str], href: Href) -> 
             )
         if rings:
             ringed.append(key)
-        series.append(
-            charts.Series(
-                _name(plan, key), xs, ys, href=href(f"#{_row_anchor(plan, key)}"), highlight=rings
-            )
-        )
-    svg = charts.line_chart(
-        series,
-        title="DARTS: accuracy against specificity",
-        x_label="test accuracy",
-        y_label="information gain",
-        x_percent=True,
-        max_series=MAX_SERIES,
-        x_rules=[(t, f"val target {_pct(t)}") for t in sorted(targets)],
-    )
+        series.append(_series(plan, href, key, xs, ys, highlight=rings))
     reading = Markup("")
     if ringed:
         reading = Markup(
@@ -273,23 +260,24 @@ def _darts(plan: SettingTable, column: Column, order: list[str], href: Href) -> 
             "test classes it reaches the ring's accuracy, which the target does not guarantee "
             "(a ring left of the line fell short)."
         ).format(Markup(", ").join(isolate(c.metric) for c in rewards))
-    return Figure(
-        id=f"{plan.setting}-darts",
-        title="DARTS accuracy–specificity curves",
-        svg=svg,
-        caption=Markup(
+    return _curves(
+        plan,
+        "darts",
+        "DARTS accuracy–specificity curves",
+        series,
+        Markup(
             "Each point is one target accuracy of DARTS (Deng et al., CVPR 2012), with λ chosen "
             "on the validation classes: predictions fall back to ancestors in the hierarchy "
             "until the target is met there; the axes are the accuracy and information gain "
             "then reached on the test images (means over images). Up and to the right is "
-            "better.{} Metric {} v{}; the {} best-ranked submissions are drawn.{}"
-        ).format(
-            reading,
-            isolate(column.function),
-            isolate(column.version),
-            MAX_SERIES,
-            _mark_note(plan, [k for k in order if k in column.entries][:MAX_SERIES]),
-        ),
+            "better.{} Metric {} v{};"
+        ).format(reading, isolate(column.function), isolate(column.version)),
+        [k for k in order if k in column.entries],
+        title="DARTS: accuracy against specificity",
+        x_label="test accuracy",
+        y_label="information gain",
+        x_percent=True,
+        x_rules=[(t, f"val target {_pct(t)}") for t in sorted(targets)],
     )
 
 
@@ -314,16 +302,19 @@ def _seen_unseen(plan: SettingTable, column: Column, order: list[str], href: Hre
         curve = entry.details["curve"]
         seen, unseen = _list(curve.get("seen")), _list(curve.get("unseen"))
         keep = _thin(min(len(seen), len(unseen)))
-        series.append(
-            charts.Series(
-                _name(plan, key),
-                [_number(unseen[i]) for i in keep],
-                [_number(seen[i]) for i in keep],
-                href=href(f"#{_row_anchor(plan, key)}"),
-            )
-        )
-    svg = charts.line_chart(
+        xs, ys = [_number(unseen[i]) for i in keep], [_number(seen[i]) for i in keep]
+        series.append(_series(plan, href, key, xs, ys))
+    return _curves(
+        plan,
+        "seen-unseen",
+        "Seen–unseen curves",
         series,
+        Markup(
+            "Calibrated stacking (Chao et al., ECCV 2016) subtracts a constant from the seen "
+            "classes' scores; sweeping it traces the seen accuracy against the unseen accuracy. "
+            "The area under the curve is {}. Metric {} v{};"
+        ).format(isolate(column.metric), isolate(column.function), isolate(column.version)),
+        [k for k in order if k in column.entries],
         title="Seen–unseen accuracy curves (calibrated stacking)",
         x_label="unseen accuracy",
         y_label="seen accuracy",
@@ -332,24 +323,6 @@ def _seen_unseen(plan: SettingTable, column: Column, order: list[str], href: Hre
         x_percent=True,
         y_percent=True,
         markers=False,
-        max_series=MAX_SERIES,
-    )
-    return Figure(
-        id=f"{plan.setting}-seen-unseen",
-        title="Seen–unseen curves",
-        svg=svg,
-        caption=Markup(
-            "Calibrated stacking (Chao et al., ECCV 2016) subtracts a constant from the seen "
-            "classes' scores; sweeping it traces the seen accuracy against the unseen accuracy. "
-            "The area under the curve is {}. Metric {} v{}; the {} best-ranked submissions are "
-            "drawn.{}"
-        ).format(
-            isolate(column.metric),
-            isolate(column.function),
-            isolate(column.version),
-            MAX_SERIES,
-            _mark_note(plan, [k for k in order if k in column.entries][:MAX_SERIES]),
-        ),
     )
 
 
@@ -373,31 +346,23 @@ def _hp_at_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
     for key in order:
         points = [(k, c.entries[key].value) for k, c in columns if key in c.entries]
         if points:
-            series.append(
-                charts.Series(
-                    _name(plan, key),
-                    [float(k) for k, _ in points],
-                    [v for _, v in points],
-                    href=href(f"#{_row_anchor(plan, key)}"),
-                )
-            )
-    svg = charts.line_chart(
+            xs, ys = [float(k) for k, _ in points], [v for _, v in points]
+            series.append(_series(plan, href, key, xs, ys))
+    return _curves(
+        plan,
+        "hp-at-k",
+        "hp@k against k",
         series,
+        Markup(
+            "Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top k "
+            "predictions that fall in the true class's hierarchical neighbourhood. Metric "
+            "hierarchical_precision_at_k v{};"
+        ).format(isolate(version)),
+        order,
         title="Hierarchical precision at k",
         x_label="k",
         y_label="hierarchical precision",
         y_percent=True,
-        max_series=MAX_SERIES,
-    )
-    return Figure(
-        id=f"{plan.setting}-hp-at-k",
-        title="hp@k against k",
-        svg=svg,
-        caption=Markup(
-            "Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top k "
-            "predictions that fall in the true class's hierarchical neighbourhood. Metric "
-            "hierarchical_precision_at_k v{}; the {} best-ranked submissions are drawn.{}"
-        ).format(isolate(version), MAX_SERIES, _mark_note(plan, order[:MAX_SERIES])),
     )
 
 
@@ -412,7 +377,7 @@ def _relation_shares(plan: SettingTable, column: Column, order: list[str], href:
         parts,
         title="How top-1 predictions relate to the true class",
         value_label="share of test images",
-        hrefs=[href(f"#{_row_anchor(plan, k)}") for k in keys],
+        hrefs=[_row_href(plan, href, k) for k in keys],
     )
     return Figure(
         id=f"{plan.setting}-relations",
@@ -424,6 +389,29 @@ def _relation_shares(plan: SettingTable, column: Column, order: list[str], href:
             "the hierarchy. Many ancestor or descendant answers point at a split whose classes "
             "are not mutually exclusive. Metric {} v{}.{}"
         ).format(isolate(column.function), isolate(column.version), _mark_note(plan, keys)),
+    )
+
+
+def _curves(
+    plan: SettingTable,
+    suffix: str,
+    heading: str,
+    series: list[charts.Series],
+    caption: Markup,
+    drawn: list[str],
+    **chart: Any,
+) -> Figure:
+    """A :func:`charts.line_chart` of the best-ranked ``series`` (``chart``: its options) as
+    figure ``{setting}-{suffix}``; the caption ends with how many are drawn and the ``[T]``
+    note when one of the first of ``drawn`` is transductive."""
+    return Figure(
+        id=f"{plan.setting}-{suffix}",
+        title=heading,
+        svg=charts.line_chart(series, max_series=MAX_SERIES, **chart),
+        caption=caption
+        + Markup(" the {} best-ranked submissions are drawn.{}").format(
+            MAX_SERIES, _mark_note(plan, drawn[:MAX_SERIES])
+        ),
     )
 
 
@@ -458,6 +446,25 @@ def _mark_note(plan: SettingTable, keys: list[str]) -> str:
 
 def _row_anchor(plan: SettingTable, key: str) -> str:
     return plan.anchors.get(key, f"sub-{key}")
+
+
+def _row_href(plan: SettingTable, href: Href, key: str) -> str:
+    """The link to ``key``'s row of the setting's table."""
+    return href(f"#{_row_anchor(plan, key)}")
+
+
+def _series(
+    plan: SettingTable,
+    href: Href,
+    key: str,
+    xs: list[float],
+    ys: list[float],
+    highlight: Sequence[tuple[float, float, str]] = (),
+) -> charts.Series:
+    """The curve of submission ``key``, named and linked to its row as the table shows it."""
+    return charts.Series(
+        _name(plan, key), xs, ys, href=_row_href(plan, href, key), highlight=highlight
+    )
 
 
 def _number(value: Any) -> float:

@@ -25,13 +25,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -185,12 +183,13 @@ class SubmissionManifest(_Strict):
 
     @model_validator(mode="after")
     def _kind_matches(self) -> SubmissionManifest:
+        # Each message starts with the key it is about, which places it at that key's line.
         if self.kind == "model" and self.model is None:
-            raise ValueError("kind 'model' needs a 'model' section with an 'entrypoint'")
+            raise ValueError("kind: 'model' needs a 'model' section with an 'entrypoint'")
         if self.kind == "model" and self.predictions is not None:
-            raise ValueError("kind 'model' must not have a 'predictions' section")
+            raise ValueError("kind: 'model' must not have a 'predictions' section")
         if self.kind == "predictions" and self.model is not None:
-            raise ValueError("kind 'predictions' must not have a 'model' section")
+            raise ValueError("kind: 'predictions' must not have a 'model' section")
         return self
 
     @property
@@ -310,44 +309,24 @@ def _runs_instead_of_source(name: str, *, folder: bool) -> str | None:
     return None
 
 
-def _clean_loc(loc: tuple[object, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def load_package(path: str | Path) -> Package:
-    """Read and validate ``PATH/submission.yaml``; every problem is named with its key."""
+    """Read and validate ``PATH/submission.yaml``.
+
+    Its problems are reported at once, each as ``submission.yaml:LINE: key.path: message``
+    (:func:`harness.yamlio.load_model_file`): an unknown key lists the allowed ones, a value
+    outside a field's choices lists them.
+    """
     root = Path(path)
     manifest_path = root / MANIFEST
     if not root.is_dir():
         raise SubmissionError(f"{root}: a submission package is a folder with {MANIFEST}")
     if manifest_path.is_symlink():  # refused before it is read: it could point anywhere
         raise SubmissionError(f"{root}: {MANIFEST} is a symbolic link; packages hold files")
-    try:
-        text = yamlio.read_text(manifest_path, error=SubmissionError)
-        data = yamlio.load(text, str(manifest_path), error=SubmissionError)  # bounded: no bombs
-    except FileNotFoundError:
-        raise SubmissionError(f"{root}: no {MANIFEST}; run `zsl submission init`") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise SubmissionError(f"{manifest_path}{line}: not valid YAML") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SubmissionError(f"{manifest_path}: cannot read ({err})") from None
-    if not isinstance(data, dict):
-        raise SubmissionError(f"{manifest_path}: must be a mapping of keys")
-    try:
-        manifest = SubmissionManifest.model_validate(data)
-    except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            msg = str(e["msg"]).removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                msg = "unknown key"
-            lines.append(f"{_clean_loc(e['loc'])}: {msg}")
-        raise SubmissionError(f"{manifest_path}: " + "; ".join(lines)) from None
+    if not manifest_path.exists():
+        raise SubmissionError(f"{root}: no {MANIFEST}; run `zsl submission init`")
+    manifest, _ = yamlio.load_model_file(  # bounded: no bombs, no repeated key
+        manifest_path, SubmissionManifest, error=SubmissionError, what=MANIFEST
+    )
     package = Package(root.resolve(), manifest)
     # Links, special files, byte-code, extension modules, .pth files: refused before anything
     # else looks for a file (a sourceless model.pyc is named as such, not as a missing module).

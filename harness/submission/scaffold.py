@@ -28,45 +28,45 @@ def template_text(name: str) -> str:
     return (resources.files("harness.submission") / "template" / name).read_text(encoding="utf-8")
 
 
-MANIFEST_MODEL = """name: {name}
+_MANIFEST_HEAD = """name: {name}
 version: "0.1"
 authors: [Your Name]
 paper: null
 description: >-
   Ridge regression from features to class embeddings, scored by cosine similarity; the ridge
   strength is chosen on the validation classes. Replace with your method.
-kind: model
+"""
+
+_DECLARATIONS = """declarations:
+  class_embedding: default
+  features: benchmark
+  extra_data: false
+  transductive: false
+"""
+
+MANIFEST_MODEL = (
+    _MANIFEST_HEAD
+    + """kind: model
 model:
   entrypoint: model:RidgeToEmbedding
 resources:
   gpus: 0
   memory_gb: 2
   time_s: 600
-declarations:
-  class_embedding: default
-  features: benchmark
-  extra_data: false
-  transductive: false
-seed: 0
 """
+    + _DECLARATIONS
+    + "seed: 0\n"
+)
 
-MANIFEST_PREDICTIONS = """name: {name}
-version: "0.1"
-authors: [Your Name]
-paper: null
-description: >-
-  Ridge regression from features to class embeddings, scored by cosine similarity; the ridge
-  strength is chosen on the validation classes. Replace with your method.
-kind: predictions
+MANIFEST_PREDICTIONS = (
+    _MANIFEST_HEAD
+    + """kind: predictions
 predictions:
   files: predictions/{{benchmark}}.{{setting}}.safetensors
   generator: make_predictions.py
-declarations:
-  class_embedding: default
-  features: benchmark
-  extra_data: false
-  transductive: false
 """
+    + _DECLARATIONS
+)
 
 README = """# {name}
 
@@ -108,13 +108,11 @@ def write_template(name: str, directory: Path, *, kind: Kind = "model") -> Path:
     if root.exists():
         raise SubmissionError(f"{root}: already exists; choose another name or --dir")
     root.mkdir(parents=True)
+    manifest = MANIFEST_MODEL if kind == "model" else MANIFEST_PREDICTIONS
+    (root / "submission.yaml").write_text(manifest.format(name=name), encoding="utf-8")
     if kind == "model":
-        (root / "submission.yaml").write_text(MANIFEST_MODEL.format(name=name), encoding="utf-8")
         run = f"zsl run {root} --spec specs/demo.yaml"
     else:
-        (root / "submission.yaml").write_text(
-            MANIFEST_PREDICTIONS.format(name=name), encoding="utf-8"
-        )
         (root / "make_predictions.py").write_text(
             template_text("make_predictions.py"), encoding="utf-8"
         )

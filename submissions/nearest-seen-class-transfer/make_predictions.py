@@ -22,11 +22,9 @@ from harness.tasks import Bundle
 
 def main(bundle_dir: str, out_dir: str) -> None:
     bundle = Bundle(Path(bundle_dir))
-    # The calibration fit (training classes only) predicts the validation settings.
-    fits = [("main", bundle.settings), ("calibration", bundle.validation_settings)]
-    for fit, settings in fits:
-        if settings:
-            write_fit(bundle, fit, settings, Path(out_dir))
+    # The validation fit (training classes only) predicts the validation settings.
+    for fit in bundle.fits:
+        write_fit(bundle, fit, bundle.settings_of(fit), Path(out_dir))
 
 
 def write_fit(bundle: Bundle, fit: str, settings: list[str], out_dir: Path) -> None:

@@ -285,7 +285,7 @@ def make_validation(setting: str, *, seed: int, ties: bool = False) -> MetricInp
     """Validation predictions over a different candidate set, every column with images.
 
     zsl: the validation-only leaves v0..v3. gzsl: the seen test candidates c0..c3 (seen) and
-    v0..v3 (playing the unseen role), as in the validation split of a calibration fit.
+    v0..v3 (playing the unseen role), as in the validation split of the validation fit.
     """
     rng = np.random.default_rng([seed, 1])
     ids = (TEST_LEAVES[: N_CANDIDATES // 2] if setting == "gzsl" else []) + VAL_LEAVES

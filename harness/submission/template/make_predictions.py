@@ -18,13 +18,12 @@ from harness.tasks import Bundle
 
 def main(bundle_dir: str, out_dir: str) -> None:
     bundle = Bundle(Path(bundle_dir))
-    # The calibration fit (training classes only) predicts the validation settings.
-    for fit, settings in (("main", bundle.settings), ("calibration", bundle.validation_settings)):
-        if not settings:
-            continue
+    # One fresh model per fit: the validation fit (training classes only) predicts the
+    # validation settings, the main fit the test settings.
+    for fit in bundle.fits:
         model = RidgeToEmbedding()
         model.fit(bundle.train_task(fit=fit))
-        for setting in settings:
+        for setting in bundle.settings_of(fit):
             features, candidates = bundle.test(setting)
             write_predictions(
                 Path(out_dir) / f"{setting}.safetensors",

@@ -1,4 +1,7 @@
-r"""ImageNet-21K zero-shot benchmarks: hop splits under honest names, literature lists, GOZ.
+r"""ImageNet-21K test splits: hop splits under honest names, literature lists, GOZ.
+
+This module decides which classes an ImageNet benchmark tests: it resolves
+``data.params.split`` and reads the class lists, the counts and the is-a graph it needs.
 
 Splits
 ------
@@ -46,39 +49,6 @@ GZSL (the literature's "+1K" variants: the training classes join the candidates)
 separate split: list the ``gzsl`` setting in the spec, whose candidates are seen ∪ unseen
 classes. :func:`hop_splits` also returns ``<name>+1k`` class lists for analysis.
 
-Features the user provides
---------------------------
-The project ships no ImageNet images or features. The user writes a directory (see
-``specs/imagenet/README.md``)::
-
-    features.npy            float16 or float32 [N, D]   one row per image (any images, any order)
-    labels.npy              integer [N]                 row index into wnids.txt
-    wnids.txt               one WordNet id per line     the classes labels.npy refers to
-    class_embeddings.npy    float32 [len(wnids), E]     one embedding per wnids.txt line (the
-                                                        spec's default class embedding)
-    class_embeddings.<name>.npy                         further class embeddings named in the spec
-
-``features.npy`` and ``labels.npy`` are memory-mapped (``allow_pickle=False``) and read in
-chunks of bounded size: only the images of the split's classes are copied, one chunk at a time.
-
-The frozen benchmark (adapter ``imagenet``)
--------------------------------------------
-* classes: the training classes ∪ the split's test classes (sorted by WordNet id);
-* ``val_classes``: ``n_val_classes`` training classes drawn with ``seed`` (default 100 of the
-  1,000); ``train_classes`` the others. Both are seen classes in GZSL;
-* ``test_seen_images``: a seeded ``test_seen_fraction`` of every seen class's images (at least
-  one image of a class with two or more, never all); the rest are ``train_images`` /
-  ``val_images``; every image of a test class is ``test_unseen``;
-* image order: the selected images are shuffled with ``seed``, so a frozen image index says
-  nothing about the user's file order (which is often sorted by class);
-* hierarchy: the is-a graph restricted to the ancestors-or-self of the benchmark's classes
-  (:meth:`~harness.hierarchy.Hierarchy.restrict_to_ancestors`);
-* meta: the requested and honest split names (and, for a list split, the list's file name,
-  sha256 and size), the structural ratio of the split and the histogram of hops from each test
-  class to its nearest training class, both on the full is-a graph (:func:`split_structure`),
-  classes without is-a edges, classes dropped for lack of an embedding, and test classes
-  without images.
-
 Examples
 --------
 >>> resolve_split_name("within-1-hops").name
@@ -95,27 +65,21 @@ Examples
 from __future__ import annotations
 
 import difflib
-import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from harness.data.adapters import RawBenchmark, adapters
-from harness.data.artifacts import zsl_home
 from harness.data.class_sets import (
     ENV_IMAGENET_DIR,
     class_list_sha256,
     imagenet_lists_dir,
     read_wnid_lines,
-    read_wnids,
     resolve_class_set,
 )
 from harness.errors import HierarchyError, MetricError, SpecError
@@ -123,45 +87,24 @@ from harness.hierarchy import Hierarchy
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy, read_text_lines
 from harness.metrics.structure import structural_ratio
 
-if TYPE_CHECKING:
-    from harness.spec import Spec
-
 __all__ = [
-    "ENV_FEATURES_DIR",
     "LITERATURE_LISTS",
-    "ImageNetAdapter",
-    "ImageNetParams",
     "ListSplit",
     "LiteratureList",
+    "SplitKind",
     "SplitName",
-    "UserFeatures",
-    "class_list_sha256",
+    "SplitParam",
     "hop_histogram",
     "hop_splits",
     "list_split",
-    "open_user_features",
     "populated_splits",
+    "preview_ids",
     "read_class_list",
     "read_counts",
     "resolve_split_name",
     "split_classes",
     "split_structure",
 ]
-
-logger = logging.getLogger("harness.data.imagenet")
-
-#: Environment variable naming the user's feature directory when the spec gives none.
-ENV_FEATURES_DIR = "ZSL_IMAGENET_FEATURES"
-
-#: Bytes of feature rows copied per chunk (bounds this module's peak memory).
-CHUNK_BYTES = 64 << 20
-#: Labels read per chunk.
-LABEL_CHUNK_ROWS = 1 << 22
-#: Selected features larger than this are assembled in an anonymous file-backed map under
-#: ``ZSL_HOME/tmp`` rather than in memory.
-SPILL_BYTES = 1 << 30
-
-IntArray = npt.NDArray[np.int64]
 
 _WNID = re.compile(r"^n\d{8}$")
 _HOPS = re.compile(r"^(within|exactly)-(\d+)-hops?$")
@@ -591,6 +534,12 @@ def split_structure(
     return out
 
 
+def preview_ids(items: Sequence[str], n: int = 5) -> str:
+    """The first ``n`` items joined by commas, then how many there are in all."""
+    shown = ", ".join(items[:n])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > n else "")
+
+
 def read_class_list(
     path: str | os.PathLike[str],
     sha256: str,
@@ -646,7 +595,7 @@ def read_class_list(
         raise SpecError(
             f"{file}:{number}: {wnid} is not an ImageNet-21K (fall 2011) class, so it has no"
             f" images to test on ({len(outside)} listed id(s) are not:"
-            f" {_first([w for _, w in outside])})"
+            f" {preview_ids([w for _, w in outside])})"
         )
     train_set = frozenset(train)
     seen = [(n, w) for n, w in lines if w in train_set]
@@ -654,7 +603,7 @@ def read_class_list(
         number, wnid = seen[0]
         raise SpecError(
             f"{file}:{number}: {wnid} is a training class ({train_class_set}); a test list must"
-            f" not hold training classes ({len(seen)} listed: {_first([w for _, w in seen])})"
+            f" not hold training classes ({len(seen)} listed: {preview_ids([w for _, w in seen])})"
         )
     return tuple(sorted(ids))
 
@@ -701,465 +650,3 @@ def split_classes(
     hops = split.hops or 1
     found = hop_splits(load_isa_hierarchy(lists_dir), train, candidates, max_hops=hops)
     return train, found[split.name]
-
-
-# -- user features --------------------------------------------------------------------------------
-
-
-FEATURES_FILE = "features.npy"
-LABELS_FILE = "labels.npy"
-WNIDS_FILE = "wnids.txt"
-EMBEDDINGS_FILE = "class_embeddings.npy"
-
-
-def embedding_file(name: str, *, default: bool) -> str:
-    """File name of a class embedding: ``class_embeddings.npy`` for the spec's default one,
-    ``class_embeddings.<name>.npy`` for the others."""
-    return EMBEDDINGS_FILE if default else f"class_embeddings.{name}.npy"
-
-
-@dataclass
-class UserFeatures:
-    """The user's feature directory, opened and checked (arrays memory-mapped, read-only)."""
-
-    directory: Path
-    features: np.ndarray
-    labels: np.ndarray
-    wnids: tuple[str, ...]
-    embeddings: dict[str, np.ndarray]
-
-    @property
-    def n_images(self) -> int:
-        return int(self.features.shape[0])
-
-    @property
-    def dim(self) -> int:
-        return int(self.features.shape[1])
-
-
-def _open_npy(file: Path, what: str) -> np.ndarray:
-    if not file.is_file():
-        raise SpecError(
-            f"{file}: missing {what}; see specs/imagenet/README.md for the feature directory format"
-        )
-    try:
-        array: np.ndarray = np.load(file, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
-        raise SpecError(
-            f"{file}: not a readable .npy array ({err}); save it with numpy.save and no"
-            " object dtype"
-        ) from None
-    return array
-
-
-def open_user_features(
-    directory: str | os.PathLike[str], embeddings: Mapping[str, str] | None = None
-) -> UserFeatures:
-    """Open and check a user feature directory (see the module docstring for the format).
-
-    Parameters
-    ----------
-    directory : path
-    embeddings : mapping of str to str, default=None
-        Embedding name -> file name in ``directory``; ``None``: ``{"default":
-        "class_embeddings.npy"}``.
-
-    Raises
-    ------
-    SpecError
-        Naming the file and what is wrong: missing, not ``.npy``, wrong dtype or shape,
-        mismatched lengths.
-    """
-    root = Path(directory)
-    if not root.is_dir():
-        raise SpecError(
-            f"feature directory {root} does not exist; set data.params.features_dir or"
-            f" {ENV_FEATURES_DIR} to the directory holding {FEATURES_FILE}, {LABELS_FILE},"
-            f" {WNIDS_FILE} and {EMBEDDINGS_FILE}"
-        )
-    features = _open_npy(root / FEATURES_FILE, "image features [N, D] float16/float32")
-    if features.ndim != 2 or features.dtype not in (np.float16, np.float32):
-        raise SpecError(
-            f"{root / FEATURES_FILE}: expected a float16 or float32 array [N, D], got"
-            f" {features.dtype} of shape {features.shape}"
-        )
-    labels = _open_npy(root / LABELS_FILE, "image labels [N] (integers indexing wnids.txt)")
-    if labels.ndim != 1 or labels.dtype.kind not in "iu":
-        raise SpecError(
-            f"{root / LABELS_FILE}: expected a 1-D integer array, got {labels.dtype} of shape"
-            f" {labels.shape}"
-        )
-    if labels.shape[0] != features.shape[0]:
-        raise SpecError(
-            f"{root}: {LABELS_FILE} has {labels.shape[0]} entries but {FEATURES_FILE} has"
-            f" {features.shape[0]} rows; they must describe the same images in the same order"
-        )
-    wnids = read_wnids(root / WNIDS_FILE, what="class list wnids.txt")
-    tables: dict[str, np.ndarray] = {}
-    for name, filename in (embeddings or {"default": EMBEDDINGS_FILE}).items():
-        table = _open_npy(root / filename, f"class embedding '{name}' [n_wnids, E]")
-        if table.ndim != 2 or table.dtype.kind != "f" or table.shape[0] != len(wnids):
-            raise SpecError(
-                f"{root / filename}: expected a float array [{len(wnids)}, E] (one row per line"
-                f" of {WNIDS_FILE}), got {table.dtype} of shape {table.shape}"
-            )
-        tables[name] = table
-    return UserFeatures(root, features, labels, wnids, tables)
-
-
-def _select_images(labels: np.ndarray, lookup: IntArray, file: Path) -> tuple[IntArray, IntArray]:
-    """Rows whose label maps to a class (``lookup[label] >= 0``) and those classes, in chunks."""
-    rows, classes = [], []
-    n_wnids = lookup.size
-    for start in range(0, labels.shape[0], LABEL_CHUNK_ROWS):
-        chunk = np.asarray(labels[start : start + LABEL_CHUNK_ROWS]).astype(np.int64)
-        bad = np.flatnonzero((chunk < 0) | (chunk >= n_wnids))
-        if bad.size:
-            row = start + int(bad[0])
-            raise SpecError(
-                f"{file}: row {row} holds label {int(chunk[bad[0]])}, outside 0..{n_wnids - 1}"
-                f" (labels index the lines of {WNIDS_FILE}); {bad.size} bad label(s) in rows"
-                f" {start}..{start + chunk.size - 1}"
-            )
-        mapped = lookup[chunk]
-        keep = np.flatnonzero(mapped >= 0)
-        rows.append(start + keep)
-        classes.append(mapped[keep])
-    if not rows:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(rows).astype(np.int64), np.concatenate(classes).astype(np.int64)
-
-
-def _output_array(n: int, dim: int) -> np.ndarray:
-    """A float32 [n, dim] array: in memory, or a file-backed map whose file is already unlinked
-    (Linux keeps the mapping valid; the space is freed when the array is)."""
-    if n * dim * 4 <= SPILL_BYTES:
-        return np.empty((n, dim), dtype=np.float32)
-    folder = zsl_home() / "tmp"
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix="imagenet-features.", suffix=".npy", dir=folder)
-    os.close(fd)
-    out = np.lib.format.open_memmap(name, mode="w+", dtype=np.float32, shape=(n, dim))
-    try:
-        os.unlink(name)
-    except OSError:  # a platform that cannot unlink an open file: leave it for the user
-        logger.warning("could not remove the temporary feature file %s; delete it later", name)
-    return out
-
-
-def _gather_features(
-    features: np.ndarray, rows: IntArray, destination: IntArray, file: Path
-) -> np.ndarray:
-    """``out[destination[k]] = features[rows[k]]`` as float32, a bounded chunk at a time."""
-    dim = features.shape[1]
-    out = _output_array(rows.size, dim)
-    step = max(1, CHUNK_BYTES // max(1, dim * features.dtype.itemsize))
-    for start in range(0, rows.size, step):
-        source = rows[start : start + step]
-        block = np.asarray(features[source], dtype=np.float32)
-        finite = np.isfinite(block).all(axis=1)
-        if not finite.all():
-            row = int(source[np.argmin(finite)])
-            raise SpecError(f"{file}: row {row} holds NaN or inf; features must be finite")
-        out[destination[start : start + step]] = block
-    return out
-
-
-# -- the adapter ----------------------------------------------------------------------------------
-
-
-class ImageNetParams(BaseModel):
-    """``data.params`` of the ``imagenet`` adapter (see :mod:`harness.data.imagenet`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    split: SplitParam = Field(
-        description="within-1-hop, within-2-hops, exactly-<d>-hops, all, goz,"
-        " most-/least-populated, or a class list {list: FILE, sha256: HEX}"
-    )
-    n_classes: int | None = Field(None, gt=0, description="N of most-/least-populated splits")
-    counts_file: str | None = Field(
-        None, description="'wnid<TAB>count' file for the populated splits"
-    )
-    lists_dir: str | None = Field(None, description="ImageNet lists; else $ZSL_IMAGENET_DIR")
-    features_dir: str | None = Field(
-        None,
-        description=f"the user's features (see specs/imagenet/README.md); else ${ENV_FEATURES_DIR}",
-    )
-    train_class_set: str = Field("ilsvrc2012", description="named class set of training classes")
-    n_val_classes: int = Field(100, ge=1, description="training classes held out for validation")
-    test_seen_fraction: float = Field(0.2, gt=0, lt=1, description="seen images held out for test")
-    seed: int = Field(0, ge=0)
-    classes_without_embedding: Literal["error", "drop"] = Field(
-        "error",
-        description="a split class missing from wnids.txt: refuse, or drop it (recorded in meta)",
-    )
-
-
-def _spec_relative(spec: Spec, value: str) -> Path:
-    path = Path(value).expanduser()
-    if path.is_absolute():
-        return path
-    try:
-        return spec.path.parent / path
-    except SpecError:
-        return path
-
-
-def _resolve_split(spec: Spec, params: ImageNetParams) -> tuple[SplitName, Path, Path | None]:
-    """The split, the ImageNet lists directory and the counts file of a spec's parameters
-    (relative ``lists_dir`` and ``counts_file`` are read relative to the spec file)."""
-    lists_dir = imagenet_lists_dir(
-        None if params.lists_dir is None else _spec_relative(spec, params.lists_dir)
-    )
-    counts = None if params.counts_file is None else _spec_relative(spec, params.counts_file)
-    variant = spec.splits.variant
-    if isinstance(params.split, ListSplit):
-        try:
-            split = list_split(
-                params.split, lists_dir, name=None if variant == "default" else variant
-            )
-        except SpecError as err:
-            raise SpecError(f"{spec.path}: {err}") from None
-        return split, lists_dir, counts
-    split = resolve_split_name(params.split, params.n_classes)
-    if variant not in ("default", split.name, params.split):
-        raise SpecError(
-            f"{spec.path}: splits.variant is {variant!r} but data.params.split is"
-            f" {params.split!r} ({split.name}); make them agree"
-        )
-    return split, lists_dir, counts
-
-
-def _requested(params: ImageNetParams) -> str | dict[str, str]:
-    split = params.split
-    return split.model_dump() if isinstance(split, ListSplit) else split
-
-
-def _class_list_meta(split: SplitName, n_ids: int) -> dict[str, Any] | None:
-    if split.kind != "list":
-        return None
-    assert split.list_file is not None
-    return {"file": split.list_file.name, "sha256": split.sha256, "n_ids": n_ids}
-
-
-def _features_dir(spec: Spec, params: ImageNetParams) -> Path:
-    if params.features_dir:
-        return _spec_relative(spec, params.features_dir)
-    value = os.environ.get(ENV_FEATURES_DIR, "")
-    if not value:
-        raise SpecError(
-            f"{spec.path}: data.params.features_dir is not set and neither is"
-            f" {ENV_FEATURES_DIR}: point one of them at your feature directory"
-            f" ({FEATURES_FILE}, {LABELS_FILE}, {WNIDS_FILE}, {EMBEDDINGS_FILE}; see"
-            " specs/imagenet/README.md)"
-        )
-    return Path(value)
-
-
-def _pretrained(spec: Spec, lists_dir: Path) -> frozenset[str]:
-    pre = spec.features.pretrained_on
-    if pre.wnids is not None:
-        return frozenset(pre.wnids)
-    assert pre.class_set is not None
-    try:
-        return resolve_class_set(pre.class_set, lists_dir)
-    except SpecError as err:
-        raise SpecError(f"{spec.path}: features.pretrained_on.class_set: {err}") from None
-
-
-def _first(items: Sequence[str], n: int = 5) -> str:
-    shown = ", ".join(items[:n])
-    return shown + (f", ... ({len(items)} in all)" if len(items) > n else "")
-
-
-class ImageNetAdapter:
-    """Adapter ``imagenet``: ILSVRC-2012 training classes, an ImageNet-21K test split, and the
-    user's features (see :mod:`harness.data.imagenet`)."""
-
-    name = "imagenet"
-    params = ImageNetParams
-
-    def describe_release(self, spec: Spec, params: ImageNetParams) -> dict[str, Any]:
-        """The split from the class lists and is-a edges alone (no features): its honest name,
-        its size, the hops from its test classes to the training classes and its structural
-        ratio (:func:`split_structure`), and for a class list its file, sha256 and size."""
-        split, lists_dir, counts = _resolve_split(spec, params)
-        train, test = split_classes(
-            split, lists_dir, train_class_set=params.train_class_set, counts_file=counts
-        )
-        hierarchy = load_isa_hierarchy(lists_dir)
-        structure = split_structure(hierarchy, train, test)
-        out: dict[str, Any] = {
-            "split": split.name,
-            "requested_as": _requested(params),
-            "train_classes": len(train),
-            "test_classes": len(test),
-            "hops_to_train": structure.pop("hops_to_train"),
-            "structure": structure,
-        }
-        class_list = _class_list_meta(split, len(test))
-        if class_list is not None:
-            out["class_list"] = class_list
-        out.update(
-            test_class_ids=list(test), test_class_names=list(test), seen_class_ids=list(train)
-        )
-        return out
-
-    def load(self, spec: Spec, params: ImageNetParams) -> RawBenchmark:
-        split, lists_dir, counts = _resolve_split(spec, params)
-        train_all, test_all = split_classes(
-            split, lists_dir, train_class_set=params.train_class_set, counts_file=counts
-        )
-        names = {
-            e.name: embedding_file(e.name, default=e.name == spec.default_embedding)
-            for e in spec.class_embeddings
-        }
-        user = open_user_features(_features_dir(spec, params), names)
-        if user.dim != spec.features.dim:
-            raise SpecError(
-                f"{spec.path}: features.dim is {spec.features.dim} but"
-                f" {user.directory / FEATURES_FILE} has {user.dim} columns"
-            )
-        position = {w: i for i, w in enumerate(user.wnids)}
-        missing = [w for w in (*train_all, *test_all) if w not in position]
-        if missing and params.classes_without_embedding == "error":
-            raise SpecError(
-                f"{user.directory / WNIDS_FILE} lacks {len(missing)} class(es) of split"
-                f" {split.name!r} (so they have no class embedding): {_first(missing)}. Add"
-                " them, or set data.params.classes_without_embedding: drop (the dropped classes"
-                " are recorded in the frozen meta)"
-            )
-        dropped = set(missing)
-        train = [w for w in train_all if w not in dropped]
-        test = [w for w in test_all if w not in dropped]
-        if not test:
-            raise SpecError(f"{spec.path}: split {split.name!r} has no test class left")
-        leaked = sorted(set(test) & _pretrained(spec, lists_dir))
-        if leaked:
-            raise SpecError(
-                f"{spec.path}: {len(leaked)} test class(es) of split {split.name!r} are among"
-                f" the classes the feature backbone was trained on"
-                f" (features.pretrained_on): {_first(leaked)}; they cannot be unseen"
-            )
-        if params.n_val_classes >= len(train):
-            raise SpecError(
-                f"{spec.path}: data.params.n_val_classes is {params.n_val_classes} but there"
-                f" are only {len(train)} training classes"
-            )
-        class_ids = np.array(sorted({*train, *test}), dtype=str)
-        n_classes = class_ids.size
-        train_idx = np.searchsorted(class_ids, np.array(train, dtype=str))
-        test_idx = np.searchsorted(class_ids, np.array(test, dtype=str))
-
-        seeds = np.random.SeedSequence(params.seed).spawn(3)
-        val_draw = np.random.Generator(np.random.PCG64(seeds[0])).permutation(train_idx.size)
-        val_idx = np.sort(train_idx[val_draw[: params.n_val_classes]])
-        fit_idx = np.sort(train_idx[val_draw[params.n_val_classes :]])
-
-        lookup = np.full(len(user.wnids), -1, dtype=np.int64)
-        lookup[[position[w] for w in class_ids.tolist()]] = np.arange(n_classes)
-        rows, classes = _select_images(user.labels, lookup, user.directory / LABELS_FILE)
-        order = np.random.Generator(np.random.PCG64(seeds[1])).permutation(rows.size)
-        labels = np.empty(rows.size, dtype=np.int64)
-        labels[order] = classes
-        features = _gather_features(user.features, rows, order, user.directory / FEATURES_FILE)
-
-        role = np.zeros(n_classes, dtype=np.int8)  # 1 train, 2 val, 3 unseen
-        role[fit_idx], role[val_idx], role[test_idx] = 1, 2, 3
-        image_role = role[labels]
-        held_out = _hold_out(labels, image_role < 3, params.test_seen_fraction, seeds[2])
-        splits = {
-            "train_classes": fit_idx.astype(np.int64),
-            "val_classes": val_idx.astype(np.int64),
-            "unseen_classes": np.sort(test_idx).astype(np.int64),
-            "train_images": np.flatnonzero((image_role == 1) & ~held_out),
-            "val_images": np.flatnonzero((image_role == 2) & ~held_out),
-            "test_seen_images": np.flatnonzero((image_role < 3) & held_out),
-            "test_unseen_images": np.flatnonzero(image_role == 3),
-        }
-        embeddings = {}
-        source_rows = np.array([position[w] for w in class_ids.tolist()], dtype=np.int64)
-        for name, table in user.embeddings.items():
-            values = np.asarray(table[source_rows], dtype=np.float32)
-            finite = np.isfinite(values).all(axis=1)
-            if not finite.all():
-                bad = str(class_ids[np.argmin(finite)])
-                raise SpecError(
-                    f"{user.directory / names[name]}: the row of {bad} (line"
-                    f" {position[bad] + 1} of {WNIDS_FILE}) holds NaN or inf"
-                )
-            embeddings[name] = values
-
-        full = load_isa_hierarchy(lists_dir)
-        hierarchy = full.restrict_to_ancestors(full.indices(class_ids.tolist()))
-        degree = np.bincount(full.edges.ravel(), minlength=full.n_nodes)
-        isolated = np.flatnonzero(degree == 0)
-        no_edges = sorted(set(full.node_ids[isolated].tolist()) & set(class_ids.tolist()))
-        per_class = np.bincount(labels, minlength=n_classes)
-        imageless = class_ids[test_idx][per_class[test_idx] == 0].tolist()
-        if imageless:
-            logger.warning(
-                "%d of %d test classes of %s have no image in %s; they stay candidates",
-                len(imageless),
-                len(test),
-                split.name,
-                user.directory,
-            )
-        structure = split_structure(full, train, test)
-        meta = {
-            "adapter": "imagenet",
-            "split": split.name,
-            "requested_split": _requested(params),
-            "class_list": _class_list_meta(split, len(test_all)),
-            "train_class_set": params.train_class_set,
-            "n_training_classes": len(train),
-            "n_test_classes": len(test),
-            "structural_ratio": structure["structural_ratio"],
-            "structural_ratio_included": structure["n_included"],
-            "hops_to_train": structure["hops_to_train"],
-            "classes_without_isa_edges": no_edges,
-            "dropped_without_embedding": sorted(dropped),
-            "test_classes_without_images": len(imageless),
-            "test_classes_without_images_first": imageless[:20],
-            "source_images": user.n_images,
-            "source_dtype": str(user.features.dtype),
-            "selected_images": int(rows.size),
-            "n_val_classes": params.n_val_classes,
-            "test_seen_fraction": params.test_seen_fraction,
-            "seed": params.seed,
-        }
-        return RawBenchmark(
-            features=features,
-            labels=labels,
-            class_ids=class_ids,
-            class_names=full.names[full.indices(class_ids)].astype(str),
-            embeddings=embeddings,
-            splits=splits,
-            meta=meta,
-            hierarchy=hierarchy,
-        )
-
-
-def _hold_out(
-    labels: IntArray, seen: npt.NDArray[np.bool_], fraction: float, seed: np.random.SeedSequence
-) -> npt.NDArray[np.bool_]:
-    """Per seen class, a seeded ``round(fraction * n)`` of its images (at least 1 when n >= 2,
-    at most n - 1), vectorized: rank images within their class by a random draw."""
-    draw = np.random.Generator(np.random.PCG64(seed)).random(labels.size)
-    out = np.zeros(labels.size, dtype=bool)
-    idx = np.flatnonzero(seen)
-    if idx.size == 0:
-        return out
-    order = idx[np.lexsort((draw[idx], labels[idx]))]
-    sorted_labels = labels[order]
-    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
-    sizes = np.diff(np.r_[starts, sorted_labels.size])
-    rank = np.arange(sorted_labels.size) - np.repeat(starts, sizes)
-    size = np.repeat(sizes, sizes)
-    quota = np.where(size >= 2, np.clip(np.round(fraction * size), 1, size - 1), 0)
-    out[order[rank < quota]] = True
-    return out
-
-
-adapters.add("imagenet", ImageNetAdapter())

@@ -1,0 +1,88 @@
+"""Re-running the demo reproduces the committed records: the guard of every refactor.
+
+``leaderboard/results/demo`` holds the records `zsl demo` made. A change that claims to leave
+behaviour alone (issue 12's refactor, say) must leave them alone too: this test runs every
+shipped submission on the demo benchmark again, through the same CLI command, and compares each
+new record with the committed one field by field. Only what describes *when and where* a run
+happened may differ (time stamps, durations, the machine, log paths, and the record id, which
+hashes the time stamp); scores, intervals, per-class values, prediction hashes, package and
+benchmark hashes, the leakage audit and the harness version must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.main import app
+from harness.results.records_io import read_records
+from harness.store import load_runs, open_store
+from tests.conftest import REPO, needs_bwrap
+
+COMMITTED = REPO / "leaderboard" / "results" / "demo"
+#: Fields of a record that say when and where it ran, not what it measured.
+VOLATILE = ("created_at", "timings", "environment", "logs")
+
+
+def _content(record: Any) -> dict[str, Any]:
+    data = record.model_dump(mode="json")
+    for key in VOLATILE:
+        data.pop(key)
+    return data
+
+
+def _first_difference(old: Any, new: Any, where: str = "") -> str:
+    """The path of the first place two JSON values differ (for a message a reader can act on)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return _first_difference(old.get(key), new.get(key), f"{where}.{key}")
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            if a != b:
+                return _first_difference(a, b, f"{where}[{i}]")
+    return f"{where or '.'}: committed {json.dumps(old)[:200]} != re-run {json.dumps(new)[:200]}"
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_rerunning_the_demo_reproduces_the_committed_records(
+    tmp_path: Path, isolated_home: Path, db: str
+) -> None:
+    committed = {r.submission.name: r for r in read_records(COMMITTED)}
+    assert len(committed) >= 10  # every shipped submission has a committed record
+    # A copy: a prediction-file package's generator writes its files into the package.
+    submissions = tmp_path / "submissions"
+    shutil.copytree(REPO / "submissions", submissions)
+    result = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--spec",
+            str(REPO / "specs" / "demo.yaml"),
+            "--submissions",
+            str(submissions),
+            "--out",
+            str(tmp_path / "site"),
+            "--database-url",
+            db,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    rerun = {r.submission.name: r for r in load_runs(open_store(db))}
+    assert sorted(rerun) == sorted(committed)
+    for name, record in rerun.items():
+        old, new = _content(committed[name]), _content(record)
+        assert new == old, f"{name}: {_first_difference(old, new)}"
+
+
+def test_the_comparison_names_the_first_difference() -> None:
+    old = {"scores": [{"metric": "top1", "value": 0.5}], "runner": "sandbox"}
+    new = {"scores": [{"metric": "top1", "value": 0.25}], "runner": "sandbox"}
+    assert _first_difference(old, new) == ".scores[0].value: committed 0.5 != re-run 0.25"
+    assert _first_difference({"a": 1}, {"a": 1, "b": 2}) == ".b: committed null != re-run 2"

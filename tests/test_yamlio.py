@@ -1,0 +1,91 @@
+"""The YAML + pydantic loader's pieces: documents with lines, problems at their file and line."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from harness import yamlio
+from harness.errors import HarnessError
+
+
+class _Inner(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = 1
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["fast", "slow"]
+    inner: _Inner = _Inner()
+
+    @model_validator(mode="after")
+    def _slow_is_small(self) -> _Doc:
+        if self.mode == "slow" and self.inner.size > 1:
+            raise ValueError("inner.size: a slow document holds size 1")
+        return self
+
+
+def test_a_document_and_the_line_of_every_key_path() -> None:
+    data, lines = yamlio.load_document("mode: fast\ninner:\n  size: 2\n", "d.yaml")
+    assert data == {"mode": "fast", "inner": {"size": 2}}
+    assert lines == {(): 1, ("mode",): 1, ("inner",): 2, ("inner", "size"): 3}
+    assert yamlio.load_document("", "d.yaml") == (None, {})
+
+
+@pytest.mark.parametrize(
+    ("key_paths", "message"),
+    [
+        (False, "d.yaml:4: duplicate key 'size' (first at line 3); refused"),
+        (True, "d.yaml:4: inner.size: duplicate key (first at line 3)"),
+    ],
+)
+def test_the_first_repeated_key_in_document_order(key_paths: bool, message: str) -> None:
+    text = "mode: fast\ninner:\n  size: 2\n  size: 3\nmode: slow\n"
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_document(text, "d.yaml", key_paths=key_paths)
+    assert str(info.value) == message
+
+
+def test_invalid_yaml_and_unsafe_tags_name_the_line() -> None:
+    with pytest.raises(HarnessError, match=r"^d\.yaml:2: not valid YAML: mapping values"):
+        yamlio.load_document("mode: fast\ninner: a: b\n", "d.yaml")
+    with pytest.raises(HarnessError, match=r"^d\.yaml:1: not valid YAML: could not determine"):
+        yamlio.load_document("mode: !!python/object/apply:os.system ['true']\n", "d.yaml")
+
+
+def test_problems_across_two_files_are_listed_the_document_first() -> None:
+    where: dict[yamlio.Loc, Any] = {(): ("d.yaml", 1), ("mode",): ("d.yaml", 2)}
+    where[("inner",)] = ("_base.yaml", 1)
+    where[("inner", "size")] = ("_base.yaml", 2)
+    inner: dict[str, Any] = {"size": 2, "colour": "red"}
+    data: dict[str, Any] = {"mode": "slow", "inner": inner, "extends": "_base.yaml"}
+    with pytest.raises(HarnessError) as info:
+        yamlio.validate_model(data, _Doc, "d.yaml", where)
+    assert str(info.value) == (
+        "2 problems in d.yaml:\n"
+        "  d.yaml:1: extends: unknown key 'extends'. Allowed keys: inner, mode\n"
+        "  _base.yaml:1: inner.colour: unknown key 'colour'. Allowed keys: size"
+    )
+    del data["extends"], inner["colour"]
+    with pytest.raises(HarnessError) as info:
+        yamlio.validate_model(
+            data, _Doc, "d.yaml", where, also_allowed=["extends"], checks=lambda d: [((), "odd")]
+        )
+    assert str(info.value) == (  # a whole-document check is placed at the key it names
+        "2 problems in d.yaml:\n"
+        "  d.yaml:1: (top level): odd\n"
+        "  _base.yaml:2: inner.size: a slow document holds size 1"
+    )
+
+
+def test_a_literal_names_its_choices_and_what_it_got() -> None:
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_model("mode: quick\n", "d.yaml", _Doc)
+    assert str(info.value) == (
+        "1 problem in d.yaml:\n  d.yaml:1: mode: Input should be 'fast' or 'slow'; got 'quick'"
+    )
