@@ -436,3 +436,44 @@ def test_worker_cut_refuses_a_tie_at_the_cut_and_keeps_ties_inside() -> None:
     with pytest.raises(PredictionError, match=r"top-2 lists: row 0's 2nd and 3rd best scores tie"):
         _top_k(scores, 2)
     assert _top_k(scores, 10)[0].tolist() == [[3, 0, 1, 2]]  # K >= C: no cut
+
+
+_WRITE_ONCE = """
+import sys
+from pathlib import Path
+import numpy as np
+from harness.submission.predictions import write_predictions
+write_predictions(
+    Path(sys.argv[1]), np.arange(12, dtype=np.float32).reshape(3, 4),
+    benchmark_hash="sha256:" + "a" * 64, class_order_hash="sha256:" + "b" * 64, setting="zsl",
+)
+"""
+
+
+def test_safetensors_files_are_byte_identical_across_processes(tmp_path: Path) -> None:
+    """safetensors orders its metadata by a per-process hash map; the files must not change
+    with it (a prediction-file package is hashed with its files)."""
+    import subprocess
+    import sys
+
+    paths = [tmp_path / f"run{i}.safetensors" for i in range(4)]
+    for path in paths:
+        subprocess.run([sys.executable, "-c", _WRITE_ONCE, str(path)], check=True)
+    first = paths[0].read_bytes()
+    assert all(p.read_bytes() == first for p in paths[1:])
+    (length,) = struct.unpack("<Q", first[:8])
+    header = first[8 : 8 + length].decode()
+    assert (
+        header.index('"benchmark_hash"')
+        < header.index('"class_order_hash"')
+        < header.index('"format"')
+        < header.index('"setting"')
+    )
+    read = read_predictions(
+        paths[0],
+        benchmark_hash="sha256:" + "a" * 64,
+        class_order_hash="sha256:" + "b" * 64,
+        setting="zsl",
+        shape=(3, 4),
+    )
+    assert read.scores is not None and read.scores[2, 3] == 11

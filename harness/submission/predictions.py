@@ -36,6 +36,7 @@ header (no pickle is ever loaded).
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import struct
 import zipfile
@@ -203,9 +204,9 @@ def write_predictions(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     if path.suffix == ".safetensors":
-        from safetensors.numpy import save_file
+        from safetensors.numpy import save
 
-        save_file(tensors, str(tmp), metadata=meta)
+        tmp.write_bytes(_canonical_safetensors(save(tensors, metadata=meta)))
     elif path.suffix == ".npz":
         with tmp.open("wb") as handle:
             arrays = {**tensors, **{k: np.array(v) for k, v in meta.items()}}
@@ -214,6 +215,24 @@ def write_predictions(
         raise PredictionError(f"{path}: prediction files end in .safetensors or .npz")
     tmp.replace(path)
     return path
+
+
+def _canonical_safetensors(data: bytes) -> bytes:
+    """``data`` with its JSON header's metadata in sorted key order.
+
+    safetensors keeps the metadata in a hash map whose order changes from process to process,
+    so the same predictions would give files of different bytes, and a prediction-file package
+    (hashed with its files) a different hash on every generation. The header is rewritten in
+    place: reordering keys keeps its length, so the tensor offsets stay valid.
+    """
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + length], object_pairs_hook=dict)
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (length - len(text))  # safetensors pads the header with spaces
+    if len(text) != length:  # never: same keys and values, other order
+        raise PredictionError("safetensors header changed length when its keys were sorted")
+    return data[:8] + text + data[8 + length :]
 
 
 TENSORS = {"dense": ("scores",), "topk": ("topk_indices", "topk_scores")}
