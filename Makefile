@@ -9,13 +9,20 @@ STAMP  := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,methods,postgres]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,methods,postgres,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# `make demo RUNNER=container` first builds the worker image with the shipped packages'
+# requirements (offline from a Debian root file system with ROOTFS=DIR; see README "Containers").
+RUNNER ?=
+ROOTFS ?=
 demo: install
-	$(BIN)/zsl demo
+ifeq ($(RUNNER),container)
+	$(BIN)/zsl image build --package submissions $(if $(ROOTFS),--rootfs $(ROOTFS))
+endif
+	$(BIN)/zsl demo $(if $(RUNNER),--runner $(RUNNER))
 
 lint: install
 	$(BIN)/ruff check .

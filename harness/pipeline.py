@@ -83,9 +83,17 @@ def environment() -> dict[str, str]:
 
 
 def _run_model(
-    bench: PreparedBenchmark, package: Package, runner: str, work: Path, logs: dict[str, str]
+    bench: PreparedBenchmark,
+    package: Package,
+    runner: str,
+    work: Path,
+    logs: dict[str, str],
+    env: dict[str, str],
 ) -> dict[str, Path]:
     """Run the model in ``runner``; return the prediction files the harness made of its outputs.
+
+    A container run adds the image it ran in to ``env`` (``image``: ``reference@sha256:…``, the
+    run record's ``environment``; other runners run on the harness's own environment).
 
     The model sees a model bundle (every setting the same shuffled test images); the row map
     stays here, and the worker's all-row outputs are read without trust (no link followed,
@@ -109,6 +117,8 @@ def _run_model(
     outcome = runners.get(runner).run(job)
     logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
     logs["test_features"] = str(outcome.details.get("test_features", "not reported"))
+    if "image" in outcome.details:
+        env["image"] = str(outcome.details["image"])
     _check_ran(outcome, package.name, runner)
     status = read_worker_status(out)
     if status.get("exit_code") != 0:
@@ -250,11 +260,15 @@ def run_submission(
     database_url: str | None = None,
     store: bool = True,
     quiet: bool = False,
+    archive_to: Path | None = None,
 ) -> RunRecord:
     """Score one package on one benchmark and store the record (one transaction).
 
     ``runner`` runs model code; None picks the strongest this machine offers
     (``harness.runners.default_runner``: sandbox, else container, else local with a warning).
+    ``archive_to``: with ``store=False``, archive the scored prediction files under this root
+    all the same (the executors' workers, whose driver stores the record; see
+    :mod:`harness.executors`).
     """
     freeze_all()
     steps = Steps(quiet)
@@ -270,10 +284,11 @@ def run_submission(
         if package.manifest.kind == "model" and runner is None:
             runner = default_runner(package)  # outside the step: its warning is not a spinner's
         logs: dict[str, str] = {}
+        env = environment()
         if package.manifest.kind == "model":
             assert runner is not None
             with steps("run", f"run {package.name} ({runner} runner)"):
-                paths = _run_model(bench, package, runner, Path(tmp), logs)
+                paths = _run_model(bench, package, runner, Path(tmp), logs, env)
         else:
             paths = {
                 s: package.prediction_path(spec.benchmark, s) for s in prediction_settings(spec)
@@ -281,8 +296,9 @@ def run_submission(
         with steps("score", "score"):
             predictions = read_all(bench, paths)
             scores = score(bench, predictions)
-        if store:  # keep the scored files (model outputs live in tmp) for `zsl results rescore`
-            archive_predictions(paths, predictions)
+        # Keep the scored files (model outputs live in tmp) for `zsl results rescore`.
+        if store or archive_to is not None:
+            archive_predictions(paths, predictions, root=archive_to)
         submission = submission_info(package)  # hashes the files while they exist
     declared = package.manifest.declarations.backbone_pretrained_on
     leakage = benchmark_audit(spec, bench, class_set=declared)
@@ -292,7 +308,7 @@ def run_submission(
         predictions_hashes={s: p.sha256 for s, p in predictions.items()},
         harness_version=harness.__version__,
         runner=runner if package.manifest.kind == "model" else "predictions",
-        environment=environment(),
+        environment=env,
         timings=steps.timings,
         leakage=leakage,
         logs=logs,

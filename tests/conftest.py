@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,27 @@ def wordnet_env(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.skip("WordNet 3.0 (apt-get install wordnet-base) or the shared lexnames absent")
     monkeypatch.setenv("ZSL_WORDNET_DIR", str(WORDNET_DIR))
     monkeypatch.setenv("ZSL_WORDNET_LEXNAMES", str(WORDNET_LEXNAMES))
+
+
+@pytest.fixture(scope="session")
+def docker_session() -> Iterator[object]:
+    """A real docker engine with the worker image (``tests/container_fixture.py``), or why not."""
+    from tests.container_fixture import docker_engine
+
+    with docker_engine() as engine:
+        yield engine
+
+
+@pytest.fixture
+def docker(docker_session: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """The session's engine for one test (``DOCKER_HOST`` set); skips without one (fails under
+    ``ZSL_REQUIRE_DOCKER=1``), and checks that the test left no ``zsl-`` container behind."""
+    from tests.container_fixture import Engine, unavailable, zsl_containers
+
+    if not isinstance(docker_session, Engine):
+        unavailable(str(docker_session))
+    assert isinstance(docker_session, Engine)
+    monkeypatch.setenv("DOCKER_HOST", docker_session.docker_host)
+    monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
+    yield docker_session
+    assert zsl_containers(docker_session.docker_host) == [], "containers left behind"

@@ -11,22 +11,34 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import harness
 from harness.cli.main import app
 from harness.errors import RunnerError, SubmissionError
+from harness.images.engine import LABEL_REQUIREMENTS, LABEL_VERSION
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
 from harness.runners.container import ContainerRunner, container_argv
+from harness.runners.gpus import Gpu
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS, stored_runs
+from tests.fake_container_cli import IMAGE_ID
 
 DEMO = SPECS / "demo.yaml"
 FAKE = Path(__file__).with_name("fake_container_cli.py")
 JOB = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), seed=3, memory_gb=2.5, cpus=2)
 
 COMMON = [
-    "run", "--rm", "--network", "none", "--read-only", "--cap-drop", "ALL",
+    "run", "--init", "--network", "none", "--read-only", "--cap-drop", "ALL",
     "--security-opt", "no-new-privileges", "--pids-limit", "256", "--memory", "2.5g",
-    "--memory-swap", "2.5g", "--cpus", "2",
+    "--memory-swap", "2.5g", "--cpus", "2", "--ulimit", "nofile=1024:1024",
+    "--user", "10001:10001",
+]  # fmt: skip
+NO_GPU = ["-e", "NVIDIA_VISIBLE_DEVICES=void", "-e", "CUDA_VISIBLE_DEVICES="]
+ENV = [
+    "--env", "HOME=/out", "--env", "TMPDIR=/tmp", "--env", "LANG=C.UTF-8",
+    "--env", "PYTHONHASHSEED=3", "--env", "PYTHONDONTWRITEBYTECODE=1",
+    "--env", "PYTHONNOUSERSITE=1", "--env", "OMP_NUM_THREADS=2",
+    "--env", "OPENBLAS_NUM_THREADS=2", "--env", "MKL_NUM_THREADS=2",
 ]  # fmt: skip
 MOUNTS_AND_COMMAND = [
     "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw",
@@ -39,7 +51,13 @@ MOUNTS_AND_COMMAND = [
 @pytest.mark.parametrize("engine", ["docker", "podman"])
 def test_cpu_argv(engine: str) -> None:
     argv = container_argv(JOB, "img:1", engine, name="zsl-x")
-    assert argv == [engine, *COMMON, *MOUNTS_AND_COMMAND]
+    assert argv == [engine, *COMMON, *NO_GPU, *ENV, *MOUNTS_AND_COMMAND]
+
+
+def test_cpus_are_capped_at_the_hosts() -> None:
+    """Engines refuse --cpus beyond the host's; the threads the worker uses stay declared."""
+    argv = container_argv(JOB, "img:1", name="zsl-x", host_cpus=1)
+    assert argv[argv.index("--cpus") + 1] == "1" and "OMP_NUM_THREADS=2" in argv
 
 
 def test_test_features_are_bound_read_only_and_passed_by_path() -> None:
@@ -55,11 +73,19 @@ def test_test_features_are_bound_read_only_and_passed_by_path() -> None:
 
 
 def test_gpu_argv_docker_and_podman() -> None:
+    """Exactly the leased GPUs, by id (docker) or CDI index (podman); none, and the NVIDIA
+    runtime told so, without."""
     job = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), 3, 1800, 2.5, 2, gpus=2)
-    docker = container_argv(job, "img:1", "/usr/bin/docker", name="zsl-x")
-    assert docker == ["/usr/bin/docker", *COMMON, "--gpus", "2", *MOUNTS_AND_COMMAND]
-    podman = container_argv(job, "img:1", "podman", name="zsl-x")
-    assert podman == ["podman", *COMMON, "--device", "nvidia.com/gpu=all", *MOUNTS_AND_COMMAND]
+    held = (Gpu(0, 0), Gpu(2, 2, "GPU-c"))
+    docker = container_argv(job, "img:1", "/usr/bin/docker", name="zsl-x", assigned=held)
+    cublas = ["-e", "CUBLAS_WORKSPACE_CONFIG=:4096:8"]
+    gpu = ["--gpus", '"device=0,GPU-c"', *cublas]
+    assert docker == ["/usr/bin/docker", *COMMON, *gpu, *ENV, *MOUNTS_AND_COMMAND]
+    podman = container_argv(job, "img:1", "podman", name="zsl-x", assigned=held)
+    gpu = ["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=2", *cublas]
+    assert podman == ["podman", *COMMON, *gpu, *ENV, *MOUNTS_AND_COMMAND]
+    with pytest.raises(RunnerError, match=r"asks for 2 GPU\(s\) but holds 1"):
+        container_argv(job, "img:1", "docker", assigned=held[:1])
 
 
 def test_default_name_is_unique() -> None:
@@ -109,8 +135,13 @@ def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_pa
     local = run_submission(package, DEMO, runner="local", store=False, quiet=True)
     assert boxed.runner == "container"
     assert boxed.predictions_hashes == local.predictions_hashes
-    (call,) = _calls(fake_docker)
-    assert call[:3] == ["run", "--rm", "--network"] and "zsl:1" in call
+    assert boxed.environment["image"] == f"zsl:1@{IMAGE_ID}" and "image" not in local.environment
+    inspect, run, state, rm = _calls(fake_docker)
+    assert inspect == ["image", "inspect", "--format", "{{json .}}", "--", "zsl:1"]
+    assert run[:3] == ["run", "--init", "--network"] and run[run.index("--") + 1] == IMAGE_ID
+    name = run[run.index("--name") + 1]
+    assert state[:2] == ["container", "inspect"] and state[-1] == name
+    assert rm == ["rm", "-f", name]
 
 
 @pytest.mark.slow
@@ -121,7 +152,7 @@ def test_timeout_kills_and_removes_the_container(
     db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     with pytest.raises(RunnerError, match=r"timed out after 1 s.*killed and removed"):
         run_submission(_package(tmp_path, time_s=1), DEMO, runner="container", database_url=db)
-    run, kill, rm = _calls(fake_docker)
+    _, run, kill, _, rm = _calls(fake_docker)
     name = run[run.index("--name") + 1]
     assert kill == ["kill", name] and rm == ["rm", "-f", name]
     assert stored_runs(db) == 0
@@ -134,23 +165,71 @@ def test_nonzero_exit_is_a_runner_error(
     db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
     with pytest.raises(RunnerError, match="runner 'container': exited with code 125"):
         run_submission(_package(tmp_path), DEMO, runner="container", database_url=db, quiet=True)
-    assert len(_calls(fake_docker)) == 1 and stored_runs(db) == 0
+    assert [c[0] for c in _calls(fake_docker)] == ["image", "run", "container", "rm"]
+    assert stored_runs(db) == 0
 
 
 def test_missing_engine_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("ZSL_CONTAINER_ENGINE", "podman")
     job = RunJob(tmp_path, _package(tmp_path), "model:ESZSL", tmp_path)
-    with pytest.raises(RunnerError, match="'podman' is not on PATH; install docker or podman"):
+    with pytest.raises(RunnerError, match="'podman' is not on PATH: install docker or podman"):
         ContainerRunner().run(job)
 
 
-def test_unknown_engine_and_missing_image_are_clear_errors(tmp_path: Path) -> None:
+def test_unknown_engine_is_a_clear_error(tmp_path: Path) -> None:
     job = RunJob(tmp_path, _package(tmp_path, image=False), "model:ESZSL", tmp_path)
     with pytest.raises(RunnerError, match="not supported: set ZSL_CONTAINER_ENGINE"):
         ContainerRunner("lxc").run(job)
-    with pytest.raises(RunnerError, match=r"needs model\.image"):
-        ContainerRunner().image(job)
+
+
+def test_a_package_without_an_image_takes_the_default_for_its_kind(tmp_path: Path) -> None:
+    package = _package(tmp_path, image=False)
+    job = RunJob(tmp_path, package, "model:ESZSL", tmp_path)
+    assert ContainerRunner().image(job) == f"zsl-worker:{harness.__version__}"
+    manifest = package / "submission.yaml"
+    manifest.write_text(manifest.read_text().replace("gpus: 0", "gpus: 1"))
+    assert ContainerRunner().image(job) == f"zsl-worker:{harness.__version__}-gpu"
+
+
+def test_missing_default_image_names_the_build_command(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_CONTAINER_MODE", "noimage")
+    job = RunJob(tmp_path, _package(tmp_path, image=False), "model:ESZSL", tmp_path)
+    with pytest.raises(
+        RunnerError,
+        match=r"is not in docker's image store: build it with `zsl image build` \(offline: add --rootfs DIR\)",
+    ):
+        ContainerRunner().run(job)
+    assert [c[:2] for c in _calls(fake_docker)] == [["image", "inspect"]]  # nothing started
+
+
+def test_image_of_another_version_or_without_a_requirement_is_refused(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = _package(tmp_path, image=False)
+    manifest = package / "submission.yaml"
+    manifest.write_text(
+        manifest.read_text().replace(
+            "  entrypoint: model:ESZSL",
+            '  entrypoint: model:ESZSL\n  requirements: ["torch==2.13.0"]',
+        )
+    )
+    job = RunJob(tmp_path, package, "model:ESZSL", tmp_path)
+    labels = {LABEL_VERSION: "0.0.1", LABEL_REQUIREMENTS: "[]"}
+    monkeypatch.setenv("FAKE_IMAGE_LABELS", json.dumps(labels))
+    with pytest.raises(
+        RunnerError, match=r"holds harness 0\.0\.1, .*rebuild it with `zsl image build --package "
+    ):
+        ContainerRunner().run(job)
+    labels[LABEL_VERSION] = harness.__version__
+    monkeypatch.setenv("FAKE_IMAGE_LABELS", json.dumps(labels))
+    with pytest.raises(
+        RunnerError, match=r"built without torch==2\.13\.0 .*`zsl image build --package "
+    ):
+        ContainerRunner().run(job)
+    assert all(c[0] == "image" for c in _calls(fake_docker))
 
 
 # -- the image reference (issue 10, item 8) ---------------------------------------------------
@@ -230,6 +309,6 @@ def test_out_folder_bound_stops_the_container_and_removes_it(
     )
     with pytest.raises(RunnerError, match=r"output folder exceeded its bound of 0\.25 GiB.*killed"):
         run_submission(package, DEMO, runner="container", store=False, quiet=True)
-    run, kill, rm = _calls(fake_docker)
+    _, run, kill, _, rm = _calls(fake_docker)
     name = run[run.index("--name") + 1]
     assert kill == ["kill", name] and rm == ["rm", "-f", name]

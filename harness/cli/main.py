@@ -13,6 +13,7 @@ from harness.cli import (
     classmap,
     data,
     hierarchy,
+    image,
     metrics,
     results,
     run,
@@ -38,6 +39,7 @@ app.add_typer(classmap.app, name="classmap")
 app.add_typer(board.app, name="leaderboard")
 app.add_typer(ci.app, name="ci")
 app.add_typer(results.app, name="results")
+app.add_typer(image.app, name="image")
 app.command("run")(run.run)
 app.command("demo")(run.demo)
 

@@ -16,15 +16,16 @@ from harness.pipeline import (
     run_submission,
 )
 from harness.records import RunRecord
-from harness.runners import default_runner
+from harness.runners import default_runner, runners
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
 
 __all__ = ["RUNNER_HELP", "demo", "run"]
 
 RUNNER_HELP = (
-    "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman,"
-    " needs model.image) or 'local' (no isolation: only for your own trusted code); default:"
+    "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman:"
+    " model.image or the worker image `zsl image build` makes) or 'local' (no isolation: only"
+    " for your own trusted code); default:"
     " the strongest this machine offers, sandbox > container > local (with a warning)"
 )
 
@@ -39,16 +40,118 @@ def _summary(record: RunRecord) -> str:
 
 @reports_errors
 def run(
-    package: Annotated[
-        Path, typer.Argument(help="submission folder, .zip or .tar.gz", exists=True)
-    ],
-    spec: Annotated[Path, typer.Option(help="benchmark spec", exists=True, dir_okay=False)],
+    packages: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="submission folders, .zip or .tar.gz (with --matrix and none given: every"
+            " package under submissions/ beside the configuration)",
+            exists=True,
+            show_default=False,
+        ),
+    ] = None,
+    spec: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="benchmark spec (repeat for several)",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    matrix: Annotated[
+        Path | None,
+        typer.Option(
+            help="take the specs from a CI configuration (leaderboard/ci.yaml)",
+            exists=True,
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="where the runs of a matrix execute: 'local' (a process pool on this machine,"
+            " the default) or 'ray' (a Ray cluster: --ray-address, else a Ray instance started"
+            " here; needs the ray extra: pip install zsl-harness\\[ray])",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="local executor: worker processes (default: one per CPU); ray without"
+            " --ray-address: CPUs of the instance started here",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (HOST:PORT of its head, or 'auto'); implies --executor ray",
+            show_default=False,
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int, typer.Option(help="tries again of a run whose worker or node died", min=0)
+    ] = 2,
+    rerun: Annotated[
+        bool, typer.Option("--rerun", help="run again what the store holds with the same hashes")
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Prepare, validate, run, score and store one submission on one benchmark."""
-    record = run_submission(package, spec, runner=runner, database_url=database_url)
-    stdout.print(_summary(record))
+    """Prepare, validate, run, score and store submissions on benchmarks.
+
+    One package and one --spec: that run, its steps shown, as always. Several packages or
+    specs (or --matrix, --executor): every package on every spec, on the local process pool or
+    a Ray cluster; each record is stored as it arrives, and runs the store already holds for the
+    same package, benchmark and spec hashes are skipped, so running it again resumes.
+    """
+    specs, packages = _matrix_inputs(list(packages or []), list(spec or []), matrix)
+    single = len(packages) == 1 and len(specs) == 1
+    if single and matrix is None and executor is None and jobs is None and ray_address is None:
+        record = run_submission(packages[0], specs[0], runner=runner, database_url=database_url)
+        stdout.print(_summary(record))
+        return
+    from harness.executors import RunRequest, run_matrix
+
+    report = run_matrix(
+        [RunRequest(p, s, runner) for s in specs for p in packages],
+        executor=executor or ("ray" if ray_address else "local"),
+        jobs=jobs,
+        ray_address=ray_address,
+        database_url=database_url,
+        max_retries=max_retries,
+        rerun=rerun,
+    )
+    for result in report.results:
+        if result.record is not None:
+            stdout.print(_summary(result.record))
+    stdout.print(
+        f"{report.count('done')} done, {report.count('failed')} failed,"
+        f" {report.count('skipped')} skipped (stored already) in {report.wall_s:.1f} s"
+    )
+    if report.exit_code:
+        raise typer.Exit(code=report.exit_code)
+
+
+def _matrix_inputs(
+    packages: list[Path], specs: list[Path], matrix: Path | None
+) -> tuple[list[Path], list[Path]]:
+    """The specs and packages of a ``zsl run``: from the command line, or --matrix."""
+    if matrix is not None:
+        from harness.ci.config import config_root, config_spec_paths, load_ci_config
+
+        root = config_root(matrix, Path.cwd())
+        specs += config_spec_paths(load_ci_config(matrix), root, matrix)
+        if not packages:
+            packages = sorted(p.parent for p in (root / "submissions").glob(f"*/{MANIFEST}"))
+    if not specs:
+        raise SubmissionError("give a benchmark spec (--spec, repeatable) or --matrix ci.yaml")
+    if not packages:
+        raise SubmissionError("give at least one submission package")
+    return specs, packages
 
 
 def _ensure_predictions(package_dir: Path, spec_path: Path, runner: str) -> None:
@@ -79,6 +182,7 @@ def demo(
     ),
     out: Annotated[Path, typer.Option(help="site output folder")] = Path("leaderboard/site"),
     database_url: DatabaseUrl = None,
+    runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
 ) -> None:
     """Run every shipped submission on the demo benchmark and build the leaderboard site."""
     from harness.site.builder import build_site
@@ -90,7 +194,10 @@ def demo(
             " or pass --spec and --submissions"
         )
     packages = sorted(p.parent for p in submissions.glob(f"*/{MANIFEST}"))
-    runner = default_runner()  # once (one warning at most): no shipped package names an image
+    if runner is not None:
+        runners.get(runner)  # an unknown name fails before any work
+    else:
+        runner = default_runner()  # once (one warning at most): no shipped package names an image
     for package in packages:
         _ensure_predictions(package, spec, runner)
         record = run_submission(package, spec, runner=runner, database_url=database_url)

@@ -49,6 +49,7 @@ __all__ = [
     "runners",
     "truncate",
     "worker_argv",
+    "worker_env",
 ]
 
 LOG_LIMIT_BYTES = 64 * 1024
@@ -145,6 +146,24 @@ def worker_argv(
         else:
             argv += ["--test-features-path", str(job.test_features)]
     return argv
+
+
+def worker_env(job: RunJob, *, home: str) -> dict[str, str]:
+    """The worker's environment under an isolating runner (sandbox, container): none of the
+    harness's own, the job's seed for hashing, and as many math-library threads as it has CPUs,
+    so a package scores bit-identically under either."""
+    threads = str(job.cpus)
+    return {
+        "HOME": home,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": str(job.seed),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": threads,
+        "OPENBLAS_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+    }
 
 
 def job_argv(

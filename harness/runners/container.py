@@ -3,16 +3,29 @@
 The container gets no network (``--network none``), a read-only root file system with a tmpfs
 ``/tmp`` sized to ``resources.memory_gb`` (and charged to the container's memory), no
 capabilities, ``no-new-privileges``, limits on processes, memory (no swap beyond it) and CPUs
-from the package's ``resources``, GPUs only when it asks for them (``--gpus N`` on docker, the
-CDI device ``nvidia.com/gpu=all`` on podman), and three mounts: the bundle at ``/bundle`` and the
+from the package's ``resources``, exactly the GPUs it asked for and holds a lease on
+(``--gpus '"device=…"'`` on docker, CDI devices ``nvidia.com/gpu=N`` on podman; none, and
+``NVIDIA_VISIBLE_DEVICES=void``, without), and three mounts: the bundle at ``/bundle`` and the
 package at ``/package`` read-only, the output folder at ``/out`` read-write, whose size the
-harness polls against ``memory_gb`` as for the other runners. The image comes from the package
-manifest (``model.image``, checked against the OCI reference grammar when the manifest is
-loaded, and placed after ``--`` so it can never be read as an option) and must hold Python and
-the ``harness`` package at the harness version that scores it. The engine is ``docker`` unless
-the runner is built with another or ``ZSL_CONTAINER_ENGINE`` names ``podman``. When the harness
-stops a run (wall clock, output folder) it kills the client, then the container itself
-(``kill``, then ``rm -f``), since it runs in the engine, not under us.
+harness polls against ``memory_gb`` as for the other runners. The worker runs as a non-root
+user (:data:`~harness.images.CONTAINER_UID` when the harness is root, which hands it the output
+folder; else the harness's own uid, which owns it) under a minimal init (``--init``), so it is
+not PID 1 and signals and orphans behave as in the sandbox; its environment is the sandbox's
+(``PYTHONHASHSEED`` from the seed, BLAS threads from ``resources.cpus``), so a package scores
+bit-identically in both.
+
+The image is the package's ``model.image`` (checked against the OCI reference grammar when the
+manifest is loaded) or the harness's default worker image for its kind
+(:func:`harness.submission.package.default_worker_image`, made by ``zsl image build``). The
+runner asks the engine for it first: a missing image is an error naming the ``zsl image build``
+command that makes it, a harness-built image of another harness version or without one of the
+package's ``model.requirements`` likewise. The container is started from the image's id, after
+``--`` (never read as an option), and the outcome's details carry ``image``
+(``reference@sha256:…``), which the pipeline records in the run's ``environment``. The engine is
+``docker`` unless the runner is built with another or ``ZSL_CONTAINER_ENGINE`` names
+``podman``. When the harness stops a run (wall clock, output folder) it kills the client, then
+the container itself (``kill``), since it runs in the engine, not under us; every container is
+removed (``rm -f``) once its state (exit code, out-of-memory kill) has been read.
 
 Weaker than ``sandbox`` on one point: the main fit's test features. An engine cannot hand the
 container an open descriptor, so their file (outside the bundle, see ``harness.tasks``) is bound
@@ -24,40 +37,82 @@ outcome's details, where ``sandbox`` and ``local`` say ``"descriptor"``).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import shutil
+import signal
 import subprocess
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import harness
 from harness.errors import RunnerError, SubmissionError
-from harness.runners.base import RunJob, RunLimits, RunOutcome, job_argv, run_process, runners
-from harness.submission.package import load_package
+from harness.images.build import CONTAINER_UID, build_command
+from harness.images.engine import (
+    ENGINES,
+    LABEL_VERSION,
+    ImageError,
+    ImageInfo,
+    engine_path,
+    inspect_image,
+)
+from harness.runners.base import (
+    RunJob,
+    RunLimits,
+    RunOutcome,
+    job_argv,
+    run_process,
+    runners,
+    worker_env,
+)
+from harness.runners.gpus import Gpu, container_gpu_args, lease
+from harness.submission.package import check_requirement, default_worker_image, load_package
 
 __all__ = [
     "ENGINES",
     "INSIDE_TEST_FEATURES",
+    "NOFILE_LIMIT",
     "PIDS_LIMIT",
     "ContainerRunner",
     "container_argv",
+    "container_env",
 ]
 
-ENGINES = ("docker", "podman")
 PIDS_LIMIT = 256
+NOFILE_LIMIT = 1024  # as the sandbox's
 # Where the main fit's test features file is bound (read-only; see the module docstring).
 INSIDE_TEST_FEATURES = "/bundle-test/features.npy"
 
 
+def container_env(job: RunJob) -> dict[str, str]:
+    """The worker's environment in the container: the sandbox's (same seed, same threads)."""
+    return worker_env(job, home="/out")
+
+
 def container_argv(
-    job: RunJob, image: str, engine: str = "docker", *, name: str | None = None
+    job: RunJob,
+    image: str,
+    engine: str = "docker",
+    *,
+    name: str | None = None,
+    user: str = f"{CONTAINER_UID}:{CONTAINER_UID}",
+    host_cpus: int | None = None,
+    assigned: Sequence[Gpu] = (),
 ) -> list[str]:
     """The ``ENGINE run …`` command line for ``job`` (pure: runs nothing).
 
     ``engine`` is the executable (a path or ``docker``/``podman``); the GPU flag follows its
-    base name. ``name`` defaults to a fresh ``zsl-<uuid>``.
+    base name. ``name`` defaults to a fresh ``zsl-<uuid>``; ``user`` is ``UID:GID``;
+    ``host_cpus`` caps ``--cpus`` (engines refuse more CPUs than the host has); ``assigned``
+    are the GPUs the run holds (:func:`harness.runners.gpus.lease`), exactly ``job.gpus`` of
+    them: the container gets those and no other (:func:`~harness.runners.gpus.container_gpu_args`).
     """
+    if len(assigned) != job.gpus:
+        raise RunnerError(f"the run asks for {job.gpus} GPU(s) but holds {len(assigned)}")
     name = name or f"zsl-{uuid.uuid4().hex}"
+    cpus = job.cpus if host_cpus is None else min(job.cpus, host_cpus)
     inner = replace(
         job,
         bundle=Path("/bundle"),
@@ -68,16 +123,12 @@ def container_argv(
     test_mount: list[str] = []
     if job.test_features is not None:
         test_mount = ["-v", f"{job.test_features}:{INSIDE_TEST_FEATURES}:ro"]
-    gpus: list[str] = []
-    if job.gpus:
-        if os.path.basename(engine) == "podman":
-            gpus = ["--device", "nvidia.com/gpu=all"]
-        else:
-            gpus = ["--gpus", str(job.gpus)]
+    gpus = container_gpu_args(engine, assigned)
+    env = [a for k, v in container_env(job).items() for a in ("--env", f"{k}={v}")]
     return [
         engine,
         "run",
-        "--rm",
+        "--init",
         "--network",
         "none",
         "--read-only",
@@ -92,8 +143,13 @@ def container_argv(
         "--memory-swap",
         f"{job.memory_gb:g}g",
         "--cpus",
-        str(job.cpus),
+        str(cpus),
+        "--ulimit",
+        f"nofile={NOFILE_LIMIT}:{NOFILE_LIMIT}",
+        "--user",
+        user,
         *gpus,
+        *env,
         "-v",
         f"{job.bundle}:/bundle:ro",
         "-v",
@@ -133,38 +189,98 @@ class ContainerRunner:
         return engine
 
     def image(self, job: RunJob) -> str:
+        """The package's ``model.image``, else the harness's default worker image for its kind."""
         try:
-            model = load_package(job.package).manifest.model
+            package = load_package(job.package)
         except SubmissionError as err:
             raise RunnerError(f"runner 'container': {err}") from None
-        if model is None or not model.image:
-            raise RunnerError(
-                f"{job.package}/submission.yaml: runner 'container' needs model.image (an image"
-                " with Python and the harness installed); set it, or use runner 'sandbox'"
+        if package.manifest.model is None:
+            return default_worker_image(job.gpus)
+        return package.worker_image
+
+    def resolve(self, engine: str, job: RunJob) -> ImageInfo:
+        """The job's image as the engine holds it, checked against the package: present, of
+        this harness version and holding the package's requirements when the harness built it."""
+        reference = self.image(job)
+        try:
+            info = inspect_image(engine, reference)
+        except ImageError as err:
+            raise RunnerError(f"runner 'container': {err}") from None
+        model = load_package(job.package).manifest.model
+        wanted = [] if model is None else list(model.requirements)
+        ours = reference in (default_worker_image(0), default_worker_image(1))
+        build = build_command(reference, [job.package] if wanted else [])
+        if info is None:
+            how = (
+                f"build it with `{build}` (offline: add --rootfs DIR)"
+                if ours
+                else f"pull it (`{Path(engine).name} pull {reference}`) or build it with `{build}`"
             )
-        return model.image
+            raise RunnerError(
+                f"runner 'container': image '{reference}' is not in {Path(engine).name}'s image"
+                f" store: {how}"
+            )
+        version = info.labels.get(LABEL_VERSION)
+        if version is not None and version != harness.__version__:
+            raise RunnerError(
+                f"runner 'container': image '{reference}' holds harness {version}, this is"
+                f" harness {harness.__version__}: rebuild it with `{build}`"
+            )
+        held = info.requirements
+        if held is not None:
+            missing = [r for r in wanted if check_requirement(r) not in held]
+            if missing:
+                raise RunnerError(
+                    f"runner 'container': image '{reference}' was built without"
+                    f" {', '.join(missing)} ({job.package}/submission.yaml model.requirements):"
+                    f" rebuild it with `{build}`"
+                )
+        return info
 
     def run(self, job: RunJob) -> RunOutcome:
-        engine = self.engine
-        path = shutil.which(engine)
-        if path is None:
-            raise RunnerError(
-                f"runner 'container': '{engine}' is not on PATH; install docker or podman, or"
-                " set ZSL_CONTAINER_ENGINE to the one you have"
-            )
+        try:
+            path = engine_path(self.engine)
+        except ImageError as err:
+            raise RunnerError(f"runner 'container': {err}") from None
+        info = self.resolve(path, job)
         name = f"zsl-{uuid.uuid4().hex}"
-        argv = container_argv(job, self.image(job), path, name=name)
+        if os.geteuid() == 0:
+            # The worker is not root in the container: it gets the output folder, as in sandbox.
+            os.chown(job.out, CONTAINER_UID, CONTAINER_UID)
+            user = f"{CONTAINER_UID}:{CONTAINER_UID}"
+        else:
+            user = f"{os.getuid()}:{os.getgid()}"
         env = dict(os.environ)  # the client's settings (DOCKER_HOST…); the container gets none
         # The engine bounds the container's memory and processes; the harness bounds /out.
         limits = RunLimits(out_dir=job.out, out_bytes=job.out_bytes)
-        outcome = run_process(argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits)
-        outcome.details["container"] = name
+        # GPUs are held until the container is gone: a concurrent run gets other ones.
+        with lease(job.gpus) as assigned:
+            argv = container_argv(
+                job,
+                info.id,
+                path,
+                name=name,
+                user=user,
+                host_cpus=os.cpu_count() or 1,
+                assigned=assigned,
+            )
+            try:
+                outcome = run_process(
+                    argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits
+                )
+                stopped = outcome.reason.startswith(("timed out", "output folder"))
+                if stopped:
+                    outcome.details["kill"] = self._call([path, "kill", name])
+                state = self._state(path, name)
+            finally:
+                removed = self._call([path, "rm", "-f", name])
+        outcome.details.update(container=name, image=info.pinned, removed=removed == 0)
         if job.test_features is not None:
             outcome.details["test_features"] = "file"
-        if outcome.reason.startswith(("timed out", "output folder")):
-            cleanup = [self._call([path, "kill", name]), self._call([path, "rm", "-f", name])]
-            outcome.details["cleanup"] = cleanup
+        if stopped:
             outcome.reason += f"; container {name} killed and removed"
+        else:
+            _explain(outcome, state, job)
         return outcome
 
     @staticmethod
@@ -175,6 +291,37 @@ class ContainerRunner:
             ).returncode
         except (OSError, subprocess.SubprocessError):
             return -1
+
+    @staticmethod
+    def _state(engine: str, name: str) -> dict[str, object]:
+        """The ended container's ``State`` (``ExitCode``, ``OOMKilled``); empty if unknown."""
+        argv = [engine, "container", "inspect", "--format", "{{json .State}}", "--", name]
+        try:
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+            )
+            state = json.loads(done.stdout) if done.returncode == 0 else {}
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
+
+
+def _explain(outcome: RunOutcome, state: dict[str, object], job: RunJob) -> None:
+    """Say what ended the container: an out-of-memory kill anywhere in it fails the run (as the
+    other runners' cgroup does), and 128 + N from the init is signal N."""
+    if state.get("OOMKilled") is True:
+        outcome.reason = (
+            f"killed by the out-of-memory killer: the container passed its memory bound of"
+            f" {job.memory_gb:g} GiB (resources.memory_gb)"
+        )
+        if outcome.exit_code == 0:
+            outcome.exit_code = -signal.SIGKILL
+        return
+    code = outcome.exit_code
+    if 128 < code < 128 + 65 and outcome.reason.startswith("exited"):
+        with contextlib.suppress(ValueError):
+            name = signal.Signals(code - 128).name
+            outcome.reason = f"killed by signal {name} (exit code {code})"
 
 
 runners.add("container", ContainerRunner())

@@ -24,12 +24,16 @@ What it does hold:
 - **limits and the process tree**: the run's total memory (``resources.memory_gb``), its
   processes and the size of its output folder, and at the end every process it started,
   daemons included, is killed (see ``base.run_process`` and ``harness.runners.cgroup``).
+- **GPUs** (``resources.gpus``, see ``harness.runners.gpus``): the run holds a lease on that many
+  of the machine's GPUs, disjoint from every other run's, and ``CUDA_VISIBLE_DEVICES`` names them
+  (empty for a run that asked for none, so CUDA shows it no GPU). This is a convention, not a
+  wall: a ``local`` model can still open every ``/dev/nvidia*`` node the user can.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,6 +47,7 @@ from harness.runners.base import (
     runners,
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
+from harness.runners.gpus import Gpu, cuda_env, lease
 
 __all__ = [
     "PASSED_ENV",
@@ -55,8 +60,13 @@ __all__ = [
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR")
 
 
-def local_env(job: RunJob, caller: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a local run: the allow-list of ``caller`` (default: ours) and settings."""
+def local_env(
+    job: RunJob, caller: dict[str, str] | None = None, *, assigned: Sequence[Gpu] = ()
+) -> dict[str, str]:
+    """The environment of a local run: the allow-list of ``caller`` (default: ours) and settings,
+    ``CUDA_VISIBLE_DEVICES`` among them: the ``job.gpus`` GPUs ``assigned`` to it, or none."""
+    if len(assigned) != job.gpus:
+        raise ValueError(f"job asks for {job.gpus} GPU(s) but {len(assigned)} are assigned")
     caller = dict(os.environ) if caller is None else caller
     env = {k: caller[k] for k in PASSED_ENV if k in caller}
     source = str(Path(harness.__file__).resolve().parent.parent)
@@ -71,6 +81,7 @@ def local_env(job: RunJob, caller: dict[str, str] | None = None) -> dict[str, st
         OPENBLAS_NUM_THREADS=str(job.cpus),
         MKL_NUM_THREADS=str(job.cpus),
     )
+    env.update(cuda_env(assigned))
     return env
 
 
@@ -93,14 +104,16 @@ class LocalRunner:
     name = "local"
 
     def run(self, job: RunJob) -> RunOutcome:
-        with not_dumpable() as dumpable:
+        with lease(job.gpus) as assigned, not_dumpable() as dumpable:
             outcome = run_with_test_features(
                 job,
                 lambda fd: job_argv(job, test_features_fd=fd),
-                env=local_env(job),
+                env=local_env(job, assigned=assigned),
                 limits=RunLimits.for_job(job),
             )
         outcome.details["dumpable"] = dumpable
+        if assigned:
+            outcome.details["gpus"] = ",".join(g.cuda_id for g in assigned)
         return outcome
 
 

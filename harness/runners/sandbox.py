@@ -8,6 +8,15 @@ and a minimal ``/dev``. It has no network (a new, empty network namespace), its 
 UTS namespaces, a new session (no terminal injection), a cleared environment, and rlimits on
 address space (``resources.memory_gb``), CPU time, processes, file size and open files.
 
+GPUs (``resources.gpus``, see ``harness.runners.gpus``): a run holds a lease on that many GPUs of
+the machine, and its ``/dev`` gets the driver's control nodes (``nvidiactl``, ``nvidia-uvm``,
+``nvidia-uvm-tools``, ``nvidia-modeset``) and the assigned GPUs' own ``/dev/nvidiaN`` only
+(``--dev-bind``: CUDA opens them read-write), ``/sys`` read-only (CUDA fails to initialise
+without it) and the folders of the driver's libraries where they lie outside ``/usr``;
+``CUDA_VISIBLE_DEVICES`` names the assigned GPUs, and is empty for a run that asked for none,
+which gets no device node either. A GPU run has no address-space rlimit (CUDA reserves far more
+address space than it uses); the cgroup, or the watchdog, still bounds its memory.
+
 Totals, which per-process rlimits cannot bound (``base.run_process`` and ``cgroup``): the whole
 run's memory, processes and ``/tmp`` together, is held to ``resources.memory_gb`` by a cgroup
 (tmpfs pages are charged to it), or where none can be made by a watchdog that polls the run's
@@ -47,7 +56,9 @@ from harness.runners.base import (
     job_argv,
     run_with_test_features,
     runners,
+    worker_env,
 )
+from harness.runners.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, lease
 
 __all__ = [
     "ETC_FILES",
@@ -82,8 +93,8 @@ ETC_FILES = (
     "/etc/alternatives",
 )
 
-# Runs inside the sandbox before the worker: rlimits, then (as root) a drop to an unprivileged
-# uid, then exec. argv: AS_BYTES CPU_S NPROC FSIZE NOFILE UID -- WORKER ARGV...
+# Runs inside the sandbox before the worker: rlimits (a negative one is not set), then (as root)
+# a drop to an unprivileged uid, then exec. argv: AS_BYTES CPU_S NPROC FSIZE NOFILE UID -- ARGV...
 LAUNCHER = """\
 import os, resource, sys
 a = sys.argv[1:]
@@ -93,7 +104,8 @@ cmd = a[sep + 1:]
 for lim, val in ((resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s),
                  (resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_FSIZE, fsize),
                  (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)):
-    resource.setrlimit(lim, (val, val))
+    if val >= 0:
+        resource.setrlimit(lim, (val, val))
 if uid >= 0 and os.geteuid() == 0:
     os.setgroups([])
     os.setgid(uid)
@@ -167,14 +179,21 @@ def sandbox_argv(
     bwrap: str = "bwrap",
     as_root: bool | None = None,
     test_features_fd: int | None = None,
+    assigned: tuple[Gpu, ...] = (),
+    devices: Path | None = None,
 ) -> list[str]:
-    """The full command line that runs ``job``'s worker inside bubblewrap (pure: runs nothing).
+    """The full command line that runs ``job``'s worker inside bubblewrap (pure: runs nothing,
+    except, for a GPU job, asking the loader's cache where the driver's libraries are).
 
     ``as_root`` (default: whether this process is root) chooses between a user namespace (normal
     users) and a drop to ``nobody`` inside the sandbox (root); see the module docstring.
     ``test_features_fd``: the descriptor of the job's test features, which bwrap and the
     launcher pass on to the worker (the file itself is never bound into the sandbox).
+    ``assigned``: the ``job.gpus`` GPUs the job holds (``harness.runners.gpus.lease``), whose
+    nodes are bound from ``devices`` (default ``ZSL_DEV_DIR`` or ``/dev``).
     """
+    if len(assigned) != job.gpus:
+        raise ValueError(f"job asks for {job.gpus} GPU(s) but {len(assigned)} are assigned")
     if as_root is None:
         as_root = os.geteuid() == 0
     inner = replace(job, bundle=INSIDE_BUNDLE, package=INSIDE_PACKAGE, out=INSIDE_OUT)
@@ -187,20 +206,21 @@ def sandbox_argv(
         unshare = ["--unshare-all"]
     env = {
         "PATH": f"{Path(python).parent}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(INSIDE_OUT),
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "PYTHONHASHSEED": str(job.seed),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONNOUSERSITE": "1",
-        "OMP_NUM_THREADS": str(job.cpus),
-        "OPENBLAS_NUM_THREADS": str(job.cpus),
-        "MKL_NUM_THREADS": str(job.cpus),
+        **worker_env(job, home=str(INSIDE_OUT)),
+        # Only its own device nodes are bound: the driver counts the GPUs it can open from 0.
+        **cuda_env(assigned, renumbered=True),
     }
+    gpu_binds: list[str] = []
+    gpu_dirs: list[str] = []
+    if assigned:
+        env["CUDA_CACHE_PATH"] = "/tmp/.nv/ComputeCache"
+        for host, inside in device_nodes(assigned, devices):
+            gpu_binds += ["--dev-bind", host, inside]
+        gpu_dirs = ["/sys", *driver_lib_dirs()]
     setenv = [a for k, v in env.items() for a in ("--setenv", k, v)]
     cpu_s = math.ceil(job.timeout_s * max(job.cpus, 1)) + 10
     limits = [
-        str(job.memory_bytes),
+        str(-1 if assigned else job.memory_bytes),
         str(cpu_s),
         str(NPROC_LIMIT),
         str(min(FSIZE_LIMIT, job.out_bytes)),
@@ -222,11 +242,15 @@ def sandbox_argv(
         str(job.memory_bytes),
         "--tmpfs",
         "/tmp",
-        *_ro_binds([*SYSTEM_DIRS, *ETC_FILES, *_python_dirs()], existing=frozenset({"/tmp"})),
+        *_ro_binds(
+            [*SYSTEM_DIRS, *ETC_FILES, *_python_dirs(), *_outside(gpu_dirs)],
+            existing=frozenset({"/tmp"}),
+        ),
         "--proc",
         "/proc",
         "--dev",
         "/dev",
+        *gpu_binds,
         "--ro-bind",
         str(job.bundle),
         str(INSIDE_BUNDLE),
@@ -247,6 +271,11 @@ def sandbox_argv(
         "--",
         *job_argv(inner, python=python, test_features_fd=test_features_fd),
     ]
+
+
+def _outside(dirs: list[str]) -> list[str]:
+    """``dirs`` not inside a system folder already bound (``/usr/lib/…`` comes with ``/usr``)."""
+    return [d for d in dirs if not d.startswith(tuple(s + "/" for s in SYSTEM_DIRS))]
 
 
 def _explain(outcome: RunOutcome) -> RunOutcome:
@@ -283,12 +312,17 @@ class SandboxRunner:
         as_root = os.geteuid() == 0
         if as_root:
             os.chown(job.out, NOBODY, NOBODY)
-        outcome = run_with_test_features(
-            job,
-            lambda fd: sandbox_argv(job, bwrap=bwrap, as_root=as_root, test_features_fd=fd),
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-            limits=RunLimits.for_job(job, sandbox_tmp=True),
-        )
+        with lease(job.gpus) as assigned:  # refuses a job asking for more GPUs than there are
+            outcome = run_with_test_features(
+                job,
+                lambda fd: sandbox_argv(
+                    job, bwrap=bwrap, as_root=as_root, test_features_fd=fd, assigned=assigned
+                ),
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                limits=RunLimits.for_job(job, sandbox_tmp=True),
+            )
+        if assigned:
+            outcome.details["gpus"] = ",".join(g.cuda_id for g in assigned)
         return _explain(outcome)
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "NATIVE_SUFFIXES",
     "PLAIN_NAMES",
     "PLAIN_SUFFIXES",
+    "WORKER_REPOSITORY",
     "Declarations",
     "ModelCode",
     "Name",
@@ -53,10 +54,14 @@ __all__ = [
     "Resources",
     "SubmissionManifest",
     "check_image_reference",
+    "check_requirement",
+    "default_worker_image",
     "load_package",
 ]
 
 MANIFEST = "submission.yaml"
+#: The repository of the worker images ``zsl image build`` makes (see :func:`default_worker_image`).
+WORKER_REPOSITORY = "zsl-worker"
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 #: Native code Python imports in preference to source (the running interpreter's suffixes) or
 #: loads as a library (any platform's).
@@ -115,6 +120,41 @@ def check_image_reference(value: str) -> str:
     return value
 
 
+def check_requirement(value: str) -> str:
+    """``value`` if it is a PEP 508 requirement naming a package from an index (``torch==2.13.0``,
+    ``scikit-image>=0.22``), normalised (``str(Requirement(value))``).
+
+    Refused: anything pip would read as an option (``-r file``, ``--index-url``), a direct
+    reference (``name @ file:///etc/passwd``, ``name @ https://...``: the image build would read a
+    file of the building host or fetch unpinned code), and text longer than 200 characters.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    problem = None
+    if len(value) > 200:
+        problem = "longer than 200 characters"
+    else:
+        try:
+            requirement = Requirement(value)
+        except InvalidRequirement:
+            problem = "not a PEP 508 requirement (name[extras] [version specifier] [; marker])"
+        else:
+            if requirement.url is not None:
+                problem = "a direct reference (name @ URL) is not allowed: name a released version"
+    if problem is not None:
+        raise ValueError(f"{value[:80]!r}: {problem}")
+    return str(requirement)
+
+
+def default_worker_image(gpus: int = 0) -> str:
+    """The image the container runner uses for a package that names none: the harness's own
+    worker image at this harness version, ``zsl-worker:<version>`` (``-gpu`` when the package
+    asks for GPUs); ``zsl image build`` (``--gpu``) makes it."""
+    from harness import __version__
+
+    return f"{WORKER_REPOSITORY}:{__version__}{'-gpu' if gpus > 0 else ''}"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -134,6 +174,11 @@ class ModelCode(_Strict):
     @classmethod
     def _image_reference(cls, value: str | None) -> str | None:
         return None if value is None else check_image_reference(value)
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, value: list[str]) -> list[str]:
+        return [check_requirement(item) for item in value]
 
 
 class PredictionFiles(_Strict):
@@ -207,6 +252,15 @@ class Package:
     @property
     def name(self) -> str:
         return self.manifest.name
+
+    @property
+    def worker_image(self) -> str:
+        """The container image its code runs in: ``model.image``, else the harness's default
+        for its kind (:func:`default_worker_image`)."""
+        model = self.manifest.model
+        if model is not None and model.image:
+            return model.image
+        return default_worker_image(self.manifest.resources.gpus)
 
     def files(self) -> list[Path]:
         """Every file of the package, sorted by path; each one is covered by :meth:`hash`.

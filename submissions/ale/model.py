@@ -11,6 +11,7 @@ and epochs are chosen on the validation classes, then W is refitted on training 
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -64,7 +65,10 @@ def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarra
 
 # >>> copied block "bilinear": keep byte-identical (tests/test_reference_packages.py)
 def _setup(seed: int) -> torch.device:
-    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread."""
+    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread. The device is the
+    GPU when the runner shows one (its ``CUDA_VISIBLE_DEVICES``), else the CPU; deterministic
+    cuBLAS needs its workspace setting before the first GPU matrix product."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
@@ -106,9 +110,10 @@ class _Bilinear:
         xt = torch.from_numpy(x).to(device)
         yt = torch.from_numpy(y.astype(np.int64)).to(device)
         et = torch.from_numpy(emb).to(device)
-        w = torch.zeros(x.shape[1], emb.shape[1], device=device)
+        # Drawn on the CPU (``gen`` is a CPU generator): the same start on every device.
+        w = torch.zeros(x.shape[1], emb.shape[1])
         torch.nn.init.normal_(w, std=1.0 / np.sqrt(x.shape[1]), generator=gen)
-        w.requires_grad_(True)
+        w = w.to(device).requires_grad_(True)
         opt = torch.optim.Adam([w], lr=lr)
         out: dict[int, np.ndarray] = {}
         for epoch in range(1, max(checkpoints) + 1):
@@ -167,7 +172,8 @@ class ALE(_Bilinear):
         margins = margins.scatter(1, labels[:, None], 0.0)
         violators = (margins > 0).sum(dim=1)
         # l(r) / r with l(r) = sum_{k<=r} 1/k; l(0)/0 := 0 (no violation, no loss).
-        harmonic = torch.cumsum(1.0 / torch.arange(1, scores.shape[1] + 1, device=scores.device), 0)
+        # On the CPU: a floating-point cumsum has no deterministic CUDA kernel.
+        harmonic = torch.cumsum(1.0 / torch.arange(1, scores.shape[1] + 1), 0).to(scores.device)
         rank = violators.clamp(min=1)
         weight = torch.where(violators > 0, harmonic[rank - 1] / rank, torch.zeros_like(true[:, 0]))
         return (weight * margins.sum(dim=1)).mean()

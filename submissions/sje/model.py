@@ -10,6 +10,7 @@ validation classes, then W is refitted on training + validation.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -63,7 +64,10 @@ def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarra
 
 # >>> copied block "bilinear": keep byte-identical (tests/test_reference_packages.py)
 def _setup(seed: int) -> torch.device:
-    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread."""
+    """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread. The device is the
+    GPU when the runner shows one (its ``CUDA_VISIBLE_DEVICES``), else the CPU; deterministic
+    cuBLAS needs its workspace setting before the first GPU matrix product."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
@@ -105,9 +109,10 @@ class _Bilinear:
         xt = torch.from_numpy(x).to(device)
         yt = torch.from_numpy(y.astype(np.int64)).to(device)
         et = torch.from_numpy(emb).to(device)
-        w = torch.zeros(x.shape[1], emb.shape[1], device=device)
+        # Drawn on the CPU (``gen`` is a CPU generator): the same start on every device.
+        w = torch.zeros(x.shape[1], emb.shape[1])
         torch.nn.init.normal_(w, std=1.0 / np.sqrt(x.shape[1]), generator=gen)
-        w.requires_grad_(True)
+        w = w.to(device).requires_grad_(True)
         opt = torch.optim.Adam([w], lr=lr)
         out: dict[int, np.ndarray] = {}
         for epoch in range(1, max(checkpoints) + 1):

@@ -1,0 +1,169 @@
+"""The Ray executor: one Ray task per run, on whichever node has the resources.
+
+Ray is imported here only (``pip install 'zsl-harness[ray]'``). :class:`RayCluster` connects to
+the cluster at ``address`` (``ray start --head`` on one machine, ``ray start --address HEAD:6379``
+on the others) or, without one, starts a Ray instance on this machine. Each run is a task
+asking for the package's resources: ``num_cpus`` = ``resources.cpus``, ``num_gpus`` =
+``resources.gpus``, ``memory`` = ``resources.memory_gb`` in bytes. A run no alive node could
+ever hold fails at once instead of waiting forever.
+
+What crosses: the task as JSON text; the frozen benchmark's files (``relative path → bytes``,
+put in the object store once per benchmark, verified against the benchmark hash on arrival by
+:func:`harness.executors.task.ensure_benchmark`) unless nodes share ``ZSL_HOME``; back, the
+task's outcome as JSON text: the record's export and the prediction files (base64, with their
+sha256). Package and spec paths must resolve to the same files on every node (a shared
+checkout): the worker refuses a record whose package, benchmark or spec hash differs from the
+driver's.
+
+Ray's own retries are off (``max_retries=0``): the driver tries a run again when Ray reports a
+system failure (the worker process crashed, its node died, the object was lost), which puts it
+on whichever node is alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.executors import Outcome, PlannedRun
+from harness.executors.task import ARCHIVE_RETURN, benchmark_files, execute_json, node_name
+
+__all__ = ["RayCluster", "import_ray"]
+
+_GIB = 1 << 30
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a clear error naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError as err:
+        raise HarnessError(
+            f"--executor ray needs Ray, which is not installed ({err}): "
+            "pip install 'zsl-harness[ray]' (ray==2.60.0), or use --executor local"
+        ) from None
+    return ray
+
+
+def run_on_node(task_json: str, files: dict[str, bytes] | None) -> str:
+    """The body of every Ray task (module level: Ray finds it by name on the nodes)."""
+    outcome = json.loads(execute_json(task_json, files))
+    node_id = import_ray().get_runtime_context().get_node_id()
+    outcome["node"] = f"{outcome.get('node') or node_name()} ray:{node_id[:12]}"
+    return json.dumps(outcome, sort_keys=True)
+
+
+def resources_of(plan: PlannedRun) -> dict[str, float]:
+    """Ray's resource names and amounts for the package's ``resources``."""
+    need: dict[str, float] = {
+        "CPU": float(plan.resources.cpus),
+        "memory": float(int(plan.resources.memory_gb * _GIB)),
+    }
+    if plan.resources.gpus:
+        need["GPU"] = float(plan.resources.gpus)
+    return need
+
+
+class RayCluster:
+    """Runs tasks on a Ray cluster; shuts down only a Ray instance it started itself."""
+
+    archive = ARCHIVE_RETURN
+
+    def __init__(
+        self, *, address: str | None = None, jobs: int | None = None, ship_benchmarks: bool = True
+    ) -> None:
+        ray = import_ray()
+        self._ray = ray
+        os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")  # the harness works offline
+        self._started = not ray.is_initialized()
+        if self._started:
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+                else:
+                    ray.init(
+                        num_cpus=jobs,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        logging_level="WARNING",
+                    )
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise HarnessError(
+                    f"cannot connect to the Ray cluster at {address or 'a new local instance'}:"
+                    f" {err}"
+                ) from None
+        self._remote = ray.remote(run_on_node)
+        self._ship = ship_benchmarks
+        self._files: dict[Path, Any] = {}  # frozen benchmark root → object ref of its files
+        self._refs: dict[Any, int] = {}
+
+    def capacity(self) -> int | None:
+        return None  # Ray queues what the cluster cannot run yet
+
+    def infeasible(self, plan: PlannedRun) -> str | None:
+        need = resources_of(plan)
+        for node in self._ray.nodes():
+            have = node.get("Resources", {})
+            if node.get("Alive") and all(have.get(k, 0.0) >= v for k, v in need.items()):
+                return None
+        wanted = ", ".join(
+            f"{k} {v / _GIB:g} GiB" if k == "memory" else f"{k} {v:g}" for k, v in need.items()
+        )
+        return (
+            f"no alive node of the Ray cluster offers {wanted} (the package's resources);"
+            " add such a node or lower resources in submission.yaml"
+        )
+
+    def submit(self, ticket: int, plan: PlannedRun) -> None:
+        files = None
+        if self._ship:
+            files = self._files.get(plan.frozen_root)
+            if files is None:
+                files = self._files[plan.frozen_root] = self._ray.put(
+                    benchmark_files(plan.frozen_root)
+                )
+        task = replace(plan.task, archive=ARCHIVE_RETURN)
+        need = resources_of(plan)
+        ref = self._remote.options(
+            num_cpus=need["CPU"],
+            num_gpus=need.get("GPU", 0.0),
+            memory=need["memory"],
+            max_retries=0,
+            retry_exceptions=False,
+            name=f"zsl run {plan.label}",
+        ).remote(task.to_json(), files)
+        self._refs[ref] = ticket
+
+    def wait(self) -> list[tuple[int, Outcome]]:
+        ray = self._ray
+        ready, _ = ray.wait(list(self._refs), num_returns=1)
+        finished = []
+        for ref in ready:
+            ticket = self._refs.pop(ref)
+            try:
+                outcome = Outcome(result=json.loads(ray.get(ref)))
+            except ray.exceptions.RayTaskError as err:  # the task body raised: a bug, not Ray
+                outcome = Outcome(
+                    result={"ok": False, "transient": False, "error": _first_line(err)}
+                )
+            except ray.exceptions.RayError as err:  # worker or node died, object lost
+                outcome = Outcome(system_error=f"{type(err).__name__}: {_first_line(err)}")
+            finished.append((ticket, outcome))
+        return finished
+
+    def close(self) -> None:
+        for ref in list(self._refs):
+            self._ray.cancel(ref, force=True)
+        self._refs.clear()
+        self._files.clear()
+        if self._started:
+            self._ray.shutdown()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,364 @@
+"""The matrix executors (harness/executors): local process pool and Ray.
+
+Fast tests cover the frozen-benchmark shipping and its verification, the retry policy and the
+missing-extra error. The end-to-end ones (marked slow) run real matrices: the local pool and a
+real two-node local Ray cluster give identical records on 4 packages × 2 specs; a node killed
+while it runs a model has its run retried on the other node; an interrupted `zsl run` resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli.main import app
+from harness.data.artifacts import FrozenBenchmark, benchmark_dir, write_frozen
+from harness.errors import HarnessError, IntegrityError
+from harness.executors import MatrixReport, Outcome, PlannedRun, RunRequest, run_matrix
+from harness.executors.task import benchmark_files, ensure_benchmark
+from harness.records import RunRecord
+from harness.store import load_runs, open_store
+from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
+
+QUICK = ("eszsl", "sae", "dap", "nearest-seen-class-transfer")
+
+
+# -- frozen benchmarks by content hash ----------------------------------------------------------
+
+
+def _tiny(root: Path, value: int = 1) -> FrozenBenchmark:
+    return write_frozen(
+        root,
+        {"a": np.arange(4) * value, "b/c": np.ones((2, 2))},
+        benchmark="tiny",
+        version=1,
+        spec_data_hash="sha256:x",
+    )
+
+
+def test_shipped_benchmark_is_verified_and_placed(tmp_path: Path) -> None:
+    made = _tiny(tmp_path / "driver")
+    root = ensure_benchmark("tiny", 1, made.hash, benchmark_files(made.root))
+    assert root == benchmark_dir("tiny", 1)
+    assert FrozenBenchmark(root).verify() == ["a", "b/c"]
+    # a second task on the node uses the copy it has (nothing shipped)
+    assert ensure_benchmark("tiny", 1, made.hash, None) == root
+
+
+def test_tampered_shipment_is_refused_and_nothing_placed(tmp_path: Path) -> None:
+    made = _tiny(tmp_path / "driver")
+    files = benchmark_files(made.root)
+    other = benchmark_files(_tiny(tmp_path / "other", value=2).root)
+    files["a.npy"] = other["a.npy"]  # a different artifact under the same manifest
+    with pytest.raises(IntegrityError, match="does not match the manifest"):
+        ensure_benchmark("tiny", 1, made.hash, files)
+    assert not benchmark_dir("tiny", 1).exists()
+    with pytest.raises(IntegrityError, match="not a plain path"):
+        ensure_benchmark("tiny", 1, made.hash, {"../x": b"", **benchmark_files(made.root)})
+
+
+def test_node_with_other_data_or_none_is_refused(tmp_path: Path) -> None:
+    made = _tiny(tmp_path / "driver")
+    with pytest.raises(HarnessError, match=r"no frozen benchmark.*Share ZSL_HOME"):
+        ensure_benchmark("tiny", 1, made.hash, None)
+    _tiny(benchmark_dir("tiny", 1), value=3)  # this node froze other data
+    with pytest.raises(IntegrityError, match=r"has hash sha256:\w+, but the driver prepared"):
+        ensure_benchmark("tiny", 1, made.hash, benchmark_files(made.root))
+
+
+def test_ray_executor_without_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray → ImportError
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(SUBMISSIONS / "eszsl"),
+            "--spec",
+            str(SPECS / "demo.yaml"),
+            "--executor",
+            "ray",
+        ],
+    )
+    assert result.exit_code == 1
+    assert "pip install 'zsl-harness[ray]'" in result.output
+
+
+# -- the retry policy, with a backend that fails on purpose ---------------------------------------
+
+
+class FailingBackend:
+    """Every task fails as told: a system error (worker died) or a harness error."""
+
+    archive = "shared"
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        self.submitted: list[int] = []
+        self._queue: list[int] = []
+
+    def capacity(self) -> int:
+        return 2
+
+    def infeasible(self, plan: PlannedRun) -> str | None:
+        return None
+
+    def submit(self, ticket: int, plan: PlannedRun) -> None:
+        self.submitted.append(ticket)
+        self._queue.append(ticket)
+
+    def wait(self) -> list[tuple[int, Outcome]]:
+        done, self._queue = self._queue, []
+        return [(t, self.outcome) for t in done]
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.slow  # prepares the demo benchmark
+def test_transient_failures_are_retried_model_errors_are_not(db: str) -> None:
+    requests = [RunRequest(SUBMISSIONS / "eszsl", SPECS / "demo.yaml", "local")]
+    died = FailingBackend(Outcome(system_error="WorkerCrashedError: the worker died"))
+    report = run_matrix(requests, database_url=db, max_retries=2, backend=died, progress=False)
+    assert died.submitted == [0, 0, 0]
+    assert report.results[0].status == "failed" and report.results[0].attempts == 3
+    assert "gave up after 3 attempts" in str(report.results[0].error)
+
+    error = {"ok": False, "transient": False, "error": "model failed", "exit_code": 1}
+    model = FailingBackend(Outcome(result=error))
+    report = run_matrix(requests, database_url=db, max_retries=2, backend=model, progress=False)
+    assert model.submitted == [0] and report.results[0].error == "model failed"
+    assert report.exit_code == 1
+
+
+# -- end to end ---------------------------------------------------------------------------------
+
+
+def _second_spec(folder: Path) -> Path:
+    """A second small benchmark: the demo's generator with another seed, fewer bootstraps."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(SPECS / "demo", folder / "demo", dirs_exist_ok=True)
+    text = (SPECS / "demo.yaml").read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("checksum:")]
+    text = "\n".join(lines) + "\n"
+    for old, new in (("benchmark: demo", "benchmark: demo-b"), ("seed: 0", "seed: 1")):
+        text = text.replace(old, new, 1)
+    text = text.replace("n_boot: 1000", "n_boot: 100")
+    path = folder / "demo-b.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def matrix_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], list[Path]]:
+    """4 quick packages (3 model code, 1 prediction files) × demo and demo-b specs."""
+    from harness.data.prepare import load_benchmark
+    from harness.pipeline import generate_prediction_files
+    from harness.spec import load_spec
+    from harness.submission.package import load_package
+
+    root = tmp_path_factory.mktemp("matrix")
+    second = _second_spec(root / "specs")
+    packages = []
+    for name in QUICK:
+        shutil.copytree(
+            SUBMISSIONS / name,
+            root / "submissions" / name,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        packages.append(root / "submissions" / name)
+    with pytest.MonkeyPatch.context() as patch:  # (module scope: before isolated_home)
+        patch.setenv("ZSL_HOME", str(root / "generate-home"))
+        # the prediction-file package needs its files for demo-b too
+        bench = load_benchmark(load_spec(second))
+        generate_prediction_files(load_package(packages[-1]), bench, runner="local")
+    return packages, [SPECS / "demo.yaml", second]
+
+
+def _requests(inputs: tuple[list[Path], list[Path]], runner: str) -> list[RunRequest]:
+    packages, specs = inputs
+    return [RunRequest(p, s, runner) for s in specs for p in packages]
+
+
+def _comparable(record: RunRecord) -> dict[str, Any]:
+    """What two executors must agree on: everything but timings, dates, logs, environment."""
+    data = record.model_dump(mode="json")
+    for key in ("timings", "created_at", "environment", "logs"):
+        data.pop(key)
+    return data
+
+
+def _stored(db: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r.benchmark.id, r.submission.name): _comparable(r) for r in load_runs(open_store(db))}
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            cmdline = (Path("/proc") / str(child) / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        found.append((child, cmdline.decode(errors="replace")))
+        todo.extend(children.get(child, []))
+    return found
+
+
+@pytest.fixture
+def ray_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A real local Ray cluster: a head and one worker node, 1 CPU each, 100 MB object stores.
+
+    Its nodes get their own ZSL_HOME (empty): the driver's benchmarks reach them through the
+    object store and are verified there. Shut down afterwards, with no raylet left.
+    """
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("RAY_DISABLE_USAGE_STATS", "1")
+    driver_home = os.environ["ZSL_HOME"]
+    monkeypatch.setenv("ZSL_HOME", str(tmp_path / "node-home"))  # what the nodes inherit
+    store = 100 * 1024 * 1024
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": store, "include_dashboard": False},
+    )
+    worker = cluster.add_node(num_cpus=1, object_store_memory=store)
+    raylets = [n.all_processes["raylet"][0].process.pid for n in (cluster.head_node, worker)]
+    monkeypatch.setenv("ZSL_HOME", driver_home)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
+        cluster.wait_for_nodes()
+        yield cluster, worker
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    for pid in raylets:  # gone, or a zombie of this process
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_local_and_ray_executors_give_identical_records(
+    matrix_inputs: tuple[list[Path], list[Path]], ray_cluster: Any, tmp_path: Path
+) -> None:
+    local_db = f"sqlite:///{tmp_path / 'local.sqlite3'}"
+    ray_db = f"sqlite:///{tmp_path / 'ray.sqlite3'}"
+    requests = _requests(matrix_inputs, "sandbox")
+
+    local = run_matrix(requests, executor="local", jobs=2, database_url=local_db)
+    assert (local.count("done"), local.count("failed")) == (8, 0), local.results
+    remote = run_matrix(requests, executor="ray", database_url=ray_db)
+    assert (remote.count("done"), remote.count("failed")) == (8, 0), remote.results
+
+    expected, got = _stored(local_db), _stored(ray_db)
+    assert len(expected) == 8 and got == expected
+    # both nodes ran runs; the worker node got the benchmarks through the object store
+    nodes = {str(r.node).split("ray:")[1] for r in remote.results}
+    assert len(nodes) == 2
+    assert (tmp_path / "node-home" / "benchmarks" / "demo-b" / "v1" / "manifest.json").is_file()
+    # the prediction files came back: the driver's archive holds every scored file
+    from harness.results.prediction_archive import archived_paths
+
+    for record in load_runs(open_store(ray_db)):
+        paths = archived_paths(record.predictions_hashes, benchmark_hash=record.benchmark.hash)
+        assert len(paths) == len(record.predictions_hashes)
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_node_killed_mid_run_has_its_run_retried_elsewhere(
+    matrix_inputs: tuple[list[Path], list[Path]], ray_cluster: Any, tmp_path: Path
+) -> None:
+    cluster, worker = ray_cluster
+    raylet = worker.all_processes["raylet"][0].process.pid
+    db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    killed: list[str] = []
+
+    def kill_worker_node_when_a_model_runs() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any("harness.worker" in cmd for _, cmd in _descendants(raylet)):
+                killed.append(worker.node_id)
+                cluster.remove_node(worker, allow_graceful=False)
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=kill_worker_node_when_a_model_runs, daemon=True)
+    watcher.start()
+    packages, specs = matrix_inputs
+    report: MatrixReport = run_matrix(
+        [RunRequest(p, specs[0], "sandbox") for p in packages[:3]],
+        executor="ray",
+        database_url=db,
+        max_retries=2,
+    )
+    watcher.join(timeout=5)
+    assert killed, "no model ever ran on the worker node"
+    assert report.count("done") == 3, report.results
+    retried = [r for r in report.results if r.attempts > 1]
+    assert retried, "the killed run was not retried"
+    head = cluster.head_node.node_id[:12]
+    assert killed[0][:12] != head
+    assert all(str(r.node).endswith(f"ray:{head}") for r in retried)  # elsewhere
+    assert len(load_runs(open_store(db))) == 3
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_an_interrupted_matrix_resumes(
+    matrix_inputs: tuple[list[Path], list[Path]], tmp_path: Path
+) -> None:
+    packages, specs = matrix_inputs
+    db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
+    argv = [str(p) for p in packages] + ["--spec", str(specs[0]), "--spec", str(specs[1])]
+    argv += ["--runner", "sandbox", "--jobs", "1", "--database-url", db]
+    zsl = Path(sys.executable).with_name("zsl")
+    proc = subprocess.Popen(
+        [str(zsl), "run", *argv],
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:  # interrupt it once the first two records are stored
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(load_runs(open_store(db))) >= 2:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stored = len(load_runs(open_store(db)))
+    assert 2 <= stored < 8
+
+    result = CliRunner().invoke(app, ["run", *argv[:-4], "--jobs", "2", "--database-url", db])
+    assert result.exit_code == 0, result.output
+    assert f"{8 - stored} done, 0 failed, {stored} skipped" in result.output
+    assert len(load_runs(open_store(db))) == 8
+    again = CliRunner().invoke(app, ["run", *argv])
+    assert "0 done, 0 failed, 8 skipped" in again.output
