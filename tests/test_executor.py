@@ -175,14 +175,16 @@ def matrix_inputs(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path],
         shutil.copytree(
             SUBMISSIONS / name,
             root / "submissions" / name,
-            ignore=shutil.ignore_patterns("__pycache__"),
+            ignore=shutil.ignore_patterns("__pycache__", "predictions"),
         )
         packages.append(root / "submissions" / name)
     with pytest.MonkeyPatch.context() as patch:  # (module scope: before isolated_home)
         patch.setenv("ZSL_HOME", str(root / "generate-home"))
-        # the prediction-file package needs its files for demo-b too
-        bench = load_benchmark(load_spec(second))
-        generate_prediction_files(load_package(packages[-1]), bench, runner="local")
+        # The prediction-file package's files are generated, for both specs: a clean clone
+        # has none (they are not tracked).
+        for spec in (SPECS / "demo.yaml", second):
+            bench = load_benchmark(load_spec(spec))
+            generate_prediction_files(load_package(packages[-1]), bench, runner="local")
     return packages, [SPECS / "demo.yaml", second]
 
 
