@@ -2,7 +2,7 @@
 
 :func:`measure` copies every package under ``submissions/`` into ``work`` (a predictions
 package's files regenerated there), freezes the demo once, then runs the matrix with
-:func:`harness.executors.run_matrix`, each executor into its own fresh store:
+:func:`harness.executors.matrix.run_matrix`, each executor into its own fresh store:
 
 - ``local``: the process pool, one worker per CPU;
 - ``ray``: a Ray instance started here with 2 CPUs (its start timed apart), one task per run.
@@ -45,7 +45,7 @@ def _packages(work: Path) -> list[Path]:
 
 
 def _matrix(executor: str, packages: list[Path], db: str, jobs: int | None) -> dict[str, Any]:
-    from harness.executors import RunRequest, run_matrix
+    from harness.executors.matrix import RunRequest, run_matrix
 
     spec = REPO / "specs" / "demo.yaml"
     report = run_matrix(

@@ -7,6 +7,7 @@ __all__ = [
     "RunnerError",
     "SpecError",
     "SubmissionError",
+    "error_text",
 ]
 """Errors the harness raises on purpose.
 
@@ -50,3 +51,19 @@ class RunnerError(HarnessError):
 
 class MetricError(HarnessError, ValueError):
     """A metric got input it cannot score."""
+
+
+def error_text(err: BaseException) -> str:
+    """What to show of any exception: a HarnessError's message, else its type and message.
+
+    A failure the harness did not mean (a bug, or something a submission provoked) keeps its
+    type's name, so that it is reported as what it is. A broken ``__str__`` (a hostile
+    exception) gives the type's name alone.
+    """
+    try:
+        message = str(err)
+    except Exception:  # the message itself must not fail the report of the failure
+        message = ""
+    if isinstance(err, HarnessError):
+        return message or type(err).__name__
+    return f"{type(err).__name__}: {message}" if message else type(err).__name__

@@ -12,7 +12,8 @@
 
 Most tests replace ``harness.pipeline.run_submission`` with a stand-in that returns records of
 one real run of ESZSL on the demo (made once per module), so the comparison, not the model, is
-what runs; the transductive test runs the real pipeline end to end.
+what runs; they run the matrix on the ``inline`` executor, in this process, where the stand-in
+is. The transductive test runs the real pipeline end to end, on the local process pool.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import harness.submission.unpack
 from harness.ci import (
     DIFF_FILENAME,
     SITE_DIRNAME,
+    Execution,
     PullRequestResult,
     escape_markdown,
     record_differences,
@@ -155,6 +157,7 @@ def pr(repo: Path, **options: Any) -> PullRequestResult:
         results_dir=repo / RESULTS,
         out_dir=repo / "build" / "ci",
         runner="local",
+        execution=Execution("inline"),  # where the stand-in for run_submission is
         **options,
     )
 
@@ -602,6 +605,7 @@ def test_repo_option_scores_a_pr_checkout_with_the_base_checkouts_configuration(
     runs = fake_runs(monkeypatch, {"eszsl": fresh_run})
     monkeypatch.chdir(tmp_path)
     argv = ["ci", "pr", "--repo", "pr", "--base", "origin/main", "--runner", "local", "--quiet"]
+    argv += ["--executor", "inline"]  # where the stand-in for run_submission is
 
     mine = cli.invoke(app, argv)  # the PR's own ci.yaml names a spec it does not even have
     assert mine.exit_code == 1 and "specs/mine.yaml" in mine.stderr

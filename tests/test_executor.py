@@ -1,13 +1,18 @@
-"""The matrix executors (harness/executors): local process pool and Ray.
+"""The executors (harness/executors): local process pool, inline, and Ray.
 
-Fast tests cover the frozen-benchmark shipping and its verification, the retry policy and the
-missing-extra error. The end-to-end ones (marked slow) run real matrices: the local pool and a
-real two-node local Ray cluster give identical records on 4 packages × 2 specs; a node killed
-while it runs a model has its run retried on the other node; an interrupted `zsl run` resumes.
+Fast tests cover the frozen-benchmark shipping and its verification, how a worker reports a
+failure (transient or not, one line, the trace apart), the retry policy and the missing-extra
+error. The end-to-end ones (marked slow) run real matrices: the local pool and a real two-node
+local Ray cluster give identical records on 4 packages × 2 specs; a node killed while it runs a
+model has its run retried on the other node; an interrupted `zsl run` resumes; stale runs are
+re-scored alike inline, on the pool and on Ray (whose node gets the benchmark and the
+prediction files shipped).
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import shutil
 import signal
@@ -25,9 +30,11 @@ from typer.testing import CliRunner
 
 from harness.cli.main import app
 from harness.data.artifacts import FrozenBenchmark, benchmark_dir, write_frozen
-from harness.errors import HarnessError, IntegrityError
-from harness.executors import MatrixReport, Outcome, PlannedRun, RunRequest, run_matrix
-from harness.executors.task import benchmark_files, ensure_benchmark
+from harness.errors import HarnessError, IntegrityError, RunnerError, error_text
+from harness.executors import Job, Outcome
+from harness.executors import task as task_module
+from harness.executors.matrix import MatrixReport, RunRequest, run_matrix
+from harness.executors.task import benchmark_files, ensure_benchmark, execute
 from harness.records import RunRecord
 from harness.store import load_runs, open_store
 from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
@@ -95,26 +102,127 @@ def test_ray_executor_without_ray_names_the_extra(monkeypatch: pytest.MonkeyPatc
     assert "pip install 'zsl-harness[ray]'" in result.output
 
 
+# -- how a worker reports a failure ---------------------------------------------------------------
+
+
+class _BrokenMessage(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("a hostile __str__")
+
+
+def test_error_text_names_unmeant_exceptions_and_survives_a_broken_message() -> None:
+    assert error_text(RunnerError("model exited 3")) == "model exited 3"
+    assert error_text(KeyError("scores")) == "KeyError: 'scores'"
+    assert error_text(ValueError()) == "ValueError"
+    assert error_text(_BrokenMessage()) == "_BrokenMessage"
+    assert error_text(IntegrityError("")) == "IntegrityError"
+
+
+#: (what the task raises, transient?, exit code, the error it reports, a trace comes back?)
+FAILURES = [
+    (RunnerError("model exited 3"), False, 1, "model exited 3", False),
+    (IntegrityError("hash differs"), False, 2, "hash differs", False),
+    (OSError(errno.EAGAIN, "Resource temporarily unavailable"), True, 1, None, False),
+    (OSError(errno.ENOMEM, "Cannot allocate memory"), True, 1, None, False),
+    (
+        OSError(errno.ELOOP, "Too many levels of symbolic links", "/proc/self/environ"),
+        False,
+        1,
+        None,
+        False,
+    ),
+    (FileNotFoundError(errno.ENOENT, "No such file", "/x"), False, 1, None, False),
+    (KeyError("scores"), False, 1, "KeyError: 'scores'", True),
+    (_BrokenMessage(), False, 1, "_BrokenMessage", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "transient", "code", "message", "traced"),
+    FAILURES,
+    ids=[f"{type(f[0]).__name__}-{getattr(f[0], 'errno', '')}" for f in FAILURES],
+)
+def test_a_worker_reports_each_failure_classified_on_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+    transient: bool,
+    code: int,
+    message: str | None,
+    traced: bool,
+) -> None:
+    def task(fields: dict[str, Any], shipment: Any) -> dict[str, Any]:
+        raise error
+
+    monkeypatch.setitem(task_module.TASKS, "boom", task)
+    outcome = execute("boom", "{}")
+    json.dumps(outcome)  # it crosses as JSON
+    assert outcome["ok"] is False and outcome["transient"] is transient
+    assert outcome["exit_code"] == code
+    assert outcome["error"] == (message or f"{type(error).__name__}: {error}")
+    assert "\n" not in outcome["error"] and outcome["node"]
+    assert ("trace" in outcome) is traced
+    if traced:
+        assert "in task" in outcome["trace"]  # where it happened, apart from the message
+
+
+def test_an_unknown_task_kind_is_refused() -> None:
+    outcome = execute("format-disk", "{}")
+    assert outcome["ok"] is False and "unknown task kind 'format-disk'" in outcome["error"]
+
+
+# -- the local pool admits runs by the CPUs they ask for -----------------------------------------
+
+
+def test_the_local_pool_admits_runs_while_their_cpus_fit() -> None:
+    from harness.executors.local import LocalPool
+    from harness.submission.package import Resources
+
+    def job(cpus: int) -> Job:
+        return Job("no-such-kind", "{}", f"{cpus} cpus", Resources(cpus=cpus))
+
+    pool = LocalPool(jobs=3, cpus=4)
+    try:
+        assert pool.has_room(job(8))  # alone, even more than the machine has
+        pool.submit(0, job(2))
+        assert pool.has_room(job(2)) and not pool.has_room(job(3))
+        pool.submit(1, job(2))
+        assert not pool.has_room(job(1))  # 4 of 4 CPUs asked for
+        finished = []
+        while len(finished) < 2:
+            finished += pool.wait()
+        assert sorted(t for t, _ in finished) == [0, 1]
+        assert all("unknown task kind" in o.error for _, o in finished)
+        assert pool.has_room(job(4))
+    finally:
+        pool.close()
+    many = LocalPool(jobs=4, cpus=2)  # --jobs above the CPU count: N one-CPU runs at once
+    try:
+        for ticket in range(3):
+            assert many.has_room(job(1))
+            many.submit(ticket, job(1))
+        assert many.has_room(job(1)) and not many.has_room(job(2))
+    finally:
+        many.close()
+
+
 # -- the retry policy, with a backend that fails on purpose ---------------------------------------
 
 
 class FailingBackend:
     """Every task fails as told: a system error (worker died) or a harness error."""
 
-    archive = "shared"
-
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
         self.submitted: list[int] = []
         self._queue: list[int] = []
 
-    def capacity(self) -> int:
-        return 2
+    def has_room(self, job: Job) -> bool:
+        return len(self._queue) < 2
 
-    def infeasible(self, plan: PlannedRun) -> str | None:
+    def infeasible(self, job: Job) -> str | None:
         return None
 
-    def submit(self, ticket: int, plan: PlannedRun) -> None:
+    def submit(self, ticket: int, job: Job) -> None:
         self.submitted.append(ticket)
         self._queue.append(ticket)
 
@@ -364,3 +472,42 @@ def test_an_interrupted_matrix_resumes(
     assert len(load_runs(open_store(db))) == 8
     again = CliRunner().invoke(app, ["run", *argv])
     assert "0 done, 0 failed, 8 skipped" in again.output
+
+
+# -- re-scoring on every executor -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_stale_runs_are_rescored_alike_inline_on_the_pool_and_on_ray(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """A stored run whose metric version is outdated is re-scored by a task on each executor;
+    the Ray node (its own empty ZSL_HOME) gets the benchmark and the prediction files shipped.
+    All three give the record a fresh run scores, byte for byte the same."""
+    from harness.pipeline import run_submission
+    from harness.results.records_io import dump_record
+    from harness.results.rescore import rescore_store
+    from harness.store import save_run
+
+    source = f"sqlite:///{tmp_path / 'source.sqlite3'}"
+    fresh = run_submission(
+        SUBMISSIONS / "eszsl", SPECS / "demo.yaml", runner="local", database_url=source, quiet=True
+    )
+    outdated = [
+        e.model_copy(update={"version": "0"}) if e.metric == "top1" else e for e in fresh.scores
+    ]
+    stale = fresh.model_copy(update={"scores": outdated})
+    rescored: dict[str, str] = {}
+    for executor in ("inline", "local", "ray"):
+        db = f"sqlite:///{tmp_path / f'{executor}.sqlite3'}"
+        engine = open_store(db)
+        save_run(engine, stale)
+        (outcome,) = rescore_store(engine, SPECS, executor=executor, jobs=1)
+        assert outcome.status == "rescored", outcome.message
+        assert any("top1" in c and "v0 -> " in c for c in outcome.changes), outcome.changes
+        (stored,) = load_runs(engine)
+        assert stored.scores == fresh.scores
+        top1 = fresh.score("zsl", "top1")
+        assert top1 is not None and f"version 0 -> {top1.version}" in stored.logs["rescore"]
+        rescored[executor] = dump_record(stored)
+    assert rescored["local"] == rescored["inline"] == rescored["ray"]

@@ -190,11 +190,12 @@ def test_a_bumped_metric_rescores_exactly_its_entries_like_a_fresh_run(
     before = {r.submission.name: r for r in load_runs(engine)}
     _bump(monkeypatch)
 
-    dry = rescore_store(engine, SPECS, dry_run=True)
+    # inline: the bumped metric is registered in this process only
+    dry = rescore_store(engine, SPECS, dry_run=True, executor="inline")
     assert [o.status for o in dry] == ["would rescore", "would rescore"]
     assert {r.submission.name: r for r in load_runs(engine)} == before  # nothing saved
 
-    outcomes = rescore_store(engine, SPECS)
+    outcomes = rescore_store(engine, SPECS, executor="inline")
     assert [o.status for o in outcomes] == ["rescored", "rescored"]
     after = {r.submission.name: r for r in load_runs(engine)}
     fresh = run_submission(SUBMISSIONS / "eszsl", DEMO, store=False, quiet=True)
@@ -217,7 +218,10 @@ def test_a_bumped_metric_rescores_exactly_its_entries_like_a_fresh_run(
     assert _by_key(after["eszsl"])[("zsl", "top1")].value == _by_key(fresh)[("zsl", "top1")].value
     assert _by_key(after["eszsl"])[("zsl", "top1")].value > top1_old  # top-2 counts more
     # once rescored, the runs are current
-    assert [o.status for o in rescore_store(engine, SPECS)] == ["current", "current"]
+    assert [o.status for o in rescore_store(engine, SPECS, executor="inline")] == [
+        "current",
+        "current",
+    ]
 
 
 def test_a_run_without_archived_predictions_is_skipped_and_the_others_proceed(
@@ -227,7 +231,8 @@ def test_a_run_without_archived_predictions_is_skipped_and_the_others_proceed(
     content = runs["eszsl"].predictions_hashes["zsl"].removeprefix("sha256:")
     shutil.rmtree(predictions_dir() / "content" / "sha256" / content)
     _bump(monkeypatch)
-    result = cli.invoke(_app(), ["results", "rescore", "--specs", str(SPECS), "--database-url", db])
+    argv = ["results", "rescore", "--specs", str(SPECS), "--database-url", db]
+    result = cli.invoke(_app(), [*argv, "--executor", "inline"])
     assert result.exit_code == 1, result.output
     assert "skipped: eszsl@1.0 on demo v1: no archived 'zsl' predictions" in _flat(result.stderr)
     assert "rescored: nearest-seen-class-transfer@1.0 on demo v1" in _flat(result.stdout)
@@ -300,7 +305,7 @@ def test_a_run_stored_again_during_a_rescore_is_not_overwritten(
 
     monkeypatch.setattr(rescore_module, "rescore_records", rescore_then_rerun)
     with pytest.raises(StaleRunError, match=r"run of eszsl@1.0 on demo v1 was stored again"):
-        rescore_store(engine, SPECS)
+        rescore_store(engine, SPECS, executor="inline")
     after = {r.submission.name: r for r in load_runs(engine)}
     # The fresh run (scored with the bumped metric) stays; the baseline's rescore was not saved.
     assert "rescore" not in after["eszsl"].logs
@@ -375,12 +380,35 @@ def test_cli_rescore_dry_run_reports_changes(
     assert "2 runs: 2 current" in current.stdout
     _bump(monkeypatch)
     before = load_runs(open_store(db))
-    dry = cli.invoke(
-        _app(), ["results", "rescore", "--dry-run", "--specs", str(SPECS), "--database-url", db]
-    )
+    argv = ["results", "rescore", "--dry-run", "--specs", str(SPECS), "--database-url", db]
+    dry = cli.invoke(_app(), [*argv, "--executor", "inline"])
     assert dry.exit_code == 0, dry.output
     out = _flat(dry.stdout)
     assert "would rescore: eszsl@1.0 on demo v1" in out
     assert "zsl/top1: per_class_top_k_accuracy v1 -> per_class_top_k_accuracy v2" in out
     assert "2 runs: 2 would rescore" in out
     assert load_runs(open_store(db)) == before
+
+
+def test_a_rescore_that_changes_more_than_scores_is_refused(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's re-scored record may differ from the stored one in its scores and rescore
+    log only; anything else (here: the submission's declarations) is refused, nothing saved."""
+    _run_demo(tmp_path, db)
+    engine = open_store(db)
+    before = load_runs(engine)
+    real = rescore_module.rescore_record
+
+    def tampering(record: RunRecord, *args: Any, **kwargs: Any) -> RunRecord:
+        new = real(record, *args, **kwargs)
+        submission = new.submission.model_copy(
+            update={"declarations": {**new.submission.declarations, "transductive": True}}
+        )
+        return new.model_copy(update={"submission": submission})
+
+    monkeypatch.setattr(rescore_module, "rescore_record", tampering)
+    outcomes = rescore_store(engine, SPECS, force=True, executor="inline")
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert all("differs from the stored one in more than its scores" in o.message for o in outcomes)
+    assert load_runs(engine) == before

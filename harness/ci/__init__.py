@@ -38,6 +38,7 @@ from harness.ci.markdown import escape_markdown
 from harness.ci.pr import (
     DIFF_FILENAME,
     SITE_DIRNAME,
+    Execution,
     PackageOutcome,
     PullRequestResult,
     run_pull_request,
@@ -50,6 +51,7 @@ __all__ = [
     "SITE_DIRNAME",
     "VOLATILE_FIELDS",
     "CIConfig",
+    "Execution",
     "PackageChanges",
     "PackageOutcome",
     "PullRequestResult",

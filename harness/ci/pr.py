@@ -1,11 +1,12 @@
 """The pull-request job (``zsl ci pr``): changed packages → runs → checks → records, site, report.
 
 Contract: :func:`run_pull_request` lists what the change touched (:mod:`harness.ci.git`), reads
-the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), validates, runs
-and scores every package to run (:func:`score_package`, through :mod:`harness.pipeline`) into a
-throwaway store seeded with the trusted records, checks every changed record against its fresh
-run (:func:`harness.ci.diff.record_differences`), exports the records, builds the site
-(:mod:`harness.site`) and writes the report (:func:`render_report` around
+the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), validates every
+package to run, then runs and scores each valid one on every benchmark as one matrix
+(:func:`harness.executors.matrix.run_matrix`: a local process pool, this process, or a Ray
+cluster) into a throwaway store seeded with the trusted records, checks every changed record
+against its fresh run (:func:`harness.ci.diff.record_differences`), exports the records, builds
+the site (:mod:`harness.site`) and writes the report (:func:`render_report` around
 :func:`harness.ci.diff.leaderboard_diff`). It writes only into the results folder and the output
 folder. A package's failure is that package's outcome, never the job's; the job's own
 failures are :attr:`PullRequestResult.problems`. The harness that judges must be the base's
@@ -21,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-import harness.pipeline
 import harness.site
 import harness.submission.unpack
 from harness.atomic import write_text_atomic
@@ -48,15 +48,14 @@ from harness.ci.git import (
     work_tree_changes,
 )
 from harness.ci.markdown import MAX_DETAIL, escape_markdown, one_line, short_list
-from harness.errors import HarnessError
+from harness.errors import HarnessError, error_text
+from harness.executors.matrix import RunRequest, RunResult, run_matrix
 from harness.records import RunKey, RunRecord, run_key
 from harness.results.records_io import (
     RecordFile,
     describe_key,
-    dump_record,
     read_record_files,
     read_records,
-    record_path,
     write_records,
 )
 from harness.runners import sandbox
@@ -67,13 +66,13 @@ __all__ = [
     "DIFF_FILENAME",
     "SITE_DIRNAME",
     "STORE_FILENAME",
+    "Execution",
     "PackageOutcome",
     "PullRequestResult",
     "check_harness_is_base",
     "render_report",
     "run_pull_request",
     "running_harness_dir",
-    "score_package",
 ]
 
 #: What ``zsl ci pr`` writes into its output folder.
@@ -129,26 +128,21 @@ def render_report(
 
 
 def _primary_summary(record: RunRecord) -> str:
+    """The benchmark and its primary scores, in the spec's order of scores (the ``primary``
+    mapping's order is not kept by a record's JSON export)."""
     parts = []
-    for setting, metric in record.benchmark.primary.items():
-        entry = record.score(setting, metric)
-        if entry is not None:
+    for entry in record.scores:
+        if record.benchmark.primary.get(entry.setting) == entry.metric:
             percent = 0.0 <= entry.value <= 1.0
-            parts.append(f"{setting} {metric} {format_value(entry.value, percent=percent)}")
+            value = format_value(entry.value, percent=percent)
+            parts.append(f"{entry.setting} {entry.metric} {value}")
     where = f"{record.benchmark.id} v{record.benchmark.version}"
     return f"{where} ({', '.join(parts)})" if parts else where
 
 
 def _error_text(err: Exception, repo_root: Path | None) -> str:
-    """One line for any exception: a HarnessError's message, else its type and message."""
-    try:
-        message = str(err)
-    except Exception:  # a broken __str__ must not take the job down either
-        message = ""
-    if not isinstance(err, HarnessError):
-        # Not a refusal the harness meant: say which exception, so a harness bug is reported.
-        message = f"{type(err).__name__}: {message}" if message else type(err).__name__
-    return one_line(message, repo_root)
+    """One line for any exception (:func:`harness.errors.error_text`), paths made relative."""
+    return one_line(error_text(err), repo_root)
 
 
 def _shown(path: Path, roots: Sequence[Path]) -> str:
@@ -158,51 +152,47 @@ def _shown(path: Path, roots: Sequence[Path]) -> str:
     return str(path)
 
 
-def score_package(
-    package: str,
-    specs: Sequence[Path],
-    *,
-    repo_root: Path,
-    database_url: str,
-    runner: str,
-    quiet: bool = True,
-    spec_root: Path | None = None,
-) -> tuple[PackageOutcome, list[RunRecord]]:
-    """Validate ``package`` (repository-relative) and run + score it on every spec.
+@dataclass(frozen=True)
+class Execution:
+    """Where the pull request's runs execute (:mod:`harness.executors`): ``executor`` with
+    ``jobs`` workers or CPUs, on the Ray cluster at ``ray_address``, each run tried again
+    ``max_retries`` times when its worker or node died."""
 
-    Returns the outcome and the records stored in ``database_url``. A package that fails on one
-    benchmark is still tried on the others; its failures are joined into one line.
+    executor: str = "local"
+    jobs: int | None = None
+    ray_address: str | None = None
+    max_retries: int = 2
 
-    Any exception while validating, running, scoring, storing or checking that its record can be
-    exported is this package's failure (``invalid`` or ``failed``, with a one-line reason), never
-    the job's: a hostile package must not take the other packages' results down with it. Only
-    ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
+
+def _validate(package: str, repo_root: Path) -> PackageOutcome | None:
+    """None when ``package`` (repository-relative) opens as a valid package, else its outcome.
+
+    Any exception while validating is this package's failure (``invalid``, with a one-line
+    reason), never the job's: a hostile package must not take the other packages' results down
+    with it. Only ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
     """
-    folder = repo_root / package
-    roots = [repo_root] if spec_root is None else [repo_root, spec_root]
     try:
         with tempfile.TemporaryDirectory(prefix="zsl-ci-validate-") as tmp:
-            harness.submission.unpack.open_package(folder, tmp)
+            harness.submission.unpack.open_package(repo_root / package, tmp)
     except Exception as err:  # any failure of one package is that package's (see above)
-        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), []
-    records, failures = [], []
-    for spec in specs:
-        try:
-            record = harness.pipeline.run_submission(
-                folder, spec, runner=runner, database_url=database_url, store=True, quiet=quiet
-            )
-            # A record that cannot be written (non-finite value, unusable name) fails here, as
-            # its package's failure, instead of failing the export of every record.
-            dump_record(record)
-            record_path(Path(), record)
-        except Exception as err:  # any failure of one package is that package's (see above)
-            failures.append(f"{_shown(spec, roots)}: {_error_text(err, repo_root)}")
-            continue
-        records.append(record)
+        return PackageOutcome(package, "invalid", _error_text(err, repo_root))
+    return None
+
+
+def _package_outcome(
+    package: str, results: Sequence[RunResult], *, repo_root: Path, spec_root: Path
+) -> PackageOutcome:
+    """One package's outcome from its runs on every spec: ``ok`` with each benchmark's primary
+    scores, or ``failed`` with every failing spec's reason joined into one line."""
+    failures = [
+        f"{_shown(r.request.spec, [repo_root, spec_root])}: {one_line(r.error or '', repo_root)}"
+        for r in results
+        if r.record is None
+    ]
     if failures:
-        return PackageOutcome(package, "failed", one_line("; ".join(failures))), records
-    detail = "scored on " + "; ".join(_primary_summary(r) for r in records)
-    return PackageOutcome(package, "ok", detail), records
+        return PackageOutcome(package, "failed", one_line("; ".join(failures)))
+    detail = "scored on " + "; ".join(_primary_summary(r.record) for r in results if r.record)
+    return PackageOutcome(package, "ok", detail)
 
 
 @dataclass
@@ -346,11 +336,15 @@ def _score_packages(
     runner: str,
     quiet: bool,
     spec_root: Path,
+    execution: Execution,
 ) -> tuple[list[PackageOutcome], dict[RunKey, RunRecord], set[str]]:
-    """(outcomes, fresh records, failed packages) of scoring each of ``packages`` in turn."""
-    outcomes: list[PackageOutcome] = []
-    fresh: dict[RunKey, RunRecord] = {}
-    failed: set[str] = set()
+    """(outcomes, fresh records, failed packages) of validating each of ``packages``, then
+    running every valid one on every spec as one matrix into ``database_url``.
+
+    A package that fails on one benchmark is still tried on the others; any failure of one run
+    (whatever it raised) is that run's (:func:`run_matrix`), so one package's failure never
+    takes the others' results down."""
+    checked: dict[str, PackageOutcome | None] = {}
     for package in packages:
         name = manifest_name_at("HEAD", package, repo_root)
         others = [f for f in owners.get(name, []) if f != package] if name is not None else []
@@ -360,17 +354,36 @@ def _score_packages(
                 f"the submission name {name!r} is also the name of {', '.join(others)}; "
                 "one package folder per submission name"
             )
-            outcome, records = PackageOutcome(package, "invalid", detail), list[RunRecord]()
+            checked[package] = PackageOutcome(package, "invalid", detail)
         else:
-            outcome, records = score_package(
-                package,
-                specs,
-                repo_root=repo_root,
-                database_url=database_url,
-                runner=runner,
-                quiet=quiet,
-                spec_root=spec_root,
-            )
+            checked[package] = _validate(package, repo_root)
+    requests = [
+        RunRequest(repo_root / package, spec, runner)
+        for package, problem in checked.items()
+        if problem is None
+        for spec in specs
+    ]
+    report = run_matrix(
+        requests,
+        executor=execution.executor,
+        jobs=execution.jobs,
+        ray_address=execution.ray_address,
+        database_url=database_url,
+        max_retries=execution.max_retries,
+        rerun=True,  # every package to run is run: a stored result is what is being checked
+        progress=not quiet,
+    )
+    runs: dict[str, list[RunResult]] = {}
+    for result in report.results:
+        package = result.request.package.relative_to(repo_root).as_posix()
+        runs.setdefault(package, []).append(result)
+    outcomes: list[PackageOutcome] = []
+    fresh: dict[RunKey, RunRecord] = {}
+    failed: set[str] = set()
+    for package, problem in checked.items():
+        outcome = problem or _package_outcome(
+            package, runs.get(package, []), repo_root=repo_root, spec_root=spec_root
+        )
         if package in rerun:
             outcome = PackageOutcome(
                 outcome.package,
@@ -380,8 +393,9 @@ def _score_packages(
         outcomes.append(outcome)
         if outcome.failed:
             failed.add(package)
-        for record in records:
-            fresh[run_key(record)] = record
+        for result in runs.get(package, []):
+            if result.record is not None:
+                fresh[run_key(result.record)] = result.record
     return outcomes, fresh, failed
 
 
@@ -486,6 +500,7 @@ def run_pull_request(
     every_package: bool = False,
     quiet: bool = True,
     trust_pr_harness: bool = False,
+    execution: Execution | None = None,
 ) -> PullRequestResult:
     """Validate, run and score the packages changed since ``base``; write the report and the site.
 
@@ -496,9 +511,11 @@ def run_pull_request(
     record files under ``results_dir`` that differ from the fork point (added, edited, or not
     committed): none of them is trusted, and the package of each (the folder under
     ``submissions/`` whose manifest has its submission name) is run too, changed or not; seed
-    a fresh SQLite store under ``out_dir`` with the trusted records; score every package to run
-    on every configured spec into that store; compare each changed record with its fresh run
-    (:func:`record_differences`: every field but :data:`VOLATILE_FIELDS`); export the trusted
+    a fresh SQLite store under ``out_dir`` with the trusted records; validate every package to
+    run and score each valid one on every configured spec into that store, as one matrix on
+    ``execution``'s executor (default: a local process pool); compare each changed record with
+    its fresh run (:func:`record_differences`: every field but :data:`VOLATILE_FIELDS`); export
+    the trusted
     records plus the fresh runs into ``results_dir`` (a committed record equal to its fresh run
     is kept as it is, so re-running CI on committed results changes no file); build the site
     of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``
@@ -558,6 +575,7 @@ def run_pull_request(
         runner=runner,
         quiet=quiet,
         spec_root=spec_root,
+        execution=execution or Execution(),
     )
     config_shown = _shown(config_path, [root, spec_root])
     merged, problems = _reconcile(

@@ -57,6 +57,47 @@ Lexnames = Annotated[
 ]
 
 
+#: The options of every command that spreads work over an executor (harness.executors).
+Executor = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        help="where the work executes: 'local' (a process pool on this machine, the default),"
+        " 'inline' (this process, one task at a time) or 'ray' (a Ray cluster: --ray-address,"
+        " else a Ray instance started here; needs the ray extra: pip install"
+        " zsl-harness\\[ray])",
+        show_default=False,
+    ),
+]
+Jobs = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        help="local executor: worker processes (default: one per CPU); ray without"
+        " --ray-address: CPUs of the instance started here",
+        min=1,
+        show_default=False,
+    ),
+]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to run on (HOST:PORT of its head, or 'auto'); implies --executor ray",
+        show_default=False,
+    ),
+]
+MaxRetries = Annotated[
+    int,
+    typer.Option("--max-retries", help="tries again of a task whose worker or node died", min=0),
+]
+
+
+def chosen_executor(executor: str | None, ray_address: str | None) -> str:
+    """The executor named, else ``ray`` when a cluster address is given, else ``local``."""
+    return executor or ("ray" if ray_address else "local")
+
+
 class _State:
     debug = False
 

@@ -11,12 +11,22 @@ from rich.text import Text
 from harness.ci import (
     DIFF_FILENAME,
     SITE_DIRNAME,
+    Execution,
     changed_packages,
     find_repo_root,
     publish_site,
     run_pull_request,
 )
-from harness.cli._common import reports_errors, stderr, stdout
+from harness.cli._common import (
+    Executor,
+    Jobs,
+    MaxRetries,
+    RayAddress,
+    chosen_executor,
+    reports_errors,
+    stderr,
+    stdout,
+)
 
 app = typer.Typer(
     help="The leaderboard CI's steps: changed packages, score a pull request, publish the site.",
@@ -71,9 +81,11 @@ request's checkout: zsl ci pr --repo pr --base BASE_SHA --config base/leaderboar
 
 For each package changed since BASE: validate it, then run and score it on every spec in the
 CI configuration, in a throwaway store (OUT/store.sqlite3) seeded with the committed records;
-model code runs under RUNNER. Every record file that differs from BASE is re-made by its
-package (changed or not) and compared with the fresh run: a record that differs, or that no
-package reproduces, fails the job. The records are exported into RESULTS, the site is built
+model code runs under RUNNER. The runs go to EXECUTOR as one matrix: a process pool on this
+machine by default (--jobs), or a Ray cluster (--ray-address HEAD:6379, as for zsl run).
+Every record file that differs from BASE is re-made by its package (changed or not) and
+compared with the fresh run: a record that differs, or that no package reproduces, fails the
+job. The records are exported into RESULTS, the site is built
 into OUT/{SITE_DIRNAME} and the Markdown leaderboard diff (base records vs. the exported ones) is
 written to OUT/{DIFF_FILENAME}. Exits 1 when a package is invalid or its run fails, or a record
 was not reproduced; the diff file says which and why.
@@ -135,7 +147,11 @@ def pr(
             "BASE (local use only: CI runs the base branch's harness)",
         ),
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="no per-step progress")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    executor: Executor = None,
+    jobs: Jobs = None,
+    ray_address: RayAddress = None,
+    max_retries: MaxRetries = 2,
 ) -> None:
     """Validate, run and score the changed packages; write the site and the leaderboard diff."""
     repo_root = find_repo_root(repo if repo is not None else Path.cwd())
@@ -149,6 +165,7 @@ def pr(
         every_package=every_package,
         quiet=quiet,
         trust_pr_harness=trust_pr_harness,
+        execution=Execution(chosen_executor(executor, ray_address), jobs, ray_address, max_retries),
     )
     for outcome in result.outcomes:
         line = f"{outcome.status} {outcome.package}: {outcome.detail}"

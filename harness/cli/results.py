@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from harness.cli._common import DatabaseUrl, reports_errors, stderr, stdout
+from harness.cli._common import (
+    DatabaseUrl,
+    Executor,
+    Jobs,
+    MaxRetries,
+    RayAddress,
+    chosen_executor,
+    reports_errors,
+    stderr,
+    stdout,
+)
 from harness.results.rescore import RescoreOutcome, rescore_store
 from harness.results.store_io import export_store, import_folder
 from harness.store import open_store
@@ -102,10 +112,14 @@ Examples:
 
   zsl results rescore --force --specs specs   # every run
 
+  zsl results rescore --executor ray --ray-address HEAD:6379   # scored on a Ray cluster
+
 A run is stale when a metric version it records differs from the registry, or its metric list
 differs from its spec. Predictions come from the archive (ZSL_PREDICTIONS_DIR, default
-ZSL_HOME/predictions). Runs without archived predictions are reported and skipped; the exit
-code is 1 when any run was skipped or failed.
+ZSL_HOME/predictions). Each stale run is scored as one task on the executor (a process pool by
+default; Ray nodes get the benchmark and the prediction files shipped and verified); every
+re-scored record is saved in one transaction at the end. Runs without archived predictions are
+reported and skipped; the exit code is 1 when any run was skipped or failed.
 """
 
 
@@ -122,11 +136,25 @@ def rescore(
         bool, typer.Option("--dry-run", help="Score and report, but save nothing.")
     ] = False,
     database_url: DatabaseUrl = None,
+    executor: Executor = None,
+    jobs: Jobs = None,
+    ray_address: RayAddress = None,
+    max_retries: MaxRetries = 2,
 ) -> None:
     """Re-score stored runs from their archived predictions when metric versions changed."""
     engine = open_store(database_url)
     try:
-        outcomes = rescore_store(engine, specs, force=force, dry_run=dry_run)
+        outcomes = rescore_store(
+            engine,
+            specs,
+            force=force,
+            dry_run=dry_run,
+            executor=chosen_executor(executor, ray_address),
+            jobs=jobs,
+            ray_address=ray_address,
+            max_retries=max_retries,
+            progress=True,
+        )
     finally:
         engine.dispose()
     for outcome in outcomes:

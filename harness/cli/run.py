@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import DatabaseUrl, reports_errors, stdout
+from harness.cli._common import (
+    DatabaseUrl,
+    Executor,
+    Jobs,
+    MaxRetries,
+    RayAddress,
+    chosen_executor,
+    reports_errors,
+    stdout,
+)
 from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import (
     generate_prediction_files,
@@ -68,34 +77,10 @@ def run(
         ),
     ] = None,
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
-    executor: Annotated[
-        str | None,
-        typer.Option(
-            help="where the runs of a matrix execute: 'local' (a process pool on this machine,"
-            " the default) or 'ray' (a Ray cluster: --ray-address, else a Ray instance started"
-            " here; needs the ray extra: pip install zsl-harness\\[ray])",
-            show_default=False,
-        ),
-    ] = None,
-    jobs: Annotated[
-        int | None,
-        typer.Option(
-            help="local executor: worker processes (default: one per CPU); ray without"
-            " --ray-address: CPUs of the instance started here",
-            min=1,
-            show_default=False,
-        ),
-    ] = None,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            help="Ray cluster to run on (HOST:PORT of its head, or 'auto'); implies --executor ray",
-            show_default=False,
-        ),
-    ] = None,
-    max_retries: Annotated[
-        int, typer.Option(help="tries again of a run whose worker or node died", min=0)
-    ] = 2,
+    executor: Executor = None,
+    jobs: Jobs = None,
+    ray_address: RayAddress = None,
+    max_retries: MaxRetries = 2,
     rerun: Annotated[
         bool, typer.Option("--rerun", help="run again what the store holds with the same hashes")
     ] = False,
@@ -114,11 +99,11 @@ def run(
         record = run_submission(packages[0], specs[0], runner=runner, database_url=database_url)
         stdout.print(_summary(record))
         return
-    from harness.executors import RunRequest, run_matrix
+    from harness.executors.matrix import RunRequest, run_matrix
 
     report = run_matrix(
         [RunRequest(p, s, runner) for s in specs for p in packages],
-        executor=executor or ("ray" if ray_address else "local"),
+        executor=chosen_executor(executor, ray_address),
         jobs=jobs,
         ray_address=ray_address,
         database_url=database_url,

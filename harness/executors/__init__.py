@@ -1,128 +1,77 @@
-"""Run a matrix of (package × spec) runs on a local process pool or a Ray cluster.
+"""Where the harness's many-task work executes: a local process pool, this process, or Ray.
 
-:func:`run_matrix` is the driver. It plans every run (loads each spec and prepares its frozen
-benchmark once, opens each package once and hashes it), skips the runs the store already holds
-for the same package hash, benchmark hash and spec hash (so a re-invocation resumes), and hands
-the rest to a backend:
+A caller turns its work into :class:`Job` objects — a task of a kind
+(:data:`harness.executors.task.TASKS`) as JSON, with the resources it asks for and the files a
+node without the driver's disk needs — and :func:`drive` hands them to a backend:
 
 - ``local`` (:mod:`harness.executors.local`): a pool of ``jobs`` worker processes on this
-  machine (default: one per CPU), which archive their prediction files themselves;
-- ``ray`` (:mod:`harness.executors.ray`): one Ray task per run, asking for the package's
-  ``resources`` (``cpus`` → ``num_cpus``, ``gpus`` → ``num_gpus``, ``memory_gb`` → ``memory``
-  bytes), on the cluster at ``ray_address`` or a Ray instance started here; each node gets the
-  frozen benchmark from the object store, verified against its hash
-  (:func:`harness.executors.task.ensure_benchmark`), and sends the prediction files back with
-  the record.
+  machine (default: one per CPU), sharing its disk;
+- ``inline`` (:mod:`harness.executors.inline`): this process, one task at a time (no worker
+  processes: for debugging, and for callers that patch the harness in-process);
+- ``ray`` (:mod:`harness.executors.ray`): one Ray task per job, asking for its resources, on
+  the cluster at ``ray_address`` or a Ray instance started here; each node gets the frozen
+  benchmark and the input files from the object store, verified on arrival.
 
-Each worker runs :mod:`harness.executors.task` and returns the record as its JSON export; the
-driver verifies it (:func:`harness.results.records_io.load_record`, then the planned hashes)
-and stores it at once (:func:`harness.store.save_run`), so a failure later in the matrix never
-loses a finished run. Failures are per run. A transient one — the worker process or its node
-died, the runner could not start (``OSError``) — is tried again up to ``max_retries`` times;
-a model that fails, a refused package or mismatching data is not. A rich progress bar on
-stderr counts done, failed, running and skipped runs.
+:func:`drive` submits while the backend has room, tries a job again when its failure is
+transient (the worker process or its node died, the machine ran short for a moment) up to
+``max_retries`` times, and yields every job's final outcome as it arrives, so the caller stores
+it at once. :class:`ProgressBar` counts done, failed, running and skipped jobs on stderr.
+
+The callers: :func:`harness.executors.matrix.run_matrix` (``zsl run`` over many packages ×
+specs, ``zsl ci pr``) and :func:`harness.results.rescore.rescore_store`
+(``zsl results rescore``).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import tempfile
-import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.errors import HarnessError, IntegrityError
-from harness.executors.task import TaskSpec, check_record
-from harness.records import RunRecord
+from harness.errors import HarnessError
 from harness.submission.package import Resources
-
-if TYPE_CHECKING:
-    from harness.data.artifacts import FrozenBenchmark
-    from harness.spec import Spec
-    from harness.submission.package import Package
 
 __all__ = [
     "EXECUTORS",
-    "MatrixReport",
+    "Backend",
+    "Job",
     "Outcome",
-    "PlannedRun",
-    "RunRequest",
-    "RunResult",
+    "ProgressBar",
+    "check_executor",
     "default_jobs",
-    "plan_runs",
-    "run_matrix",
+    "drive",
+    "make_backend",
+    "progress_bar",
 ]
 
-EXECUTORS = ("local", "ray")
-Status = Literal["done", "failed", "skipped"]
-#: The identity of what a run scores: benchmark id, version, hash and spec hash; submission
-#: name, version and package hash. A stored run with the same key is not run again.
-StoredKey = tuple[str, int, str, str, str, str, str]
+EXECUTORS = ("local", "inline", "ray")
 
 _console = Console(stderr=True, highlight=False, emoji=False, markup=False)
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """One run of the matrix: a package (folder or archive) on a spec, in a runner (None: the
-    strongest the executing machine offers)."""
+class Job:
+    """One task for a backend.
 
-    package: Path
-    spec: Path
-    runner: str | None = None
+    ``kind`` names the worker's function (:data:`harness.executors.task.TASKS`), ``task`` is
+    its input as JSON. ``benchmark``: the frozen benchmark the task loads, shipped to nodes that
+    do not share the driver's disk; ``attachments``: the task's input files on the driver's
+    disk, by the name the task knows them by, shipped likewise.
+    """
 
-    @property
-    def label(self) -> str:
-        return f"{self.package} on {self.spec}"
-
-
-@dataclass
-class PlannedRun:
-    """A request with everything the driver resolved for it."""
-
-    request: RunRequest
-    task: TaskSpec
-    resources: Resources
-    key: StoredKey
-    frozen_root: Path
+    kind: str
+    task: str
     label: str
-
-
-@dataclass
-class RunResult:
-    """What became of one request."""
-
-    request: RunRequest
-    status: Status
-    label: str
-    record: RunRecord | None = None
-    error: str | None = None
-    exit_code: int = 0
-    attempts: int = 0
-    node: str | None = None
-
-
-@dataclass
-class MatrixReport:
-    results: list[RunResult]
-    wall_s: float = 0.0
-
-    def count(self, status: Status) -> int:
-        return sum(r.status == status for r in self.results)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when nothing failed, else the highest failure's code (2: an integrity error)."""
-        return max((r.exit_code or 1 for r in self.results if r.status == "failed"), default=0)
+    resources: Resources = field(default_factory=Resources)
+    benchmark: Path | None = None
+    attachments: tuple[tuple[str, Path], ...] = ()
 
 
 @dataclass
@@ -131,18 +80,46 @@ class Outcome:
 
     result: dict[str, Any] | None = None
     system_error: str | None = None  # the worker or its node died: transient
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result and self.result.get("ok"))
+
+    @property
+    def transient(self) -> bool:
+        return self.system_error is not None or bool((self.result or {}).get("transient"))
+
+    @property
+    def error(self) -> str:
+        return self.system_error or str((self.result or {}).get("error", "no result"))
+
+    @property
+    def exit_code(self) -> int:
+        return int((self.result or {}).get("exit_code", 1)) if self.system_error is None else 1
+
+    @property
+    def trace(self) -> str | None:
+        """Where a harness bug happened (the traceback's tail), apart from the error."""
+        trace = (self.result or {}).get("trace")
+        return str(trace) if trace else None
+
+    @property
+    def node(self) -> str | None:
+        node = (self.result or {}).get("node")
+        return str(node) if node else None
 
 
 class Backend(Protocol):
-    """Where tasks run. ``wait`` blocks until at least one submitted task has finished."""
+    """Where tasks run. ``has_room`` says whether ``job`` may start now (a backend that queues
+    itself, as Ray does, always has room); ``wait`` blocks until at least one submitted task
+    has finished."""
 
-    archive: str
+    def has_room(self, job: Job) -> bool: ...
 
-    def capacity(self) -> int | None: ...
+    def infeasible(self, job: Job) -> str | None: ...
 
-    def infeasible(self, plan: PlannedRun) -> str | None: ...
-
-    def submit(self, ticket: int, plan: PlannedRun) -> None: ...
+    def submit(self, ticket: int, job: Job) -> None: ...
 
     def wait(self) -> list[tuple[int, Outcome]]: ...
 
@@ -157,321 +134,122 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-# -- planning -----------------------------------------------------------------------------------
+def check_executor(executor: str, jobs: int | None) -> None:
+    """Refuse an unknown executor, a bad ``jobs`` or a missing Ray before any work."""
+    if executor not in EXECUTORS:
+        raise HarnessError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    if jobs is not None and jobs < 1:
+        raise HarnessError(f"--jobs must be at least 1, not {jobs}")
+    if executor == "ray":
+        from harness.executors.ray import import_ray
 
-
-def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun | RunResult]:
-    """Resolve every request (spec hash, prepared benchmark, package hash), in order; a request
-    that cannot be resolved becomes a failed result, the others are planned."""
-    from harness.data.prepare import prepare
-    from harness.spec import load_spec
-    from harness.submission.unpack import open_package
-
-    specs: dict[Path, tuple[Spec, FrozenBenchmark] | HarnessError] = {}
-    packages: dict[Path, Package | HarnessError] = {}
-    planned: list[PlannedRun | RunResult] = []
-    for request in requests:
-        spec_path, package_path = request.spec.resolve(), request.package.resolve()
-        if spec_path not in specs:
-            try:
-                spec = load_spec(spec_path)
-                specs[spec_path] = (spec, prepare(spec))
-            except HarnessError as err:
-                specs[spec_path] = err
-        if package_path not in packages:
-            try:
-                holder = Path(tempfile.mkdtemp(prefix="package-", dir=workdir))
-                packages[package_path] = open_package(package_path, holder)
-            except HarnessError as err:
-                packages[package_path] = err
-        spec_entry, package = specs[spec_path], packages[package_path]
-        for problem in (spec_entry, package):
-            if isinstance(problem, HarnessError):
-                failed = RunResult(request, "failed", request.label, error=str(problem))
-                failed.exit_code = problem.exit_code
-                planned.append(failed)
-                break
-        if isinstance(spec_entry, HarnessError) or isinstance(package, HarnessError):
-            continue
-        spec, frozen = spec_entry
-        manifest = package.manifest
-        task = TaskSpec(
-            package=str(package_path),
-            spec=str(spec_path),
-            runner=request.runner,
-            package_hash=package.hash(),
-            benchmark_hash=frozen.hash,
-            spec_hash=spec.spec_hash(),
-        )
-        key: StoredKey = (
-            spec.benchmark,
-            spec.version,
-            frozen.hash,
-            task.spec_hash,
-            manifest.name,
-            manifest.version,
-            task.package_hash,
-        )
-        label = f"{manifest.name}@{manifest.version} on {spec.benchmark} v{spec.version}"
-        planned.append(PlannedRun(request, task, manifest.resources, key, frozen.root, label))
-    return planned
-
-
-def stored_keys(engine: Any, benchmarks: set[str]) -> set[StoredKey]:
-    """The keys of the runs ``engine`` holds on ``benchmarks``."""
-    from harness.store import load_runs
-
-    keys: set[StoredKey] = set()
-    for benchmark in sorted(benchmarks):
-        for record in load_runs(engine, benchmark=benchmark):
-            keys.add(stored_key(record))
-    return keys
-
-
-def stored_key(record: RunRecord) -> StoredKey:
-    return (
-        record.benchmark.id,
-        record.benchmark.version,
-        record.benchmark.hash,
-        record.benchmark.spec_hash,
-        record.submission.name,
-        record.submission.version,
-        record.submission.package_hash,
-    )
-
-
-# -- the driver ---------------------------------------------------------------------------------
+        import_ray()  # a missing extra is said before any work
 
 
 def make_backend(
     executor: str, *, jobs: int | None, ray_address: str | None, ship_benchmarks: bool = True
 ) -> Backend:
+    check_executor(executor, jobs)
     if executor == "local":
         from harness.executors.local import LocalPool
 
         return LocalPool(jobs or default_jobs())
-    if executor == "ray":
-        from harness.executors.ray import RayCluster
+    if executor == "inline":
+        from harness.executors.inline import InlineBackend
 
-        return RayCluster(address=ray_address, jobs=jobs, ship_benchmarks=ship_benchmarks)
-    raise HarnessError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+        return InlineBackend()
+    from harness.executors.ray import RayCluster
+
+    return RayCluster(address=ray_address, jobs=jobs, ship_benchmarks=ship_benchmarks)
 
 
-def run_matrix(
-    requests: Sequence[RunRequest],
-    *,
-    executor: str = "local",
-    jobs: int | None = None,
-    ray_address: str | None = None,
-    database_url: str | None = None,
-    max_retries: int = 2,
-    rerun: bool = False,
-    ship_benchmarks: bool = True,
-    progress: bool = True,
-    backend: Backend | None = None,
-) -> MatrixReport:
-    """Run every request, store each record as it arrives, and report what became of each.
+def drive(
+    backend: Backend, jobs: Sequence[tuple[int, Job]], *, max_retries: int, bar: ProgressBar
+) -> Iterator[tuple[int, Outcome]]:
+    """Run ``jobs`` (ticket, job) on ``backend``; yield each one's final outcome as it arrives.
 
-    ``rerun``: run requests the store already holds (same hashes) again instead of skipping
-    them. ``backend``: an already made backend (tests); else :func:`make_backend`.
+    Jobs start in order, each as soon as the backend has room for it. A transient failure is
+    submitted again (at the back of the queue, so it may land on another worker or node) until
+    it has been tried ``max_retries`` + 1 times; its last error then says so. A job no worker
+    could ever hold fails at once. The caller closes the backend.
     """
-    from harness.registry import freeze_all
-    from harness.runners import runners
-    from harness.store import open_store
-
-    if executor not in EXECUTORS:
-        raise HarnessError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
-    if jobs is not None and jobs < 1:
-        raise HarnessError(f"--jobs must be at least 1, not {jobs}")
-    if executor == "ray" and backend is None:
-        from harness.executors.ray import import_ray
-
-        import_ray()  # a missing extra is said before any work
-    for runner in {r.runner for r in requests if r.runner is not None}:
-        runners.get(runner)  # an unknown runner name fails before any work
-    freeze_all()
-    start = time.perf_counter()
-    engine = open_store(database_url)
-    results: dict[int, RunResult] = {}
-    with tempfile.TemporaryDirectory(prefix="zsl-matrix-") as tmp:
-        planned = plan_runs(requests, Path(tmp))
-        benchmarks = {p.key[0] for p in planned if isinstance(p, PlannedRun)}
-        done_before = set() if rerun else stored_keys(engine, benchmarks)
-        ordered: list[tuple[int, PlannedRun]] = []
-        for ticket, plan in enumerate(planned):
-            if isinstance(plan, RunResult):
-                results[ticket] = plan
-            elif plan.key in done_before:
-                results[ticket] = RunResult(plan.request, "skipped", plan.label)
-            else:
-                ordered.append((ticket, plan))
-        todo = deque(ordered)
-        by_ticket = dict(ordered)
-        attempts = dict.fromkeys(by_ticket, 0)
-        with _progress(len(requests), enabled=progress) as bar:
-            for result in results.values():
-                bar.finished(result)
-            bar.update(results)
-            if not todo:
-                return MatrixReport(_in_order(results), time.perf_counter() - start)
-            backend = backend or make_backend(
-                executor, jobs=jobs, ray_address=ray_address, ship_benchmarks=ship_benchmarks
-            )
-            try:
-                running = 0
-                while todo or running:
-                    running += _submit(backend, todo, running, attempts, results, bar)
-                    bar.update(results, running)
-                    if not running:
-                        break
-                    for ticket, outcome in backend.wait():
-                        running -= 1
-                        plan = by_ticket[ticket]
-                        settled = _settle(plan, outcome, attempts[ticket], max_retries, engine)
-                        if settled is None:  # transient: again
-                            todo.append((ticket, plan))
-                            bar.retry(plan.label, outcome)
-                            continue
-                        results[ticket] = settled
-                        bar.finished(settled)
-                    bar.update(results, running)
-            finally:
-                backend.close()
-    return MatrixReport(_in_order(results), time.perf_counter() - start)
+    todo = deque(jobs)
+    by_ticket = dict(jobs)
+    attempts = dict.fromkeys(by_ticket, 0)
+    running = 0
+    while todo or running:
+        while todo and backend.has_room(todo[0][1]):
+            ticket, job = todo.popleft()
+            problem = backend.infeasible(job)
+            if problem is not None:
+                yield ticket, Outcome(result={"ok": False, "error": problem, "exit_code": 1})
+                continue
+            attempts[ticket] += 1
+            backend.submit(ticket, job)
+            running += 1
+        bar.running(running)
+        if not running:
+            break
+        for ticket, outcome in backend.wait():
+            running -= 1
+            outcome.attempts = attempts[ticket]
+            if not outcome.ok and outcome.transient:
+                if attempts[ticket] <= max_retries:
+                    todo.append((ticket, by_ticket[ticket]))
+                    bar.retry(by_ticket[ticket].label, outcome.error)
+                    continue
+                outcome = _gave_up(outcome)
+            yield ticket, outcome
+        bar.running(running)
 
 
-def _submit(
-    backend: Backend,
-    todo: deque[tuple[int, PlannedRun]],
-    running: int,
-    attempts: dict[int, int],
-    results: dict[int, RunResult],
-    bar: _Bar,
-) -> int:
-    """Submit runs from ``todo`` while the backend has room; return how many were submitted.
-    A run no worker could ever hold fails here."""
-    capacity = backend.capacity()
-    submitted = 0
-    while todo and (capacity is None or running + submitted < capacity):
-        ticket, plan = todo.popleft()
-        problem = backend.infeasible(plan)
-        if problem is not None:
-            results[ticket] = RunResult(
-                plan.request, "failed", plan.label, error=problem, exit_code=1
-            )
-            bar.finished(results[ticket])
-            continue
-        attempts[ticket] += 1
-        backend.submit(ticket, plan)
-        submitted += 1
-    return submitted
-
-
-def _in_order(results: dict[int, RunResult]) -> list[RunResult]:
-    return [results[t] for t in sorted(results)]
-
-
-def _settle(
-    plan: PlannedRun, outcome: Outcome, attempt: int, max_retries: int, engine: Any
-) -> RunResult | None:
-    """The result of a finished task (its record stored), or None to try it again."""
-    result = outcome.result or {}
-    transient = outcome.system_error is not None or bool(result.get("transient"))
-    if not result.get("ok"):
-        error = outcome.system_error or str(result.get("error", "no result"))
-        if transient and attempt <= max_retries:
-            return None
-        if transient:
-            error += f" (gave up after {attempt} attempts)"
-        code = int(result.get("exit_code", 1)) if outcome.result else 1
-        return RunResult(
-            plan.request, "failed", plan.label, error=error, exit_code=code, attempts=attempt
-        )
-    node = result.get("node")
-    try:
-        record = store_result(plan, result, engine)
-    except HarnessError as err:
-        return RunResult(
-            plan.request,
-            "failed",
-            plan.label,
-            error=f"storing: {err}",
-            exit_code=err.exit_code,
-            attempts=attempt,
-            node=node,
-        )
-    return RunResult(plan.request, "done", plan.label, record=record, attempts=attempt, node=node)
-
-
-def store_result(plan: PlannedRun, result: dict[str, Any], engine: Any) -> RunRecord:
-    """Verify a worker's record, archive the prediction files it sent back, store the record."""
-    from harness.results.prediction_archive import archive_file, predictions_dir
-    from harness.results.records_io import load_record
-    from harness.store import save_run
-
-    record = load_record(str(result.get("record", "")), f"record of {plan.label}")
-    check_record(record, plan.task, where="driver")
-    shipped = result.get("predictions") or []
-    if shipped:
-        with tempfile.TemporaryDirectory(prefix="zsl-returned-") as tmp:
-            for entry in shipped:
-                setting, suffix = str(entry["setting"]), str(entry["suffix"])
-                data = base64.b64decode(str(entry["data"]), validate=True)
-                actual = "sha256:" + hashlib.sha256(data).hexdigest()
-                if actual != entry["sha256"] or setting not in record.predictions_hashes:
-                    raise IntegrityError(
-                        f"{plan.label}: the {setting!r} prediction file came back with sha256 "
-                        f"{actual}, not {entry['sha256']} (or for a setting the record lacks)"
-                    )
-                if suffix not in (".safetensors", ".npz"):
-                    raise IntegrityError(f"{plan.label}: prediction file suffix {suffix!r}")
-                path = Path(tmp) / f"{setting}{suffix}"
-                path.write_bytes(data)
-                archive_file(
-                    path,
-                    content_hash=record.predictions_hashes[setting],
-                    benchmark_hash=record.benchmark.hash,
-                    setting=setting,
-                    root=predictions_dir(),
-                )
-    save_run(engine, record)
-    return record
+def _gave_up(outcome: Outcome) -> Outcome:
+    why = f"{outcome.error} (gave up after {outcome.attempts} attempts)"
+    if outcome.system_error is not None:
+        return Outcome(system_error=why, attempts=outcome.attempts)
+    return Outcome(result={**(outcome.result or {}), "error": why}, attempts=outcome.attempts)
 
 
 # -- progress -----------------------------------------------------------------------------------
 
 
 @dataclass
-class _Bar:
+class ProgressBar:
+    """Counts of done, failed, running and skipped jobs (and retries), and a line per job."""
+
     progress: Progress | None
     task: Any = None
-    total: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
     retries: int = 0
-    lines: list[str] = field(default_factory=list)
+    _running: int = 0
 
-    def update(self, results: dict[int, RunResult], running: int = 0) -> None:
-        counts = {s: sum(r.status == s for r in results.values()) for s in ("done", "failed")}
-        skipped = sum(r.status == "skipped" for r in results.values())
-        text = (
-            f"done {counts['done']} · failed {counts['failed']} · running {running}"
-            f" · skipped {skipped}" + (f" · retried {self.retries}" if self.retries else "")
-        )
-        if self.progress is not None:
-            self.progress.update(self.task, completed=len(results), counts=text)
+    def running(self, running: int) -> None:
+        self._running = running
+        self._refresh()
 
-    def finished(self, result: RunResult) -> None:
-        if result.status == "done":
-            line = f"  ✓ {result.label}" + (f" [{result.node}]" if result.node else "")
-        elif result.status == "skipped":
-            line = f"  - {result.label}: stored already with the same hashes, skipped"
-        else:
-            line = f"  ✗ {result.label}: {result.error}"
+    def finished(self, status: str, line: str) -> None:
+        """One job ended with ``status`` (``done``, ``failed``, ``skipped``, or the caller's)."""
+        self.counts[status] = self.counts.get(status, 0) + 1
         self._print(line)
+        self._refresh()
 
-    def retry(self, label: str, outcome: Outcome) -> None:
+    def retry(self, label: str, why: str) -> None:
         self.retries += 1
-        why = outcome.system_error or (outcome.result or {}).get("error", "")
         self._print(f"  ↻ {label}: {why}; trying again")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        if self.progress is None:
+            return
+        shown = {"done": 0, "failed": 0, **self.counts}
+        parts = [f"{status} {n}" for status, n in shown.items() if status != "skipped"]
+        parts.append(f"running {self._running}")
+        parts.append(f"skipped {shown.get('skipped', 0)}")
+        if self.retries:
+            parts.append(f"retried {self.retries}")
+        self.progress.update(
+            self.task, completed=sum(self.counts.values()), counts=" · ".join(parts)
+        )
 
     def _print(self, line: str) -> None:
         if self.progress is not None:
@@ -479,12 +257,13 @@ class _Bar:
 
 
 @contextmanager
-def _progress(total: int, *, enabled: bool) -> Iterator[_Bar]:
+def progress_bar(total: int, *, enabled: bool, what: str = "runs") -> Iterator[ProgressBar]:
+    """A :class:`ProgressBar` over ``total`` jobs on stderr (silent unless ``enabled``)."""
     if not enabled:
-        yield _Bar(None, total=total)
+        yield ProgressBar(None)
         return
     progress = Progress(
-        TextColumn("runs"),
+        TextColumn(what),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[counts]}"),
@@ -492,5 +271,7 @@ def _progress(total: int, *, enabled: bool) -> Iterator[_Bar]:
         console=_console,
     )
     with progress:
-        task = progress.add_task("runs", total=total, counts="")
-        yield _Bar(progress, task, total)
+        task = progress.add_task(what, total=total, counts="")
+        bar = ProgressBar(progress, task)
+        bar.running(0)
+        yield bar

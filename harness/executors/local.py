@@ -3,16 +3,19 @@
 Each worker is a fresh interpreter (``spawn``: it inherits the driver's environment at the time
 the pool starts, ``ZSL_HOME`` included, and no threads or locks of the driver) running
 :func:`harness.executors.task.execute_json`; the task and its result cross as JSON text. The
-workers share the machine's ``ZSL_HOME``, so benchmarks are not shipped (the worker still
-checks the hash of the copy it loads) and prediction files go straight into the archive.
+workers share the machine's disk, so nothing is shipped (a worker still checks the hash of the
+benchmark it loads) and prediction files go straight into the archive.
 
 A worker process that dies (killed, out of memory) breaks the whole pool: every run in flight
 is then reported as a transient failure, to be tried again on a new pool.
 
 Each worker's own numeric libraries (scoring, bootstrap intervals run in the worker) get the
 machine's CPUs divided among the workers, as Ray gives a task its ``num_cpus``: ``jobs`` workers
-each using every core would oversubscribe the machine (the model itself runs with its package's
-``resources.cpus`` threads, set by the runner).
+each using every core would oversubscribe the machine. The model itself runs with its package's
+``resources.cpus`` threads (set by the runner), so the pool also admits a run only while the
+CPUs its running runs asked for, plus its own, fit the machine's (or ``jobs``, where that is
+more: ``--jobs N`` always allows N one-CPU runs): a package asking for 8 CPUs on an 8-CPU
+machine runs alone. A run asking for more CPUs than that runs alone too.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from harness.executors import Outcome, PlannedRun, default_jobs
-from harness.executors.task import ARCHIVE_SHARED, execute_json
+from harness.executors import Job, Outcome, default_jobs
+from harness.executors.task import execute_json
 
 __all__ = ["LocalPool"]
 
@@ -39,14 +42,14 @@ def _limit_threads(threads: int) -> None:
 
 
 class LocalPool:
-    """``jobs`` worker processes; at most ``jobs`` runs at a time."""
+    """``jobs`` worker processes; at most ``jobs`` runs at a time, asking for at most
+    ``cpus`` CPUs together (see the module docstring)."""
 
-    archive = ARCHIVE_SHARED
-
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, cpus: int | None = None) -> None:
         self.jobs = jobs
+        self.cpus = max(jobs, default_jobs() if cpus is None else cpus)
         self._pool = self._new_pool()
-        self._futures: dict[Future[str], int] = {}
+        self._futures: dict[Future[str], tuple[int, int]] = {}  # → (ticket, CPUs asked for)
 
     def _new_pool(self) -> ProcessPoolExecutor:
         threads = max(1, default_jobs() // self.jobs)
@@ -57,28 +60,32 @@ class LocalPool:
             initargs=(threads,),
         )
 
-    def capacity(self) -> int:
-        return self.jobs
+    def has_room(self, job: Job) -> bool:
+        if not self._futures:
+            return True
+        used = sum(cpus for _, cpus in self._futures.values())
+        return len(self._futures) < self.jobs and used + job.resources.cpus <= self.cpus
 
-    def infeasible(self, plan: PlannedRun) -> str | None:
+    def infeasible(self, job: Job) -> str | None:
         return None  # the runner bounds the run's memory; one machine runs everything
 
-    def submit(self, ticket: int, plan: PlannedRun) -> None:
-        self._futures[self._pool.submit(execute_json, plan.task.to_json())] = ticket
+    def submit(self, ticket: int, job: Job) -> None:
+        future = self._pool.submit(execute_json, job.kind, job.task)
+        self._futures[future] = (ticket, job.resources.cpus)
 
     def wait(self) -> list[tuple[int, Outcome]]:
         done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
         finished: list[tuple[int, Outcome]] = []
         broken = False
         for future in done:
-            ticket = self._futures.pop(future)
+            ticket, _ = self._futures.pop(future)
             try:
                 finished.append((ticket, Outcome(result=json.loads(future.result()))))
             except BrokenProcessPool as err:
                 broken = True
                 finished.append((ticket, Outcome(system_error=f"worker process died ({err})")))
         if broken:  # every other run in flight died with the pool
-            for ticket in self._futures.values():
+            for ticket, _ in self._futures.values():
                 finished.append((ticket, Outcome(system_error="the worker pool broke")))
             self._futures.clear()
             self._pool.shutdown(wait=False, cancel_futures=True)

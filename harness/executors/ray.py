@@ -1,19 +1,20 @@
-"""The Ray executor: one Ray task per run, on whichever node has the resources.
+"""The Ray executor: one Ray task per job, on whichever node has the resources.
 
 Ray is imported here only (``pip install 'zsl-harness[ray]'``). :class:`RayCluster` connects to
 the cluster at ``address`` (``ray start --head`` on one machine, ``ray start --address HEAD:6379``
-on the others) or, without one, starts a Ray instance on this machine. Each run is a task
-asking for the package's resources: ``num_cpus`` = ``resources.cpus``, ``num_gpus`` =
-``resources.gpus``, ``memory`` = ``resources.memory_gb`` in bytes. A run no alive node could
-ever hold fails at once instead of waiting forever.
+on the others) or, without one, starts a Ray instance on this machine. Each job is a task
+asking for its resources (a run: its package's): ``num_cpus`` = ``resources.cpus``,
+``num_gpus`` = ``resources.gpus``, ``memory`` = ``resources.memory_gb`` in bytes. A job no
+alive node could ever hold fails at once instead of waiting forever.
 
 What crosses: the task as JSON text; the frozen benchmark's files (``relative path → bytes``,
 put in the object store once per benchmark, verified against the benchmark hash on arrival by
-:func:`harness.executors.task.ensure_benchmark`) unless nodes share ``ZSL_HOME``; back, the
-task's outcome as JSON text: the record's export and the prediction files (base64, with their
-sha256). Package and spec paths must resolve to the same files on every node (a shared
-checkout): the worker refuses a record whose package, benchmark or spec hash differs from the
-driver's.
+:func:`harness.executors.task.ensure_benchmark`) unless nodes share ``ZSL_HOME``; the job's
+attachments (a re-scored run's archived prediction files); back, the task's outcome as JSON
+text: a run's record export and its prediction files (base64, with their sha256), or a
+re-scored record. Package and spec paths must resolve to the same files on every node (a
+shared checkout): the worker refuses a record whose package, benchmark or spec hash differs
+from the driver's.
 
 Ray's own retries are off (``max_retries=0``): the driver tries a run again when Ray reports a
 system failure (the worker process crashed, its node died, the object was lost), which puts it
@@ -24,13 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.executors import Outcome, PlannedRun
-from harness.executors.task import ARCHIVE_RETURN, benchmark_files, execute_json, node_name
+from harness.executors import Job, Outcome
+from harness.executors.task import Shipment, benchmark_files, execute_json, node_name
 
 __all__ = ["RayCluster", "import_ray"]
 
@@ -49,29 +49,29 @@ def import_ray() -> Any:
     return ray
 
 
-def run_on_node(task_json: str, files: dict[str, bytes] | None) -> str:
+def run_on_node(
+    kind: str, task_json: str, benchmark: dict[str, bytes] | None, attachments: dict[str, bytes]
+) -> str:
     """The body of every Ray task (module level: Ray finds it by name on the nodes)."""
-    outcome = json.loads(execute_json(task_json, files))
+    outcome = json.loads(execute_json(kind, task_json, Shipment(benchmark, attachments)))
     node_id = import_ray().get_runtime_context().get_node_id()
     outcome["node"] = f"{outcome.get('node') or node_name()} ray:{node_id[:12]}"
     return json.dumps(outcome, sort_keys=True)
 
 
-def resources_of(plan: PlannedRun) -> dict[str, float]:
-    """Ray's resource names and amounts for the package's ``resources``."""
+def resources_of(job: Job) -> dict[str, float]:
+    """Ray's resource names and amounts for the job's ``resources``."""
     need: dict[str, float] = {
-        "CPU": float(plan.resources.cpus),
-        "memory": float(int(plan.resources.memory_gb * _GIB)),
+        "CPU": float(job.resources.cpus),
+        "memory": float(int(job.resources.memory_gb * _GIB)),
     }
-    if plan.resources.gpus:
-        need["GPU"] = float(plan.resources.gpus)
+    if job.resources.gpus:
+        need["GPU"] = float(job.resources.gpus)
     return need
 
 
 class RayCluster:
     """Runs tasks on a Ray cluster; shuts down only a Ray instance it started itself."""
-
-    archive = ARCHIVE_RETURN
 
     def __init__(
         self, *, address: str | None = None, jobs: int | None = None, ship_benchmarks: bool = True
@@ -101,11 +101,11 @@ class RayCluster:
         self._files: dict[Path, Any] = {}  # frozen benchmark root → object ref of its files
         self._refs: dict[Any, int] = {}
 
-    def capacity(self) -> int | None:
-        return None  # Ray queues what the cluster cannot run yet
+    def has_room(self, job: Job) -> bool:
+        return True  # Ray queues what the cluster cannot run yet
 
-    def infeasible(self, plan: PlannedRun) -> str | None:
-        need = resources_of(plan)
+    def infeasible(self, job: Job) -> str | None:
+        need = resources_of(job)
         for node in self._ray.nodes():
             have = node.get("Resources", {})
             if node.get("Alive") and all(have.get(k, 0.0) >= v for k, v in need.items()):
@@ -114,28 +114,28 @@ class RayCluster:
             f"{k} {v / _GIB:g} GiB" if k == "memory" else f"{k} {v:g}" for k, v in need.items()
         )
         return (
-            f"no alive node of the Ray cluster offers {wanted} (the package's resources);"
+            f"no alive node of the Ray cluster offers {wanted} (the resources asked for);"
             " add such a node or lower resources in submission.yaml"
         )
 
-    def submit(self, ticket: int, plan: PlannedRun) -> None:
-        files = None
-        if self._ship:
-            files = self._files.get(plan.frozen_root)
-            if files is None:
-                files = self._files[plan.frozen_root] = self._ray.put(
-                    benchmark_files(plan.frozen_root)
+    def submit(self, ticket: int, job: Job) -> None:
+        benchmark = None
+        if self._ship and job.benchmark is not None:
+            benchmark = self._files.get(job.benchmark)
+            if benchmark is None:
+                benchmark = self._files[job.benchmark] = self._ray.put(
+                    benchmark_files(job.benchmark)
                 )
-        task = replace(plan.task, archive=ARCHIVE_RETURN)
-        need = resources_of(plan)
+        attachments = {name: path.read_bytes() for name, path in job.attachments}
+        need = resources_of(job)
         ref = self._remote.options(
             num_cpus=need["CPU"],
             num_gpus=need.get("GPU", 0.0),
             memory=need["memory"],
             max_retries=0,
             retry_exceptions=False,
-            name=f"zsl run {plan.label}",
-        ).remote(task.to_json(), files)
+            name=f"zsl {job.kind} {job.label}",
+        ).remote(job.kind, job.task, benchmark, attachments)
         self._refs[ref] = ticket
 
     def wait(self) -> list[tuple[int, Outcome]]:

@@ -1,61 +1,82 @@
-"""One run of a matrix, as a worker executes it: JSON in, JSON out, nothing stored.
+"""A task, as a worker executes it: JSON in, JSON out, nothing stored.
 
-The driver (:mod:`harness.executors`) hands a worker — a process of the local pool or a Ray task
-on any node — a :class:`TaskSpec` as JSON, and, for Ray, the frozen benchmark's files. The
-worker:
+The driver (:mod:`harness.executors`) hands a worker — a process of the local pool, this very
+process (``inline``), or a Ray task on any node — a task of a kind (:data:`TASKS`) as JSON and,
+when the worker's node does not share the driver's disk (Ray), a :class:`Shipment`: the frozen
+benchmark's files and the task's input files. Two kinds:
 
-1. checks that the spec it loads has the spec hash the driver saw;
-2. makes sure the frozen benchmark its node will load is the one the driver prepared: a copy
-   already under the node's ``ZSL_HOME`` must have the expected benchmark hash; else the shipped
-   files are unpacked beside it, verified (every artifact re-hashed, the manifest hash compared
-   with the expected one) and moved into place; a mismatch is refused, never rebuilt;
-3. runs :func:`harness.pipeline.run_submission` with ``store=False``, archiving the prediction
-   files (into the shared archive for the local pool, into a temporary folder whose files go
-   back with the record for Ray);
-4. checks the record against the driver's hashes (package, benchmark, spec) and returns the
-   record as its JSON export (:func:`harness.results.records_io.dump_record`).
+- ``run`` (:class:`RunTask`): one package on one spec. The worker checks that the spec it loads
+  has the spec hash the driver saw, makes sure its node's frozen benchmark is the one the
+  driver prepared (:func:`ensure_benchmark`), runs :func:`harness.pipeline.run_submission`
+  with ``store=False`` (archiving the prediction files into the shared archive, or into a
+  temporary folder whose files go back with the record), checks the record against the
+  driver's hashes and returns the record as its JSON export
+  (:func:`harness.results.records_io.dump_record`).
+- ``rescore`` (:class:`RescoreTask`): one stored record scored again from its archived
+  prediction files (:func:`harness.results.rescore.rescore_record`), on the benchmark the
+  driver verified; back comes the re-scored record's JSON export.
 
-Every failure comes back as JSON too, classified: ``transient`` (an ``OSError``, say the runner
-could not start: worth another try) or not (a :class:`~harness.errors.HarnessError` — the
-model failed, the package was refused, the data did not match — or a bug). No exception object
-and no pickle of anything a submission made crosses back.
+Every failure comes back as JSON too, classified: ``transient`` (an ``OSError`` that says the
+machine was short of something for a moment: worth another try) or not (a
+:class:`~harness.errors.HarnessError` — the model failed, the package was refused, the data did
+not match — any other ``OSError``, or a bug, whose traceback tail comes back apart from the
+message). No exception object and no pickle of anything a submission made crosses back.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import shutil
 import socket
 import tempfile
 import traceback
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, benchmark_dir
-from harness.errors import HarnessError, IntegrityError
+from harness.errors import HarnessError, IntegrityError, error_text
 from harness.hashing import file_sha256
 from harness.records import RunRecord
 
 __all__ = [
-    "TaskSpec",
+    "TASKS",
+    "RescoreTask",
+    "RunTask",
+    "Shipment",
     "benchmark_files",
+    "check_record",
     "ensure_benchmark",
     "execute",
     "execute_json",
     "node_name",
 ]
 
-#: Where the worker archives prediction files: the archive itself (same machine as the driver)
-#: or a temporary folder whose files are returned with the record (another machine).
-ARCHIVE_SHARED = "shared"
-ARCHIVE_RETURN = "return"
+#: ``OSError`` numbers that say the machine lacked something for a moment (processes, memory,
+#: a busy device, a dropped connection): the run is tried again. Any other ``OSError`` (a
+#: missing file, a link loop a package made) fails the same way every time.
+TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.EAGAIN,
+        errno.ENOMEM,
+        errno.EBUSY,
+        errno.EINTR,
+        errno.ENFILE,
+        errno.EMFILE,
+        errno.ETIMEDOUT,
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.EPIPE,
+    }
+)
 
 
 @dataclass(frozen=True)
-class TaskSpec:
+class RunTask:
     """What a worker needs to run one package on one spec, and the hashes it must reproduce."""
 
     package: str
@@ -64,14 +85,42 @@ class TaskSpec:
     package_hash: str
     benchmark_hash: str
     spec_hash: str
-    archive: str = ARCHIVE_SHARED
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
-    @classmethod
-    def from_json(cls, text: str) -> TaskSpec:
-        return cls(**json.loads(text))
+
+@dataclass(frozen=True)
+class RescoreTask:
+    """One stored record to score again from its archived prediction files.
+
+    ``record``: its JSON export; ``spec``: the path of its spec (hash checked against the
+    record's); ``benchmark_hash``: the frozen benchmark the driver verified; ``predictions``:
+    the archived file of each setting on the driver's disk (shipped, by setting, to a node
+    without it); ``archive_root``: the driver's archive, for a worker sharing its disk.
+    """
+
+    record: str
+    spec: str
+    benchmark_hash: str
+    reasons: list[str]
+    predictions: dict[str, str]
+    archive_root: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class Shipment:
+    """What a node that does not share the driver's disk gets with a task.
+
+    ``benchmark``: the frozen benchmark's files (relative posix path → bytes; None: the node
+    holds it, a shared ``ZSL_HOME``); ``attachments``: the task's input files by name.
+    """
+
+    benchmark: dict[str, bytes] | None = None
+    attachments: dict[str, bytes] = field(default_factory=dict)
 
 
 def node_name() -> str:
@@ -165,61 +214,76 @@ def _unpack(root: Path, files: dict[str, bytes], expected_hash: str, where: str)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# -- the run ------------------------------------------------------------------------------------
+# -- executing a task ---------------------------------------------------------------------------
 
 
-def execute(task: TaskSpec, files: dict[str, bytes] | None = None) -> dict[str, Any]:
-    """Run ``task`` here; the outcome as a JSON-ready dict (see the module docstring)."""
+def execute(kind: str, task_json: str, shipment: Shipment | None = None) -> dict[str, Any]:
+    """Run the task of ``kind`` here; the outcome as a JSON-ready dict (see the module
+    docstring). ``shipment`` None: this node shares the driver's disk."""
     try:
-        return {"ok": True, **_execute(task, files)}
+        body = TASKS[kind]
+    except KeyError:
+        return _failure(f"unknown task kind {kind!r}", transient=False, exit_code=1)
+    try:
+        return {"ok": True, "node": node_name(), **body(json.loads(task_json), shipment)}
     except HarnessError as err:
-        return _failure(str(err), transient=False, exit_code=err.exit_code)
+        return _failure(error_text(err), transient=False, exit_code=err.exit_code)
     except OSError as err:
-        return _failure(f"{type(err).__name__}: {err}", transient=True, exit_code=1)
-    except Exception as err:  # a bug: keep where it happened
-        tail = traceback.format_exc().strip().splitlines()[-6:]
-        return _failure(
-            f"{type(err).__name__}: {err} ({' | '.join(tail)})", transient=False, exit_code=1
-        )
+        return _failure(error_text(err), transient=err.errno in TRANSIENT_ERRNOS, exit_code=1)
+    except Exception as err:  # a bug, or something a submission provoked: keep where
+        trace = " | ".join(traceback.format_exc().strip().splitlines()[-6:])
+        return _failure(error_text(err), transient=False, exit_code=1, trace=trace)
 
 
-def execute_json(task_json: str, files: dict[str, bytes] | None = None) -> str:
-    """:func:`execute` with the task and its outcome as JSON text (the pool's and Ray's form)."""
-    return json.dumps(execute(TaskSpec.from_json(task_json), files), sort_keys=True)
+def execute_json(kind: str, task_json: str, shipment: Shipment | None = None) -> str:
+    """:func:`execute` with its outcome as JSON text (the pool's and Ray's form)."""
+    return json.dumps(execute(kind, task_json, shipment), sort_keys=True)
 
 
-def _failure(message: str, *, transient: bool, exit_code: int) -> dict[str, Any]:
-    return {
+def _failure(message: str, *, transient: bool, exit_code: int, trace: str = "") -> dict[str, Any]:
+    failure: dict[str, Any] = {
         "ok": False,
-        "error": f"[{node_name()}] {message}",
+        "error": message,
+        "node": node_name(),
         "transient": transient,
         "exit_code": exit_code,
     }
+    if trace:
+        failure["trace"] = trace
+    return failure
 
 
-def _execute(task: TaskSpec, files: dict[str, bytes] | None) -> dict[str, Any]:
+def _run(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
     from harness.pipeline import run_submission
     from harness.results.prediction_archive import archived_path, predictions_dir
     from harness.results.records_io import dump_record
     from harness.spec import load_spec
 
+    task = RunTask(**fields)
     spec = load_spec(task.spec)
     if spec.spec_hash() != task.spec_hash:
         raise IntegrityError(
             f"node {node_name()}: {task.spec} has spec hash {spec.spec_hash()}, the driver's has"
             f" {task.spec_hash}; every node must see the same spec files"
         )
-    ensure_benchmark(spec.benchmark, spec.version, task.benchmark_hash, files)
+    ensure_benchmark(
+        spec.benchmark,
+        spec.version,
+        task.benchmark_hash,
+        shipment.benchmark if shipment is not None else None,
+    )
     with tempfile.TemporaryDirectory(prefix="zsl-task-") as tmp:
-        root = predictions_dir() if task.archive == ARCHIVE_SHARED else Path(tmp) / "archive"
+        # Sharing the driver's disk, the files go straight into its archive; else they go
+        # back with the record.
+        root = predictions_dir() if shipment is None else Path(tmp) / "archive"
         record = run_submission(
             task.package, task.spec, runner=task.runner, store=False, quiet=True, archive_to=root
         )
         check_record(record, task, where=f"node {node_name()}")
-        result: dict[str, Any] = {"record": dump_record(record), "node": node_name()}
-        if task.archive == ARCHIVE_RETURN:
+        result: dict[str, Any] = {"record": dump_record(record)}
+        if shipment is not None:
             result["predictions"] = [
-                _shipped_file(
+                _returned_file(
                     archived_path(
                         content, benchmark_hash=record.benchmark.hash, setting=setting, root=root
                     ),
@@ -230,7 +294,7 @@ def _execute(task: TaskSpec, files: dict[str, bytes] | None) -> dict[str, Any]:
     return result
 
 
-def _shipped_file(path: Path, setting: str) -> dict[str, str]:
+def _returned_file(path: Path, setting: str) -> dict[str, str]:
     return {
         "setting": setting,
         "suffix": path.suffix,
@@ -239,7 +303,65 @@ def _shipped_file(path: Path, setting: str) -> dict[str, str]:
     }
 
 
-def check_record(record: RunRecord, task: TaskSpec, *, where: str) -> None:
+def _rescore(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
+    from harness.results.prediction_archive import archive_file
+    from harness.results.records_io import dump_record, load_record
+    from harness.results.rescore import rescore_record
+    from harness.spec import load_spec
+
+    task = RescoreTask(**fields)
+    record = load_record(task.record, "the record to re-score")
+    spec = load_spec(task.spec)
+    ensure_benchmark(
+        spec.benchmark,
+        spec.version,
+        task.benchmark_hash,
+        shipment.benchmark if shipment is not None else None,
+    )
+    bench = _loaded_benchmark(spec, task.benchmark_hash)
+    with tempfile.TemporaryDirectory(prefix="zsl-rescore-") as tmp:
+        root = Path(task.archive_root)
+        if shipment is not None:  # the driver's archive is not here: rebuild its files
+            root = Path(tmp) / "archive"
+            for setting in task.predictions:
+                if setting not in shipment.attachments:
+                    raise HarnessError(f"the {setting!r} prediction file was not shipped")
+                path = Path(tmp) / f"{setting}{Path(task.predictions[setting]).suffix}"
+                path.write_bytes(shipment.attachments[setting])
+                archive_file(
+                    path,
+                    content_hash=record.predictions_hashes.get(setting, ""),
+                    benchmark_hash=record.benchmark.hash,
+                    setting=setting,
+                    root=root,
+                )
+        rescored = rescore_record(record, spec, bench, reasons=task.reasons, archive_root=root)
+    return {"record": dump_record(rescored)}
+
+
+#: The task kinds a worker executes, by name: the task's fields (parsed JSON) and the shipment
+#: in, the result's fields out.
+TASKS: dict[str, Callable[[dict[str, Any], Shipment | None], dict[str, Any]]] = {
+    "run": _run,
+    "rescore": _rescore,
+}
+
+#: The last benchmark a rescore task of this process loaded: a pool worker re-scores many runs
+#: of one benchmark in a row, and loading (and re-hashing) it each time would dominate.
+_LOADED: dict[tuple[str, int, str], Any] = {}
+
+
+def _loaded_benchmark(spec: Any, benchmark_hash: str) -> Any:
+    from harness.data.prepare import load_benchmark
+
+    key = (spec.benchmark, spec.version, benchmark_hash)
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_benchmark(spec)
+    return _LOADED[key]
+
+
+def check_record(record: RunRecord, task: RunTask, *, where: str) -> None:
     """Refuse a record made from other files than the driver planned (package, data, spec)."""
     for what, got, want in (
         ("package hash", record.submission.package_hash, task.package_hash),

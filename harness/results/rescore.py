@@ -4,10 +4,14 @@ A stored run is *stale* when one of its scores was computed by a metric whose re
 version is no longer the one it records, or when its list of (setting, metric key, function)
 is not what its benchmark's spec declares today. :func:`rescore_store` finds the spec of each
 run (by benchmark id and version under a specs folder; a spec whose hash differs from the
-run's is refused), loads the frozen benchmark, reads the run's archived prediction files
-(:mod:`harness.results.prediction_archive`; their content is checked against the hashes the
-record holds), scores them with the current metrics and saves every re-scored record in one
-transaction.
+run's is refused), prepares its frozen benchmark and finds the run's archived prediction files
+(:mod:`harness.results.prediction_archive`), all in the driver; each stale run is then one
+``rescore`` task on an executor (:mod:`harness.executors`: a local process pool by default,
+this process with ``inline``, or a Ray cluster, whose nodes get the benchmark and the
+prediction files shipped and verified), which reads the files (their content checked against
+the hashes the record holds) and scores them with the current metrics
+(:func:`rescore_record`). The driver checks that a re-scored record differs from the stored one
+in its scores and rescore log only, and saves every re-scored record in one transaction.
 
 What changes in a re-scored record: ``scores`` (all of them, so the record is exactly what a
 fresh ``zsl run`` of the same predictions would score) and one line in ``logs["rescore"]``
@@ -31,13 +35,19 @@ from typing import TYPE_CHECKING, Literal
 
 import harness
 from harness.errors import HarnessError, IntegrityError, SpecError
+from harness.executors import Job, check_executor, drive, make_backend, progress_bar
 from harness.records import RunRecord, ScoreEntry, run_key
-from harness.results.prediction_archive import ArchiveMissingError, archived_paths
-from harness.results.records_io import describe_key
+from harness.results.prediction_archive import (
+    ArchiveMissingError,
+    archived_paths,
+    predictions_dir,
+)
+from harness.results.records_io import describe_key, dump_record, load_record
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from harness.data.artifacts import FrozenBenchmark
     from harness.data.prepare import PreparedBenchmark
     from harness.spec import Spec
 
@@ -141,6 +151,41 @@ def stale_reasons(record: RunRecord, spec: Spec | None) -> list[str]:
     return reasons
 
 
+def rescorable_hashes(record: RunRecord, spec: Spec, benchmark_hash: str) -> dict[str, str]:
+    """The prediction hash of each setting ``spec`` scores, once ``record`` is known to have
+    been scored against this very spec and benchmark.
+
+    Raises
+    ------
+    IntegrityError
+        The spec or the benchmark does not match the hashes the record holds.
+    HarnessError
+        The record lacks a prediction hash the spec needs.
+    """
+    from harness.pipeline import prediction_settings
+
+    run = describe_key(run_key(record))
+    if spec.spec_hash() != record.benchmark.spec_hash:
+        raise IntegrityError(
+            f"{run}: was scored against spec hash {record.benchmark.spec_hash}, but "
+            f"{spec.path} hashes to {spec.spec_hash()}; a changed spec needs a new version "
+            "(re-run the submissions on it) or the spec the run was scored with"
+        )
+    if benchmark_hash != record.benchmark.hash:
+        raise IntegrityError(
+            f"{run}: was scored on data {record.benchmark.hash}, but the frozen "
+            f"{spec.benchmark} v{spec.version} is {benchmark_hash}"
+        )
+    settings = prediction_settings(spec)
+    missing = [s for s in settings if s not in record.predictions_hashes]
+    if missing:
+        raise HarnessError(
+            f"{run}: the record holds no predictions hash for {', '.join(missing)}, which the "
+            "spec's metrics need"
+        )
+    return {s: record.predictions_hashes[s] for s in settings}
+
+
 def rescore_record(
     record: RunRecord,
     spec: Spec,
@@ -160,29 +205,11 @@ def rescore_record(
     HarnessError
         The record lacks a prediction hash the spec needs, or scoring failed.
     """
-    from harness.pipeline import prediction_settings, read_all
+    from harness.pipeline import read_all
     from harness.scoring import score
 
     run = describe_key(run_key(record))
-    if spec.spec_hash() != record.benchmark.spec_hash:
-        raise IntegrityError(
-            f"{run}: was scored against spec hash {record.benchmark.spec_hash}, but "
-            f"{spec.path} hashes to {spec.spec_hash()}; a changed spec needs a new version "
-            "(re-run the submissions on it) or the spec the run was scored with"
-        )
-    if bench.hash != record.benchmark.hash:
-        raise IntegrityError(
-            f"{run}: was scored on data {record.benchmark.hash}, but the frozen "
-            f"{spec.benchmark} v{spec.version} is {bench.hash}"
-        )
-    settings = prediction_settings(spec)
-    missing = [s for s in settings if s not in record.predictions_hashes]
-    if missing:
-        raise HarnessError(
-            f"{run}: the record holds no predictions hash for {', '.join(missing)}, which the "
-            "spec's metrics need"
-        )
-    hashes = {s: record.predictions_hashes[s] for s in settings}
+    hashes = rescorable_hashes(record, spec, bench.hash)
     paths = archived_paths(hashes, benchmark_hash=record.benchmark.hash, root=archive_root)
     predictions = read_all(bench, paths)
     for setting, checked in predictions.items():
@@ -227,16 +254,25 @@ def rescore_records(
     *,
     force: bool = False,
     archive_root: Path | None = None,
+    executor: str = "local",
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    max_retries: int = 2,
+    progress: bool = False,
 ) -> list[RescoreOutcome]:
     """Re-score the stale runs among ``records`` (every one with ``force``); nothing is saved.
 
-    Returned outcomes have status ``current``, ``would rescore`` (with ``rescored`` set),
-    ``skipped`` or ``failed``, in the order of ``records``.
+    The driver finds each stale run's spec, prepares its benchmark, checks the hashes and finds
+    the archived prediction files; the scoring itself is one ``rescore`` task per run on
+    ``executor`` (see :mod:`harness.executors`). Returned outcomes have status ``current``,
+    ``would rescore`` (with ``rescored`` set), ``skipped`` or ``failed``, in the order of
+    ``records``.
     """
-    from harness.data.prepare import load_benchmark
-
-    benches: dict[SpecKey, PreparedBenchmark] = {}
+    check_executor(executor, jobs)
+    root = predictions_dir() if archive_root is None else archive_root
+    frozen: dict[SpecKey, FrozenBenchmark | HarnessError] = {}
     outcomes: list[RescoreOutcome] = []
+    work: list[tuple[int, Job]] = []
     for record in records:
         spec = specs.get((record.benchmark.id, record.benchmark.version))
         reasons = stale_reasons(record, spec)
@@ -251,22 +287,93 @@ def rescore_records(
             )
             continue
         try:
-            key = (spec.benchmark, spec.version)
-            if key not in benches:
-                benches[key] = load_benchmark(spec)
-            new = rescore_record(
-                record, spec, benches[key], reasons=reasons, archive_root=archive_root
-            )
+            job = _rescore_job(record, spec, reasons, frozen, root)
         except ArchiveMissingError as err:
             outcome.status, outcome.message = "skipped", str(err)
             continue
         except HarnessError as err:
             outcome.status, outcome.message = "failed", str(err)
             continue
-        outcome.status = "would rescore"
-        outcome.rescored = new
-        outcome.changes = score_changes(record.scores, new.scores)
+        work.append((len(outcomes) - 1, job))
+    if work:
+        with progress_bar(len(work), enabled=progress, what="re-scores") as bar:
+            backend = make_backend(executor, jobs=jobs, ray_address=ray_address)
+            try:
+                for index, result in drive(backend, work, max_retries=max_retries, bar=bar):
+                    outcome = outcomes[index]
+                    _settle(outcome, result.result if result.ok else None, result.error)
+                    bar.finished(
+                        "done" if outcome.ok else "failed",
+                        f"  {'✓' if outcome.ok else '✗'} {outcome.run}"
+                        + ("" if outcome.ok else f": {outcome.message}"),
+                    )
+            finally:
+                backend.close()
     return outcomes
+
+
+def _rescore_job(
+    record: RunRecord,
+    spec: Spec,
+    reasons: list[str],
+    frozen: dict[SpecKey, FrozenBenchmark | HarnessError],
+    root: Path,
+) -> Job:
+    """The ``rescore`` task of ``record``, once the driver checked what it can."""
+    from harness.data.prepare import prepare
+    from harness.executors.task import RescoreTask
+
+    key = (spec.benchmark, spec.version)
+    if key not in frozen:
+        try:
+            frozen[key] = prepare(spec)
+        except HarnessError as err:
+            frozen[key] = err
+    bench = frozen[key]
+    if isinstance(bench, HarnessError):
+        raise bench
+    hashes = rescorable_hashes(record, spec, bench.hash)
+    paths = archived_paths(hashes, benchmark_hash=record.benchmark.hash, root=root)
+    task = RescoreTask(
+        record=dump_record(record),
+        spec=str(spec.path),
+        benchmark_hash=bench.hash,
+        reasons=reasons,
+        predictions={setting: str(path) for setting, path in paths.items()},
+        archive_root=str(root),
+    )
+    label = describe_key(run_key(record))
+    attachments = tuple(sorted(paths.items()))
+    return Job("rescore", task.to_json(), label, benchmark=bench.root, attachments=attachments)
+
+
+def _settle(outcome: RescoreOutcome, result: dict[str, object] | None, error: str) -> None:
+    """Fill ``outcome`` from its task's result: the re-scored record, checked to differ from
+    the stored one in its scores and rescore log only, or the failure."""
+    if result is None:
+        outcome.status, outcome.message = "failed", error
+        return
+    try:
+        new = load_record(str(result.get("record", "")), f"re-scored record of {outcome.run}")
+        if _beyond_scores(new) != _beyond_scores(outcome.record):
+            raise IntegrityError(
+                f"{outcome.run}: the re-scored record differs from the stored one in more than"
+                " its scores and rescore log; refusing it"
+            )
+    except HarnessError as err:
+        outcome.status, outcome.message = "failed", str(err)
+        return
+    outcome.status = "would rescore"
+    outcome.rescored = new
+    outcome.changes = score_changes(outcome.record.scores, new.scores)
+
+
+def _beyond_scores(record: RunRecord) -> dict[str, object]:
+    """What a re-score must leave as it is: the record but its scores and rescore log."""
+    data = record.model_dump(mode="json")
+    del data["scores"]
+    data["logs"].pop("rescore", None)
+    return data
 
 
 def rescore_store(
@@ -276,17 +383,34 @@ def rescore_store(
     force: bool = False,
     dry_run: bool = False,
     archive_root: Path | None = None,
+    executor: str = "local",
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    max_retries: int = 2,
+    progress: bool = False,
 ) -> list[RescoreOutcome]:
     """Re-score the store's stale runs (all with ``force``) and save them in one transaction.
 
     With ``dry_run`` the runs are scored but nothing is saved (status ``would rescore``).
     A run that cannot be re-scored is reported (``skipped``/``failed``) and left as stored.
+    ``executor``, ``jobs``, ``ray_address``, ``max_retries``: where the scoring runs
+    (:func:`rescore_records`).
     """
     from harness.results.store_io import save_records
     from harness.store import load_runs
 
     specs = find_specs(specs_dir)
-    outcomes = rescore_records(load_runs(engine), specs, force=force, archive_root=archive_root)
+    outcomes = rescore_records(
+        load_runs(engine),
+        specs,
+        force=force,
+        archive_root=archive_root,
+        executor=executor,
+        jobs=jobs,
+        ray_address=ray_address,
+        max_retries=max_retries,
+        progress=progress,
+    )
     if not dry_run:
         done = [o for o in outcomes if o.rescored is not None]
         # Only over the runs as loaded: a run stored again meanwhile is never overwritten.
@@ -302,6 +426,7 @@ __all__ = [
     "RescoreOutcome",
     "expected_entries",
     "find_specs",
+    "rescorable_hashes",
     "rescore_record",
     "rescore_records",
     "rescore_store",

@@ -1,0 +1,343 @@
+"""Run a matrix of (package × spec) runs on an executor and store each record as it arrives.
+
+:func:`run_matrix` is the driver of ``zsl run`` over many packages or specs and of
+``zsl ci pr``. It plans every run (loads each spec and prepares its frozen benchmark once,
+opens each package once and hashes it), skips the runs the store already holds for the same
+package hash, benchmark hash and spec hash (so a re-invocation resumes), and hands the rest to
+a backend (:func:`harness.executors.drive`) as ``run`` tasks
+(:class:`harness.executors.task.RunTask`).
+
+Each worker returns the record as its JSON export; the driver verifies it
+(:func:`harness.results.records_io.load_record`, then the planned hashes), archives the
+prediction files a remote node sent back, and stores it at once
+(:func:`harness.store.save_run`), so a failure later in the matrix never loses a finished run.
+Failures are per run: one package's, whatever it raised, is never the matrix's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.errors import HarnessError, IntegrityError, error_text
+from harness.executors import (
+    Backend,
+    Job,
+    Outcome,
+    check_executor,
+    drive,
+    make_backend,
+    progress_bar,
+)
+from harness.executors.task import RunTask, check_record
+from harness.records import RunRecord
+
+if TYPE_CHECKING:
+    from harness.data.artifacts import FrozenBenchmark
+    from harness.spec import Spec
+    from harness.submission.package import Package
+
+__all__ = [
+    "MatrixReport",
+    "PlannedRun",
+    "RunRequest",
+    "RunResult",
+    "plan_runs",
+    "run_matrix",
+    "store_result",
+]
+
+Status = Literal["done", "failed", "skipped"]
+#: The identity of what a run scores: benchmark id, version, hash and spec hash; submission
+#: name, version and package hash. A stored run with the same key is not run again.
+StoredKey = tuple[str, int, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run of the matrix: a package (folder or archive) on a spec, in a runner (None: the
+    strongest the executing machine offers)."""
+
+    package: Path
+    spec: Path
+    runner: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.package} on {self.spec}"
+
+
+@dataclass
+class PlannedRun:
+    """A request with everything the driver resolved for it."""
+
+    request: RunRequest
+    task: RunTask
+    job: Job
+    key: StoredKey
+
+
+@dataclass
+class RunResult:
+    """What became of one request."""
+
+    request: RunRequest
+    status: Status
+    label: str
+    record: RunRecord | None = None
+    error: str | None = None
+    exit_code: int = 0
+    attempts: int = 0
+    node: str | None = None
+    trace: str | None = None  # where a harness bug happened, for its report
+
+
+@dataclass
+class MatrixReport:
+    results: list[RunResult]
+    wall_s: float = 0.0
+
+    def count(self, status: Status) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing failed, else the highest failure's code (2: an integrity error)."""
+        return max((r.exit_code or 1 for r in self.results if r.status == "failed"), default=0)
+
+
+# -- planning -----------------------------------------------------------------------------------
+
+
+def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun | RunResult]:
+    """Resolve every request (spec hash, prepared benchmark, package hash), in order; a request
+    that cannot be resolved, whatever the exception, becomes a failed result."""
+    from harness.data.prepare import prepare
+    from harness.spec import load_spec
+    from harness.submission.unpack import open_package
+
+    specs: dict[Path, tuple[Spec, FrozenBenchmark] | Exception] = {}
+    packages: dict[Path, Package | Exception] = {}
+    planned: list[PlannedRun | RunResult] = []
+    for request in requests:
+        spec_path, package_path = request.spec.resolve(), request.package.resolve()
+        if spec_path not in specs:
+            try:
+                spec = load_spec(spec_path)
+                specs[spec_path] = (spec, prepare(spec))
+            except Exception as err:  # this spec's runs fail, the others go on
+                specs[spec_path] = err
+        if package_path not in packages:
+            try:
+                holder = Path(tempfile.mkdtemp(prefix="package-", dir=workdir))
+                packages[package_path] = open_package(package_path, holder)
+            except Exception as err:  # this package's runs fail, the others go on
+                packages[package_path] = err
+        spec_entry, package = specs[spec_path], packages[package_path]
+        problem = next((p for p in (spec_entry, package) if isinstance(p, Exception)), None)
+        if problem is not None:
+            code = problem.exit_code if isinstance(problem, HarnessError) else 1
+            planned.append(
+                RunResult(
+                    request, "failed", request.label, error=error_text(problem), exit_code=code
+                )
+            )
+            continue
+        assert not isinstance(spec_entry, Exception) and not isinstance(package, Exception)
+        spec, frozen = spec_entry
+        manifest = package.manifest
+        task = RunTask(
+            package=str(package_path),
+            spec=str(spec_path),
+            runner=request.runner,
+            package_hash=package.hash(),
+            benchmark_hash=frozen.hash,
+            spec_hash=spec.spec_hash(),
+        )
+        key: StoredKey = (
+            spec.benchmark,
+            spec.version,
+            frozen.hash,
+            task.spec_hash,
+            manifest.name,
+            manifest.version,
+            task.package_hash,
+        )
+        label = f"{manifest.name}@{manifest.version} on {spec.benchmark} v{spec.version}"
+        job = Job("run", task.to_json(), label, manifest.resources, benchmark=frozen.root)
+        planned.append(PlannedRun(request, task, job, key))
+    return planned
+
+
+def stored_keys(engine: Any, benchmarks: set[str]) -> set[StoredKey]:
+    """The keys of the runs ``engine`` holds on ``benchmarks``."""
+    from harness.store import load_runs
+
+    keys: set[StoredKey] = set()
+    for benchmark in sorted(benchmarks):
+        for record in load_runs(engine, benchmark=benchmark):
+            keys.add(stored_key(record))
+    return keys
+
+
+def stored_key(record: RunRecord) -> StoredKey:
+    return (
+        record.benchmark.id,
+        record.benchmark.version,
+        record.benchmark.hash,
+        record.benchmark.spec_hash,
+        record.submission.name,
+        record.submission.version,
+        record.submission.package_hash,
+    )
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+def run_matrix(
+    requests: Sequence[RunRequest],
+    *,
+    executor: str = "local",
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    database_url: str | None = None,
+    max_retries: int = 2,
+    rerun: bool = False,
+    ship_benchmarks: bool = True,
+    progress: bool = True,
+    backend: Backend | None = None,
+) -> MatrixReport:
+    """Run every request, store each record as it arrives, and report what became of each.
+
+    ``rerun``: run requests the store already holds (same hashes) again instead of skipping
+    them. ``backend``: an already made backend (tests); else :func:`make_backend`.
+    """
+    from harness.registry import freeze_all
+    from harness.runners import runners
+    from harness.store import open_store
+
+    check_executor(executor, jobs)
+    for runner in {r.runner for r in requests if r.runner is not None}:
+        runners.get(runner)  # an unknown runner name fails before any work
+    freeze_all()
+    start = time.perf_counter()
+    engine = open_store(database_url)
+    results: dict[int, RunResult] = {}
+    with tempfile.TemporaryDirectory(prefix="zsl-matrix-") as tmp:
+        planned = plan_runs(requests, Path(tmp))
+        benchmarks = {p.key[0] for p in planned if isinstance(p, PlannedRun)}
+        done_before = set() if rerun else stored_keys(engine, benchmarks)
+        todo: dict[int, PlannedRun] = {}
+        for ticket, plan in enumerate(planned):
+            if isinstance(plan, RunResult):
+                results[ticket] = plan
+            elif plan.key in done_before:
+                results[ticket] = RunResult(plan.request, "skipped", plan.job.label)
+            else:
+                todo[ticket] = plan
+        with progress_bar(len(requests), enabled=progress) as bar:
+            for result in results.values():
+                bar.finished(result.status, _line(result))
+            if todo:
+                backend = backend or make_backend(
+                    executor, jobs=jobs, ray_address=ray_address, ship_benchmarks=ship_benchmarks
+                )
+                try:
+                    jobs_todo = [(ticket, plan.job) for ticket, plan in todo.items()]
+                    for ticket, outcome in drive(
+                        backend, jobs_todo, max_retries=max_retries, bar=bar
+                    ):
+                        results[ticket] = _settle(todo[ticket], outcome, engine)
+                        bar.finished(results[ticket].status, _line(results[ticket]))
+                finally:
+                    backend.close()
+    return MatrixReport([results[t] for t in sorted(results)], time.perf_counter() - start)
+
+
+def _line(result: RunResult) -> str:
+    if result.status == "done":
+        return f"  ✓ {result.label}" + (f" [{result.node}]" if result.node else "")
+    if result.status == "skipped":
+        return f"  - {result.label}: stored already with the same hashes, skipped"
+    where = f" [{result.node}]" if result.node else ""
+    trace = f"\n      at: {result.trace}" if result.trace else ""
+    return f"  ✗ {result.label}{where}: {result.error}{trace}"
+
+
+def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
+    """The result of a finished task, its record verified and stored."""
+    label, node = plan.job.label, outcome.node
+    if not outcome.ok:
+        return RunResult(
+            plan.request,
+            "failed",
+            label,
+            error=outcome.error,
+            exit_code=outcome.exit_code,
+            attempts=outcome.attempts,
+            node=node,
+            trace=outcome.trace,
+        )
+    try:
+        record = store_result(plan, outcome.result or {}, engine)
+    except Exception as err:  # this run's failure (a record that cannot be stored), not all's
+        return RunResult(
+            plan.request,
+            "failed",
+            label,
+            error=f"storing: {error_text(err)}",
+            exit_code=err.exit_code if isinstance(err, HarnessError) else 1,
+            attempts=outcome.attempts,
+            node=node,
+        )
+    return RunResult(
+        plan.request, "done", label, record=record, attempts=outcome.attempts, node=node
+    )
+
+
+def store_result(plan: PlannedRun, result: dict[str, Any], engine: Any) -> RunRecord:
+    """Verify a worker's record, archive the prediction files it sent back, store the record.
+
+    A record that could not be exported (an unusable name for its file) is refused here, as
+    this run's failure, rather than failing a later export of every record.
+    """
+    from harness.results.prediction_archive import archive_file, predictions_dir
+    from harness.results.records_io import load_record, record_path
+    from harness.store import save_run
+
+    label = plan.job.label
+    record = load_record(str(result.get("record", "")), f"record of {label}")
+    check_record(record, plan.task, where="driver")
+    record_path(Path(), record)
+    shipped = result.get("predictions") or []
+    if shipped:
+        with tempfile.TemporaryDirectory(prefix="zsl-returned-") as tmp:
+            for entry in shipped:
+                setting, suffix = str(entry["setting"]), str(entry["suffix"])
+                data = base64.b64decode(str(entry["data"]), validate=True)
+                actual = "sha256:" + hashlib.sha256(data).hexdigest()
+                if actual != entry["sha256"] or setting not in record.predictions_hashes:
+                    raise IntegrityError(
+                        f"{label}: the {setting!r} prediction file came back with sha256 "
+                        f"{actual}, not {entry['sha256']} (or for a setting the record lacks)"
+                    )
+                if suffix not in (".safetensors", ".npz"):
+                    raise IntegrityError(f"{label}: prediction file suffix {suffix!r}")
+                path = Path(tmp) / f"{setting}{suffix}"
+                path.write_bytes(data)
+                archive_file(
+                    path,
+                    content_hash=record.predictions_hashes[setting],
+                    benchmark_hash=record.benchmark.hash,
+                    setting=setting,
+                    root=predictions_dir(),
+                )
+    save_run(engine, record)
+    return record
