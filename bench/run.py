@@ -9,7 +9,9 @@ plain-Python comparisons. Then the leaderboard site (``bench/site_scale.py``): b
 50 submissions × 12 benchmarks of realistic records (target < 10 s). Last, the production path
 (``scale_out``): the demo matrix on the local executor vs Ray (``bench/executor_matrix.py``), one
 run under the container runner vs the sandbox (``bench/container_overhead.py``), and ALE /
-DeViSE / SJE on CPU vs GPU (``bench/gpu_methods.py``, "not measured" without a GPU).
+DeViSE / SJE on CPU vs GPU (``bench/gpu_methods.py``, "not measured" without a GPU). And the
+command line's start-up: ``zsl --version`` and ``zsl --help`` (``bench/cli_startup.py``, target
+< 0.5 s).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def main() -> None:
     # per run, and the torch methods on a GPU (each says "not measured", and why, where it
     # cannot run here).
     sys.path.insert(0, str(REPO / "bench"))
+    import cli_startup
     import container_overhead
     import executor_matrix
     import gpu_methods
@@ -120,6 +123,7 @@ def main() -> None:
         "container_overhead": container_overhead.measure(work),
         "gpu_methods": gpu_methods.measure(work),
     }
+    startup = cli_startup.measure()
     report = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count() or 0},
         "repeat": args.repeat,
@@ -127,11 +131,13 @@ def main() -> None:
         "metrics_engine": engine,
         "site_build": site_build,
         "scale_out": scale_out,
+        "cli_startup": startup,
         "targets_met": all(
             r["seconds"] < r["target_seconds"] for r in results.values() if "target_seconds" in r
         )
         and all(bool(e.get("targets_met", True)) for e in engine.values() if isinstance(e, dict))
-        and bool(site_build["targets_met"]),
+        and bool(site_build["targets_met"])
+        and bool(startup["targets_met"]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

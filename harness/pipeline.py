@@ -2,7 +2,10 @@
 
 Each step is a call into the module that owns it; this module only composes them, times them,
 shows progress, and assembles the :class:`RunRecord`. Nothing is stored unless every step
-succeeded, and the store writes the record in one transaction.
+succeeded, and the store writes the record in one transaction; a run that replaces a stored
+one says so on stderr (:func:`replacement_message`), and scores below chance
+(:func:`harness.scoring.below_chance`) are kept in the record's ``logs["warnings"]``.
+:func:`plan_submission` is ``zsl run --dry-run``: every check before running, nothing run.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ import json
 import platform
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
@@ -26,9 +30,10 @@ from harness.audit import benchmark_audit
 from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.describe import structure_summary
 from harness.errors import RunnerError, SubmissionError
-from harness.records import BenchmarkInfo, RunRecord, SubmissionInfo
+from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
+from harness.results.records_io import describe_key
 from harness.runners import RunJob, RunOutcome, default_runner, runners
 from harness.runners.outputs import (
     WORKER_JSON,
@@ -36,12 +41,15 @@ from harness.runners.outputs import (
     collect_predictions,
     read_worker_status,
 )
-from harness.scoring import score
+from harness.scoring import score, with_chance_warnings
 from harness.spec import Spec, load_spec
 from harness.submission.package import Package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.submission.unpack import open_package
 from harness.tasks import write_bundle, write_model_bundle
+
+if TYPE_CHECKING:
+    from harness.store.service import ReplacedRun, StoredRun
 
 _console = Console(stderr=True, highlight=False, emoji=False, markup=False)
 
@@ -206,9 +214,18 @@ def prediction_settings(spec: Spec) -> list[str]:
     return [*spec.settings, *spec.validation_settings()]
 
 
-def read_all(bench: PreparedBenchmark, paths: dict[str, Path]) -> dict[str, Predictions]:
-    """Read and check the prediction file of every setting (validation ones are dense)."""
+def read_all(
+    bench: PreparedBenchmark,
+    paths: dict[str, Path],
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Predictions]:
+    """Read and check the prediction file of every setting (validation ones are dense).
+
+    ``names``: how messages name each setting's file (a package's files by their path in the
+    package, not the temporary folder an archive was unpacked into); default: its path.
+    """
     fmt = bench.spec.predictions
+    names = names or {}
     return {
         setting: read_predictions(
             path,
@@ -217,6 +234,7 @@ def read_all(bench: PreparedBenchmark, paths: dict[str, Path]) -> dict[str, Pred
             setting=setting,
             shape=(len(bench.rows(setting)), len(bench.columns(setting))),
             topk=fmt.k if fmt.format == "topk" and not setting.endswith("_val") else None,
+            name=names.get(setting),
         )
         for setting, path in paths.items()
     }
@@ -289,12 +307,15 @@ def run_submission(
             assert runner is not None
             with steps("run", f"run {package.name} ({runner} runner)"):
                 paths = _run_model(bench, package, runner, Path(tmp), logs, env)
-        else:
-            paths = {
-                s: package.prediction_path(spec.benchmark, s) for s in prediction_settings(spec)
-            }
+        else:  # missing files are named with the command that writes them
+            paths = package.prediction_files(
+                spec.benchmark, prediction_settings(spec), spec=spec_path
+            )
+        names = {s: package.display_name(p) for s, p in paths.items()}
         with steps("score", "score"):
-            predictions = read_all(bench, paths)
+            predictions = read_all(
+                bench, paths, names if package.manifest.kind == "predictions" else None
+            )
             scores = score(bench, predictions)
         # Keep the scored files (model outputs live in tmp) for `zsl results rescore`.
         if store or archive_to is not None:
@@ -315,9 +336,221 @@ def run_submission(
         scores=scores,
         created_at=datetime.now(UTC).replace(microsecond=0),
     )
+    # Below-chance warnings are kept with the record (its logs), shown by `zsl run` and CI.
+    record = with_chance_warnings(record)
     if store:
-        from harness.store import open_store, save_run
+        from harness.store import open_store, save_run_reporting
 
         with steps("store", "store"):
-            save_run(open_store(database_url), record)
+            _, replaced = save_run_reporting(open_store(database_url), record)
+        if replaced is not None:
+            _console.print(
+                Text.assemble(("note: ", "bold yellow"), replacement_message(replaced, record)),
+                soft_wrap=True,
+            )
     return record
+
+
+def format_score(value: float) -> str:
+    """A score as ``zsl run`` prints it: percent for values in [0, 1], else 4 digits."""
+    return f"{100 * value:.1f}" if 0.0 <= value <= 1.0 else f"{value:.4g}"
+
+
+def _stored_summary(runner: str, created_at: datetime) -> str:
+    return f"{runner} runner, {created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def replaced_run(stored: StoredRun, record: RunRecord) -> ReplacedRun:
+    """The stored run ``stored`` as ``record`` (a run of the same key) replaces it."""
+    from harness.store import ReplacedRun
+
+    old = stored.record
+    primary = {}
+    for setting, metric in record.benchmark.primary.items():
+        entry = old.score(setting, metric)
+        if entry is not None:
+            primary[setting] = entry.value
+    return ReplacedRun(
+        key=stored.key,
+        runner=old.runner,
+        created_at=old.created_at,
+        primary=primary,
+        hidden=stored.hidden,
+    )
+
+
+def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
+    """What a save replaced, for stderr: the old run's runner, date, and its primary scores
+    before → after (``record``: the run that replaced it)."""
+    from harness.store import primary_values
+
+    after = primary_values(record)
+    changes = [
+        f"{setting} {record.benchmark.primary[setting]} "
+        f"{format_score(before)} → {format_score(after[setting])}"
+        for setting, before in replaced.primary.items()
+        if setting in after
+    ]
+    hidden = (
+        f"; it stays hidden (`zsl results unhide '{describe_key(replaced.key)}'` shows it)"
+        if replaced.hidden
+        else ""
+    )
+    return (
+        f"this {record.runner} run replaces the stored run of {describe_key(replaced.key)} "
+        f"({_stored_summary(replaced.runner, replaced.created_at)}"
+        + (f"; {', '.join(changes)}" if changes else "")
+        + f"){hidden}"
+    )
+
+
+@dataclass
+class RunPlan:
+    """What ``zsl run --dry-run`` found for one package on one spec: everything ``zsl run``
+    checks before running, and what it would run and store. Nothing was run or stored."""
+
+    package: str
+    spec: str
+    submission: str  # name@version
+    kind: str
+    package_hash: str
+    benchmark: str  # "id vN"
+    spec_hash: str
+    benchmark_state: str
+    action: str
+    key: RunKey
+    store: bool
+    replaces: StoredRun | None = None
+    same_hashes: bool = False
+
+    def lines(self) -> list[str]:
+        """The plan as lines for stdout, one per step."""
+        if not self.store:
+            stored = "would store nothing (--no-store)"
+        elif self.replaces is None:
+            stored = f"would store a new run: {describe_key(self.key)}"
+        else:
+            old = self.replaces.record
+            from harness.store import primary_values
+
+            scores = ", ".join(
+                f"{s} {old.benchmark.primary[s]} {format_score(v)}"
+                for s, v in primary_values(old).items()
+            )
+            stored = (
+                f"would replace the stored run of {describe_key(self.key)} "
+                f"({_stored_summary(old.runner, old.created_at)}"
+                + (f"; {scores}" if scores else "")
+                + ")"
+                + (
+                    "; stored with the same package, benchmark and spec hashes"
+                    if self.same_hashes
+                    else ""
+                )
+                + ("; it is hidden and would stay hidden" if self.replaces.hidden else "")
+            )
+        return [
+            f"dry run of {self.package} on {self.spec}: nothing run, nothing stored",
+            f"  package:   valid: {self.submission} ({self.kind}, {self.package_hash})",
+            f"  spec:      valid: {self.benchmark} (spec {self.spec_hash})",
+            f"  benchmark: {self.benchmark_state}",
+            f"  run:       {self.action}",
+            f"  store:     {stored}",
+        ]
+
+
+def plan_submission(
+    package_path: str | Path,
+    spec_path: str | Path,
+    *,
+    runner: str | None = None,
+    database_url: str | None = None,
+    store: bool = True,
+) -> RunPlan:
+    """Check what :func:`run_submission` would check, without running model code or storing.
+
+    The spec is loaded and validated; the frozen benchmark, where prepared, is verified (not
+    prepared: ``zsl run`` would prepare it first; nothing is written here); the package is
+    opened and validated (and, for a predictions package on a prepared benchmark, its
+    prediction files read and checked); the runner is resolved; and the store is read for the
+    run it would replace (same benchmark version and submission version).
+
+    Raises
+    ------
+    HarnessError
+        What ``zsl run`` would fail with before running: a bad spec or package, a frozen
+        benchmark that does not verify, bad prediction files, an unknown runner.
+    """
+    from harness.data.artifacts import benchmark_dir, cache_action
+
+    freeze_all()
+    spec = load_spec(spec_path)
+    root = benchmark_dir(spec.benchmark, spec.version)
+    bench: PreparedBenchmark | None = None
+    if cache_action(root, spec.data_hash()) == "create":
+        state = (
+            f"not prepared yet: `zsl run` would prepare it first (or `zsl data prepare "
+            f"{spec_path}`) under {root}"
+        )
+    else:
+        bench = load_benchmark(spec)  # verifies every artifact; a conflict raises
+        state = f"prepared and verified ({bench.hash}) at {root}"
+    with tempfile.TemporaryDirectory(prefix="zsl-plan-") as tmp:
+        package = open_package(Path(package_path), Path(tmp) / "package")
+        manifest = package.manifest
+        settings = prediction_settings(spec)
+        if manifest.kind == "model":
+            assert manifest.model is not None
+            if runner is not None:
+                runners.get(runner)  # an unknown name fails here, as in a run
+            else:
+                runner = default_runner(package)
+            res = manifest.resources
+            action = (
+                f"would run {manifest.model.entrypoint} in the {runner} runner (fit, then "
+                f"predict for {', '.join(settings)}; at most {res.time_s} s, "
+                f"{res.memory_gb:g} GB, {res.cpus} CPU, {res.gpus} GPU), then score"
+            )
+        else:
+            paths = package.prediction_files(spec.benchmark, settings, spec=spec_path)
+            shown = ", ".join(p.name for p in paths.values())
+            if bench is not None:  # hashes, shapes, values: as a run reads them
+                read_all(bench, paths, {s: package.display_name(p) for s, p in paths.items()})
+                action = f"would score the prediction files {shown} (read and checked)"
+            else:
+                action = (
+                    f"would score the prediction files {shown} (checked once the benchmark "
+                    "is prepared)"
+                )
+        package_hash = package.hash()
+    key: RunKey = (spec.benchmark, spec.version, manifest.name, manifest.version)
+    plan = RunPlan(
+        package=str(package_path),
+        spec=str(spec_path),
+        submission=f"{manifest.name}@{manifest.version}",
+        kind=manifest.kind,
+        package_hash=package_hash,
+        benchmark=f"{spec.benchmark} v{spec.version}",
+        spec_hash=spec.spec_hash(),
+        benchmark_state=state,
+        action=action,
+        key=key,
+        store=store,
+    )
+    if store:
+        from harness.store import list_runs, open_store
+
+        engine = open_store(database_url)
+        try:
+            stored = list_runs(engine, benchmark=spec.benchmark, submission=manifest.name)
+        finally:
+            engine.dispose()
+        plan.replaces = next((s for s in stored if s.key == key), None)
+        if plan.replaces is not None:
+            old = plan.replaces.record
+            plan.same_hashes = (
+                old.submission.package_hash == package_hash
+                and old.benchmark.spec_hash == plan.spec_hash
+                and (bench is None or old.benchmark.hash == bench.hash)
+            )
+    return plan

@@ -6,6 +6,12 @@ or top-K predictions streamed in row chunks), attaches the validation fit's vali
 predictions where a metric needs them, calls every metric the spec declares through the
 registry, and attaches a bootstrap interval to every scalar (spec ``uncertainty``).
 
+Chance: :func:`below_chance` reads a record's per-class top-k accuracies (and GZSL unseen
+accuracy and H) against :func:`chance_level`, what scores that ignore the image reach. A value
+below chance is no model's honest result; it is almost always a score matrix whose columns are
+in another class order than the benchmark's (or shifted labels), so ``zsl run``, the run's logs
+and the CI report warn about it.
+
 Streaming: a metric registered as ``chunkable`` returns, per chunk, a per-image decomposition of
 its value (plus optional per-image auxiliary arrays); the chunks' decompositions are concatenated
 and reduced once, so top-K files of millions of rows never sit in memory as a whole.
@@ -25,7 +31,7 @@ from harness.metrics import Metric, MetricInput, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
 from harness.metrics.comparison import class_values
 from harness.metrics.decomposition import concatenate, point_estimate
-from harness.records import ClassValues, Interval, ScoreEntry
+from harness.records import BenchmarkInfo, ClassValues, Interval, RunRecord, ScoreEntry
 from harness.spec import MetricSpec, Uncertainty
 from harness.submission.predictions import CHUNK_ROWS, Predictions
 
@@ -214,4 +220,109 @@ def score(bench: PreparedBenchmark, predictions: dict[str, Predictions]) -> list
     return entries
 
 
-__all__ = ["metric_input", "score", "score_setting"]
+#: The metrics :func:`below_chance` checks: per-class means whose chance level is k / C.
+CHANCE_CHECKED = frozenset(
+    {"per_class_top_k_accuracy", "gzsl_unseen_accuracy", "gzsl_harmonic_mean"}
+)
+
+#: What a below-chance score most likely means; every warning about one says it.
+BELOW_CHANCE_CAUSE = (
+    "columns of the score matrix in another class order than the benchmark's class list "
+    "(see `zsl spec describe`), or labels shifted"
+)
+
+
+def chance_level(n_candidates: int, k: int = 1) -> float:
+    """Per-class top-``k`` accuracy of scores that ignore the image: ``k / n_candidates``.
+
+    Scores independent of the image rank the true class among the first ``k`` of
+    ``n_candidates`` with probability ``k / n_candidates`` on average over classes (a constant
+    ranking: exactly ``k`` of the classes score 1, the others 0); GZSL unseen accuracy and H
+    (both accuracies at chance) share it. At most 1.
+
+    >>> chance_level(20)
+    0.05
+    >>> chance_level(50, k=5)
+    0.1
+    """
+    if n_candidates < 1 or k < 1:
+        raise ValueError(
+            f"chance_level needs n_candidates >= 1 and k >= 1; got n_candidates={n_candidates}, "
+            f"k={k}"
+        )
+    return min(1.0, k / n_candidates)
+
+
+def n_candidates(benchmark: BenchmarkInfo, setting: str) -> int | None:
+    """How many candidate classes ``setting`` ranks: the unseen classes (``zsl``), or the seen
+    and unseen ones (``gzsl``); None when the record does not say (class counts of 0)."""
+    count = {"zsl": benchmark.n_unseen, "gzsl": benchmark.n_seen + benchmark.n_unseen}.get(
+        setting, 0
+    )
+    return count if count > 0 and benchmark.n_unseen > 0 else None
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f} %"
+
+
+def below_chance(record: RunRecord) -> list[str]:
+    """One warning per checked score of ``record`` below chance, in score order.
+
+    Checked: :data:`CHANCE_CHECKED` (ZSL per-class top-k, GZSL unseen accuracy and H), each
+    against :func:`chance_level` of its setting's candidates and its ``k``. With a bootstrap
+    interval the score is below chance when the interval's upper bound is; without one, when
+    its value is.
+    """
+    warnings = []
+    for entry in record.scores:
+        if entry.function not in CHANCE_CHECKED:
+            continue
+        n = n_candidates(record.benchmark, entry.setting)
+        if n is None:
+            continue
+        k = entry.details.get("k", 1)
+        k = k if isinstance(k, int) and not isinstance(k, bool) and k >= 1 else 1
+        chance = chance_level(n, k)
+        if entry.interval is not None:
+            if entry.interval.hi >= chance:
+                continue
+            shown = (
+                f"{_percent(entry.value)} ({100 * entry.interval.level:g} % interval "
+                f"{_percent(entry.interval.lo)} to {_percent(entry.interval.hi)})"
+            )
+        elif entry.value >= chance:
+            continue
+        else:
+            shown = _percent(entry.value)
+        warnings.append(
+            f"{entry.setting} {entry.metric} = {shown} is below chance ({_percent(chance)} = "
+            f"{k}/{n} candidate classes); likely cause: {BELOW_CHANCE_CAUSE}"
+        )
+    return warnings
+
+
+__all__ = [
+    "BELOW_CHANCE_CAUSE",
+    "CHANCE_CHECKED",
+    "below_chance",
+    "chance_level",
+    "metric_input",
+    "n_candidates",
+    "score",
+    "score_setting",
+]
+
+
+#: The key of a run's logs that holds its below-chance warnings (:func:`below_chance`).
+WARNINGS_LOG = "warnings"
+
+
+def with_chance_warnings(record: RunRecord) -> RunRecord:
+    """``record`` with ``logs["warnings"]`` saying what :func:`below_chance` finds in its
+    scores now (removed when nothing): a run and a re-score keep it in step with the scores."""
+    warnings = below_chance(record)
+    logs = {k: v for k, v in record.logs.items() if k != WARNINGS_LOG}
+    if warnings:
+        logs[WARNINGS_LOG] = "\n".join(warnings)
+    return record.model_copy(update={"logs": logs})

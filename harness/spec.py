@@ -519,8 +519,9 @@ def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
                 if e["type"] == "extra_forbidden":
                     allowed = sorted(set(MetricSpec.model_fields) | set(metric.params.model_fields))
                     problems.append((loc, f"unknown key for metric '{name}'. Allowed: {allowed}"))
-                else:
-                    problems.append((loc, f"{e['msg']}; got {e.get('input')!r}"))
+                else:  # worded as the spec's own problems are (a choice lists the allowed)
+                    sub_loc, message = yamlio.describe_error(e, metric.params)
+                    problems.append((("metrics", i, *sub_loc), message))
         for setting in entry.get("settings") or []:
             if isinstance(setting, str) and setting not in metric.settings:
                 problems.append(

@@ -4,7 +4,11 @@ It runs inside whatever isolation a runner sets up, reads a *model bundle* (no t
 nothing saying which test image belongs to which setting: see :mod:`harness.tasks`) and writes,
 per setting, the model's scores for every test row of its fit plus ``worker.json`` (status,
 timings, which inductive check ran) into OUT; the harness picks each setting's rows afterwards
-(:mod:`harness.runners.outputs`). Exit codes: 0 success, 3 model error, 4 protocol violation.
+(:mod:`harness.runners.outputs`). Exit codes: 0 success, 3 model error, 4 protocol violation;
+a failure's ``message`` says what was being done (``fit() raised …``, ``predict(), setting zsl,
+row 3, column 2: score nan is not finite …``) and ``location`` the package file and line it
+comes from (the last traceback frame inside the package, or where ``predict`` or the class is
+defined), which every runner shows (:mod:`harness.runners.failure`).
 
 Processes. The worker process itself never runs model code. Per fit (the validation fit, then
 the main fit) it forks a *fit process*, which imports the model class, builds a fresh model and
@@ -72,6 +76,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import inspect
 import json
 import os
 import secrets
@@ -135,12 +140,15 @@ CODES = {d: c for c, d in DTYPES.items()}
 
 
 class Violation(Exception):
-    """Ends the run with ``code`` (model error or protocol violation) and ``message``."""
+    """Ends the run with ``code`` (model error or protocol violation) and ``message``;
+    ``location`` is the package file and line it comes from (:func:`raised_at`,
+    :func:`defined_at`), when known."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, location: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.location = location
 
 
 class _Closed(Exception):
@@ -193,8 +201,10 @@ def _read_json(fd: int) -> dict[str, Any]:
     return value
 
 
-def _send_error(fd: int, status: int, message: str) -> None:
-    data = message.encode("utf-8", "replace")[:MESSAGE_LIMIT]
+def _send_error(fd: int, status: int, message: str, location: str | None = None) -> None:
+    """An error reply: a JSON object ``{"message", "location"}`` (see :meth:`_Server._error`)."""
+    payload = {"message": message[:4000], "location": None if location is None else location[:500]}
+    data = json.dumps(payload).encode("utf-8", "replace")[:MESSAGE_LIMIT]
     _write_all(fd, REPLY.pack(status, 0, 0, len(data), 0, 0) + data)
 
 
@@ -206,6 +216,76 @@ def _flush() -> None:
 
 def _short(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"[:4000]
+
+
+# --- where in the package a failure comes from -------------------------------------------
+
+
+def _in_package(filename: str | None, root: str) -> str | None:
+    """``filename`` relative to the package folder ``root`` (resolved), or None outside it."""
+    if not filename or filename.startswith("<"):  # <string>, <frozen importlib._bootstrap>
+        return None
+    full = os.path.realpath(filename)
+    if not full.startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    return Path(os.path.relpath(full, root)).as_posix()
+
+
+def raised_at(err: BaseException, package: Path) -> str | None:
+    """``FILE:LINE, in FUNCTION`` of the last traceback frame of ``err`` inside ``package`` (the
+    model's own line that failed, even when the exception comes from a library it called);
+    ``FILE:LINE`` of a syntax error in one of its files; None when no frame is in the package."""
+    root = os.path.realpath(package)
+    if isinstance(err, SyntaxError):
+        rel = _in_package(err.filename, root)
+        if rel is not None and err.lineno is not None:
+            return f"{rel}:{err.lineno}"
+    found = None
+    for frame in traceback.extract_tb(err.__traceback__):
+        rel = _in_package(frame.filename, root)
+        if rel is not None:
+            found = f"{rel}:{frame.lineno}, in {frame.name}"
+    return found
+
+
+def defined_at(obj: Any, what: str, package: Path) -> str | None:
+    """``FILE:LINE, where WHAT is defined`` for a function or class of the package, else None."""
+    try:
+        target = getattr(obj, "__func__", obj)
+        if callable(target) and not isinstance(target, type):
+            target = inspect.unwrap(target)
+        filename = inspect.getsourcefile(target)
+        _, line = inspect.getsourcelines(target)
+    except Exception:  # model objects may answer attribute lookups in any way
+        return None
+    rel = _in_package(filename, os.path.realpath(package))
+    return None if rel is None else f"{rel}:{max(line, 1)}, where {what} is defined"
+
+
+def nonfinite_message(
+    setting: str, scores: np.ndarray, columns: np.ndarray | None = None
+) -> str | None:
+    """Why the scores one ``predict`` call returned for ``setting`` are refused (NaN or inf),
+    naming the first bad row and column of that call; None when every score is finite.
+
+    ``columns`` (top-K answers): the candidate column of each kept score.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        if np.isfinite(scores.sum(dtype=np.float64)):
+            return None
+    bad = ~np.isfinite(scores)
+    if not bad.any():
+        return None
+    row = int(np.flatnonzero(bad.any(axis=1))[0])
+    place = int(np.flatnonzero(bad[row])[0])
+    column = place if columns is None else int(columns[row, place])
+    value = scores[row, place].item()
+    return (
+        f"predict(), setting {setting}, row {row}, column {column}: score {value} is not"
+        f" finite ({int(bad.sum())} of the {scores.shape[0]} x {scores.shape[1]} scores of"
+        " that call are NaN or inf); predict must return finite scores (rows are the"
+        " call's features, columns its candidates)"
+    )
 
 
 # --- what one fit predicts ---------------------------------------------------------------
@@ -506,8 +586,20 @@ class _Server:
     def _error(self, head: tuple[int, ...]) -> None:
         status, _kind, _code, length, _rows, _cols = head
         if status in (MODEL_ERROR, PROTOCOL) and length <= MESSAGE_LIMIT:
-            message = _read_exact(self.reply, length).decode("utf-8", "replace")
-            raise Violation(EXIT_MODEL_ERROR if status == MODEL_ERROR else EXIT_PROTOCOL, message)
+            text = _read_exact(self.reply, length).decode("utf-8", "replace")
+            code = EXIT_MODEL_ERROR if status == MODEL_ERROR else EXIT_PROTOCOL
+            try:
+                payload = json.loads(text)
+            except ValueError:
+                payload = None
+            if not isinstance(payload, dict):  # not what _send_error writes: the text as it is
+                raise Violation(code, text)
+            location = payload.get("location")
+            raise Violation(
+                code,
+                str(payload.get("message", "")),
+                location if isinstance(location, str) else None,
+            )
 
     def predict(self, s: _Setting, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """Ask for one chunk and read the answer, checked against what was asked."""
@@ -534,6 +626,11 @@ class _Server:
             arrays = [np.empty((int(n), int(width)), dtype=dtype) for dtype in dtypes]
             for array in arrays:
                 _read_into(self.reply, memoryview(array.data))
+            # The pass process checks this too, naming the model's line; this check holds
+            # even for a model that rewrote the worker's code in its own process.
+            problem = nonfinite_message(s.name, arrays[-1], None if s.keep is None else arrays[0])
+            if problem is not None:
+                raise Violation(EXIT_MODEL_ERROR, problem)
             return tuple(arrays)
         except _Closed:
             raise self.died() from None
@@ -648,8 +745,11 @@ def _map_npy(handle: Any) -> np.ndarray:
     return np.memmap(handle, dtype=dtype, mode="r", offset=offset, shape=shape, order="C")
 
 
-def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bool) -> NoReturn:
-    """Answer predict requests until told to quit; never returns."""
+def _serve(
+    model: Model, job: _Job, fit: str, request: int, reply: int, seal: bool, where: str | None
+) -> NoReturn:
+    """Answer predict requests until told to quit; never returns. ``where``: the line of the
+    package defining ``predict``, for refusals that no exception places."""
     try:
         if seal:
             try:
@@ -665,7 +765,7 @@ def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bo
                 break
             features = np.empty((n, cols), dtype=np.dtype(dtype.rstrip(b"\0").decode()))
             _read_into(request, memoryview(features.data))
-            _answer(model, features, settings[index], reply)
+            _answer(model, features, settings[index], reply, job, where)
     except _Closed:
         pass
     except BaseException:  # the worker side reports it; keep the traceback for the log
@@ -674,16 +774,28 @@ def _serve(model: Model, job: _Job, fit: str, request: int, reply: int, seal: bo
     os._exit(0)
 
 
-def _answer(model: Model, features: np.ndarray, s: _Setting, reply: int) -> None:
+def _answer(
+    model: Model, features: np.ndarray, s: _Setting, reply: int, job: _Job, where: str | None
+) -> None:
+    """Call ``predict`` on one chunk and send its answer, or why it is refused with the line of
+    the package it comes from: the failing line for an exception, else ``where`` (the line
+    that defines ``predict``)."""
     expected = (len(features), len(s.candidates))
     try:
         scores = np.asarray(model.predict(features, s.candidates))
+    except BaseException as err:  # the model's failure is data for the run record
+        traceback.print_exc()
+        message = f"predict() raised {_short(err)} (setting {s.name})"
+        _send_error(reply, MODEL_ERROR, message, raised_at(err, job.package) or where)
+        return
+    try:
         if scores.shape != expected:
             _send_error(
                 reply,
                 PROTOCOL,
                 f"predict returned shape {scores.shape} for setting '{s.name}'; expected"
                 f" (n_test, n_candidates) = {expected}",
+                where,
             )
             return
         if scores.dtype.kind != "f":
@@ -691,10 +803,14 @@ def _answer(model: Model, features: np.ndarray, s: _Setting, reply: int) -> None
         elif scores.dtype.newbyteorder("<") not in CODES:
             scores = scores.astype(np.float64)
         scores = np.ascontiguousarray(scores, dtype=scores.dtype.newbyteorder("<"))
+        problem = nonfinite_message(s.name, scores)
+        if problem is not None:
+            _send_error(reply, MODEL_ERROR, problem, where)
+            return
         arrays = [scores] if s.keep is None else list(_top_k(scores, s.keep))
-    except BaseException as err:  # the model's failure is data for the run record
+    except BaseException as err:  # scores the worker cannot use: the model's failure too
         traceback.print_exc()
-        _send_error(reply, MODEL_ERROR, _short(err))
+        _send_error(reply, MODEL_ERROR, f"predict(), setting {s.name}: {_short(err)}", where)
         return
     code = CODES[arrays[-1].dtype]
     head = REPLY.pack(OK, DENSE if s.keep is None else TOPK, code, 0, expected[0], s.width)
@@ -713,21 +829,47 @@ def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def _fit_process(
     job: _Job, fit: str, control: int, ends: list[tuple[int, int]]
 ) -> None:  # fmt: skip
-    """Fit a fresh model, then serve (in-process, skip) or fork the two pass processes."""
+    """Fit a fresh model, then serve (in-process, skip) or fork the two pass processes.
+
+    A failure is reported with what was being done (``fit() raised …``) and the line of the
+    package it comes from (:func:`raised_at`; a missing method: the class's definition)."""
+    from harness.errors import SubmissionError
+
+    step = f"importing {job.entrypoint.split(':')[0]}"
     try:
         np.random.seed(job.seed % (2**32))
         model_class = _load_model_class(job.package, job.entrypoint)
+        step = f"{model_class.__name__}()"
         model = model_class()
-        if not isinstance(model, Model):
-            message = f"{job.entrypoint} has no fit(task) and predict(features, candidates)"
-            _send_json(control, {"ok": False, "code": EXIT_PROTOCOL, "message": message})
+        missing = [m for m in ("fit", "predict") if not callable(getattr(model, m, None))]
+        if missing or not isinstance(model, Model):
+            names = " and ".join(f"no {m}() method" for m in missing) or "not the protocol"
+            message = (
+                f"{job.entrypoint} has {names}; a model class defines fit(task) and"
+                " predict(features, candidates)"
+            )
+            where = defined_at(model_class, model_class.__name__, job.package)
+            _send_json(
+                control,
+                {"ok": False, "code": EXIT_PROTOCOL, "message": message, "location": where},
+            )
             return
+        where_predict = defined_at(
+            getattr(type(model), "predict", None) or model.predict, "predict", job.package
+        )
+        step = "fit()"
         start = time.perf_counter()
         model.fit(job.bundle.train_task(seed=job.seed, fit=fit))
         fit_s = time.perf_counter() - start
     except BaseException as err:  # the model's failure is data for the run record
         traceback.print_exc()
-        _send_json(control, {"ok": False, "code": EXIT_MODEL_ERROR, "message": _short(err)})
+        # The loader's refusals name the entrypoint themselves.
+        message = (
+            _short(err) if isinstance(err, SubmissionError) else f"{step} raised {_short(err)}"
+        )
+        report = {"ok": False, "code": EXIT_MODEL_ERROR, "message": message[:4000]}
+        report["location"] = raised_at(err, job.package)
+        _send_json(control, report)
         return
     _flush()
     if job.mode == "isolated":
@@ -735,14 +877,14 @@ def _fit_process(
         for request, reply in ends:
             pid = os.fork()
             if pid == 0:
-                _serve(model, job, fit, request, reply, seal=True)
+                _serve(model, job, fit, request, reply, True, where_predict)
             pids.append(pid)
         # This process ends now, and the threads the model started in fit end with it.
         _send_json(control, {"ok": True, "fit_s": fit_s, "servers": pids})
         return
     _send_json(control, {"ok": True, "fit_s": fit_s, "servers": [os.getpid()]})
     os.close(control)
-    _serve(model, job, fit, *ends[0], seal=False)
+    _serve(model, job, fit, *ends[0], False, where_predict)
 
 
 def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outputs]:
@@ -815,9 +957,11 @@ def _fit_report(
         os.close(control_r)
     if not report.get("ok"):
         code = report.get("code")
+        location = report.get("location")
         raise Violation(
             code if code in (EXIT_MODEL_ERROR, EXIT_PROTOCOL) else EXIT_MODEL_ERROR,
             str(report.get("message", "fit failed"))[:MESSAGE_LIMIT],
+            location[:500] if isinstance(location, str) else None,
         )
     try:
         timings[f"fit_{fit}"] = float(report["fit_s"])
@@ -1010,10 +1154,12 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     folder = _OutDir(out)
 
-    def finish(code: int, message: str = "") -> int:
-        status.update(exit_code=code, message=message)
+    def finish(code: int, message: str = "", location: str | None = None) -> int:
+        # location: the package file and line the failure comes from (None: not known)
+        status.update(exit_code=code, message=message, location=location)
         if code:
             print(f"worker: {message}", file=sys.stderr)
+            print(f"worker: at {location or 'no line of the package'}", file=sys.stderr)
         data = (json.dumps(status, indent=1, sort_keys=True) + "\n").encode()
         folder.clear(WORKER_JSON)  # on failure only: a success refused planted entries first
         folder.write(WORKER_JSON, lambda handle: handle.write(data))
@@ -1074,14 +1220,14 @@ def run(
             folder.write(name, functools.partial(_save_npy, array=array))
     except Violation as err:
         reaper.sweep()
-        return finish(err.code, err.message)
+        return finish(err.code, err.message, err.location)
     except guard.GuardError as err:
         reaper.sweep()
         return finish(EXIT_PROTOCOL, str(err))
     except Exception as err:
         traceback.print_exc()
         reaper.sweep()
-        return finish(EXIT_MODEL_ERROR, f"worker error: {_short(err)}")
+        return finish(EXIT_MODEL_ERROR, f"worker error: {_short(err)}", raised_at(err, package))
     return finish(0)
 
 

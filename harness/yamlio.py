@@ -36,6 +36,7 @@ and line (:data:`Where`).
 from __future__ import annotations
 
 import difflib
+import enum
 import os
 import re
 import stat
@@ -397,6 +398,88 @@ _LEADING_KEY_PATH = re.compile(
 _KEY_PATH_PART = re.compile(r"\.?([A-Za-z0-9_]+)|\[(\d+)\]")
 
 
+#: Pydantic error types whose input must be one of a set of values, which messages list.
+CHOICE_ERRORS = frozenset({"literal_error", "enum"})
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _named_key(message: str, data: Any, nested: type[BaseModel] | None) -> str | None:
+    """The first key of ``nested`` (a model) that ``message`` names and the mapping ``data``
+    holds, or None."""
+    if nested is None or not isinstance(data, dict):
+        return None
+    for word in _WORD.findall(message):
+        if word in nested.model_fields and word in data:
+            return word
+    return None
+
+
+def _alternatives(hint: Any) -> list[Any]:
+    """``hint`` without ``Annotated`` and ``Optional``/unions: the types it allows."""
+    pending, found = [hint], []
+    while pending:
+        current = pending.pop(0)
+        origin = typing.get_origin(current)
+        if origin is typing.Annotated:
+            pending.insert(0, typing.get_args(current)[0])
+        elif origin in (typing.Union, types.UnionType):
+            pending[:0] = list(typing.get_args(current))
+        else:
+            found.append(current)
+    return found
+
+
+def _annotation_at(model: type[BaseModel], loc: Loc) -> Any:
+    """The type annotation of the value at ``loc`` under ``model`` (None: unknown)."""
+    hint: Any = model
+    for part in loc:
+        step = None
+        for option in _alternatives(hint):
+            origin = typing.get_origin(option)
+            args = typing.get_args(option)
+            if isinstance(option, type) and issubclass(option, BaseModel):
+                field = option.model_fields.get(str(part))
+                step = field.annotation if field is not None else None
+            elif origin in (list, tuple, set, frozenset) and isinstance(part, int) and args:
+                step = args[0]
+            elif origin is dict and len(args) == 2:
+                step = args[1]
+            if step is not None:
+                break
+        if step is None:
+            return None
+        hint = step
+    return hint
+
+
+def allowed_values(
+    model: type[BaseModel],
+    loc: Loc,
+    *,
+    key: bool = False,
+    expected: Mapping[str, Any] | None = None,
+) -> list[Any] | None:
+    """The values the field at ``loc`` of ``model`` allows (a ``Literal`` or an ``Enum``; with
+    ``key``, the keys of the mapping at ``loc``), or, where the annotation does not say, the
+    ones pydantic's ``expected`` lists; None when neither does."""
+    hint = _annotation_at(model, loc)
+    if key and hint is not None:
+        keys = [typing.get_args(o)[0] for o in _alternatives(hint) if typing.get_origin(o) is dict]
+        hint = keys[0] if keys else None
+    values: list[Any] = []
+    for option in _alternatives(hint) if hint is not None else []:
+        if typing.get_origin(option) is typing.Literal:
+            values += [v for v in typing.get_args(option) if v not in values]
+        elif isinstance(option, type) and issubclass(option, enum.Enum):
+            values += [m.value for m in option if m.value not in values]
+    if values:
+        return values
+    text = (expected or {}).get("expected")
+    if isinstance(text, str) and text:
+        return [part.strip().strip("'\"") for part in re.split(r",| or ", text) if part.strip()]
+    return None
+
+
 def parse_key_path(text: str) -> Loc:
     """The inverse of :func:`key_path`.
 
@@ -413,16 +496,30 @@ def describe_error(
 
     An unknown key names the allowed ones (the model's, plus ``also_allowed`` at the top level:
     keys the loader reads itself, such as a spec's ``extends``) and the closest, when one is
-    close; a missing key says so; a mapping key that does not fit is named; a scalar that does
-    not fit (or a value outside a literal's choices) says what it got. A whole-model check
-    whose message starts with a key path of the model (``primary.zsl: ...``) is placed at that
-    key.
+    close; a missing key says so; a value (or a mapping key) outside a ``Literal``'s or an
+    ``Enum``'s choices lists them all, what it got and the closest
+    (``kind: must be one of 'predictions', 'model'; got 'modle'. Did you mean 'model'?``); a
+    scalar that does not fit otherwise says what it got. A mapping key that does not fit is
+    placed at its own line. A whole-model check whose message starts with a key path of the
+    model (``primary.zsl: ...``) is placed at that key; a nested model's check, at the first
+    of its keys the message names that the mapping holds (``predictions.k``).
     """
     loc: Loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
     kind = error["type"]
     message = str(error["msg"]).removeprefix("Value error, ")
-    if len(loc) >= 2 and loc[-1] == "[key]":  # a mapping key that does not fit
-        return loc[:-2], f"key '{loc[-2]}': {message}"
+    if kind in CHOICE_ERRORS:
+        is_key = len(loc) >= 2 and loc[-1] == "[key]"
+        field = loc[:-2] if is_key else loc
+        choices = allowed_values(model, field, key=is_key, expected=error.get("ctx"))
+        if choices is not None:
+            got = loc[-2] if is_key else error.get("input")
+            message = f"must be one of {', '.join(repr(c) for c in choices)}; got {got!r}"
+            close = difflib.get_close_matches(str(got), [str(c) for c in choices], n=1)
+            message += f". Did you mean '{close[0]}'?" if close and isinstance(got, str) else ""
+            # A mapping key that does not fit is placed at its own line (``primary.gzls``).
+            return (loc[:-1], f"key {message}") if is_key else (loc, message)
+    if len(loc) >= 2 and loc[-1] == "[key]":  # a mapping key that does not fit: at its line
+        return loc[:-1], f"key '{loc[-2]}': {message}"
     if kind == "missing":
         return loc, "required key is missing"
     if kind == "extra_forbidden" and loc:
@@ -436,6 +533,11 @@ def describe_error(
     leading = _LEADING_KEY_PATH.match(message) if not loc and kind == "value_error" else None
     if leading is not None and leading.group(1).split(".")[0].split("[")[0] in model.model_fields:
         return parse_key_path(leading.group(1)), leading.group(2)
+    named = _named_key(message, error.get("input"), _model_at(model, loc))
+    if loc and kind == "value_error" and named is not None:
+        # A nested model's own check ('format 'topk' needs 'k''): at the first key it names
+        # that the mapping holds, not at the mapping's first line.
+        return (*loc, named), message
     # Our own validators (value errors) word the value themselves; pydantic's messages do not.
     scalar = not isinstance(error.get("input"), dict | list)
     if kind == "literal_error" or (scalar and kind != "value_error"):

@@ -51,12 +51,15 @@ def make_record(
     leakage: LeakageAudit | None = None,
     logs: dict[str, str] | None = None,
     interval: float | None = None,
+    functions: dict[str, str] | None = None,
 ) -> RunRecord:
     """A record whose scores are given as {metric: value} per setting.
 
     ``class_means[metric]`` gives that metric's per-class means (one image per class, all in
-    group 0, reduced by class mean); ``interval`` adds ``value ± interval`` to every score.
+    group 0, reduced by class mean); ``interval`` adds ``value ± interval`` to every score;
+    ``functions[metric]`` names a metric's function (default ``<metric>_score``).
     """
+    functions = functions or {}
     class_means = class_means or {}
     versions = metric_versions or {}
     scores = []
@@ -67,7 +70,7 @@ def make_record(
                 ScoreEntry(
                     setting=setting,
                     metric=metric,
-                    function=f"{metric}_score",
+                    function=functions.get(metric, f"{metric}_score"),
                     version=versions.get(metric, "1"),
                     value=value,
                     higher_is_better=metric not in lower_is_better,

@@ -613,7 +613,9 @@ def test_pr_reports_invalid_deleted_packages_and_hand_edited_records(
     assert result.exit_code == 1
     manifest = "submissions/broken/submission.yaml"
     assert f"error: invalid submissions/broken: 3 problems in {manifest}:" in result.stderr
-    assert f"{manifest}:2: kind: Input should be 'predictions' or 'model'" in result.stderr
+    assert f"{manifest}:2: kind: must be one of 'predictions', 'model'; got 'banana'" in (
+        result.stderr
+    )
     # Records are written by CI: a record no package reproduces is refused and not exported.
     refusal = (
         "leaderboard/results/cub-demo/v1/forged@1.0.json: changed in this pull request, but no "

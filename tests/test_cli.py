@@ -36,6 +36,10 @@ COMMANDS = [
     ["results", "export"],
     ["results", "import"],
     ["results", "rescore"],
+    ["results", "list"],
+    ["results", "delete"],
+    ["results", "hide"],
+    ["results", "unhide"],
     ["ci"],
     ["ci", "changed"],
     ["ci", "pr"],
@@ -189,7 +193,7 @@ def test_spec_describe_demo() -> None:
     text = runner.invoke(
         app, ["spec", "describe", str(SPECS / "demo.yaml")], env={"COLUMNS": "200"}
     )
-    assert "classes 100 = 64 train + 16 val + 20 unseen" in text.output
+    assert "classes 100 = 64 train + 16 val + 20 unseen" in " ".join(text.output.split())
 
 
 def test_spec_validate_checks_spec_bases_apart() -> None:

@@ -257,3 +257,44 @@ def test_imagenet_honest_split_names_and_structure(monkeypatch: pytest.MonkeyPat
     assert one["test_classes"] == 1548
     assert 0 < one["structure"]["structural_ratio"] < goz["structure"]["structural_ratio"]
     assert goz["test_classes"] == 500
+
+
+# -- the words, not Python reprs (issue 14, item 16) ----------------------------------------------
+
+
+@pytest.mark.slow  # prepares the demo benchmark
+def test_describe_prints_a_table_in_words_with_rounded_numbers() -> None:
+    result = runner.invoke(app, ["spec", "describe", str(SPECS / "demo.yaml")])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "{" not in result.output and "': " not in result.output  # no dict reprs
+    assert "embeddings attributes (64-d)" in text
+    assert "images 6,123: trainval 3,927 (train 3,169, val 758)" in text
+    assert "hierarchy nodes 199, edges 199, roots 1, leaves 100" in text
+    assert "structural ratio 0.772 over 20 unseen classes (0 excluded)" in text
+    assert "hops to the nearest training class 2: 10 unseen, 3: 7 unseen" in text
+    assert "0.7720238" not in text  # unrounded
+
+
+@pytest.mark.skipif(not XLSA17.is_dir(), reason="xlsa17 split files not in shared data")
+def test_release_only_prints_words_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZSL_XLSA17_DIR", str(XLSA17))
+    result = runner.invoke(
+        app, ["spec", "describe", str(SPECS / "xlsa17" / "cub-ps.yaml"), "--release-only"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "{" not in result.output and "': " not in result.output
+    assert "cub-ps v1: the release's split files only" in result.output
+
+
+def test_metrics_list_piped_keeps_every_name_and_description_whole() -> None:
+    from harness.metrics import metrics
+
+    result = runner.invoke(app, ["metrics", "list"], env={"COLUMNS": "40"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert all(line == line.rstrip() for line in lines)  # nothing padded to a width
+    for name, metric in metrics.items():
+        (head,) = [line for line in lines if line.split(" ")[0] == name]
+        assert f" v{metric.version} " in head
+        assert any(line.startswith(f"    {metric.description}") for line in lines), name

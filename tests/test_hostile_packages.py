@@ -52,6 +52,11 @@ def db(db: str) -> Iterator[str]:
     assert stored_runs(db) == 0, "a refused submission left a record"
 
 
+def _in_package(package: Path, path: Path) -> str:
+    """How messages name a file of the package: by its path in it."""
+    return path.relative_to(package).as_posix()
+
+
 def _refused(package: Path, db: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error) as info:
         run_submission(package, DEMO, database_url=db, store=True, quiet=True)
@@ -66,7 +71,12 @@ def test_pickle_in_npy_prediction_file(tmp_path: Path, bench: PreparedBenchmark,
     package, bad = hostile.predictions_package(
         tmp_path, bench, "zsl", lambda p, s, m: hostile.pickle_npy(p, marker), suffix="npy"
     )
-    _refused(package, db, PredictionError, f"{bad}: prediction files end in .safetensors or .npz")
+    _refused(
+        package,
+        db,
+        PredictionError,
+        f"{_in_package(package, bad)}: prediction files end in .safetensors or .npz",
+    )
     with pytest.raises(PredictionError):
         read_predictions(bad, **_meta(bench, "zsl"))
     assert not marker.exists()
@@ -84,7 +94,7 @@ def test_pickle_in_npz_prediction_file(tmp_path: Path, bench: PreparedBenchmark,
         package,
         db,
         PredictionError,
-        f"{bad}: refused (Object arrays cannot be loaded when allow_pickle=False);"
+        f"{_in_package(package, bad)}: refused (Object arrays cannot be loaded when allow_pickle=False);"
         " object arrays and pickles are never loaded",
     )
     assert not marker.exists()
@@ -103,7 +113,8 @@ def test_safetensors_header_lying_about_sizes(
     with pytest.raises(PredictionError) as info:
         run_submission(package, DEMO, database_url=db, store=True, quiet=True)
     assert re.fullmatch(
-        re.escape(f"{bad}: not a valid safetensors file (") + r".+\)", str(info.value)
+        re.escape(f"{_in_package(package, bad)}: not a valid safetensors file (") + r".+\)",
+        str(info.value),
     ), info.value
 
 
@@ -116,7 +127,7 @@ def test_wrong_shape_predictions(tmp_path: Path, bench: PreparedBenchmark, db: s
         package,
         db,
         PredictionError,
-        f"{bad}: scores must have shape (n_test, n_candidates) = (1220, 20); got (1220, 19)",
+        f"{_in_package(package, bad)}: scores must have shape (n_test, n_candidates) = (1220, 20); got (1220, 19)",
     )
 
 
@@ -134,7 +145,9 @@ def test_nan_in_predictions_names_the_row(
         package,
         db,
         PredictionError,
-        f"{bad}: scores contain NaN or inf: first at row 7, column 3 (2 bad row(s))",
+        f"{bad.relative_to(package).as_posix()}: setting zsl, row 7, column 3: score nan is not"
+        " finite (2 row(s) hold NaN or inf); scores must be finite numbers (rows in the"
+        " setting's frozen test order, columns in its candidate order)",
     )
 
 
@@ -153,7 +166,7 @@ def test_predictions_made_for_another_benchmark_or_class_order(
         package,
         db,
         PredictionError,
-        f"{bad}: made for {key} {other!r}, but this run needs {expected!r}."
+        f"{_in_package(package, bad)}: made for {key} {other!r}, but this run needs {expected!r}."
         " Regenerate the file from the current task bundle.",
     )
 

@@ -45,7 +45,7 @@ def test_hash_covers_every_file(tmp_path: Path) -> None:
     [
         (
             lambda t: t.replace("kind: model", "kind: modle"),
-            r"kind: Input should be 'predictions' or 'model'",
+            r"kind: must be one of 'predictions', 'model'; got 'modle'\. Did you mean 'model'\?",
         ),
         (lambda t: t + "colour: red\n", r"colour: unknown key"),
         (
@@ -106,8 +106,8 @@ def test_manifest_problems_name_the_file_the_line_and_the_key(tmp_path: Path) ->
     )
     assert message == (
         f"3 problems in {manifest}:\n"
-        f"  {manifest}:{_line(text, 'kind:')}: kind: Input should be 'predictions' or 'model';"
-        " got 'modle'\n"
+        f"  {manifest}:{_line(text, 'kind:')}: kind: must be one of 'predictions', 'model';"
+        " got 'modle'. Did you mean 'model'?\n"
         f"  {manifest}:{_line(text, 'gpus:')}: resources.gpus: Input should be a valid integer,"
         " unable to parse string as an integer; got 'two'\n"
         f"  {manifest}:{_line(text, 'network:')}: resources.network: unknown key 'network'."
@@ -143,3 +143,69 @@ def test_links_and_missing_manifest_are_refused(tmp_path: Path) -> None:
         load_package(root)
     with pytest.raises(SubmissionError, match=r"no submission\.yaml"):
         load_package(tmp_path)
+
+
+# --- item 10b: prediction files not generated yet; item 21: the prediction-file scaffold -----
+
+
+def test_missing_prediction_files_name_the_command_that_writes_them(tmp_path: Path) -> None:
+    from harness.errors import PredictionError
+    from harness.submission.scaffold import write_template
+
+    root = write_template("files", tmp_path, kind="predictions")
+    package = load_package(root)
+    with pytest.raises(PredictionError) as info:
+        package.prediction_files("demo", ["zsl", "gzsl"], spec="specs/demo.yaml")
+    assert str(info.value) == (
+        f"{package.root}: 2 prediction file(s) for benchmark 'demo' not found:"
+        " predictions/demo.zsl.safetensors, predictions/demo.gzsl.safetensors; write them with"
+        " its generator (make_predictions.py): `zsl submission generate"
+        f" {package.root} --spec specs/demo.yaml`"
+    )
+    # Without a generator there is no command to name: the files are the package's to add.
+    manifest = root / "submission.yaml"
+    manifest.write_text(manifest.read_text().replace("  generator: make_predictions.py\n", ""))
+    with pytest.raises(PredictionError) as info:
+        load_package(root).prediction_files("demo", ["zsl"])
+    assert str(info.value) == (
+        f"{package.root}: 1 prediction file(s) for benchmark 'demo' not found:"
+        " predictions/demo.zsl.safetensors; the package has no predictions.generator, so add the"
+        " files themselves (predictions.files: predictions/{benchmark}.{setting}.safetensors)"
+    )
+    (root / "predictions").mkdir()
+    (root / "predictions" / "demo.zsl.safetensors").write_bytes(b"")
+    assert load_package(root).prediction_files("demo", ["zsl"]) == {
+        "zsl": (root / "predictions" / "demo.zsl.safetensors").resolve()
+    }
+
+
+def test_prediction_file_scaffold_describes_prediction_files(tmp_path: Path) -> None:
+    from harness.submission.scaffold import write_template
+
+    where = write_template("files", tmp_path, kind="predictions")
+    files = load_package(where)
+    model = load_package(write_template("code", tmp_path, kind="model"))
+    assert files.manifest.description == (
+        "Prediction files, one per benchmark and setting, written by make_predictions.py from"
+        " the benchmark's task bundle (it fits the example ridge regression of model.py)."
+        " Replace the generator, or the files, with your method's predictions."
+    )
+    assert model.manifest.description.startswith("Ridge regression from features to class")
+    readme = (files.root / "README.md").read_text()
+    assert readme.startswith(
+        "# files\n\nA prediction-file package made by `zsl submission init --kind predictions`:"
+        " `zsl run` scores\nthe prediction files it holds and runs none of its code.\n"
+    )
+    for needle in (
+        "`predictions/<benchmark>.<setting>.safetensors`",
+        "`make_predictions.py BUNDLE_DIR OUT_DIR`",
+        f"zsl submission generate {where} --spec specs/demo.yaml\n",
+        f"zsl submission validate {where} --spec specs/demo.yaml\n",
+        f"zsl run {where} --spec specs/demo.yaml\n",
+    ):
+        assert needle in readme, needle
+    # The model's protocol is the model package's business, not this one's.
+    assert (
+        "keep the protocol" not in readme
+        and "keep the protocol" in (model.root / "README.md").read_text()
+    )

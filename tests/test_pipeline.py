@@ -10,7 +10,7 @@ import pytest
 
 from harness.data.prepare import load_benchmark
 from harness.errors import PredictionError, RunnerError
-from harness.pipeline import generate_prediction_files, run_submission
+from harness.pipeline import generate_prediction_files, prediction_settings, run_submission
 from harness.spec import load_spec
 from harness.store import count_runs, create_tables, load_runs, make_engine
 from harness.submission.package import load_package
@@ -80,7 +80,9 @@ def test_failing_model_stores_nothing(tmp_path: Path, db: str) -> None:
         "    def predict(self, features, candidates):\n        return None\n"
     )
     with pytest.raises(
-        RunnerError, match=r"exited with code 3; stderr ends: .*diverged at epoch 3"
+        RunnerError,
+        match=r"exited with code 3; model error: fit\(\) raised RuntimeError: diverged at epoch 3"
+        r" \(model\.py:3, in fit\); log: ",
     ):
         run_submission(package, DEMO, database_url=db, quiet=True)
     engine = make_engine(db)
@@ -104,7 +106,7 @@ def test_stale_prediction_files_are_refused(tmp_path: Path, db: str) -> None:
     package_dir = _copy("nearest-seen-class-transfer", tmp_path)
     package = load_package(package_dir)
     bench = load_benchmark(load_spec(DEMO))
-    for setting in ("zsl", "gzsl"):
+    for setting in prediction_settings(bench.spec):  # every file there, each made for other data
         shape = (len(bench.rows(setting)), len(bench.columns(setting)))
         write_predictions(
             package.prediction_path("demo", setting),

@@ -53,10 +53,13 @@ def test_refusals(tmp_path: Path, suffix: str) -> None:
     bad[2, 1] = np.nan
     bad[3, 0] = np.inf
     write_predictions(path, bad, **META)
-    with pytest.raises(
-        PredictionError, match=r"NaN or inf: first at row 2, column 1 \(2 bad row\(s\)\)"
-    ):
+    with pytest.raises(PredictionError) as info:
         _read(path)
+    assert str(info.value) == (
+        f"{path}: setting zsl, row 2, column 1: score nan is not finite (2 row(s) hold NaN or"
+        " inf); scores must be finite numbers (rows in the setting's frozen test order, columns"
+        " in its candidate order)"
+    )
     write_predictions(path, scores.astype(np.int32), **META)
     with pytest.raises(PredictionError, match="must be float16/32/64; got dtype int32"):
         _read(path)
@@ -74,8 +77,15 @@ def test_pickle_npz_and_garbage_are_refused(tmp_path: Path) -> None:
     (tmp_path / "x.pkl").write_bytes(b"")
     with pytest.raises(PredictionError, match=r"end in \.safetensors or \.npz"):
         _read(tmp_path / "x.pkl")
-    with pytest.raises(PredictionError, match="prediction file not found"):
+    with pytest.raises(PredictionError) as info:
         _read(tmp_path / "missing.safetensors")
+    assert str(info.value) == (
+        f"{tmp_path / 'missing.safetensors'}: prediction file not found; a predictions"
+        " package's generator writes its files: `zsl submission generate PACKAGE --spec SPEC`"
+    )
+    with pytest.raises(PredictionError) as info:  # named as the caller names it
+        _read(tmp_path / "missing.safetensors", name="predictions/demo.zsl.safetensors")
+    assert str(info.value).startswith("predictions/demo.zsl.safetensors: prediction file not")
 
 
 def _topk(tmp_path: Path, indices: np.ndarray, scores: np.ndarray) -> Path:
@@ -116,7 +126,8 @@ def test_topk_round_trip_sorts_rows_and_streams(tmp_path: Path) -> None:
         (lambda i, s: i.__setitem__((9, 3), i[9, 0]), r"repeat a candidate in row 9"),
         (
             lambda i, s: s.__setitem__((2, 0), np.nan),
-            r"topk_scores contain NaN or inf: first at row 2",
+            r"setting zsl, row 2, column 0: topk_scores holds nan, which is not finite \(place 0"
+            r" of the row's top-5 list\)",
         ),
     ],
 )

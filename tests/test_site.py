@@ -20,6 +20,7 @@ from harness.records import Interval, RunRecord
 from harness.results.records_io import load_record, record_id, write_records
 from harness.site import build_site, builder
 from harness.site.model import SiteModel
+from harness.site.slugs import slug
 from harness.store import open_store, save_run
 from tests.site_records import XSS_NAME, make_record, sample_records, synthetic_records
 
@@ -119,10 +120,23 @@ def test_site_layout(site: Path) -> None:
     assert sorted(snapshot(site)) == sorted(
         [
             ".zsl-leaderboard",
+            "across.html",
             "benchmarks/awa2-v1.html",
             "benchmarks/cub-demo-v1.html",
+            # every table's CSV beside its page (harness.site.csv_tables)
+            "benchmarks/awa2-v1-zsl.csv",
+            "benchmarks/cub-demo-v1-gzsl.csv",
+            "benchmarks/cub-demo-v1-zsl.csv",
             "compare.html",
             *(f"compare/{p}.html" for p in pairs),  # sje shares no benchmark: no pair page
+            *(f"compare/{p}.csv" for p in pairs),
+            "cross-gzsl-cub.csv",
+            "cross-zsl-awa2.csv",
+            "cross-zsl-cub.csv",
+            "index-benchmarks.csv",
+            "index-ranks-gzsl.csv",
+            "index-ranks-zsl.csv",
+            "index-submissions.csv",
             "index.html",
             "logs/ale@1.0/cub-demo-v1.txt",
             "logs/devise@1.0/cub-demo-v1.txt",
@@ -132,6 +146,7 @@ def test_site_layout(site: Path) -> None:
             "static/site.js",
             "static/style.css",
             *(f"submissions/{s}.html" for s in subs),
+            *(f"submissions/{s}.csv" for s in subs),
         ]
     )
     index = page(site, "index.html")
@@ -334,11 +349,11 @@ def test_rank_matrix_across_benchmarks(tmp_path: Path) -> None:
         "x v1",
         "y v1",
     ]
-    # x: a 1, b and c tied 2.5; y: b 1, a 2. Means: a 1.5, b 1.75, c 2.5
+    # x: a 1, b and c tied 2.5; y: b 1, a 2. Means: a 1.5, b 1.75 (both over 2), c 2.5 over 1
     assert index.tables["table-ranks-zsl"] == [
-        ["a 1.0", "1.50", "2", "1", "2"],
-        ["b 1.0", "1.75", "2", "2.5", "1"],
-        ["c 1.0", "2.50", "1", "2.5", "—"],
+        ["a 1.0", "1.50", "2/2", "1", "2"],
+        ["b 1.0", "1.75", "2/2", "2.5", "1"],
+        ["c 1.0", "2.50", "1/2", "2.5", "—"],
     ]
     assert "ranks-zsl" in index.ids and any(
         tag == "svg" and name == "class" and "chart-heatmap" in value
@@ -482,9 +497,13 @@ def test_no_external_resources(site: Path) -> None:
 
 def test_unsafe_benchmark_id_stays_inside_the_site(tmp_path: Path) -> None:
     build_site([make_record("a", benchmark="../../evil id", zsl={"top1": 0.5})], tmp_path / "s")
-    (bench,) = (tmp_path / "s" / "benchmarks").iterdir()
+    table, bench = sorted((tmp_path / "s" / "benchmarks").iterdir(), key=lambda p: p.suffix)
+    assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1-zsl\.csv", table.name)  # its table's data
     assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1\.html", bench.name)
     assert not (tmp_path / "evil id-v1.html").exists()
+    assert [p.name for p in (tmp_path / "s").glob("cross-*.csv")] == [
+        f"cross-zsl-{slug('../../evil id')}.csv"  # the family is the whole id: slugged
+    ]
 
 
 def test_rebuild_is_byte_identical(site: Path, tmp_path: Path) -> None:

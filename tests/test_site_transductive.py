@@ -110,18 +110,19 @@ def test_the_index_leads_with_inductive_runs(site: Path) -> None:
     assert "ZSL top1 100.0% t 1.0 transductive" in leaders
     # rank matrix (ties share their average rank): inductive runs only by default; t apart;
     # everyone on request
+    # (coverage first: "2/2" before "1/2"; b and c cover one benchmark each)
     assert index.tables["table-ranks-zsl"] == [
-        ["a 1.0", "1.25", "2", "1", "1.5"],
-        ["b 1.0", "1.50", "1", "—", "1.5"],
-        ["c 1.0", "3.00", "1", "—", "3"],
+        ["a 1.0", "1.25", "2/2", "1", "1.5"],
+        ["b 1.0", "1.50", "1/2", "—", "1.5"],
+        ["c 1.0", "3.00", "1/2", "—", "3"],
     ]
     assert index.tables["table-ranks-zsl-transductive"] == [
-        ["t 1.0 transductive", "1.00", "2", "1", "1"],
+        ["t 1.0 transductive", "1.00", "2/2", "1", "1"],
     ]
     assert index.tables["table-ranks-zsl-combined"][0] == [
         "t 1.0 transductive",
         "1.00",
-        "2",
+        "2/2",
         "1",
         "1",
     ]

@@ -88,7 +88,25 @@ CASES = [
         "bad-setting",
         lambda t: t.replace("settings: [zsl, gzsl]", "settings: [zsl, transductive]"),
         "settings: [zsl, transductive]",
-        r"settings\[1\]: Input should be 'zsl' or 'gzsl'; got 'transductive'",
+        r"settings\[1\]: must be one of 'zsl', 'gzsl'; got 'transductive'$",
+    ),
+    (
+        "primary-key-not-a-setting",  # at the entry's own line, not at 'primary:'
+        lambda t: t.replace("gzsl: H", "gzsl: H\n  gzls: H"),
+        "gzls: H",
+        r"primary\.gzls: key must be one of 'zsl', 'gzsl'; got 'gzls'\. Did you mean 'gzsl'\?$",
+    ),
+    (
+        "topk-without-k",  # a nested model's check, at the key it names
+        lambda t: t.replace("  format: dense\n", "  format: topk\n"),
+        "format: topk",
+        r"predictions\.format: format 'topk' needs 'k'$",
+    ),
+    (
+        "k-without-topk",
+        lambda t: t.replace("  format: dense\n", "  format: dense\n  k: 7\n"),
+        "k: 7",
+        r"predictions\.k: 'k' is only for format 'topk'$",
     ),
     (
         "duplicate-key",
@@ -122,8 +140,8 @@ CASES = [
         lambda t: t.replace(
             "    class_set: none\n", "    class_set: none\n    wnids: [n02084071]\n"
         ),
-        "pretrained_on:",
-        r"features\.pretrained_on: give exactly one of 'class_set' or 'wnids'",
+        "class_set: none",
+        r"features\.pretrained_on\.class_set: give exactly one of 'class_set' or 'wnids'",
     ),
     (
         "bad-checksum",
@@ -187,7 +205,11 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     message = str(info.value)
     assert "version: Input should be greater than 0" in message
     assert "metrics[1].k: Input should be greater than or equal to 1" in message
-    assert "primary: key 'extra': Input should be 'zsl' or 'gzsl'" in message
+    # The bad key at its own line (it used to be placed at the line of 'primary:').
+    extra = _line(text, "extra: top1")
+    assert (
+        f"{path}:{extra}: primary.extra: key must be one of 'zsl', 'gzsl'; got 'extra'" in message
+    )
 
 
 def test_empty_and_non_mapping_specs(tmp_path: Path) -> None:
@@ -246,7 +268,11 @@ def test_audit_rule_defaults_and_its_errors(tmp_path: Path) -> None:
         None,
     )
     cases = [
-        ("audit:\n  match: cousins\n", r"audit\.match: Input should be 'exact', 'descendants'"),
+        (
+            "audit:\n  match: cousins\n",
+            r"audit\.match: must be one of 'exact', 'descendants', 'ancestors', 'both';"
+            r" got 'cousins'",
+        ),
         ("audit:\n  related_within: 11\n", r"audit\.related_within: Input should be less than"),
         (
             "audit:\n  wordnet: x.tsv\n",

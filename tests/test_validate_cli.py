@@ -59,7 +59,10 @@ BROKEN: dict[str, tuple[Callable[[Path], Path], str]] = {
         _manifest_edit("model:ESZSL", "missing:ESZSL"),
         "module 'missing' not found",
     ),
-    "bad-kind": (_manifest_edit("kind: model", "kind: modle"), "kind: Input should be"),
+    "bad-kind": (
+        _manifest_edit("kind: model", "kind: modle"),
+        "kind: must be one of 'predictions', 'model'; got 'modle'. Did you mean 'model'?",
+    ),
 }
 
 
@@ -116,4 +119,20 @@ def test_validate_with_spec_checks_prediction_files(tmp_path: Path) -> None:
     write_predictions(path, bad, **meta)
     result = runner.invoke(app, ["submission", "validate", str(root), "--spec", str(spec)])
     assert result.exit_code == 1
-    assert "NaN or inf: first at row 7, column 3" in result.output
+    # The file by its path in the package, the setting, the row and the column.
+    assert (
+        "error: predictions/demo.zsl.safetensors: setting zsl, row 7, column 3: score nan is"
+        " not finite (1 row(s) hold NaN or inf)"
+    ) in result.output, result.output
+    # Not generated yet: the message names the command that writes the files.
+    for made in (root / "predictions").iterdir():
+        made.unlink()
+    result = runner.invoke(app, ["submission", "validate", str(root), "--spec", str(spec)])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"error: {root.resolve()}: 4 prediction file(s) for benchmark 'demo' not found:"
+        " predictions/demo.zsl.safetensors, predictions/demo.gzsl.safetensors,"
+        " predictions/demo.zsl_val.safetensors, predictions/demo.gzsl_val.safetensors; write"
+        " them with its generator (make_predictions.py): `zsl submission generate"
+        f" {root.resolve()} --spec {spec}`\n"
+    )

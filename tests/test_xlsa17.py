@@ -21,7 +21,7 @@ import pytest
 import scipy.io as sio
 import yaml
 from pydantic import ValidationError
-from xlsa17_fixture import DATASETS, XLSA17, copy_release, make_release, write_res101
+from xlsa17_fixture import DATASETS, XLSA17, make_release
 
 from harness.data import download
 from harness.data.adapters import RawBenchmark
@@ -37,6 +37,7 @@ from harness.data.xlsa17 import (
     read_class_map,
     release_overlaps,
 )
+from harness.data.xlsa17_synthetic import copy_split_files, write_synthetic_res101
 from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.hierarchy import Hierarchy
 from harness.spec import Spec, load_spec, load_spec_data, spec_files
@@ -409,8 +410,10 @@ def test_not_a_mat_file(tmp_path: Path, awa2: Path) -> None:
 
 
 def test_res101_from_another_dataset(tmp_path: Path, awa2: Path) -> None:
-    copy_release(tmp_path / "apy", "APY")
-    write_res101(tmp_path / "apy" / "APY", "APY", dim=DIM, path=awa2 / "AWA2" / "res101.mat")
+    copy_split_files(XLSA17, tmp_path / "apy", "APY")
+    write_synthetic_res101(
+        tmp_path / "apy" / "APY", "APY", dim=DIM, path=awa2 / "AWA2" / "res101.mat"
+    )
     with pytest.raises(
         SpecError,
         match=r"att_splits\.mat: 'trainval_loc' holds image index \d+ but res101\.mat has 15339 images",
@@ -692,6 +695,26 @@ def test_download_goes_through_pooch(
     assert Path(calls[0]["path"]) == isolated_home / "downloads"
     assert raw.meta["source"].startswith("download (https://datasets.d2.mpi-inf.mpg.de")
     assert digest in caplog.text and "Pin it as data.params.checksum in" in caplog.text
+
+
+def test_failed_download_names_the_offline_alternative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(ENV_DIR, raising=False)
+
+    def offline(url: str, **kwargs: Any) -> str:
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    with pytest.raises(HarnessError) as info:
+        _load(_write_spec(tmp_path, _spec_data("apy-ps", None)))
+    assert str(info.value) == (
+        "cannot fetch https://datasets.d2.mpi-inf.mpg.de/xian/xlsa17.zip: Network is"
+        " unreachable. Check the network, or give a local copy (a mirror folder or the unpacked"
+        " files). To work offline, unpack xlsa17.zip and set ZSL_XLSA17_DIR to the folder that"
+        " holds APY/ (its att_splits.mat and res101.mat), or set data.params.path in the spec;"
+        " data.params.mirror names a folder or URL holding a copy of xlsa17.zip."
+    )
 
 
 # -- download module ----------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Literal
 
 import pytest
@@ -87,5 +88,79 @@ def test_a_literal_names_its_choices_and_what_it_got() -> None:
     with pytest.raises(HarnessError) as info:
         yamlio.load_model("mode: quick\n", "d.yaml", _Doc)
     assert str(info.value) == (
-        "1 problem in d.yaml:\n  d.yaml:1: mode: Input should be 'fast' or 'slow'; got 'quick'"
+        "1 problem in d.yaml:\n  d.yaml:1: mode: must be one of 'fast', 'slow'; got 'quick'"
     )
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_model("mode: flow\n", "d.yaml", _Doc)
+    assert str(info.value) == (
+        "1 problem in d.yaml:\n"
+        "  d.yaml:1: mode: must be one of 'fast', 'slow'; got 'flow'. Did you mean 'slow'?"
+    )
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class _Format(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["dense", "topk"] = "dense"
+    k: int | None = None
+
+    @model_validator(mode="after")
+    def _k_for_topk(self) -> _Format:
+        if self.format == "topk" and self.k is None:
+            raise ValueError("format 'topk' needs 'k'")
+        if self.format == "dense" and self.k is not None:
+            raise ValueError("'k' is only for format 'topk'")
+        return self
+
+
+class _Choices(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    colour: _Colour | None = None
+    primary: dict[Literal["zsl", "gzsl"], str] = {}
+    predictions: _Format = _Format()
+
+
+def test_an_enum_and_a_mapping_key_list_their_choices_at_their_own_line() -> None:
+    text = "colour: blue\nprimary:\n  zsl: top1\n  gzls: H\n"
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_model(text, "c.yaml", _Choices)
+    assert str(info.value) == (
+        "2 problems in c.yaml:\n"
+        "  c.yaml:1: colour: must be one of 'red', 'green'; got 'blue'\n"
+        "  c.yaml:4: primary.gzls: key must be one of 'zsl', 'gzsl'; got 'gzls'."
+        " Did you mean 'gzsl'?"
+    )
+    assert yamlio.allowed_values(_Choices, ("colour",)) == ["red", "green"]
+    assert yamlio.allowed_values(_Choices, ("primary",), key=True) == ["zsl", "gzsl"]
+    assert yamlio.allowed_values(_Choices, ("predictions", "k")) is None
+    # Where the annotation says nothing, pydantic's own list is used.
+    assert yamlio.allowed_values(_Doc, ("nowhere",), expected={"expected": "'a', 'b' or 'c'"}) == [
+        "a",
+        "b",
+        "c",
+    ]
+
+
+def test_a_nested_check_is_placed_at_the_key_it_names() -> None:
+    text = "colour: red\npredictions:\n  format: topk\n"
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_model(text, "c.yaml", _Choices)
+    assert str(info.value) == (
+        "1 problem in c.yaml:\n  c.yaml:3: predictions.format: format 'topk' needs 'k'"
+    )
+    text = "predictions:\n  format: dense\n  k: 5\n"
+    with pytest.raises(HarnessError) as info:
+        yamlio.load_model(text, "c.yaml", _Choices)
+    assert str(info.value) == (
+        "1 problem in c.yaml:\n  c.yaml:3: predictions.k: 'k' is only for format 'topk'"
+    )
+    # 'format' is named first but not written (its default applies): placed at 'k'.
+    text = "predictions:\n\n  k: 5\n"
+    with pytest.raises(HarnessError, match=r"c\.yaml:3: predictions\.k: 'k' is only for"):
+        yamlio.load_model(text, "c.yaml", _Choices)

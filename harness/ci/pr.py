@@ -59,6 +59,7 @@ from harness.results.records_io import (
     write_records,
 )
 from harness.runners import sandbox
+from harness.scoring import below_chance
 from harness.site.text import format_value
 from harness.store import open_store, save_run
 
@@ -85,11 +86,16 @@ _MAX_PROBLEM = 1000  # characters of one problem of the job (with its field path
 
 @dataclass(frozen=True)
 class PackageOutcome:
-    """What CI made of one package: ``ok``, ``invalid``, ``failed`` (its run) or ``deleted``."""
+    """What CI made of one package: ``ok``, ``invalid``, ``failed`` (its run) or ``deleted``.
+
+    ``warnings``: one line per warning about one of its runs (a score below chance,
+    :func:`harness.scoring.below_chance`), shown under the package's result.
+    """
 
     package: str
     status: Literal["ok", "invalid", "failed", "deleted"]
     detail: str
+    warnings: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -110,6 +116,12 @@ def render_report(
             lines.append(f"**{len(failed)} of {len(scored)} packages failed.**")
         elif scored:
             lines.append(f"All {len(scored)} changed packages passed.")
+        warned = sum(len(o.warnings) for o in outcomes)
+        if warned:
+            lines.append(
+                f"**⚠️ {warned} score{'s' if warned != 1 else ''} below chance: see the "
+                "warnings under the package.**"
+            )
         lines += ["", "| Package | Result |", "| --- | --- |"]
         icons = {
             "ok": "✅ ok",
@@ -122,6 +134,9 @@ def render_report(
             lines.append(
                 f"| {escape_markdown(outcome.package)} | {icons[outcome.status]}: {detail} |"
             )
+            for warning in outcome.warnings:
+                shown = escape_markdown(warning, limit=_MAX_PROBLEM)
+                lines.append(f"| | ⚠️ **warning**: {shown} |")
     for note in notes:
         lines += ["", note]
     return "\n".join(lines) + "\n\n" + diff
@@ -192,7 +207,13 @@ def _package_outcome(
     if failures:
         return PackageOutcome(package, "failed", one_line("; ".join(failures)))
     detail = "scored on " + "; ".join(_primary_summary(r.record) for r in results if r.record)
-    return PackageOutcome(package, "ok", detail)
+    warnings = tuple(
+        f"{describe_key(run_key(r.record))}: {warning}"
+        for r in results
+        if r.record is not None
+        for warning in below_chance(r.record)
+    )
+    return PackageOutcome(package, "ok", detail, warnings)
 
 
 @dataclass
@@ -389,6 +410,7 @@ def _score_packages(
                 outcome.package,
                 outcome.status,
                 f"re-run, as its record changed: {outcome.detail}",
+                outcome.warnings,
             )
         outcomes.append(outcome)
         if outcome.failed:

@@ -37,3 +37,53 @@ def verify(spec: SpecPath) -> None:
     frozen = FrozenBenchmark(benchmark_dir(loaded.benchmark, loaded.version))
     names = frozen.verify()
     stdout.print(f"ok {frozen.root}: {len(names)} artifacts match {frozen.hash}")
+
+
+SYNTHETIC_EPILOG = """
+Example (the split files come with the xlsa17 release, a few MB without res101.mat):
+
+  zsl data synthetic-xlsa17 --source ~/xlsa17/data --out ~/xlsa17-synthetic --dataset AWA2
+
+  ZSL_XLSA17_DIR=~/xlsa17-synthetic zsl run submissions/eszsl --spec specs/xlsa17/awa2-ps.yaml
+
+SYNTHETIC features: the scores they give say that the pipeline runs, nothing about a method.
+The frozen benchmark has another hash than the real one's, so the store keeps the two apart.
+"""
+
+
+@app.command("synthetic-xlsa17", epilog=SYNTHETIC_EPILOG)
+@reports_errors
+def synthetic_xlsa17(
+    source: Annotated[
+        Path,
+        typer.Option(
+            help="folder holding the release's split files: <DATASET>/att_splits.mat and the"
+            " class lists",
+            exists=True,
+            file_okay=False,
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option(help="folder to write <DATASET>/ into (then ZSL_XLSA17_DIR=OUT)")
+    ],
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(help="AWA1, AWA2, CUB, SUN or APY (repeatable; default: every one)"),
+    ] = None,
+    dim: Annotated[
+        int,
+        typer.Option(
+            help="feature dimension (the shipped specs declare the release's 2048)", min=1
+        ),
+    ] = 2048,
+    seed: Annotated[int, typer.Option(help="seeds the labels and the features")] = 0,
+) -> None:
+    """Write SYNTHETIC res101.mat features for the real xlsa17 split files, to try the GBU
+    benchmarks end to end without the release's features."""
+    from harness.data.xlsa17 import DATASETS
+    from harness.data.xlsa17_synthetic import synthetic_release
+
+    made = synthetic_release(source, out, dataset or DATASETS, dim=dim, seed=seed)
+    for folder in made:
+        stdout.print(f"{folder / 'res101.mat'}: synthetic {dim}-d features", soft_wrap=True)
+    stdout.print(f"then: export ZSL_XLSA17_DIR={out}", soft_wrap=True)

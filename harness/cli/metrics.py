@@ -70,9 +70,8 @@ def list_metrics(
             Text.assemble((row["name"], "bold"), arrow, " ", " · ".join(facts)), soft_wrap=True
         )
         note = f" ({row['averaging_note']})" if row["averaging_note"] else ""
-        stdout.print(
-            Padding(
-                Text(row["description"] + f" Averaged over {row['averaged_over']}{note}."),
-                (0, 0, 1, 4),
-            )
-        )
+        text = row["description"] + f" Averaged over {row['averaged_over']}{note}."
+        if stdout.is_terminal:
+            stdout.print(Padding(Text(text), (0, 0, 1, 4)))
+        else:  # piped (grep, a file): one line each, never cut or padded to a width
+            stdout.print(f"    {text}\n", soft_wrap=True)

@@ -1,4 +1,5 @@
-"""`zsl results`: run records in git (export, import) and re-scoring stored runs."""
+"""`zsl results`: run records in git (export, import), re-scoring, and managing stored runs
+(list, delete, hide, unhide)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.text import Text
+from sqlalchemy import Engine
 
 from harness.cli._common import (
     DatabaseUrl,
@@ -19,14 +21,30 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
+from harness.records import RunKey
 from harness.results.rescore import RescoreOutcome, rescore_store
-from harness.results.store_io import export_store, import_folder
-from harness.store import open_store
+from harness.results.store_io import (
+    RUN_NAME_FORM,
+    export_store,
+    import_folder,
+    resolve_runs,
+    run_name,
+)
+from harness.store import (
+    StoredRun,
+    count_runs,
+    delete_runs,
+    list_runs,
+    open_store,
+    primary_values,
+    set_hidden,
+)
 
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Run records in git (export, import) and re-scoring of stored runs.",
+    help="Run records in git (export, import), re-scoring, and managing stored runs (list,"
+    " delete, hide, unhide).",
     no_args_is_help=True,
 )
 
@@ -43,7 +61,8 @@ Examples:
   zsl results export --out /tmp/results --database-url sqlite:////tmp/zsl.sqlite3
 
 One file per run: <out>/<benchmark>/v<version>/<submission>@<version>.json. Unchanged files
-are not rewritten, so `git diff` shows exactly the runs that changed.
+are not rewritten, so `git diff` shows exactly the runs that changed. Hidden runs (`zsl results
+hide`) are left out; --prune deletes their files.
 """
 
 
@@ -63,12 +82,14 @@ def export(
     engine = open_store(database_url)
     try:
         result = export_store(engine, out, prune=prune)
+        hidden = count_runs(engine, hidden=True)
     finally:
         engine.dispose()
     stdout.print(
         f"{len(result.paths)} records in {out}: {len(result.written)} written, "
         f"{len(result.paths) - len(result.written)} unchanged"
-        + (f", {len(result.removed)} stale removed" if prune else ""),
+        + (f", {len(result.removed)} stale removed" if prune else "")
+        + (f"; {hidden} hidden run{'s' if hidden != 1 else ''} left out" if hidden else ""),
         soft_wrap=True,
     )
 
@@ -180,3 +201,167 @@ def _report(outcome: RescoreOutcome) -> None:
         Text.assemble((f"{outcome.status}: ", "bold red"), f"{outcome.run}: {outcome.message}"),
         soft_wrap=True,
     )
+
+
+# -- managing stored runs -------------------------------------------------------------------------
+
+RunNames = Annotated[
+    list[str],
+    typer.Argument(
+        help=f"stored runs, each as '{RUN_NAME_FORM}' (quoted; `zsl results list` prints them)",
+        show_default=False,
+    ),
+]
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")]
+
+
+def _score_text(value: float) -> str:
+    return f"{100 * value:.1f}" if 0.0 <= value <= 1.0 else f"{value:.4g}"
+
+
+def _primary_text(stored: StoredRun) -> str:
+    record = stored.record
+    values = primary_values(record)
+    return ", ".join(
+        f"{setting} {record.benchmark.primary[setting]} {_score_text(value)}"
+        for setting, value in values.items()
+    )
+
+
+LIST_EPILOG = f"""
+Examples:
+
+  zsl results list                            # every stored run, hidden ones marked
+
+  zsl results list --benchmark demo --submission eszsl
+
+One line per run: its name ('{RUN_NAME_FORM}', what delete, hide and unhide take), runner,
+date (UTC) and primary scores (percent for values in [0, 1]).
+"""
+
+
+@app.command("list", epilog=LIST_EPILOG)
+@reports_errors
+def list_(
+    benchmark: Annotated[
+        str | None, typer.Option("--benchmark", help="Only runs on this benchmark id.")
+    ] = None,
+    submission: Annotated[
+        str | None, typer.Option("--submission", help="Only runs of this submission name.")
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List stored runs: benchmark, submission@version, runner, date and primary scores."""
+    engine = open_store(database_url)
+    try:
+        runs = list_runs(engine, benchmark=benchmark, submission=submission)
+    finally:
+        engine.dispose()
+    for stored in runs:
+        record = stored.record
+        stdout.print(
+            f"{run_name(stored.key)}  {record.runner}  "
+            f"{record.created_at:%Y-%m-%d %H:%M}  {_primary_text(stored) or '-'}"
+            + ("  [hidden]" if stored.hidden else ""),
+            soft_wrap=True,
+        )
+    hidden = sum(s.hidden for s in runs)
+    where = " matching" if benchmark is not None or submission is not None else ""
+    stdout.print(
+        f"{len(runs)}{where} run{'s' if len(runs) != 1 else ''} stored"
+        + (f" ({hidden} hidden)" if hidden else ""),
+        soft_wrap=True,
+    )
+
+
+def _resolve(engine: Engine, names: list[str]) -> tuple[list[RunKey], dict[RunKey, bool]]:
+    """The stored runs ``names`` name (:func:`resolve_runs`, the one reader of run names), and
+    the hidden flag of every stored run."""
+    hidden = {s.key: s.hidden for s in list_runs(engine)}
+    return resolve_runs(names, list(hidden)), hidden
+
+
+MANAGE_EPILOG = """
+Examples:
+
+  zsl results {verb} "eszsl@1.0 on demo v1" --dry-run
+
+  zsl results {verb} "eszsl@1.0 on demo v1" "sae@1.0 on demo v1"
+
+Runs are named as `zsl results list` prints them. Every run named must be stored: one unknown
+name (the error lists the closest stored names) changes nothing; all runs change in one
+transaction. {after}
+"""
+
+
+@app.command(
+    epilog=MANAGE_EPILOG.format(
+        verb="delete",
+        after="A deleted run is gone from the store (its scores too; its archived prediction"
+        " files stay); `zsl results export --prune` then deletes its record file.",
+    )
+)
+@reports_errors
+def delete(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = None) -> None:
+    """Delete stored runs with their scores, in one transaction."""
+    engine = open_store(database_url)
+    try:
+        keys, _ = _resolve(engine, runs)
+        if not dry_run:
+            delete_runs(engine, keys)
+    finally:
+        engine.dispose()
+    verb = "would delete" if dry_run else "deleted"
+    for key in keys:
+        stdout.print(f"{verb}: {run_name(key)}", soft_wrap=True)
+    if not dry_run:
+        stdout.print(
+            "run `zsl results export --prune` to delete their record files too", soft_wrap=True
+        )
+
+
+def _set_hidden(runs: list[str], hidden: bool, dry_run: bool, database_url: str | None) -> None:
+    engine = open_store(database_url)
+    try:
+        keys, flags = _resolve(engine, runs)
+        changed = (
+            [k for k in keys if flags.get(k) != hidden]
+            if dry_run
+            else set_hidden(engine, keys, hidden)
+        )
+    finally:
+        engine.dispose()
+    done = "hidden" if hidden else "shown"
+    verb = ("would be " if dry_run else "") + done
+    for key in keys:
+        already = "" if key in changed else f" (already {done}: unchanged)"
+        stdout.print(f"{verb}: {run_name(key)}{already}", soft_wrap=True)
+    if changed and not dry_run:
+        stdout.print(
+            "run `zsl results export --prune` to update the record files"
+            + (" (a hidden run's file is deleted)" if hidden else ""),
+            soft_wrap=True,
+        )
+
+
+@app.command(
+    epilog=MANAGE_EPILOG.format(
+        verb="hide",
+        after="A hidden run stays in the store (scores, archived predictions) but is left out"
+        " of `zsl results export` and the site built from the store; `zsl results unhide`"
+        " brings it back. A run stored again (`zsl run`) stays hidden.",
+    )
+)
+@reports_errors
+def hide(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = None) -> None:
+    """Hide stored runs: kept in the store, left out of exports and the site."""
+    _set_hidden(runs, True, dry_run, database_url)
+
+
+@app.command(
+    epilog=MANAGE_EPILOG.format(verb="unhide", after="The runs show again in exports and the site.")
+)
+@reports_errors
+def unhide(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = None) -> None:
+    """Show hidden runs again in exports and the site."""
+    _set_hidden(runs, False, dry_run, database_url)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
 from harness.cli._common import (
     DatabaseUrl,
@@ -15,17 +16,23 @@ from harness.cli._common import (
     RayAddress,
     chosen_executor,
     reports_errors,
+    stderr,
     stdout,
 )
-from harness.errors import PredictionError, SubmissionError
+from harness.errors import HarnessError, PredictionError, SubmissionError
 from harness.pipeline import (
     generate_prediction_files,
+    plan_submission,
     prediction_settings,
     read_all,
+    replaced_run,
+    replacement_message,
     run_submission,
 )
-from harness.records import RunRecord
+from harness.records import RunRecord, run_key
+from harness.results.records_io import describe_key
 from harness.runners import default_runner, runners
+from harness.scoring import below_chance
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST, load_package
 
@@ -45,6 +52,19 @@ def _summary(record: RunRecord) -> str:
         if entry.metric == record.benchmark.primary.get(entry.setting):
             parts.append(f"{entry.setting} {entry.metric} {100 * entry.value:.1f}")
     return f"{record.submission.name} on {record.benchmark.id}: " + ", ".join(parts)
+
+
+def _note(message: str) -> None:
+    stderr.print(Text.assemble(("note: ", "bold yellow"), message), soft_wrap=True)
+
+
+def _warn_below_chance(record: RunRecord) -> None:
+    """Each below-chance score of ``record`` (:func:`below_chance`) as a warning on stderr."""
+    for warning in below_chance(record):
+        stderr.print(
+            Text.assemble(("warning: ", "bold red"), f"{describe_key(run_key(record))}: {warning}"),
+            soft_wrap=True,
+        )
 
 
 @reports_errors
@@ -85,6 +105,20 @@ def run(
         bool, typer.Option("--rerun", help="run again what the store holds with the same hashes")
     ] = False,
     database_url: DatabaseUrl = None,
+    no_store: Annotated[
+        bool,
+        typer.Option(
+            "--no-store", help="run and score one package on one spec, print, store nothing"
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="validate and plan only: package, spec, frozen benchmark, runner, and the"
+            " stored run each run would replace; no model runs, nothing is stored",
+        ),
+    ] = False,
 ) -> None:
     """Prepare, validate, run, score and store submissions on benchmarks.
 
@@ -92,15 +126,41 @@ def run(
     specs (or --matrix, --executor): every package on every spec, on the local process pool or
     a Ray cluster; each record is stored as it arrives, and runs the store already holds for the
     same package, benchmark and spec hashes are skipped, so running it again resumes.
+
+    A run that replaces a stored one (same benchmark version and submission version, whatever
+    the runner) says so on stderr; a score below chance is a warning on stderr.
     """
     specs, packages = _matrix_inputs(list(packages or []), list(spec or []), matrix)
+    if dry_run:
+        _dry_run(packages, specs, runner=runner, database_url=database_url, store=not no_store)
+        return
     single = len(packages) == 1 and len(specs) == 1
     if single and matrix is None and executor is None and jobs is None and ray_address is None:
-        record = run_submission(packages[0], specs[0], runner=runner, database_url=database_url)
-        stdout.print(_summary(record))
+        record = run_submission(
+            packages[0],
+            specs[0],
+            runner=runner,
+            database_url=database_url,
+            store=not no_store,
+        )
+        stdout.print(
+            _summary(record) + (" (not stored: --no-store)" if no_store else ""), soft_wrap=True
+        )
+        _warn_below_chance(record)
         return
+    if no_store:
+        raise SubmissionError(
+            "--no-store runs one package on one --spec (no --matrix, --executor, --jobs or"
+            " --ray-address): the matrix stores each run as it arrives"
+        )
     from harness.executors.matrix import RunRequest, run_matrix
+    from harness.store import list_runs, open_store
 
+    engine = open_store(database_url)
+    try:  # what each run may replace, to say so (the matrix stores as runs arrive)
+        before = {stored.key: stored for stored in list_runs(engine)}
+    finally:
+        engine.dispose()
     report = run_matrix(
         [RunRequest(p, s, runner) for s in specs for p in packages],
         executor=chosen_executor(executor, ray_address),
@@ -110,15 +170,55 @@ def run(
         max_retries=max_retries,
         rerun=rerun,
     )
+    below = 0
     for result in report.results:
         if result.record is not None:
             stdout.print(_summary(result.record))
+            old = before.get(run_key(result.record))
+            if old is not None and old.record.created_at != result.record.created_at:
+                _note(replacement_message(replaced_run(old, result.record), result.record))
+            _warn_below_chance(result.record)
+            below += bool(below_chance(result.record))
     stdout.print(
         f"{report.count('done')} done, {report.count('failed')} failed,"
         f" {report.count('skipped')} skipped (stored already) in {report.wall_s:.1f} s"
+        + (f"; {below} with scores below chance (warnings above)" if below else "")
     )
     if report.exit_code:
         raise typer.Exit(code=report.exit_code)
+
+
+def _dry_run(
+    packages: list[Path],
+    specs: list[Path],
+    *,
+    runner: str | None,
+    database_url: str | None,
+    store: bool,
+) -> None:
+    """Print the plan of every package on every spec (:func:`plan_submission`). One pair: its
+    error is the command's; several: each pair's error is printed, and the exit code is the
+    highest (1 user, 2 integrity)."""
+    pairs = [(package, spec_path) for spec_path in specs for package in packages]
+    worst = 0
+    for package, spec_path in pairs:
+        try:
+            plan = plan_submission(
+                package, spec_path, runner=runner, database_url=database_url, store=store
+            )
+        except HarnessError as err:
+            if len(pairs) == 1:
+                raise
+            stderr.print(
+                Text.assemble(("error: ", "bold red"), f"{package} on {spec_path}: {err}"),
+                soft_wrap=True,
+            )
+            worst = max(worst, err.exit_code)
+            continue
+        for line in plan.lines():
+            stdout.print(line, soft_wrap=True)
+    if worst:
+        raise typer.Exit(code=worst)
 
 
 def _matrix_inputs(
@@ -187,5 +287,6 @@ def demo(
         _ensure_predictions(package, spec, runner)
         record = run_submission(package, spec, runner=runner, database_url=database_url)
         stdout.print(_summary(record))
+        _warn_below_chance(record)
     index = build_site(load_runs(open_store(database_url)), out)
     stdout.print(f"leaderboard: {index.resolve()}")

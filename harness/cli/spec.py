@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
+from rich import box
+from rich.table import Table
 
 from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
@@ -84,43 +86,85 @@ def describe(
         table = describe_release(spec)
         if as_json:
             typer.echo(json.dumps(table, indent=1, sort_keys=True, default=_jsonable))
-        else:
-            leak = table.pop("leakage", None)
-            for key, value in table.items():
-                stdout.print(f"  {key}: {value}")
-            if leak is not None:
-                _print_leakage(leak)
+            return
+        leak = table.pop("leakage", None)
+        stdout.print(f"{spec.benchmark} v{spec.version}: the release's split files only")
+        stdout.print(_facts(list(table.items())))
+        if leak is not None:
+            _print_leakage(leak)
         return
     report = describe_benchmark(spec, load_benchmark(spec))
     if as_json:
         typer.echo(json.dumps(report, indent=1, sort_keys=True, default=_jsonable))
         return
     sizes = report["sizes"]
-    stdout.print(f"{spec.benchmark} v{spec.version} {report['hash']}")
-    stdout.print(
-        f"  features {report['features']['name']} ({report['features']['dim']}-d);"
-        f" embeddings {report['embeddings']}"
-    )
-    stdout.print(
-        f"  classes {report['n_classes']} = {sizes['train_classes']} train +"
-        f" {sizes['val_classes']} val + {sizes['unseen_classes']} unseen"
-    )
-    stdout.print(
-        f"  images {report['n_images']}: trainval {sizes['trainval_images']}"
-        f" (train {sizes['train_images']}, val {sizes['val_images']}),"
-        f" test_seen {sizes['test_seen_images']}, test_unseen {sizes['test_unseen_images']}"
-    )
-    for key, value in report["adapter"].items():
-        stdout.print(f"  {key}: {value}")
+    stdout.print(f"{spec.benchmark} v{spec.version} {report['hash']}", soft_wrap=True)
+    facts: list[tuple[str, Any]] = [
+        ("features", f"{report['features']['name']} ({report['features']['dim']}-d)"),
+        ("embeddings", ", ".join(f"{k} ({v}-d)" for k, v in report["embeddings"].items())),
+        (
+            "classes",
+            f"{report['n_classes']:,} = {sizes['train_classes']:,} train +"
+            f" {sizes['val_classes']:,} val + {sizes['unseen_classes']:,} unseen",
+        ),
+        (
+            "images",
+            f"{report['n_images']:,}: trainval {sizes['trainval_images']:,}"
+            f" (train {sizes['train_images']:,}, val {sizes['val_images']:,}), test seen"
+            f" {sizes['test_seen_images']:,}, test unseen {sizes['test_unseen_images']:,}",
+        ),
+        *report["adapter"].items(),
+    ]
     if "hierarchy" in report:
-        stdout.print(f"  hierarchy: {report['hierarchy']}")
-        stdout.print(f"  structural ratio: {report['structural_ratio']}")
+        ratio = report["structural_ratio"]
         mev = report["mutual_exclusivity_violations"]
-        stdout.print(
-            f"  mutual-exclusivity violations: {len(mev['unseen'])} among unseen classes,"
-            f" {mev['all']} among all classes"
-        )
+        facts += [
+            ("hierarchy", report["hierarchy"]),
+            (
+                "structural ratio",
+                f"{_number(ratio['value'])} over {ratio['n_included']} unseen classes"
+                f" ({ratio['excluded']} excluded)",
+            ),
+            (
+                "hops to the nearest training class",
+                ", ".join(
+                    f"{hops}: {n} unseen" for hops, n in report.get("hops_to_train", {}).items()
+                ),
+            ),
+            (
+                "mutual-exclusivity violations",
+                f"{len(mev['unseen'])} among unseen classes, {mev['all']} among all classes",
+            ),
+        ]
+    stdout.print(_facts(facts))
     _print_leakage(report["leakage"])
+
+
+def _facts(rows: list[tuple[str, Any]]) -> Table:
+    """Two columns, what and its value in words (no Python reprs, numbers rounded)."""
+    table = Table(box=box.SIMPLE, show_header=False, pad_edge=False)
+    table.add_column("what", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(str(key).replace("_", " "), _plain(value))
+    return table
+
+
+def _number(value: float | int) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else f"{value:,}"
+
+
+def _plain(value: Any) -> str:
+    """``value`` in words: mappings as "key value, …" (underscores as spaces), lists joined."""
+    if isinstance(value, dict):
+        return ", ".join(f"{str(k).replace('_', ' ')} {_plain(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return _number(value)
+    return str(value)
 
 
 def _jsonable(value: Any) -> Any:

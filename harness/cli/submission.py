@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -11,10 +12,10 @@ import typer
 from harness.cli._common import reports_errors, stdout
 from harness.cli.run import RUNNER_HELP
 from harness.data.prepare import load_benchmark
-from harness.errors import SubmissionError
+from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import generate_prediction_files, prediction_settings, read_all
 from harness.spec import load_spec
-from harness.submission.package import load_package
+from harness.submission.package import Package, load_package
 from harness.submission.scaffold import write_template
 from harness.submission.unpack import open_package
 
@@ -72,13 +73,30 @@ def validate(
         if spec is not None and m.kind == "predictions":
             bench = load_benchmark(load_spec(spec))
             settings = prediction_settings(bench.spec)
-            read_all(bench, {s: loaded.prediction_path(bench.spec.benchmark, s) for s in settings})
+            # Missing files are named with the command that writes them.
+            paths = loaded.prediction_files(bench.spec.benchmark, settings, spec=spec)
+            try:
+                read_all(bench, paths)
+            except PredictionError as err:  # name the file by its path in the package
+                raise _in_package_terms(err, loaded, paths.values()) from None
         stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
         # What the hash covers, for the reviewer: the count, and every file that is neither .py
         # source nor plain data (docs, configs, arrays), since those deserve a look.
         stdout.print(f"  {len(loaded.files())} files hashed")
         for rel in loaded.files_to_review():
             stdout.print(f"  review: {rel} (neither .py source nor plain data)")
+
+
+def _in_package_terms(
+    err: PredictionError, package: Package, paths: Iterable[Path]
+) -> PredictionError:
+    """``err`` with the file it starts with named by its path in ``package`` (an archive is
+    unpacked into a temporary folder, whose path means nothing to its author)."""
+    text = str(err)
+    for path in paths:
+        if text.startswith(f"{path}: "):
+            return PredictionError(package.display_name(path) + text[len(str(path)) :])
+    return err
 
 
 @app.command()

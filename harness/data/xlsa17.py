@@ -70,7 +70,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.data.adapters import RawBenchmark, adapters
-from harness.errors import HarnessError, SpecError
+from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.textio import read_text_file
 
 if TYPE_CHECKING:
@@ -692,6 +692,15 @@ def _wordnet_hierarchy(ids: list[str], params: Xlsa17Params, spec: Spec) -> Hier
 # -- where the files come from ---------------------------------------------------------------
 
 
+def offline_hint(dataset: str) -> str:
+    """How to use the release without fetching it, for a failed download's message."""
+    return (
+        f"To work offline, unpack {ARCHIVE} and set {ENV_DIR} to the folder that holds"
+        f" {dataset}/ (its att_splits.mat and res101.mat), or set data.params.path in the spec;"
+        f" data.params.mirror names a folder or URL holding a copy of {ARCHIVE}."
+    )
+
+
 def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
     """The folder holding ``<DATASET>/`` and how it was found (for ``meta``)."""
     if params.path is not None:
@@ -709,12 +718,17 @@ def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
         how = f"data.params.mirror ({source})"
     else:
         source, how = params.url, f"download ({params.url})"
-    archive, digest = fetch(
-        source,
-        fname=ARCHIVE,
-        known_hash=params.checksum,
-        pin_hint=f"data.params.checksum in {spec.path}",
-    )
+    try:
+        archive, digest = fetch(
+            source,
+            fname=ARCHIVE,
+            known_hash=params.checksum,
+            pin_hint=f"data.params.checksum in {spec.path}",
+        )
+    except IntegrityError:
+        raise  # a file that does not match its pinned hash: no other copy is the answer
+    except HarnessError as err:
+        raise HarnessError(f"{err} {offline_hint(params.dataset)}") from None
     member = re.compile(rf"(?:^|/){params.dataset}/([^/]+)$")
 
     def select(name: str) -> str | None:

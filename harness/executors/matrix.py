@@ -181,7 +181,8 @@ def stored_keys(engine: Any, benchmarks: set[str]) -> set[StoredKey]:
 
     keys: set[StoredKey] = set()
     for benchmark in sorted(benchmarks):
-        for record in load_runs(engine, benchmark=benchmark):
+        # A hidden run with the same hashes is stored already: hiding is not a reason to re-run.
+        for record in load_runs(engine, benchmark=benchmark, include_hidden=True):
             keys.add(stored_key(record))
     return keys
 

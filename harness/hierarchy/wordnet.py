@@ -42,16 +42,19 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import nltk
 import numpy as np
-from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 from harness.errors import HierarchyError
 from harness.hierarchy.dag import Hierarchy
 from harness.textio import read_text_file, unique_tokens
+
+if TYPE_CHECKING:  # NLTK (and the SciPy it pulls in) is imported when WordNet is opened:
+    # the CLI names this module's environment variables without paying for it.
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 __all__ = [
     "build_wordnet_hierarchy",
@@ -75,11 +78,16 @@ _OVERLAYS: dict[tuple[str, str], Path] = {}
 _READERS: dict[str, WordNetCorpusReader] = {}
 
 
-class _WordNet30Reader(WordNetCorpusReader):
+@cache
+def _wordnet30_reader() -> type[WordNetCorpusReader]:
     """NLTK's reader without the sense map to NLTK's own ``wordnet`` corpus (OMW only)."""
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-    def map_wn(self, version: str = "wordnet") -> None:
-        return None
+    class WordNet30Reader(WordNetCorpusReader):
+        def map_wn(self, version: str = "wordnet") -> None:
+            return None
+
+    return WordNet30Reader
 
 
 def _install_hint() -> str:
@@ -129,6 +137,8 @@ def _overlay(dict_dir: Path, lexnames: Path) -> Path:
 
 def _allow(directory: Path) -> None:
     """Admit ``directory`` to NLTK's path sandbox (NLTK's documented ``nltk.data.path``)."""
+    import nltk
+
     text = str(directory)
     if text not in nltk.data.path:
         nltk.data.path.append(text)
@@ -220,7 +230,7 @@ def open_wordnet(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "multilingual functions are not available"
-            reader = _WordNet30Reader(str(root), None)
+            reader = _wordnet30_reader()(str(root), None)
     except (OSError, ValueError, AssertionError, LookupError) as err:
         raise HierarchyError(f"NLTK cannot read WordNet from {root}: {err}") from None
     _READERS[str(root)] = _check_version(reader, str(directory))
@@ -402,6 +412,8 @@ def build_wordnet_hierarchy(
     """
     if root is None and leaves is None:
         raise HierarchyError("give root, leaves, or both, to choose the WordNet subgraph")
+    import nltk
+
     source = f"WordNet {reader.get_version()} via NLTK {nltk.__version__}"
     root_synset = synset_of(reader, root) if root is not None else None
     if leaves is None:

@@ -397,19 +397,20 @@ def tied_groups_from_tests(
 
 @dataclass(frozen=True, eq=False)
 class RankMatrix:
-    """Ranks of submissions across benchmarks (:func:`rank_matrix`), rows by mean rank.
+    """Ranks of submissions across benchmarks (:func:`rank_matrix`), rows in leaderboard order:
+    more benchmarks covered first, then by mean rank over the covered ones, then by name.
 
     Attributes
     ----------
     submissions : tuple of str
-        By mean rank, then name.
+        By coverage (descending), then mean rank, then name.
     benchmarks : tuple of str
         As given.
     ranks : ndarray of float64 of shape (S, B)
         NaN for a missing cell.
     mean_rank : ndarray of float64 of shape (S,)
     n_benchmarks : ndarray of int64 of shape (S,)
-        How many benchmarks each mean covers.
+        How many benchmarks each mean covers (the first sort key).
     counts : ndarray of float64 of shape (S, S)
         ``counts[s, r]``: number of benchmarks where s has rank r + 1, ties split.
     missing : tuple of (str, str)
@@ -462,15 +463,15 @@ def rank_matrix(
     scores : mapping of str to mapping of str to float
         ``scores[benchmark][submission]``: the (finite) primary score. A submission absent from
         a benchmark is a *missing cell*: it is not ranked there, and its mean rank runs over the
-        benchmarks that scored it (which flatters submissions that skipped hard benchmarks; the
-        ``n_benchmarks`` output says how many cells each mean covers).
+        benchmarks that scored it (``n_benchmarks`` says how many).
     higher_is_better : bool, default=True
 
     Returns
     -------
     ranks : RankMatrix
-        ``submissions`` (by mean rank then name), ``benchmarks`` (as given), ``ranks`` (float
-        array [S, B], NaN for a missing cell), ``mean_rank`` (float array [S]),
+        ``submissions`` (by coverage, then mean rank, then name: see Notes), ``benchmarks``
+        (as given), ``ranks`` (float array [S, B], NaN for a missing cell), ``mean_rank``
+        (float array [S]),
         ``n_benchmarks`` (int array [S]), ``counts`` (float array [S, S]: ``counts[s, r]`` =
         number of benchmarks where s has rank r + 1, ties split), and ``missing``
         ((submission, benchmark) pairs).
@@ -480,6 +481,18 @@ def rank_matrix(
     MetricError
         If ``scores`` is empty, a benchmark scores no submission, or a score is not a finite
         number.
+
+    Notes
+    -----
+    *Coverage comes first.* A mean over fewer benchmarks is not comparable with a mean over
+    more: a submission that skips a benchmark escapes the rank it would have had there, so
+    ordering by the mean alone rewards skipping the hard ones (one benchmark at rank 1.5 would
+    sit above two at 1 and 4). Rows are therefore sorted by the number of benchmarks covered
+    (descending), then by mean rank over them, then by name: a submission can never rise by
+    leaving a benchmark out. Among submissions that cover every benchmark this is the plain
+    Friedman order of [1]_. (Ranking each pair only over their common benchmarks was the other
+    candidate; it needs no coverage rule but is not transitive, so it gives no total order
+    without a further vote-counting rule that is harder to state and to check by hand.)
 
     References
     ----------
@@ -496,6 +509,14 @@ def rank_matrix(
     (('a', 'b', 'c'), [1.5, 1.75, 2.5])
     >>> r.counts.tolist()
     [[1.0, 1.0, 0.0], [1.0, 0.5, 0.5], [0.0, 0.5, 0.5]]
+
+    Coverage first: "solo" ran only "x" (rank 1.5 there, tied with "pair"); "pair" ran "x"
+    and "y" (ranks 1.5 and 2: mean 1.75). The better mean covers one benchmark, so "pair" leads:
+
+    >>> r = rank_matrix({"x": {"solo": 0.8, "pair": 0.8, "low": 0.1},
+    ...                  "y": {"pair": 0.5, "low": 0.6}})
+    >>> r.submissions, r.n_benchmarks.tolist(), r.mean_rank.tolist()
+    (('pair', 'low', 'solo'), [2, 2, 1], [1.75, 2.0, 1.5])
     """
     if not isinstance(scores, Mapping) or not scores:
         raise MetricError(
@@ -534,7 +555,10 @@ def rank_matrix(
     present = ~np.isnan(ranks)
     n_benchmarks = present.sum(axis=1).astype(np.int64)
     mean_rank = np.where(present, ranks, 0.0).sum(axis=1) / n_benchmarks
-    order = sorted(range(n_sub), key=lambda s: (float(mean_rank[s]), names[s]))
+    # Coverage first (see Notes): a mean over fewer benchmarks never outranks one over more.
+    order = sorted(
+        range(n_sub), key=lambda s: (-int(n_benchmarks[s]), float(mean_rank[s]), names[s])
+    )
     missing = tuple(
         (names[s], benchmarks[b]) for s in order for b in range(n_bench) if not present[s, b]
     )

@@ -206,7 +206,7 @@ def rescore_record(
         The record lacks a prediction hash the spec needs, or scoring failed.
     """
     from harness.pipeline import read_all
-    from harness.scoring import score
+    from harness.scoring import score, with_chance_warnings
 
     run = describe_key(run_key(record))
     hashes = rescorable_hashes(record, spec, bench.hash)
@@ -221,7 +221,7 @@ def rescore_record(
     scores = score(bench, predictions)
     why = "; ".join(reasons) or "forced"
     logs = {**record.logs, "rescore": f"re-scored by zsl-harness {harness.__version__}: {why}"}
-    return record.model_copy(update={"scores": scores, "logs": logs})
+    return with_chance_warnings(record.model_copy(update={"scores": scores, "logs": logs}))
 
 
 def score_changes(old: list[ScoreEntry], new: list[ScoreEntry]) -> list[str]:
@@ -369,10 +369,14 @@ def _settle(outcome: RescoreOutcome, result: dict[str, object] | None, error: st
 
 
 def _beyond_scores(record: RunRecord) -> dict[str, object]:
-    """What a re-score must leave as it is: the record but its scores and rescore log."""
+    """What a re-score must leave as it is: the record but its scores and the logs that follow
+    from them (the rescore line, the below-chance warnings)."""
+    from harness.scoring import WARNINGS_LOG
+
     data = record.model_dump(mode="json")
     del data["scores"]
     data["logs"].pop("rescore", None)
+    data["logs"].pop(WARNINGS_LOG, None)
     return data
 
 
@@ -401,7 +405,7 @@ def rescore_store(
 
     specs = find_specs(specs_dir)
     outcomes = rescore_records(
-        load_runs(engine),
+        load_runs(engine, include_hidden=True),  # a hidden run shown again must be current
         specs,
         force=force,
         archive_root=archive_root,

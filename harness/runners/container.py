@@ -67,6 +67,7 @@ from harness.runners.base import (
     runners,
     worker_env,
 )
+from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, container_gpu_args, lease
 from harness.submission.package import check_requirement, default_worker_image, load_package
 
@@ -281,7 +282,7 @@ class ContainerRunner:
             outcome.reason += f"; container {name} killed and removed"
         else:
             _explain(outcome, state, job)
-        return outcome
+        return explain_failure(job, outcome)
 
     @staticmethod
     def _call(argv: list[str]) -> int:

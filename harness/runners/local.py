@@ -47,6 +47,7 @@ from harness.runners.base import (
     runners,
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
+from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, cuda_env, lease
 
 __all__ = [
@@ -114,7 +115,7 @@ class LocalRunner:
         outcome.details["dumpable"] = dumpable
         if assigned:
             outcome.details["gpus"] = ",".join(g.cuda_id for g in assigned)
-        return outcome
+        return explain_failure(job, outcome)
 
 
 runners.add("local", LocalRunner())

@@ -10,7 +10,8 @@ file, never a traceback; nothing of the run is stored then.
 
 Files (rows are the fit's ``test/features.npy`` rows, in the bundle's shuffled order)::
 
-    worker.json                        status, exit code, message, timings, inductive check
+    worker.json                        status, exit code, message, location (the package file
+                                       and line a failure comes from), timings, inductive check
     <setting>.scores.npy               dense [n_rows, n_candidates] float16/32/64
     <setting>.topk_indices.npy         top-K settings: [n_rows, K] int64 candidate columns
     <setting>.topk_scores.npy          top-K settings: [n_rows, K] float16/32/64

@@ -58,6 +58,7 @@ from harness.runners.base import (
     runners,
     worker_env,
 )
+from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, lease
 
 __all__ = [
@@ -323,7 +324,7 @@ class SandboxRunner:
             )
         if assigned:
             outcome.details["gpus"] = ",".join(g.cuda_id for g in assigned)
-        return _explain(outcome)
+        return explain_failure(job, _explain(outcome))
 
 
 runners.add("sandbox", SandboxRunner())

@@ -16,9 +16,11 @@ are ranked apart from inductive ones unless the reader asks for one ranking
 Layout::
 
     index.html                           benchmarks, rank matrix, submissions
+    across.html                          scores across benchmarks (GBU Table III), per family
     benchmarks/<id>-v<version>.html      tables, groups, charts; rows are #sub-<slug>
     submissions/<name>@<version>.html    metadata, every score, hashes, logs, comparisons
     compare.html, compare/<a>--<b>.html  paired tests between two submissions
+    *.csv                                every table's data, beside its page
     logs/<name>@<version>/<id>-v<version>.txt
     results.json, static/style.css, static/site.js
 

@@ -185,8 +185,9 @@ def rank_figure(ranks: dict[str, Any], setting: str, href: Href, *, suffix: str 
         title=f"{label} rank matrix",
         svg=svg,
         caption="Each cell is a submission's rank by the benchmark's primary metric "
-        "(ties share their average rank); rows are ordered by mean rank over the benchmarks "
-        "that scored them. Hatched cells: not scored there." + (_MARK_NOTE if marked else ""),
+        "(ties share their average rank); rows are ordered by how many benchmarks scored them "
+        "(more first), then by mean rank over those. Hatched cells: not scored there."
+        + (_MARK_NOTE if marked else ""),
     )
 
 

@@ -30,7 +30,16 @@ from harness import __version__ as harness_version
 from harness.audit import LeakageAudit, Relation
 from harness.metrics import metrics
 from harness.records import RunRecord, ScoreEntry
-from harness.site import figures, stats
+from harness.site import cross, figures, stats
+from harness.site.csv_tables import (
+    CsvCell,
+    CsvLines,
+    CsvTable,
+    csv_line,
+    csv_number,
+    header_for,
+    write_csv,
+)
 from harness.site.model import (
     SETTING_LABELS,
     Badge,
@@ -43,7 +52,7 @@ from harness.site.model import (
     setting_key,
 )
 from harness.site.results_json import write_results_json
-from harness.site.slugs import pair_slug
+from harness.site.slugs import pair_slug, slug
 from harness.site.text import (
     Link,
     format_diff,
@@ -130,6 +139,86 @@ class Ranking:
     anchor_suffix: str = ""  # rows repeated from another table get other ids
 
 
+#: Column groups of a score table, in the chooser's order: id (a CSS class suffix) → label.
+COLUMN_GROUPS = {
+    "flat": "flat",
+    "hierarchical": "hierarchical",
+    "darts": "DARTS",
+    "gzsl": "GZSL",
+    "other": "other",
+}
+_GROUP_OF_FUNCTION = {
+    "per_class_top_k_accuracy": "flat",
+    "per_image_top_k_accuracy": "flat",
+    "average_hierarchical_distance_at_k": "hierarchical",
+    "hierarchical_cost": "hierarchical",
+    "hierarchical_precision_at_k": "hierarchical",
+    "hierarchical_retrieval_precision_at_k": "hierarchical",
+    "mistake_severity": "hierarchical",
+    "per_class_hierarchical_precision_at_k": "hierarchical",
+    "prediction_relation_share": "hierarchical",
+    "darts_area": "darts",
+    "darts_reward": "darts",
+    "ausuc": "gzsl",
+    "calibrated_harmonic_mean": "gzsl",
+    "calibrated_seen_accuracy": "gzsl",
+    "calibrated_unseen_accuracy": "gzsl",
+    "gzsl_harmonic_mean": "gzsl",
+    "gzsl_seen_accuracy": "gzsl",
+    "gzsl_unseen_accuracy": "gzsl",
+}
+#: Groups the column chooser hides first, while a table shows more score columns than
+#: :data:`MAX_DEFAULT_COLUMNS` (never the primary metric's group, never DARTS).
+_HIDE_FIRST = ("hierarchical", "other", "gzsl", "flat")
+#: Score columns shown by default: with the rank, group and name columns, this many fit a
+#: 1,280 px window without scrolling (the widest, a DARTS reward with its note, ~210 px).
+MAX_DEFAULT_COLUMNS = 6
+
+
+def column_group(function: str) -> str:
+    """The chooser group of a metric function ("other" for one this harness doesn't know).
+
+    >>> column_group("darts_area"), column_group("hierarchical_cost"), column_group("x")
+    ('darts', 'hierarchical', 'other')
+    """
+    return _GROUP_OF_FUNCTION.get(function, "other")
+
+
+@dataclass(frozen=True)
+class ColumnGroup:
+    """A run of adjacent columns of one group (the header above them), or a chooser entry."""
+
+    id: str
+    label: str
+    span: int  # adjacent columns (header) or all of the group's columns (chooser)
+    shown: bool  # shown by default (with the script; without it every column shows)
+
+
+def column_groups(columns: list[Column]) -> tuple[list[ColumnGroup], list[ColumnGroup]]:
+    """The group header cells over ``columns`` and the chooser's entries, each with whether
+    the group is shown by default: all are, until more than :data:`MAX_DEFAULT_COLUMNS` score
+    columns would show; then groups are hidden in the order of ``_HIDE_FIRST``, except the
+    primary metric's and DARTS."""
+    ids = [column_group(c.function) for c in columns]
+    counts = {g: ids.count(g) for g in COLUMN_GROUPS if g in ids}
+    keep = {column_group(c.function) for c in columns if c.primary} | {"darts"}
+    hidden: set[str] = set()
+    for group in _HIDE_FIRST:
+        if sum(n for g, n in counts.items() if g not in hidden) <= MAX_DEFAULT_COLUMNS:
+            break
+        if group in counts and group not in keep:
+            hidden.add(group)
+    header: list[ColumnGroup] = []
+    for group in ids:
+        if header and header[-1].id == group:
+            last = header[-1]
+            header[-1] = ColumnGroup(last.id, last.label, last.span + 1, last.shown)
+        else:
+            header.append(ColumnGroup(group, COLUMN_GROUPS[group], 1, group not in hidden))
+    chooser = [ColumnGroup(g, COLUMN_GROUPS[g], n, g not in hidden) for g, n in counts.items()]
+    return header, chooser
+
+
 @dataclass(frozen=True)
 class SettingView:
     plan: SettingTable
@@ -138,6 +227,10 @@ class SettingView:
     combined_rows: list[Row]  # every run in one ranking (empty: nothing to combine)
     figures: list[figures.Figure]
     groups_note: str
+    column_groups: list[str]  # each column's group id, in column order
+    header_groups: list[ColumnGroup]  # the header row over the score columns
+    chooser: list[ColumnGroup]  # one entry per group (no chooser with a single group)
+    csv_files: dict[str, str]  # table id -> its CSV file name (beside the page)
 
     @property
     def table_ids(self) -> str:
@@ -162,18 +255,32 @@ def render_site(model: SiteModel, site: Path) -> None:
         data = resources.files("harness.site").joinpath("static", name).read_bytes()
         (site / "static" / name).write_bytes(data)
 
-    _write(site / "index.html", _index(env, model, common))
+    html, tables = _index(env, model, common)
+    _write(site / "index.html", html)
+    for table in tables:
+        write_csv(site, table)
+    across = cross.cross_tables(model)
+    _write(
+        site / "across.html",
+        env.get_template("across.html").render(
+            tables=across, root="", page_title="Across benchmarks", **common
+        ),
+    )
+    for cross_table in across:
+        write_csv(site, cross_table.csv)
     template = env.get_template("benchmark.html")
     for bench in model.benchmarks:
-        _write(site / "benchmarks" / bench.filename, _benchmark(template, bench, common))
+        html, tables = _benchmark(template, bench, common)
+        _write(site / "benchmarks" / bench.filename, html)
+        for table in tables:
+            write_csv(site / "benchmarks", table)
     pairs = _pairs(model)
     template = env.get_template("submission.html")
     for sub in model.submissions.values():
         logs = _write_logs(site, model, sub)
-        _write(
-            site / "submissions" / sub.filename,
-            _submission(template, model, sub, logs, pairs, common),
-        )
+        html, csv = _submission(template, model, sub, logs, pairs, common)
+        _write(site / "submissions" / sub.filename, html)
+        write_csv(site / "submissions", csv)
     compare = env.get_template("compare.html").render(
         options=[
             (sub, _plain_label(sub) + (" (transductive)" if sub.transductive else ""))
@@ -188,15 +295,19 @@ def render_site(model: SiteModel, site: Path) -> None:
     template = env.get_template("pair.html")
     columns = _pair_columns(model)
     for a, b in pairs:
-        html = _pair(template, model, columns, a, b, common)
+        html, pair_csv = _pair(template, model, columns, a, b, common)
         _write(site / "compare" / f"{pair_slug(a.key, b.key)}.html", html)
+        write_csv(site / "compare", pair_csv)
     write_results_json(model, site / "results.json")
 
 
 # -- index ----------------------------------------------------------------------------------
 
 
-def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
+def _index(
+    env: Environment, model: SiteModel, common: dict[str, Any]
+) -> tuple[str, list[CsvTable]]:
+    """The index page and the CSV files of its tables."""
     rows = []
     for bench in model.benchmarks:
         leaders = []
@@ -221,19 +332,25 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
         *model.combined_rank_matrices,
     }
     rank_views = []
+    rank_tables: list[CsvTable] = []
     for setting in sorted(settings, key=setting_key):
         apart = model.transductive_rank_matrices.get(setting)
         everyone = model.combined_rank_matrices.get(setting)
+        main_view = _rank_view(model.rank_matrices.get(setting), setting, "")
+        apart_view = _rank_view(apart, setting, "transductive")
+        # one ranking of every run: only worth offering when some are transductive
+        combined_view = _rank_view(everyone, setting, "combined") if apart else None
         rank_views.append(
             {
                 "setting": setting,
                 "label": SETTING_LABELS.get(setting, setting),
-                "main": _rank_view(model.rank_matrices.get(setting), setting, ""),
-                "transductive": _rank_view(apart, setting, "transductive"),
-                # one ranking of every run: only worth offering when some are transductive
-                "combined": _rank_view(everyone, setting, "combined") if apart else None,
+                "main": main_view,
+                "transductive": apart_view,
+                "combined": combined_view,
             }
         )
+        views = (main_view, apart_view, combined_view)
+        rank_tables += [view["csv"] for view in views if view is not None]
     subs = []
     for sub in model.submissions.values():
         info = sub.latest.submission
@@ -248,13 +365,68 @@ def _index(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
                 "search": sub.label.lower(),
             }
         )
-    return env.get_template("index.html").render(
+    tables = [*_index_tables(model), *rank_tables]
+    html = env.get_template("index.html").render(
         benchmarks=rows,
         submissions=subs,
         rank_views=rank_views,
+        csv_files={"benchmarks": tables[0].filename, "submissions": tables[1].filename},
         root="",
         page_title="Leaderboard",
         **common,
+    )
+    return html, tables
+
+
+def _index_tables(model: SiteModel) -> tuple[CsvTable, CsvTable]:
+    """The index's benchmark and submission tables as data."""
+    benchmarks = []
+    for bench in model.benchmarks:
+        info = bench.latest.benchmark
+        known = bool(info.n_classes)  # 0: not recorded (the page shows —)
+        benchmarks.append(
+            (
+                bench.id,
+                bench.version,
+                bench.title,
+                bench.hash,
+                info.n_classes if known else None,
+                info.n_seen if known else None,
+                info.n_unseen if known else None,
+                len(bench.records),
+            )
+        )
+    subs = [
+        (
+            sub.name,
+            sub.version,
+            sub.latest.submission.kind,
+            "; ".join(sub.latest.submission.authors),
+            len(sub.records),
+            "; ".join(b.text for b in sub.badges),
+        )
+        for sub in model.submissions.values()
+    ]
+    return (
+        CsvTable(
+            "index-benchmarks.csv",
+            (
+                "benchmark",
+                "version",
+                "title",
+                "hash",
+                "classes",
+                "seen_classes",
+                "unseen_classes",
+                "submissions",
+            ),
+            list(benchmarks),
+        ),
+        CsvTable(
+            "index-submissions.csv",
+            ("submission", "version", "kind", "authors", "benchmarks", "badges"),
+            list(subs),
+        ),
     )
 
 
@@ -283,15 +455,42 @@ def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[s
                 "mean": f"{mean:.2f}",
                 "mean_sort": repr(mean),
                 "n": int(ranks["n_benchmarks"][s]),
+                "coverage": f"{int(ranks['n_benchmarks'][s])}/{len(ranks['benchmarks'])}",
                 "cells": cells,
             }
         )
+    benches: list[BenchmarkPage] = ranks["benchmark_pages"]
+    csv = CsvTable(
+        f"index-ranks-{slug(setting)}{suffix}.csv",
+        (
+            "submission",
+            "version",
+            "transductive",
+            "benchmarks_covered",
+            "benchmarks",
+            "mean_rank",
+            *(f"{b.id} v{b.version}" for b in benches),
+        ),
+        [
+            (
+                sub.name,
+                sub.version,
+                sub.transductive,
+                int(ranks["n_benchmarks"][s]),
+                len(benches),
+                float(ranks["mean_rank"][s]),
+                *(float(v) for v in ranks["ranks"][s]),  # a missing cell (NaN) is empty
+            )
+            for s, sub in enumerate(ranks["submission_refs"])
+        ],
+    )
     return {
         "id": f"ranks-{setting}{suffix}",
         "table_id": f"table-ranks-{setting}{suffix}",
         "figure": fig,
-        "benchmarks": ranks["benchmark_pages"],
+        "benchmarks": benches,
         "rows": view_rows,
+        "csv": csv,
     }
 
 
@@ -346,21 +545,44 @@ def _leader(
 # -- benchmark pages ------------------------------------------------------------------------
 
 
-def _benchmark(template: Any, bench: BenchmarkPage, common: dict[str, Any]) -> str:
+def _benchmark(
+    template: Any, bench: BenchmarkPage, common: dict[str, Any]
+) -> tuple[str, list[CsvTable]]:
+    """The page and the CSV file of each of its score tables."""
     views = []
+    tables: list[CsvTable] = []
     for plan in bench.settings:
         inductive, transductive, combined = _rankings(plan)
+        combined_rows = _rows(bench, plan, combined) if plan.transductive else []
+        csv_files: dict[str, str] = {}
+        for ranking, suffix, shown in (
+            (inductive, "", bool(plan.order) or not plan.transductive),  # as the page shows
+            (transductive, "-transductive", bool(plan.transductive)),
+            (combined, "-combined", bool(combined_rows)),
+        ):
+            if not shown:
+                continue
+            table = _score_csv(
+                f"{bench.stem}-{slug(plan.setting)}{suffix}.csv", bench, plan, ranking
+            )
+            csv_files[f"table-{plan.setting}{suffix}"] = table.filename
+            tables.append(table)
+        header, chooser = column_groups(plan.columns)
         views.append(
             SettingView(
                 plan=plan,
                 rows=_rows(bench, plan, inductive),
                 transductive_rows=_rows(bench, plan, transductive),
-                combined_rows=_rows(bench, plan, combined) if plan.transductive else [],
+                combined_rows=combined_rows,
                 figures=figures.setting_figures(bench, plan, lambda path: path),
                 groups_note=_groups_note(plan),
+                column_groups=[column_group(c.function) for c in plan.columns],
+                header_groups=header,
+                chooser=chooser if len(chooser) > 1 else [],
+                csv_files=csv_files,
             )
         )
-    return template.render(
+    html = template.render(
         bench=bench,
         info=bench.latest.benchmark,
         leakage=benchmark_leakage(bench),
@@ -378,6 +600,35 @@ def _benchmark(template: Any, bench: BenchmarkPage, common: dict[str, Any]) -> s
         page_title=f"{isolate_text(bench.title)} v{bench.version}",
         **common,
     )
+    return html, tables
+
+
+def _score_csv(
+    filename: str, bench: BenchmarkPage, plan: SettingTable, ranking: Ranking
+) -> CsvTable:
+    """A score table as data: rank, group, submission, then each column's value and interval."""
+    names = [f"{c.metric} v{c.version}" if c.versioned else c.metric for c in plan.columns]
+    rows: list[tuple[CsvCell, ...]] = []
+    for key in ranking.keys:
+        sub = bench.records[key].submission
+        cells: list[CsvCell] = [
+            ranking.ranks.get(key),
+            ranking.group_of.get(key),
+            sub.name,
+            sub.version,
+            key in bench.transductive,
+        ]
+        for column in plan.columns:
+            entry = column.entries.get(key)
+            interval = entry.interval if entry is not None else None
+            cells += [
+                entry.value if entry is not None else None,
+                interval.lo if interval else None,
+                interval.hi if interval else None,
+            ]
+        rows.append(tuple(cells))
+    header = ("rank", "group", "submission", "version", "transductive", *header_for(names))
+    return CsvTable(filename, header, rows)
 
 
 def _groups_note(plan: SettingTable) -> str:
@@ -645,10 +896,12 @@ def _submission(
     logs: dict[str, str],
     pairs: list[tuple[Submission, Submission]],
     common: dict[str, Any],
-) -> str:
+) -> tuple[str, CsvTable]:
+    """The submission's page and one CSV of every score on it (one row per table row)."""
     info = sub.latest.submission
     benches = {(b.id, b.version): b for b in model.benchmarks}
     results = []
+    csv_rows: list[tuple[CsvCell, ...]] = []
     for record in sub.records:
         bench = benches[(record.benchmark.id, record.benchmark.version)]
         rows = []
@@ -670,6 +923,23 @@ def _submission(
                 # the column has both kinds
                 mixed = bool(column.transductive_ranks) and bool(column.ranks)
                 overall = column.combined_ranks.get(sub.key)
+                csv_rows.append(
+                    (
+                        bench.id,
+                        bench.version,
+                        plan.setting,
+                        column.metric,
+                        column.function,
+                        column.version,
+                        column.primary,
+                        entry.value,
+                        entry.interval.lo if entry.interval else None,
+                        entry.interval.hi if entry.interval else None,
+                        rank,
+                        n_ranked if rank else None,
+                        group,
+                    )
+                )
                 rows.append(
                     {
                         "setting": plan.label,
@@ -711,9 +981,29 @@ def _submission(
         for a, b in pairs
         if sub.key in (a.key, b.key)
     ]
-    return template.render(
+    csv = CsvTable(
+        f"{sub.key}.csv",
+        (
+            "benchmark",
+            "benchmark_version",
+            "setting",
+            "metric",
+            "function",
+            "metric_version",
+            "primary",
+            "value",
+            "lo",
+            "hi",
+            "rank",
+            "ranked",
+            "group",
+        ),
+        csv_rows,
+    )
+    html = template.render(
         sub=sub,
         info=info,
+        csv_file=csv.filename,
         paper=Link(info.paper, safe_href(info.paper)) if info.paper else None,
         url=Link(info.url, safe_href(info.url)) if info.url else None,
         package_hashes=sorted({r.submission.package_hash for r in sub.records}),
@@ -724,6 +1014,7 @@ def _submission(
         page_title=_plain_label(sub),
         **common,
     )
+    return html, csv
 
 
 def _pairs_text(mapping: dict[str, Any]) -> list[tuple[str, str]]:
@@ -787,6 +1078,12 @@ class _PairColumn:
     scores: list[str]
     title: str = ""  # the header tooltip: function, direction, averaging
     reached: list[Reached | None] = field(default_factory=list)  # DARTS reward, per test key
+    # The CSV's fixed cells (benchmark, version, setting, metric) as CSV text, and each run's
+    # score as CSV text: rendered once per column, not once per pair page.
+    csv_prefix: str = ""
+    csv_scores: list[str] = field(default_factory=list)
+    # tests.diff / lo / hi / p_value as nested lists: a pair page reads 4 of their cells
+    matrices: tuple[list[list[float]], ...] = ()
 
 
 def _pair_columns(
@@ -805,6 +1102,26 @@ def _pair_columns(
                     continue
                 columns.append(
                     _PairColumn(
+                        csv_prefix=csv_line(
+                            (
+                                bench.id,
+                                bench.version,
+                                plan.setting,
+                                f"{column.metric} v{column.version}"
+                                if column.versioned
+                                else column.metric,
+                            )
+                        ),
+                        csv_scores=[csv_number(v) for v in column.tests.estimates.tolist()],
+                        matrices=tuple(
+                            m.tolist()
+                            for m in (
+                                column.tests.diff,
+                                column.tests.lo,
+                                column.tests.hi,
+                                column.tests.p_value,
+                            )
+                        ),
                         setting=plan.label,
                         metric=metric_markup(column),
                         primary=column.primary,
@@ -838,9 +1155,11 @@ def _pair(
     a: Submission,
     b: Submission,
     common: dict[str, Any],
-) -> str:
+) -> tuple[str, CsvLines]:
+    """The pair's page and its tests as one CSV (a row per test, every common benchmark)."""
     columns, untested = prepared
     blocks = []
+    csv_rows: list[str] = []
     counts = {"A": 0, "B": 0, "tied": 0}
     only_a: list[BenchmarkPage] = []
     only_b: list[BenchmarkPage] = []
@@ -865,6 +1184,11 @@ def _pair(
             verdict, row = _pair_row(column, i, j)
             counts[verdict] += 1
             rows.append(row)
+            tested = ",".join(csv_number(m[i][j]) for m in column.matrices)
+            csv_rows.append(
+                f"{column.csv_prefix},{column.csv_scores[i]},{column.csv_scores[j]},"
+                f"{tested},{verdict}"
+            )
         blocks.append(
             {
                 "bench": bench,
@@ -872,10 +1196,28 @@ def _pair(
                 "untested": untested.get((bench.id, bench.version), Markup()),
             }
         )
-    return str(
+    csv = CsvLines(
+        f"{pair_slug(a.key, b.key)}.csv",
+        (
+            "benchmark",
+            "benchmark_version",
+            "setting",
+            "metric",
+            "a",
+            "b",
+            "a_minus_b",
+            "lo",
+            "hi",
+            "p",
+            "better",
+        ),
+        csv_rows,
+    )
+    html = str(
         template.render(
             a=a,
             b=b,
+            csv_file=csv.filename,
             blocks=blocks,
             n_a=counts["A"],
             n_b=counts["B"],
@@ -890,6 +1232,7 @@ def _pair(
             **common,
         )
     )
+    return html, csv
 
 
 def metric_markup(column: Column, *, unit: bool = True) -> Markup:
@@ -911,15 +1254,15 @@ def _reached_html(column: _PairColumn, i: int) -> Markup:
 
 def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
     """The verdict and the table row (markup: the only text, the label, is escaped already)."""
-    tests = column.tests
-    diff = float(tests.diff[i, j])
-    p = float(tests.p_value[i, j])
+    diffs, los, his, p_values = column.matrices  # lists: no numpy scalar per cell
+    diff = diffs[i][j]
+    p = p_values[i][j]
     verdict = "tied"
     if p < stats.ALPHA and diff != 0:
         verdict = "A" if (diff > 0) == column.higher_is_better else "B"
     percent = column.percent
-    lo = format_diff(float(tests.lo[i, j]), percent=percent, unit=False)
-    hi = format_diff(float(tests.hi[i, j]), percent=percent, unit=False)
+    lo = format_diff(los[i][j], percent=percent, unit=False)
+    hi = format_diff(his[i][j], percent=percent, unit=False)
     attrs = ' class="primary-row"' if column.primary else ""
     row = (
         f'<tr{attrs}><td title="{escape(column.title)}">{column.metric}</td>'

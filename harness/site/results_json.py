@@ -20,7 +20,9 @@ Transductive runs (``declarations["transductive"]`` true) are ranked apart, as t
 them: ``rank`` and ``group`` count runs of the same kind only (inductive among inductive,
 transductive among transductive; ``groups`` and ``rank_matrices`` are the inductive runs'),
 ``rank_combined``/``group_combined``, ``combined_groups`` and ``rank_matrices_combined`` rank
-every run together. Version 2 of the format: in version 1 every rank counted every run.
+every run together. Version 2 of the format: in version 1 every rank counted every run. A rank
+matrix lists ``submissions`` in leaderboard order: more benchmarks covered (``n_benchmarks``)
+first, then lower ``mean_rank`` (:func:`harness.metrics.comparison.rank_matrix`).
 
 Each line of ``records`` is exactly a record file of :mod:`harness.results.records_io` (its
 ``format``/``id``/``record`` envelope, with the same content id) written compactly, so a record

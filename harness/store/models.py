@@ -3,7 +3,9 @@
 One :class:`RunRow` per (benchmark version, submission version): re-running the same package on
 the same benchmark version updates that row and replaces its :class:`ScoreRow` set. The run row
 keeps the package hash it was made with, because a submission row holds only the latest
-metadata of ``name@version``. Dictionaries and lists live in JSON columns.
+metadata of ``name@version``. Dictionaries and lists live in JSON columns. A run's ``hidden``
+flag (``zsl results hide``) is the store's, not the record's: a hidden run is kept but left out
+of exports and the site.
 
 A score whose details carry a curve (``details["curve"]``: DARTS accuracy-specificity points,
 calibrated-stacking seen-unseen columns) keeps it as :class:`CurvePointRow` rows, one per
@@ -20,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, text
+from sqlalchemy import JSON, Boolean, Column, DateTime, UniqueConstraint, false, text
 from sqlmodel import Field, SQLModel
 
 __all__ = [
@@ -108,6 +110,12 @@ class RunRow(SQLModel, table=True):
     updated_at: datetime = Field(
         sa_column=Column(DateTime(timezone=True), nullable=False),
         description="when this row was last written, UTC",
+    )
+    # Not part of the record: a store-side flag (``zsl results hide``); 0004 adds it.
+    hidden: bool = Field(
+        default=False,
+        sa_column=Column(Boolean, nullable=False, server_default=false()),
+        description="left out of exports and the site, kept in the store (zsl results hide)",
     )
 
 

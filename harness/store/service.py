@@ -7,6 +7,11 @@ then replaces the run's scores and their curve points, so a failure or a killed 
 anywhere leaves the store as it was. Concurrent writers neither lose nor duplicate rows: SQLite
 writers queue on ``BEGIN IMMEDIATE``; on PostgreSQL new rows go in with ``ON CONFLICT DO
 NOTHING``, the run row is locked before its scores are replaced, and a deadlock is retried.
+
+:func:`save_run_reporting` also returns the run a save replaced (runner, date, primary
+scores), which :func:`save_run` replaces silently. :func:`list_runs`, :func:`delete_runs` and
+:func:`set_hidden` manage stored runs (``zsl results list``/``delete``/``hide``/``unhide``);
+a hidden run stays stored but :func:`load_runs` leaves it out unless asked.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,13 +41,21 @@ from harness.store.models import BenchmarkRow, CurvePointRow, RunRow, ScoreRow, 
 
 __all__ = [
     "SAVE_ATTEMPTS",
+    "ReplacedRun",
     "StaleRunError",
+    "StoredRun",
+    "UnknownRunError",
     "count_runs",
     "delete_run",
+    "delete_runs",
+    "list_runs",
     "load_runs",
     "open_store",
+    "primary_values",
     "save_run",
+    "save_run_reporting",
     "save_runs",
+    "set_hidden",
 ]
 
 #: How often a save is tried: again after a concurrent writer won a race the database reports
@@ -75,6 +89,46 @@ class StaleRunError(HarnessError):
     """A run changed in the store between loading it and saving its re-scored record."""
 
 
+class UnknownRunError(HarnessError):
+    """A run named for deleting, hiding or unhiding is not in the store."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A stored run as ``zsl results list`` shows it: the record, and whether it is hidden."""
+
+    record: RunRecord
+    hidden: bool
+
+    @property
+    def key(self) -> RunKey:
+        return run_key(self.record)
+
+
+@dataclass(frozen=True)
+class ReplacedRun:
+    """What a save replaced: the stored run of the same key as it was before the save.
+
+    ``primary``: setting -> value of the primary metric (of the *new* record's benchmark
+    primary mapping) as stored before, for the settings the old run had a score of.
+    """
+
+    key: RunKey
+    runner: str
+    created_at: datetime
+    primary: dict[str, float]
+    hidden: bool
+
+
+def primary_values(record: RunRecord) -> dict[str, float]:
+    """Setting -> value of the benchmark's primary metric in ``record``, in score order."""
+    return {
+        entry.setting: entry.value
+        for entry in record.scores
+        if record.benchmark.primary.get(entry.setting) == entry.metric
+    }
+
+
 def save_run(engine: Engine, record: RunRecord) -> int:
     """Store ``record`` and return its run id.
 
@@ -91,6 +145,18 @@ def save_run(engine: Engine, record: RunRecord) -> int:
         store cannot be written.
     """
     return save_runs(engine, [record])[0]
+
+
+def save_run_reporting(engine: Engine, record: RunRecord) -> tuple[int, ReplacedRun | None]:
+    """:func:`save_run`, and what it replaced: the stored run of the same key, or None.
+
+    The run key (:func:`harness.records.run_key`) does not hold the runner: a run made in
+    another runner, or with another package hash, replaces the stored one. Callers say so
+    (``zsl run`` does, on stderr). A hidden run stays hidden when replaced.
+    """
+    replaced: list[ReplacedRun] = []
+    run_id = _save_all(engine, [record], only_unchanged=False, replaced=replaced)[0]
+    return run_id, (replaced[0] if replaced else None)
 
 
 def save_runs(
@@ -112,6 +178,16 @@ def save_runs(
         Two records are the same run (benchmark version and submission version), or as
         :func:`save_run`.
     """
+    return _save_all(engine, records, only_unchanged=only_unchanged, replaced=None)
+
+
+def _save_all(
+    engine: Engine,
+    records: Sequence[RunRecord],
+    *,
+    only_unchanged: bool,
+    replaced: list[ReplacedRun] | None,
+) -> list[int]:
     first_of: dict[RunKey, int] = {}
     for index, record in enumerate(records):
         _check_record(record)
@@ -129,12 +205,15 @@ def save_runs(
     order = sorted(range(len(records)), key=lambda i: run_key(records[i]))
     with _store_errors(engine, "write to"):
         for attempt in range(1, SAVE_ATTEMPTS + 1):
+            found: list[ReplacedRun] = []
             try:
-                ids = _save_once(engine, [records[i] for i in order], only_unchanged)
+                ids = _save_once(engine, [records[i] for i in order], only_unchanged, found)
                 break
             except sa_exc.DBAPIError as err:
                 if attempt == SAVE_ATTEMPTS or not _is_retryable(err):
                     raise
+    if replaced is not None:
+        replaced.extend(found)
     by_index = dict(zip(order, ids, strict=True))
     return [by_index[i] for i in range(len(records))]
 
@@ -152,18 +231,9 @@ def delete_run(
     The benchmark and submission rows stay (other runs may share them; they hold no results).
     """
     writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    key: RunKey = (benchmark, benchmark_version, submission, submission_version)
     with _store_errors(engine, "write to"), Session(writer) as session, session.begin():
-        run_id = session.exec(
-            select(RunRow.id)
-            .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
-            .join(SubmissionRow, col(RunRow.submission_id) == col(SubmissionRow.id))
-            .where(
-                BenchmarkRow.benchmark == benchmark,
-                BenchmarkRow.version == benchmark_version,
-                SubmissionRow.name == submission,
-                SubmissionRow.version == submission_version,
-            )
-        ).first()
+        run_id = _run_id_of(session, key)
         if run_id is None:
             return False
         _delete_scores(session, run_id)
@@ -171,13 +241,103 @@ def delete_run(
     return True
 
 
-def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord]:
+def _run_id_of(session: Session, key: RunKey) -> int | None:
+    benchmark, benchmark_version, submission, submission_version = key
+    return session.exec(
+        select(RunRow.id)
+        .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
+        .join(SubmissionRow, col(RunRow.submission_id) == col(SubmissionRow.id))
+        .where(
+            BenchmarkRow.benchmark == benchmark,
+            BenchmarkRow.version == benchmark_version,
+            SubmissionRow.name == submission,
+            SubmissionRow.version == submission_version,
+        )
+    ).first()
+
+
+def _run_ids(session: Session, keys: Sequence[RunKey]) -> list[int]:
+    """The ids of the runs ``keys``, in order; every one must be stored."""
+    ids = []
+    for key in keys:
+        run_id = _run_id_of(session, key)
+        if run_id is None:
+            benchmark, benchmark_version, submission, submission_version = key
+            raise UnknownRunError(
+                f"no stored run of {submission}@{submission_version} on {benchmark} "
+                f"v{benchmark_version} (it was deleted meanwhile?); nothing was changed"
+            )
+        ids.append(run_id)
+    return ids
+
+
+def delete_runs(engine: Engine, keys: Sequence[RunKey]) -> None:
+    """Delete the runs ``keys`` (with their scores and curve points) in ONE transaction.
+
+    All or nothing: when any of them is not stored, nothing is deleted.
+
+    Raises
+    ------
+    UnknownRunError
+        A run of ``keys`` is not stored (naming it); nothing was deleted.
+    """
+    writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    with _store_errors(engine, "write to"), Session(writer) as session, session.begin():
+        for run_id in _run_ids(session, keys):
+            _delete_scores(session, run_id)
+            session.exec(delete(RunRow).where(col(RunRow.id) == run_id))
+
+
+def set_hidden(engine: Engine, keys: Sequence[RunKey], hidden: bool) -> list[RunKey]:
+    """Hide (or show again) the runs ``keys`` in ONE transaction; the keys whose flag changed.
+
+    A hidden run stays in the store but :func:`load_runs` leaves it out unless asked, so
+    exports (``zsl results export``) and the site leave it out too.
+
+    Raises
+    ------
+    UnknownRunError
+        A run of ``keys`` is not stored (naming it); nothing was changed.
+    """
+    writer = engine.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    changed = []
+    with _store_errors(engine, "write to"), Session(writer) as session, session.begin():
+        for key, run_id in zip(keys, _run_ids(session, keys), strict=True):
+            row = session.get(RunRow, run_id)
+            assert row is not None
+            if bool(row.hidden) != hidden:
+                row.hidden = hidden
+                session.add(row)
+                changed.append(key)
+    return changed
+
+
+def load_runs(
+    engine: Engine, *, benchmark: str | None = None, include_hidden: bool = False
+) -> list[RunRecord]:
     """Every stored run (of ``benchmark`` only, if given) as records.
 
     Sorted by benchmark id, benchmark version, submission name and submission version; each
     record's scores keep the order they were saved in, their curves the shape they had. All
-    of it is read from one snapshot of the store.
+    of it is read from one snapshot of the store. Hidden runs (``zsl results hide``) are left
+    out unless ``include_hidden``: exports and the site read the store through here.
     """
+    return [
+        stored.record
+        for stored in list_runs(engine, benchmark=benchmark, include_hidden=include_hidden)
+    ]
+
+
+def list_runs(
+    engine: Engine,
+    *,
+    benchmark: str | None = None,
+    submission: str | None = None,
+    include_hidden: bool = True,
+) -> list[StoredRun]:
+    """The stored runs (of ``benchmark`` and ``submission`` name only, if given), hidden ones
+    included unless ``include_hidden`` is False, each with its hidden flag; in
+    :func:`load_runs`'s order, from one snapshot."""
     runs_stmt = (
         select(RunRow, BenchmarkRow, SubmissionRow)
         .join(BenchmarkRow, col(RunRow.benchmark_id) == col(BenchmarkRow.id))
@@ -200,6 +360,19 @@ def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord
         runs_stmt = runs_stmt.where(BenchmarkRow.benchmark == benchmark)
         scores_stmt = scores_stmt.where(BenchmarkRow.benchmark == benchmark)
         points_stmt = points_stmt.where(BenchmarkRow.benchmark == benchmark)
+    if submission is not None:
+        by_submission = col(RunRow.submission_id) == col(SubmissionRow.id)
+        runs_stmt = runs_stmt.where(SubmissionRow.name == submission)
+        scores_stmt = scores_stmt.join(SubmissionRow, by_submission).where(
+            SubmissionRow.name == submission
+        )
+        points_stmt = points_stmt.join(SubmissionRow, by_submission).where(
+            SubmissionRow.name == submission
+        )
+    if not include_hidden:
+        runs_stmt = runs_stmt.where(col(RunRow.hidden).is_(False))
+        scores_stmt = scores_stmt.where(col(RunRow.hidden).is_(False))
+        points_stmt = points_stmt.where(col(RunRow.hidden).is_(False))
 
     with _store_errors(engine, "read"), Session(_snapshot(engine)) as session, session.begin():
         rows = session.exec(runs_stmt).all()
@@ -209,23 +382,32 @@ def load_runs(engine: Engine, *, benchmark: str | None = None) -> list[RunRecord
         scores: dict[int, list[ScoreEntry]] = defaultdict(list)
         for score in session.exec(scores_stmt):
             scores[score.run_id].append(_score_entry(score, points.get(_id(score), [])))
-        records = [_record(run, bench, sub, scores.get(_id(run), [])) for run, bench, sub in rows]
+        stored = [
+            StoredRun(_record(run, bench, sub, scores.get(_id(run), [])), bool(run.hidden))
+            for run, bench, sub in rows
+        ]
     # Sort here, not in SQL: string collation differs between SQLite and PostgreSQL.
-    records.sort(key=run_key)
-    return records
+    stored.sort(key=lambda s: run_key(s.record))
+    return stored
 
 
-def count_runs(engine: Engine) -> int:
-    """How many runs the store holds."""
+def count_runs(engine: Engine, *, hidden: bool | None = None) -> int:
+    """How many runs the store holds (only the hidden ones, or only the others, if given)."""
+    query = select(func.count()).select_from(RunRow)
+    if hidden is not None:
+        query = query.where(col(RunRow.hidden).is_(hidden))
     with _store_errors(engine, "read"), Session(engine) as session:
-        return int(session.exec(select(func.count()).select_from(RunRow)).one())
+        return int(session.exec(query).one())
 
 
 # -- saving -------------------------------------------------------------------------------------
 
 
 def _save_once(
-    engine: Engine, records: Sequence[RunRecord], only_unchanged: bool = False
+    engine: Engine,
+    records: Sequence[RunRecord],
+    only_unchanged: bool = False,
+    replaced: list[ReplacedRun] | None = None,
 ) -> list[int]:
     # BEGIN IMMEDIATE on SQLite takes the write lock before our first SELECT, so concurrent
     # writers queue on the busy timeout instead of failing on a stale read.
@@ -247,6 +429,7 @@ def _save_once(
                 benchmark_id=_id(bench),
                 submission_id=_id(sub),
                 only_unchanged=only_unchanged,
+                replaced=replaced,
             )
             _replace_scores(session, _id(run), record.scores)
             run_ids.append(_id(run))
@@ -345,6 +528,7 @@ def _upsert_run(
     benchmark_id: int,
     submission_id: int,
     only_unchanged: bool = False,
+    replaced: list[ReplacedRun] | None = None,
 ) -> RunRow:
     now = datetime.now(UTC)
     # FOR UPDATE (PostgreSQL; SQLite's writer lock covers it): a concurrent save of the same
@@ -369,6 +553,8 @@ def _upsert_run(
     row = session.exec(query).first()
     if only_unchanged:
         _check_unchanged(row, record)
+    if row is not None and replaced is not None:
+        replaced.append(_replaced(session, row, record))
     if row is None:
         inserted = _insert_if_missing(
             session,
@@ -383,6 +569,30 @@ def _upsert_run(
     session.add(row)
     session.flush()
     return row
+
+
+def _replaced(session: Session, row: RunRow, record: RunRecord) -> ReplacedRun:
+    """The stored run ``row`` as ``record`` is about to replace it."""
+    before = {
+        (setting, metric): value
+        for setting, metric, value in session.exec(
+            select(ScoreRow.setting, ScoreRow.metric, ScoreRow.value).where(
+                ScoreRow.run_id == _id(row)
+            )
+        )
+    }
+    primary = {
+        setting: before[(setting, metric)]
+        for setting, metric in record.benchmark.primary.items()
+        if (setting, metric) in before
+    }
+    return ReplacedRun(
+        key=run_key(record),
+        runner=row.runner,
+        created_at=_to_utc(row.created_at),
+        primary=primary,
+        hidden=bool(row.hidden),
+    )
 
 
 def _check_unchanged(row: RunRow | None, record: RunRecord) -> None:

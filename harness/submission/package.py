@@ -22,6 +22,7 @@ import hashlib
 import importlib.machinery
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -35,7 +36,7 @@ from pydantic import (
 )
 
 from harness import yamlio
-from harness.errors import SubmissionError
+from harness.errors import PredictionError, SubmissionError
 
 __all__ = [
     "BYTECODE_SUFFIXES",
@@ -334,6 +335,42 @@ class Package:
         if not path.is_relative_to(self.root.resolve()):
             raise SubmissionError(f"{self.root / MANIFEST}: predictions.files leaves the package")
         return path
+
+    def display_name(self, path: Path) -> str:
+        """``path`` as messages name a file of the package: relative to its folder (a folder
+        unpacked from an archive is a temporary one), ``path`` itself outside it."""
+        try:
+            return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    def prediction_files(
+        self, benchmark: str, settings: Sequence[str], *, spec: str | Path | None = None
+    ) -> dict[str, Path]:
+        """The prediction file of every setting in ``settings``; raises
+        :class:`~harness.errors.PredictionError` naming the missing ones (by their path in the
+        package) and the command that writes them: ``zsl submission generate PACKAGE --spec
+        SPEC`` where the package has a generator (``spec``: the benchmark's spec file)."""
+        paths = {setting: self.prediction_path(benchmark, setting) for setting in settings}
+        missing = [self.display_name(p) for p in paths.values() if not p.is_file()]
+        if not missing:
+            return paths
+        listed = ", ".join(missing)
+        files = self.manifest.prediction_files
+        if files.generator is not None:
+            hint = (
+                f"write them with its generator ({files.generator}): `zsl submission generate"
+                f" {self.root} --spec {spec if spec is not None else 'SPEC'}`"
+            )
+        else:
+            hint = (
+                "the package has no predictions.generator, so add the files themselves"
+                f" (predictions.files: {files.files})"
+            )
+        raise PredictionError(
+            f"{self.root}: {len(missing)} prediction file(s) for benchmark '{benchmark}' not"
+            f" found: {listed}; {hint}"
+        )
 
 
 def _runs_instead_of_source(name: str, *, folder: bool) -> str | None:

@@ -56,6 +56,11 @@ FLOAT_DTYPES = (np.float16, np.float32, np.float64)
 
 
 CHUNK_ROWS = 100_000
+#: What a missing prediction file is told (after its path): how such files come to exist.
+MISSING = (
+    "prediction file not found; a predictions package's generator writes its files:"
+    " `zsl submission generate PACKAGE --spec SPEC`"
+)
 
 
 @dataclass(frozen=True)
@@ -523,13 +528,33 @@ def read_predictions(
     setting: str,
     shape: tuple[int, int],
     topk: int | None = None,
+    name: str | None = None,
 ) -> Predictions:
     """Read and check one prediction file for (benchmark, setting).
 
     ``shape`` is (n_test, n_candidates); ``topk`` is K for top-K files (None: dense). Only the
     members the contract names are read, each bounded by the size ``shape`` allows before it
-    is read; see :func:`_read_npz` and :func:`_read_safetensors`.
+    is read; see :func:`_read_npz` and :func:`_read_safetensors`. ``name``: what messages call
+    the file (a package's files by their path in the package,
+    :meth:`harness.submission.package.Package.display_name`); default: ``path``.
     """
+    try:
+        return _read_predictions(path, benchmark_hash, class_order_hash, setting, shape, topk)
+    except PredictionError as err:
+        text = str(err)
+        if name is None or not text.startswith(f"{path}: "):
+            raise
+        raise PredictionError(name + text[len(str(path)) :]) from None
+
+
+def _read_predictions(
+    path: Path,
+    benchmark_hash: str,
+    class_order_hash: str,
+    setting: str,
+    shape: tuple[int, int],
+    topk: int | None,
+) -> Predictions:
     expected = {
         "benchmark_hash": benchmark_hash,
         "class_order_hash": class_order_hash,
@@ -537,7 +562,7 @@ def read_predictions(
     }
     kind = "dense" if topk is None else "topk"
     if not path.is_file():
-        raise PredictionError(f"{path}: prediction file not found")
+        raise PredictionError(f"{path}: {MISSING}")
     if path.suffix == ".safetensors":
         scores = _read_safetensors(path, kind, expected, shape, topk)
     elif path.suffix == ".npz":
@@ -555,8 +580,10 @@ def read_predictions(
             row = int(bad_rows[0])
             col = int(np.flatnonzero(~np.isfinite(scores[row]))[0])
             raise PredictionError(
-                f"{path}: scores contain NaN or inf: first at row {row}, column {col}"
-                f" ({len(bad_rows)} bad row(s))"
+                f"{path}: setting {setting}, row {row}, column {col}: score"
+                f" {scores[row, col].item()} is not finite ({len(bad_rows)} row(s) hold NaN or"
+                " inf); scores must be finite numbers (rows in the setting's frozen test order,"
+                " columns in its candidate order)"
             )
     return Predictions(
         benchmark_hash,
@@ -627,8 +654,12 @@ def _check_topk(path: Path, meta: dict[str, str], shape: tuple[int, int], k: int
         finite = np.isfinite(scores).all(axis=1)
         if not finite.all():
             row = int(np.flatnonzero(~finite)[0])
+            place = int(np.flatnonzero(~np.isfinite(scores[row]))[0])
             raise PredictionError(
-                f"{path}: topk_scores contain NaN or inf: first at row {start + row}"
+                f"{path}: setting {meta['setting']}, row {start + row}, column"
+                f" {int(indices[row, place])}: topk_scores holds {scores[row, place].item()},"
+                f" which is not finite (place {place} of the row's top-{k} list); scores must"
+                " be finite numbers"
             )
         sorted_indices, sorted_scores = _sort_rows(indices.astype(np.int64), scores)
         digest.update(sorted_indices.tobytes())

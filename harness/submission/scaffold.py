@@ -4,7 +4,8 @@ The template implements a simple, correct method — ridge regression from image
 class-embedding space, candidates scored by cosine similarity, the ridge strength chosen on the
 validation classes only — so a new package validates and runs before its author changes a line.
 ``kind: model`` ships it as model code; ``kind: predictions`` ships the same model plus a generator
-script that writes the prediction files from a task bundle.
+script that writes the prediction files from a task bundle, with a description and README of its
+own (what the files are, who writes them, which commands make, check and score them).
 
 Both Python files are real modules shipped with the harness (``harness/submission/template/``),
 so ruff and mypy check them like the rest of the code; they are copied as they are.
@@ -32,9 +33,17 @@ _MANIFEST_HEAD = """name: {name}
 version: "0.1"
 authors: [Your Name]
 paper: null
-description: >-
+"""
+
+DESCRIPTION_MODEL = """description: >-
   Ridge regression from features to class embeddings, scored by cosine similarity; the ridge
   strength is chosen on the validation classes. Replace with your method.
+"""
+
+DESCRIPTION_PREDICTIONS = """description: >-
+  Prediction files, one per benchmark and setting, written by make_predictions.py from the
+  benchmark's task bundle (it fits the example ridge regression of model.py). Replace the
+  generator, or the files, with your method's predictions.
 """
 
 _DECLARATIONS = """declarations:
@@ -46,6 +55,7 @@ _DECLARATIONS = """declarations:
 
 MANIFEST_MODEL = (
     _MANIFEST_HEAD
+    + DESCRIPTION_MODEL
     + """kind: model
 model:
   entrypoint: model:RidgeToEmbedding
@@ -60,6 +70,7 @@ resources:
 
 MANIFEST_PREDICTIONS = (
     _MANIFEST_HEAD
+    + DESCRIPTION_PREDICTIONS
     + """kind: predictions
 predictions:
   files: predictions/{{benchmark}}.{{setting}}.safetensors
@@ -88,6 +99,34 @@ zsl submission validate {path}
 ```
 """
 
+README_PREDICTIONS = """# {name}
+
+A prediction-file package made by `zsl submission init --kind predictions`: `zsl run` scores
+the prediction files it holds and runs none of its code.
+
+- **Files**: `predictions/<benchmark>.<setting>.safetensors` (the pattern `predictions.files`
+  in `submission.yaml`), one per setting of the benchmark, the validation settings
+  (`<setting>_val`) included. Each holds `scores [n_test, n_candidates]`: rows in the
+  setting's frozen test order, columns in its candidate order, and the benchmark hash and
+  class-order hash of the task bundle it was made from. A file made for other data, of the
+  wrong shape, or holding NaN or inf is refused.
+- **Generator**: `make_predictions.py BUNDLE_DIR OUT_DIR` writes the files from a benchmark's
+  task bundle (no test labels); `zsl submission generate` runs it isolated, like model code,
+  and copies what it wrote into `predictions/`. As shipped it fits the example method of
+  `model.py`, ridge regression from the image features to the class embeddings scored by
+  cosine similarity, once per fit (the validation settings from the training classes only).
+- **Paper**: none yet — put yours in `submission.yaml` (`paper:`) and here.
+
+Replace the generator with your method (keep its command line and the files it writes), or
+put your own files in `predictions/` and drop `generator:` from `submission.yaml`; then:
+
+```bash
+zsl submission generate {path} --spec specs/demo.yaml
+zsl submission validate {path} --spec specs/demo.yaml
+zsl run {path} --spec specs/demo.yaml
+```
+"""
+
 
 def write_template(name: str, directory: Path, *, kind: Kind = "model") -> Path:
     """Write a template package ``directory/name`` and return its folder.
@@ -112,16 +151,12 @@ def write_template(name: str, directory: Path, *, kind: Kind = "model") -> Path:
     (root / "submission.yaml").write_text(manifest.format(name=name), encoding="utf-8")
     if kind == "model":
         run = f"zsl run {root} --spec specs/demo.yaml"
+        readme = README.format(name=name, kind=kind, path=root, run=run)
     else:
         (root / "make_predictions.py").write_text(
             template_text("make_predictions.py"), encoding="utf-8"
         )
-        run = (
-            f"zsl submission generate {root} --spec specs/demo.yaml\n"
-            f"zsl run {root} --spec specs/demo.yaml"
-        )
+        readme = README_PREDICTIONS.format(name=name, path=root)
     (root / "model.py").write_text(template_text("model.py"), encoding="utf-8")
-    (root / "README.md").write_text(
-        README.format(name=name, kind=kind, path=root, run=run), encoding="utf-8"
-    )
+    (root / "README.md").write_text(readme, encoding="utf-8")
     return root

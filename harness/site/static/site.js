@@ -62,7 +62,9 @@
     if (!head || !table.tBodies.length) {
       return;
     }
-    Array.prototype.forEach.call(head.rows[0].cells, function (header) {
+    // The last header row has one cell per column (a row of group headers may sit above it),
+    // so a header's cellIndex is its column's.
+    Array.prototype.forEach.call(head.rows[head.rows.length - 1].cells, function (header) {
       if (!header.hasAttribute("data-sort-type")) {
         return;
       }
@@ -173,6 +175,26 @@
     fromAddress();
   }
 
+  // A column chooser: one checkbox per column group (data-columns-for: the ids of the tables
+  // it governs). An unchecked group's columns get hidden by a class on each table
+  // (hide-<group>, style.css); without the script every column shows. The boxes' initial
+  // state is the page's default (lower-priority groups unchecked on wide tables).
+  function makeColumnChooser(chooser) {
+    var tables = (chooser.getAttribute("data-columns-for") || "").split(" ").map(function (id) {
+      return document.getElementById(id);
+    }).filter(function (table) { return table !== null; });
+    var boxes = Array.prototype.slice.call(chooser.querySelectorAll("input.column-group"));
+    function apply() {
+      boxes.forEach(function (box) {
+        tables.forEach(function (table) {
+          table.classList.toggle("hide-" + box.value, !box.checked);
+        });
+      });
+    }
+    boxes.forEach(function (box) { box.addEventListener("change", apply); });
+    apply();
+  }
+
   function setUpComparison(form) {
     var first = document.getElementById("compare-a");
     var second = document.getElementById("compare-b");
@@ -203,6 +225,7 @@
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
     Array.prototype.forEach.call(document.querySelectorAll(".filters[data-filter-for]"), makeFilterable);
     Array.prototype.forEach.call(document.querySelectorAll("input.combine-toggle"), makeCombineToggle);
+    Array.prototype.forEach.call(document.querySelectorAll(".column-chooser[data-columns-for]"), makeColumnChooser);
     var form = document.getElementById("compare-form");
     if (form) {
       setUpComparison(form);

@@ -1,0 +1,135 @@
+"""Why a run failed, in words a submitter can act on: one explanation for every runner.
+
+A worker that refuses a run says why in ``worker.json`` (``message``, and ``location``: the
+package file and line the failure comes from, see :mod:`harness.worker`), and exits 3 (model
+error) or 4 (protocol violation). A bare "exited with code 4" throws that away, so every runner
+(``local``, ``sandbox``, ``container``) ends its ``run`` with :func:`explain_failure`, which for
+a failed run
+
+- writes the run's log (what the worker said, its stderr and stdout, as the runner kept them)
+  to a file under ``ZSL_HOME/logs`` that outlives the run's temporary folders,
+- and extends ``outcome.reason`` to
+  ``exited with code 3; model error: fit() raised RuntimeError: diverged (model.py:12, in fit);
+  log: /home/me/.cache/zsl-harness/logs/20260101-120000-pkg-1a2b3c4d.log``.
+
+A generator script (a predictions package's ``make_predictions.py``) writes no ``worker.json``:
+its failing line is the last frame inside the package of the Python traceback on its stderr.
+``worker.json`` is read through :class:`harness.runners.outputs.OutputDir` (the output folder is
+the model's to write: no link is followed), and what it says is shown, never trusted further.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from harness.errors import RunnerError
+from harness.runners.base import RunJob, RunOutcome
+from harness.runners.outputs import WORKER_JSON, read_worker_status
+
+__all__ = ["EXIT_KINDS", "INSIDE_PACKAGE", "explain_failure", "log_dir", "traceback_location"]
+
+#: What the worker's exit codes mean (``harness.worker``).
+EXIT_KINDS = {3: "model error", 4: "protocol violation"}
+#: Where the sandbox and container runners show the package to the code they run.
+INSIDE_PACKAGE = "/package"
+#: The longest worker message shown in the reason (the log holds all of it).
+MESSAGE_SHOWN = 2000
+_FRAME = re.compile(r'^\s*File "([^"\n]+)", line (\d+), in (\S+)', re.M)
+
+
+def log_dir() -> Path:
+    """``ZSL_HOME/logs``: where failed runs' logs are kept (not created here)."""
+    from harness.data.artifacts import zsl_home
+
+    return zsl_home().expanduser() / "logs"
+
+
+def _one_line(text: str, limit: int = MESSAGE_SHOWN) -> str:
+    """``text`` on one line (its line breaks as `` | ``), at most ``limit`` characters."""
+    flat = " | ".join(part.strip() for part in text.strip().splitlines() if part.strip())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def traceback_location(stderr: str, package: Path) -> str | None:
+    """``FILE:LINE, in FUNCTION`` of the last Python traceback frame in ``stderr`` that lies in
+    the package (at ``package`` on the host, or at ``/package`` inside a sandbox or container),
+    the file relative to the package; None when there is none."""
+    roots = [str(package).rstrip("/") + "/", INSIDE_PACKAGE + "/"]
+    found = None
+    for match in _FRAME.finditer(stderr):
+        filename, line, function = match.groups()
+        for root in roots:
+            if filename.startswith(root):
+                found = f"{filename[len(root) :]}:{line}, in {function}"
+                break
+    return found
+
+
+def _worker_status(job: RunJob) -> dict[str, Any] | None:
+    if job.script is not None:
+        return None
+    try:
+        return read_worker_status(job.out)
+    except RunnerError:  # none written (killed, timed out), or not one the worker wrote
+        return None
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "run"
+
+
+def _write_log(
+    job: RunJob, outcome: RunOutcome, status: dict[str, Any] | None, folder: Path
+) -> Path:
+    """The run's log file under ``folder``: what ran, how it ended, what it said."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = folder / f"{stamp}-{_safe_name(job.package.name)}-{uuid.uuid4().hex[:8]}.log"
+    what = f"script {job.script}" if job.script is not None else f"entrypoint {job.entrypoint}"
+    parts = [
+        f"package: {job.package}\n{what}\nexit code: {outcome.exit_code}\n"
+        f"reason: {outcome.reason}\nwall: {outcome.wall_s:.1f} s\n",
+    ]
+    if status is not None:
+        parts.append(f"--- {WORKER_JSON} ---\n{json.dumps(status, indent=1, sort_keys=True)}\n")
+    parts.append(f"--- stderr ---\n{outcome.stderr}\n")
+    parts.append(f"--- stdout ---\n{outcome.stdout}\n")
+    path.write_text("".join(parts), encoding="utf-8", errors="replace")
+    return path
+
+
+def explain_failure(job: RunJob, outcome: RunOutcome, *, logs: Path | None = None) -> RunOutcome:
+    """``outcome`` of ``job``, its ``reason`` extended for a failed run (see the module
+    docstring) and ``details["log"]`` set to the log written under ``logs`` (default
+    :func:`log_dir`). A successful run is returned as it is."""
+    if outcome.ok:
+        return outcome
+    status = _worker_status(job)
+    said = ""
+    location: str | None = None
+    # The worker's own verdict, when the exit code is the one it reported.
+    if status is not None and status.get("exit_code") == outcome.exit_code:
+        message = status.get("message")
+        if isinstance(message, str) and message.strip():
+            kind = EXIT_KINDS.get(outcome.exit_code, "error")
+            said = f"; {kind}: {_one_line(message)}"
+        where = status.get("location")
+        location = _one_line(where, 300) if isinstance(where, str) and where.strip() else None
+    if location is None:
+        location = traceback_location(outcome.stderr, job.package)
+    if location is not None:
+        said += f" ({location})"
+    try:
+        log = _write_log(job, outcome, status, logs if logs is not None else log_dir())
+    except OSError as err:
+        note = f"; log not written ({err.strerror or err}: set ZSL_HOME to a writable folder)"
+    else:
+        outcome.details["log"] = str(log)
+        note = f"; log: {log}"
+    outcome.reason = f"{outcome.reason}{said}{note}"
+    return outcome

@@ -1,0 +1,349 @@
+"""Scores across benchmarks in one table, as GBU's Table III: a row per submission, a column group
+per dataset.
+
+Xian et al. (TPAMI 2019, Table III) print one row per method and, per dataset, its ZSL per-class
+top-1 on the standard split (SS) and the proposed split (PS), then GZSL u / s / H. This module
+builds such tables from the site model, one per *setting* and *split family*:
+
+- benchmarks named like the xlsa17 specs (``xlsa17-<dataset>-<ss|ps>[-val<n>]``,
+  ``specs/xlsa17/*.yaml``) form the ``xlsa17`` family. In its ZSL table a column group is a
+  dataset (in GBU's order SUN, CUB, AWA1, AWA2, aPY, then others) and its columns the splits
+  present (SS, PS, PS val2, …); in its GZSL table a group is a dataset's split, its columns u, s, H;
+- any other benchmark belongs to the family named by its id up to the first ``-`` (``imagenet-all``
+  and ``imagenet-goz``: ``imagenet``; ``demo``: ``demo``), a column group per benchmark version.
+
+A ZSL (or any non-GZSL) column is the benchmark's primary metric; a GZSL group holds the unseen,
+seen and harmonic-mean accuracies where the benchmark has them, else its primary metric. Each
+score's interval is in its cell's tooltip, and the best score of each column *among the inductive
+runs* is marked (transductive runs saw the unlabelled test images: listed, badged, never marked
+best). Rows follow the site's ranking rule on the family's primary scores
+(:func:`harness.metrics.comparison.rank_matrix`: more benchmarks covered first, then mean rank),
+inductive runs first, then transductive ones. Each table also exists as a CSV file
+(:mod:`harness.site.csv_tables`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from harness.site import stats
+from harness.site.csv_tables import CsvCell, CsvTable, header_for
+from harness.site.model import (
+    SETTING_LABELS,
+    BenchmarkPage,
+    Column,
+    SiteModel,
+    Submission,
+    setting_key,
+)
+from harness.site.slugs import slug
+from harness.site.text import format_value, interval_text, isolate_text
+
+__all__ = [
+    "CrossCell",
+    "CrossColumn",
+    "CrossGroup",
+    "CrossRow",
+    "CrossTable",
+    "Placement",
+    "cross_tables",
+    "placement",
+]
+
+XLSA17_FAMILY = "xlsa17"
+_XLSA17_ID = re.compile(r"xlsa17-(?P<dataset>[a-z0-9]+)-(?P<split>ss|ps)(?:-(?P<variant>val\d+))?")
+#: GBU's column order (Table III), then any other dataset by name.
+_GBU_ORDER = {"sun": 0, "cub": 1, "awa1": 2, "awa2": 3, "apy": 4}
+_DATASET_LABELS = {"sun": "SUN", "cub": "CUB", "awa1": "AWA1", "awa2": "AWA2", "apy": "aPY"}
+#: A GZSL group's columns: function → (header, what it is), in GBU's order u, s, H.
+GZSL_FUNCTIONS = {
+    "gzsl_unseen_accuracy": ("u", "accuracy on the unseen classes' test images"),
+    "gzsl_seen_accuracy": ("s", "accuracy on the seen classes' test images"),
+    "gzsl_harmonic_mean": ("H", "harmonic mean of u and s"),
+}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a benchmark sits among the cross-benchmark tables."""
+
+    family: str  # "xlsa17", or the id up to its first "-"
+    dataset: str  # xlsa17: "CUB"; else "" (the benchmark is its own group)
+    split: str  # xlsa17: "SS", "PS", "PS val2"; else ""
+    order: tuple[int, str, int, str]
+
+
+def placement(benchmark: str) -> Placement:
+    """The family, dataset and split of a benchmark id.
+
+    >>> placement("xlsa17-cub-ps-val2")
+    Placement(family='xlsa17', dataset='CUB', split='PS val2', order=(1, 'cub', 1, 'val2'))
+    >>> placement("imagenet-goz").family, placement("demo").family
+    ('imagenet', 'demo')
+    """
+    match = _XLSA17_ID.fullmatch(benchmark)
+    if match is None:
+        return Placement(benchmark.split("-", 1)[0], "", "", (len(_GBU_ORDER), benchmark, 0, ""))
+    dataset, split, variant = match["dataset"], match["split"], match["variant"] or ""
+    return Placement(
+        family=XLSA17_FAMILY,
+        dataset=_DATASET_LABELS.get(dataset, dataset.upper()),
+        split=split.upper() + (f" {variant}" if variant else ""),
+        order=(_GBU_ORDER.get(dataset, len(_GBU_ORDER)), dataset, int(split == "ps"), variant),
+    )
+
+
+@dataclass(frozen=True)
+class CrossColumn:
+    bench: BenchmarkPage
+    column: Column
+    group: str  # the group header above it
+    label: str  # its own header
+    title: str  # its header's tooltip
+    csv_name: str  # its CSV column: "<benchmark id> v<version> <metric>"
+    best: frozenset[str]  # submission keys holding the column's best inductive score
+
+
+@dataclass(frozen=True)
+class CrossGroup:
+    label: str
+    span: int
+
+
+@dataclass(frozen=True)
+class CrossCell:
+    text: str
+    title: str
+    sort: str
+    best: bool
+
+
+@dataclass(frozen=True)
+class CrossRow:
+    sub: Submission
+    transductive: bool
+    n_covered: int  # benchmarks of the table with the row's primary score
+    mean_rank: float | None  # over those (None: no primary score in the table)
+    cells: list[CrossCell]
+
+
+@dataclass(frozen=True)
+class CrossTable:
+    """One setting's table of one split family; ``id`` is its element id and file stem."""
+
+    id: str
+    family: str
+    setting: str
+    groups: list[CrossGroup]
+    columns: list[CrossColumn]
+    rows: list[CrossRow]
+    n_benchmarks: int
+    csv: CsvTable
+
+    @property
+    def setting_label(self) -> str:
+        return SETTING_LABELS.get(self.setting, self.setting.upper())
+
+
+def cross_tables(model: SiteModel) -> list[CrossTable]:
+    """Every (family, setting) table, families by name (xlsa17 first), settings in site order."""
+    families: dict[str, list[BenchmarkPage]] = defaultdict(list)
+    for bench in model.benchmarks:
+        families[placement(bench.id).family].append(bench)
+    tables = []
+    for family in sorted(families, key=lambda f: (f != XLSA17_FAMILY, f)):
+        benches = sorted(families[family], key=lambda b: (placement(b.id).order, b.version))
+        settings = sorted({p.setting for b in benches for p in b.settings}, key=setting_key)
+        for setting in settings:
+            table = _table(model, family, setting, benches)
+            if table is not None:
+                tables.append(table)
+    return tables
+
+
+def _columns_of(bench: BenchmarkPage, setting: str) -> list[tuple[Column, str, str]]:
+    """The benchmark's columns in a table of ``setting``: (column, header, tooltip)."""
+    plan = next((p for p in bench.settings if p.setting == setting), None)
+    if plan is None:
+        return []
+    if setting == "gzsl":
+        newest: dict[str, Column] = {}
+        for column in plan.columns:  # a metric's newest version comes first
+            if column.function in GZSL_FUNCTIONS:
+                newest.setdefault(column.function, column)
+        if newest:
+            return [
+                (newest[f], GZSL_FUNCTIONS[f][0], GZSL_FUNCTIONS[f][1])
+                for f in GZSL_FUNCTIONS
+                if f in newest
+            ]
+    if plan.primary is None:
+        return []
+    return [(plan.primary, plan.primary.metric, "the benchmark's primary metric")]
+
+
+def _table(
+    model: SiteModel, family: str, setting: str, benches: list[BenchmarkPage]
+) -> CrossTable | None:
+    versions: dict[str, int] = defaultdict(int)
+    for bench in benches:
+        versions[bench.id] += 1
+    by_dataset = family == XLSA17_FAMILY and setting != "gzsl"
+    columns: list[CrossColumn] = []
+    primaries: list[tuple[BenchmarkPage, Column]] = []
+    for bench in benches:
+        place = placement(bench.id)
+        version = f" v{bench.version}" if versions[bench.id] > 1 else ""
+        plan = next((p for p in bench.settings if p.setting == setting), None)
+        if plan is not None and plan.primary is not None:
+            primaries.append((bench, plan.primary))
+        for column, label, what in _columns_of(bench, setting):
+            if place.dataset and by_dataset:
+                group, label = place.dataset, place.split + version
+            elif place.dataset:
+                group = f"{place.dataset} {place.split}{version}"
+            else:
+                group = bench.label
+            unit = " (%)" if column.percent else ""
+            columns.append(
+                CrossColumn(
+                    bench=bench,
+                    column=column,
+                    group=group,
+                    label=label,
+                    title=f"{isolate_text(bench.id)} v{bench.version}: "
+                    f"{isolate_text(column.metric)}{unit}, {what} "
+                    f"({isolate_text(column.function)} v{isolate_text(column.version)})",
+                    csv_name=f"{bench.id} v{bench.version} {column.metric}",
+                    best=_best(column, bench.transductive),
+                )
+            )
+    if not columns:
+        return None
+    groups: list[CrossGroup] = []
+    for crossed in columns:
+        if groups and groups[-1].label == crossed.group:
+            groups[-1] = CrossGroup(crossed.group, groups[-1].span + 1)
+        else:
+            groups.append(CrossGroup(crossed.group, 1))
+    keys = {k for c in columns for k in c.column.entries}
+    transductive = {k for k in keys if model.submissions[k].transductive}
+    rows = [
+        *_rows(model, columns, primaries, sorted(keys - transductive), False),
+        *_rows(model, columns, primaries, sorted(transductive), True),
+    ]
+    table_id = f"cross-{slug(setting)}-{slug(family)}"
+    n_benchmarks = len({(c.bench.id, c.bench.version) for c in columns})
+    csv = CsvTable(
+        filename=f"{table_id}.csv",
+        header=(
+            "submission",
+            "version",
+            "transductive",
+            "benchmarks_covered",
+            "benchmarks",
+            "mean_rank",
+            *header_for([c.csv_name for c in columns]),
+        ),
+        rows=[_csv_row(row, columns, n_benchmarks) for row in rows],
+    )
+    return CrossTable(
+        id=table_id,
+        family=family,
+        setting=setting,
+        groups=groups,
+        columns=columns,
+        rows=rows,
+        n_benchmarks=n_benchmarks,
+        csv=csv,
+    )
+
+
+def _best(column: Column, transductive: frozenset[str]) -> frozenset[str]:
+    """The inductive runs holding the column's best finite score (all of them on a tie)."""
+    values = {
+        k: e.value
+        for k, e in column.entries.items()
+        if k not in transductive and math.isfinite(e.value)
+    }
+    if not values:
+        return frozenset()
+    best = max(values.values()) if column.higher_is_better else min(values.values())
+    return frozenset(k for k, v in values.items() if v == best)
+
+
+def _rows(
+    model: SiteModel,
+    columns: list[CrossColumn],
+    primaries: list[tuple[BenchmarkPage, Column]],
+    keys: list[str],
+    transductive: bool,
+) -> list[CrossRow]:
+    """``keys``' rows in the site's ranking order on the family's primary scores."""
+    if not keys:
+        return []
+    wanted = set(keys)
+    values: dict[str, dict[str, float]] = {}
+    directions: dict[str, bool] = {}
+    for bench, column in primaries:
+        row = {
+            k: e.value for k, e in column.entries.items() if k in wanted and math.isfinite(e.value)
+        }
+        if row:
+            values[bench.label] = row
+            directions[bench.label] = column.higher_is_better
+    ranks = stats.ranks_across(values, directions)
+    ranked: list[str] = list(ranks["submissions"]) if ranks else []
+    mean = {k: float(m) for k, m in zip(ranked, ranks["mean_rank"], strict=True)} if ranks else {}
+    covered = (
+        {k: int(n) for k, n in zip(ranked, ranks["n_benchmarks"], strict=True)} if ranks else {}
+    )
+    order = ranked + [k for k in keys if k not in mean]
+    return [
+        CrossRow(
+            sub=model.submissions[key],
+            transductive=transductive,
+            n_covered=covered.get(key, 0),
+            mean_rank=mean.get(key),
+            cells=[_cell(c, key) for c in columns],
+        )
+        for key in order
+    ]
+
+
+def _cell(column: CrossColumn, key: str) -> CrossCell:
+    entry = column.column.entries.get(key)
+    if entry is None or not math.isfinite(entry.value):
+        return CrossCell("—", "not scored", "", False)
+    percent = column.column.percent
+    best = key in column.best
+    title = f"{isolate_text(column.bench.id)} v{column.bench.version}"
+    title += f" {isolate_text(column.column.metric)}"
+    if entry.interval is not None:
+        bounds = interval_text(entry.interval.lo, entry.interval.hi, percent=percent)
+        title += f"; {100 * entry.interval.level:g}% interval {bounds}"
+    if best:
+        title += "; best of the column (inductive submissions)"
+    return CrossCell(format_value(entry.value, percent=percent), title, repr(entry.value), best)
+
+
+def _csv_row(row: CrossRow, columns: list[CrossColumn], n_benchmarks: int) -> tuple[CsvCell, ...]:
+    cells: list[CsvCell] = [
+        row.sub.name,
+        row.sub.version,
+        row.transductive,
+        row.n_covered,
+        n_benchmarks,
+        row.mean_rank,
+    ]
+    for column in columns:
+        entry = column.column.entries.get(row.sub.key)
+        if entry is None:
+            cells += [None, None, None]
+            continue
+        interval = entry.interval
+        cells += [entry.value, interval.lo if interval else None, interval.hi if interval else None]
+    return tuple(cells)
