@@ -76,6 +76,10 @@ PLAIN_SUFFIXES = frozenset(
     | {".bib", ".npy", ".npz", ".safetensors", ".png", ".jpg", ".jpeg", ".svg", ".pdf"}
 )
 PLAIN_NAMES = frozenset({"LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS", "CITATION"})
+#: The largest prediction file a package may hold. Prediction files travel with the package in
+#: the leaderboard's git repository (that is how they reach CI), and git hosts refuse files
+#: over 100 MB; a benchmark whose dense scores are larger declares the top-K format.
+MAX_PREDICTION_FILE_BYTES = 50 * 1024 * 1024
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
 
 # The OCI distribution reference grammar (github.com/distribution/reference, regexp.go):
@@ -354,6 +358,16 @@ class Package:
         paths = {setting: self.prediction_path(benchmark, setting) for setting in settings}
         missing = [self.display_name(p) for p in paths.values() if not p.is_file()]
         if not missing:
+            for path in paths.values():
+                size = path.stat().st_size
+                if size > MAX_PREDICTION_FILE_BYTES:
+                    raise PredictionError(
+                        f"{self.display_name(path)}: {size / 2**20:.1f} MiB; a prediction file"
+                        f" may hold at most {MAX_PREDICTION_FILE_BYTES // 2**20} MiB, as it is"
+                        " committed with the package to the leaderboard's repository (git hosts"
+                        " refuse files over 100 MB): store scores as float32, or ask for the"
+                        " benchmark's top-K format (predictions.format: topk in its spec)"
+                    )
             return paths
         listed = ", ".join(missing)
         files = self.manifest.prediction_files
