@@ -28,16 +28,31 @@ from the spec's ``audit.wordnet_map`` (CUB species, SUN scenes). A map row marke
 (:mod:`harness.hierarchy.class_maps`) names the narrowest synset containing a class WordNet lacks:
 the class is placed one hop below it, so that synset is its hypernym, and the synset's other
 hyponyms are its siblings. A class with neither is reported as not auditable, never as clean.
+
+When it is made
+---------------
+The audit of a benchmark's own features is made once, when the benchmark is frozen
+(:func:`freeze_audit`, called by :func:`harness.data.prepare.prepare`), and stored in the frozen
+manifest under the benchmark hash; every run of that benchmark carries that audit, whatever its
+scorer's environment (:func:`benchmark_audit`). Its inputs' identity (the pre-training class
+list's hash, the WordNet version, the ``audit.wordnet_map`` file's hash) is recorded with it
+(:class:`AuditInputs`). When the inputs are missing the freeze is refused
+(:class:`AuditInputsMissing`, naming the variable to set) unless the maintainer freezes without
+an audit on purpose, which the benchmark records as ``not audited`` with the reason given.
+Features not pre-trained on a class set (``pretrained_on: {class_set: none}``) record
+``not applicable``. Only a submission that declares its own backbone's pre-training is audited
+when scored, against that class set (:func:`spec_audit`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.errors import HarnessError
 
@@ -50,15 +65,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MATCHES",
+    "AuditInputs",
+    "AuditInputsMissing",
+    "AuditPlan",
+    "AuditStatus",
     "ClassAudit",
     "LeakageAudit",
     "Relation",
     "Relative",
     "benchmark_audit",
+    "freeze_audit",
     "leakage_audit",
+    "no_audit_command",
+    "plan_audit",
     "pretrained_classes",
     "relation_meaning",
     "spec_audit",
+    "unseen_classes_of",
 ]
 
 WNID = re.compile(r"^n\d{8}$")
@@ -156,12 +179,44 @@ class ClassAudit(_Frozen):
         return [r for r in self.relatives if r.relation == relation]
 
 
+class AuditStatus(StrEnum):
+    """Whether an audit holds relations, and if not, why (never read as clean)."""
+
+    #: the test classes were related to the pre-training classes through WordNet
+    AUDITED = "audited"
+    #: the features were not pre-trained on a class set: nothing to relate
+    NOT_APPLICABLE = "not applicable"
+    #: frozen without an audit on purpose (``zsl data prepare --no-audit REASON``)
+    NOT_AUDITED = "not audited"
+    #: could not be made where the run was scored: runs of older harnesses (which audited at
+    #: scoring time), and submissions whose declared backbone's class set was not readable there
+    UNAVAILABLE = "unavailable"
+
+
+class AuditInputs(_Frozen):
+    """The identity of what an audit was computed from, recorded with it.
+
+    Two audits of the same test classes can differ only if one of these differs, so a
+    benchmark frozen on two machines either gets the same audit or shows why not.
+    ``class_list_sha256`` is :func:`harness.data.class_sets.class_list_sha256` of the
+    pre-training ids (order and file layout do not matter).
+    """
+
+    class_set: str
+    n_pretrained: int = Field(ge=0)
+    class_list_sha256: str | None = None
+    wordnet_version: str | None = None
+    wordnet_map_sha256: str | None = None
+
+
 class LeakageAudit(_Frozen):
     """The audit of a benchmark's test classes against one pre-training class set.
 
     ``classes`` holds the test classes with at least one relation and those that could not be
-    audited; the others are clean. ``error`` replaces everything when the audit could not be
-    made here (class lists or WordNet not installed): never read that as clean.
+    audited; the others are clean. ``status`` says whether there are relations at all; when it is
+    ``not audited`` or ``unavailable``, ``error`` says why (the reason the maintainer gave, or
+    what was missing where the run was scored): never read that as clean. ``inputs`` identifies
+    what the audit was computed from (none in records of older harnesses).
     """
 
     source: str
@@ -170,6 +225,27 @@ class LeakageAudit(_Frozen):
     n_test: int = 0
     classes: list[ClassAudit] = Field(default_factory=list)
     error: str | None = None
+    status: AuditStatus = AuditStatus.AUDITED
+    inputs: AuditInputs | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _status_of_older_records(cls, data: object) -> object:
+        """Records of older harnesses carry no ``status``: derive it from what they hold."""
+        if isinstance(data, dict) and "status" not in data:
+            if data.get("error") is not None:
+                status = AuditStatus.UNAVAILABLE
+            elif data.get("source") in ("", "none"):
+                status = AuditStatus.NOT_APPLICABLE
+            else:
+                status = AuditStatus.AUDITED
+            data = {**data, "status": status}
+        return data
+
+    @property
+    def audited(self) -> bool:
+        """Whether the test classes were related to pre-training classes (counts mean something)."""
+        return self.status == AuditStatus.AUDITED
 
     @property
     def counted(self) -> tuple[Relation, ...]:
@@ -205,7 +281,11 @@ class LeakageAudit(_Frozen):
         )
 
     def summary(self) -> str:
-        """One line: what is counted, then every relation's class count."""
+        """One line: what is counted, then every relation's class count (or why there is none)."""
+        if self.status == AuditStatus.NOT_APPLICABLE:
+            return "not applicable: the features were not pre-trained on a class set"
+        if self.status == AuditStatus.NOT_AUDITED:
+            return f"not audited ({self.source}): frozen without a leakage audit: {self.error}"
         if self.error is not None:
             return f"leakage audit unavailable ({self.source}): {self.error}"
         counted = " or ".join(r.value for r in self.counted)
@@ -219,6 +299,21 @@ class LeakageAudit(_Frozen):
         if self.not_auditable:
             text += f"; {len(self.not_auditable)} not auditable (no WordNet synset)"
         return text
+
+    def inputs_text(self) -> str:
+        """What the audit was computed from, in one line (empty when not recorded)."""
+        if self.inputs is None or self.status == AuditStatus.NOT_APPLICABLE:
+            return ""
+        given = self.inputs
+        parts = [f"class set {given.class_set} ({given.n_pretrained} classes"]
+        if given.class_list_sha256:
+            parts[0] += f", list {given.class_list_sha256}"
+        parts[0] += ")"
+        if given.wordnet_version:
+            parts.append(f"WordNet {given.wordnet_version}")
+        if given.wordnet_map_sha256:
+            parts.append(f"audit.wordnet_map {given.wordnet_map_sha256}")
+        return "; ".join(parts)
 
 
 def _wordnet() -> WordNetCorpusReader:
@@ -274,7 +369,11 @@ def leakage_audit(
     names = names or {}
     classes = sorted(set(class_ids))
     audit = LeakageAudit(
-        source=source, match=match, related_within=related_within, n_test=len(classes)
+        source=source,
+        match=match,
+        related_within=related_within,
+        n_test=len(classes),
+        status=AuditStatus.AUDITED if pretrained else AuditStatus.NOT_APPLICABLE,
     )
     if not pretrained:  # nothing was pre-trained on: every class is clean, no WordNet needed
         return audit
@@ -387,15 +486,36 @@ def _class_audit(
     )
 
 
-def pretrained_classes(class_set: str | None, wnids: list[str] | None) -> frozenset[str]:
-    """The WordNet ids of a named class set (``none`` is empty) or of an explicit list."""
+def pretrained_classes(
+    class_set: str | None, wnids: list[str] | None, *, lists_dir: str | None = None
+) -> frozenset[str]:
+    """The WordNet ids of a named class set (``none`` is empty) or of an explicit list.
+
+    ``lists_dir``: the ImageNet lists directory (a spec's ``data.params.lists_dir``); by default
+    ``$ZSL_IMAGENET_DIR`` (:func:`harness.data.class_sets.resolve_class_set`).
+    """
     if wnids is not None:
         return frozenset(wnids)
     if class_set in (None, "none"):
         return frozenset()
     from harness.data.class_sets import resolve_class_set
 
-    return resolve_class_set(class_set)
+    return resolve_class_set(class_set, lists_dir)
+
+
+def _lists_dir(spec: Spec) -> str | None:
+    value = spec.data.params.get("lists_dir")
+    return value if isinstance(value, str) and value else None
+
+
+def _wordnet_map(spec: Spec) -> dict[str, ClassMapRow] | None:
+    """The spec's ``audit.wordnet_map`` rows by class name; a malformed map raises."""
+    map_path = spec.audit_map_path()
+    if map_path is None:
+        return None
+    from harness.hierarchy.class_maps import read_class_map_rows
+
+    return {row.name: row for row in read_class_map_rows(map_path)}
 
 
 def spec_audit(
@@ -405,12 +525,13 @@ def spec_audit(
     *,
     class_set: str | None = None,
 ) -> LeakageAudit:
-    """The leakage audit of ``class_ids`` under the spec's ``audit`` rule.
+    """The leakage audit of ``class_ids`` under the spec's ``audit`` rule, made here and now.
 
-    ``class_set`` overrides the spec's ``features.pretrained_on`` (a submission that declares
-    its own backbone's pre-training). When the class set or WordNet cannot be read here, the
-    audit carries the ``error`` rather than a guess; a malformed ``audit.wordnet_map`` is the
-    spec's fault and raises.
+    For what is not frozen with a benchmark: a submission that declares its own backbone's
+    pre-training (``class_set`` overrides the spec's ``features.pretrained_on``) and
+    ``zsl spec describe --release-only``. When the class set or WordNet cannot be read here, the
+    audit is ``unavailable`` and carries the ``error`` rather than a guess; a malformed
+    ``audit.wordnet_map`` is the spec's fault and raises.
     """
     pretrained_on = spec.features.pretrained_on
     name = class_set or pretrained_on.class_set
@@ -421,17 +542,19 @@ def spec_audit(
         match=rule.match,
         related_within=rule.related_within,
         n_test=len(set(class_ids)),
+        status=AuditStatus.UNAVAILABLE,
     )
     try:
-        pretrained = pretrained_classes(name, None if class_set else pretrained_on.wnids)
+        pretrained = pretrained_classes(
+            name, None if class_set else pretrained_on.wnids, lists_dir=_lists_dir(spec)
+        )
     except HarnessError as err:
         return unavailable.model_copy(update={"error": str(err)})
-    wordnet_map = None
-    map_path = spec.audit_map_path()
-    if map_path is not None:
-        from harness.hierarchy.class_maps import read_class_map_rows
-
-        wordnet_map = {row.name: row for row in read_class_map_rows(map_path)}
+    if not pretrained:
+        return unavailable.model_copy(
+            update={"status": AuditStatus.NOT_APPLICABLE, "source": "none"}
+        )
+    wordnet_map = _wordnet_map(spec)
     try:
         return leakage_audit(
             class_ids,
@@ -450,11 +573,160 @@ def spec_audit(
         raise
 
 
-def benchmark_audit(
-    spec: Spec, bench: PreparedBenchmark, *, class_set: str | None = None
+# -- the audit frozen with a benchmark -----------------------------------------------------------
+
+
+class AuditInputsMissing(HarnessError):
+    """A benchmark cannot be frozen with its leakage audit here: a class list or WordNet is
+    missing. The message names what to provide, and how to freeze without an audit on purpose."""
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """What :func:`freeze_audit` will do, resolved before any data is read (so a freeze that
+    must be refused is refused at once)."""
+
+    status: AuditStatus
+    source: str
+    inputs: AuditInputs | None = None
+    reason: str | None = None
+    pretrained: frozenset[str] = frozenset()
+    wordnet_map: Mapping[str, ClassMapRow] | None = None
+    reader: WordNetCorpusReader | None = None
+
+
+def no_audit_command(spec: Spec) -> str:
+    """The command that freezes ``spec`` without a leakage audit, on purpose."""
+    return f'zsl data prepare {spec.path} --no-audit "REASON"'
+
+
+def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
+    """Resolve the frozen audit's inputs: the pre-training class set, WordNet, the class map.
+
+    ``without_audit``: freeze without an audit, recording this reason (``not audited``); it is
+    ignored for features not pre-trained on a class set, which always record
+    ``not applicable``, so a spec has one frozen form whatever is asked.
+
+    Raises
+    ------
+    AuditInputsMissing
+        If the class list or WordNet cannot be read here: naming what to set, and the command
+        that freezes without an audit instead.
+    HarnessError
+        If ``without_audit`` is given but blank.
+    """
+    pretrained_on = spec.features.pretrained_on
+    source = pretrained_on.class_set or "wnids"
+    if pretrained_on.class_set == "none" or pretrained_on.wnids == []:
+        return AuditPlan(
+            AuditStatus.NOT_APPLICABLE, "none", AuditInputs(class_set="none", n_pretrained=0)
+        )
+    if without_audit is not None:
+        reason = " ".join(without_audit.split())
+        if not reason:
+            raise HarnessError(
+                "--no-audit needs a reason (recorded in the frozen benchmark and shown with every"
+                ' run of it), e.g. --no-audit "ImageNet class lists not licensed here"'
+            )
+        return AuditPlan(AuditStatus.NOT_AUDITED, source, reason=reason)
+
+    def refuse(problem: str) -> AuditInputsMissing:
+        return AuditInputsMissing(
+            f"{spec.benchmark} v{spec.version}: cannot freeze the benchmark with its leakage"
+            f" audit (its test classes related, through WordNet 3.0, to the {source} classes"
+            f" its features were pre-trained on): {problem}. The audit is frozen into the"
+            " benchmark and its hash, so that every run of it carries the same one, wherever it"
+            " is scored. Provide it and run again, or freeze without an audit on purpose:"
+            f" `{no_audit_command(spec)}` (recorded as 'not audited: REASON'; that benchmark's"
+            " hash differs from an audited freeze of the same spec)"
+        )
+
+    try:
+        pretrained = pretrained_classes(
+            pretrained_on.class_set, pretrained_on.wnids, lists_dir=_lists_dir(spec)
+        )
+    except HarnessError as err:
+        raise refuse(str(err)) from None
+    from harness.errors import HierarchyError, SpecError
+
+    try:
+        reader = _wordnet()
+    except HierarchyError as err:
+        raise refuse(str(err)) from None
+    from harness.data.class_sets import class_list_sha256
+    from harness.hashing import file_sha256
+
+    map_path = spec.audit_map_path()
+    try:
+        map_sha256 = file_sha256(map_path) if map_path is not None else None
+    except OSError as err:
+        raise SpecError(
+            f"{spec.path}: cannot read audit.wordnet_map {map_path}: {err.strerror}"
+        ) from None
+    inputs = AuditInputs(
+        class_set=source,
+        n_pretrained=len(pretrained),
+        class_list_sha256="sha256:" + class_list_sha256(pretrained),
+        wordnet_version=str(reader.get_version()),
+        wordnet_map_sha256=map_sha256,
+    )
+    return AuditPlan(
+        AuditStatus.AUDITED,
+        source,
+        inputs,
+        pretrained=pretrained,
+        wordnet_map=_wordnet_map(spec),
+        reader=reader,
+    )
+
+
+def freeze_audit(
+    spec: Spec, plan: AuditPlan, class_ids: Sequence[str], names: Mapping[str, str]
 ) -> LeakageAudit:
-    """The leakage audit of a prepared benchmark's unseen (test) classes."""
+    """The audit frozen with a benchmark: of its test classes ``class_ids``, as ``plan`` says."""
+    rule = spec.audit
+    base = LeakageAudit(
+        source=plan.source,
+        match=rule.match,
+        related_within=rule.related_within,
+        n_test=len(set(class_ids)),
+        status=plan.status,
+        inputs=plan.inputs,
+        error=plan.reason,
+    )
+    if plan.status != AuditStatus.AUDITED:
+        return base
+    audit = leakage_audit(
+        class_ids,
+        plan.pretrained,
+        names=names,
+        wordnet_map=plan.wordnet_map,
+        match=rule.match,
+        related_within=rule.related_within,
+        source=plan.source,
+        reader=plan.reader,
+    )
+    return audit.model_copy(update={"inputs": plan.inputs})
+
+
+def unseen_classes_of(bench: PreparedBenchmark) -> tuple[list[str], dict[str, str]]:
+    """A prepared benchmark's unseen (test) class ids and every class's name."""
     ids = bench.class_ids
     unseen = ids[bench.array("splits/unseen_classes")].tolist()
     names = dict(zip(ids.tolist(), bench.array("class_names").tolist(), strict=True))
+    return unseen, names
+
+
+def benchmark_audit(
+    spec: Spec, bench: PreparedBenchmark, *, class_set: str | None = None
+) -> LeakageAudit:
+    """The leakage audit a run of ``bench`` carries: the one frozen with the benchmark.
+
+    Only a submission that declares another backbone (``class_set`` other than the spec's) is
+    audited here, against that class set (:func:`spec_audit`).
+    """
+    frozen = bench.frozen.audit
+    if class_set is None or class_set == spec.features.pretrained_on.class_set:
+        return frozen
+    unseen, names = unseen_classes_of(bench)
     return spec_audit(spec, unseen, names, class_set=class_set)

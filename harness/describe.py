@@ -18,8 +18,10 @@ from harness.hierarchy import Hierarchy
 from harness.metrics.structure import (
     StructuralRatio,
     mutual_exclusivity_violations,
+    nearest_training_classes,
     structural_ratio,
 )
+from harness.records import ScoredClass
 from harness.spec import Spec
 
 
@@ -90,6 +92,69 @@ def structure_summary(bench: PreparedBenchmark) -> dict[str, Any]:
         out["structural_ratio"] = {"error": str(err)}
     out["mutual_exclusivity_violations"] = _exclusivity_entry(hierarchy, seen, unseen)
     return out
+
+
+def test_classes(bench: PreparedBenchmark) -> list[ScoredClass]:
+    """Every class with test images in a test setting, in class order: its id and name, its
+    prediction column in each setting, and for an unseen class (with a hierarchy) the nearest
+    training class, the hops to it and their relation
+    (:func:`harness.metrics.structure.nearest_training_classes`; training classes are the seen
+    classes, as in :func:`structure_summary`). A run record keeps them, so the site can name
+    the per-class bars of a score and say how near each class is to what the model trained on.
+    """
+    labels = bench.array("labels")
+    names = bench.array("class_names")
+    unseen = set(bench.array("splits/unseen_classes").tolist())
+    columns: dict[int, dict[str, int]] = {}
+    for setting in bench.spec.settings:
+        candidates = bench.columns(setting)
+        position = {int(c): i for i, c in enumerate(candidates.tolist())}
+        for cls in np.unique(labels[bench.rows(setting)]).tolist():
+            columns.setdefault(int(cls), {})[setting] = position[int(cls)]
+    near: dict[int, tuple[int, float, str]] = {}
+    hierarchy = bench.hierarchy
+    tested_unseen = sorted(c for c in columns if c in unseen)
+    if hierarchy is not None and tested_unseen:
+        ids = bench.class_ids
+        found = nearest_training_classes(
+            hierarchy,
+            hierarchy.indices(ids[bench.seen_classes]),
+            hierarchy.indices(ids[tested_unseen]),
+        )
+        for cls, node, hops, relation in zip(
+            tested_unseen,
+            found.nearest.tolist(),
+            found.hops.tolist(),
+            found.relation,
+            strict=True,
+        ):
+            near[cls] = (node, hops, relation)
+    out = []
+    for cls in sorted(columns):
+        entry = ScoredClass(
+            id=str(bench.class_ids[cls]),
+            name=str(names[cls]),
+            unseen=cls in unseen,
+            columns=columns[cls],
+        )
+        if cls in near:
+            assert hierarchy is not None
+            node, hops, relation = near[cls]
+            if node >= 0:
+                entry.nearest = str(hierarchy.node_ids[node])
+                entry.nearest_name = _class_name(bench, entry.nearest, hierarchy, node)
+                entry.hops = int(hops)
+            entry.relation = relation
+        out.append(entry)
+    return out
+
+
+def _class_name(bench: PreparedBenchmark, class_id: str, hierarchy: Hierarchy, node: int) -> str:
+    """A training class's name as the benchmark names it (else as its hierarchy node does)."""
+    match = np.flatnonzero(bench.class_ids == class_id)
+    if match.size:
+        return str(bench.array("class_names")[match[0]])
+    return str(hierarchy.names[node])
 
 
 def _ratio_entry(ratio: StructuralRatio) -> dict[str, Any]:

@@ -28,8 +28,9 @@ from rich.text import Text
 import harness
 from harness.audit import benchmark_audit
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.describe import structure_summary
+from harness.describe import structure_summary, test_classes
 from harness.errors import RunnerError, SubmissionError
+from harness.hyperparameters import Hyperparameters
 from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
@@ -40,7 +41,9 @@ from harness.runners.outputs import (
     OutputDir,
     collect_predictions,
     read_worker_status,
+    worker_hyperparameters,
 )
+from harness.runners.progress import ConsoleProgress, reporting
 from harness.scoring import score, with_chance_warnings
 from harness.spec import Spec, load_spec
 from harness.submission.package import Package
@@ -97,8 +100,12 @@ def _run_model(
     work: Path,
     logs: dict[str, str],
     env: dict[str, str],
+    hyperparameters: dict[str, Hyperparameters],
 ) -> dict[str, Path]:
     """Run the model in ``runner``; return the prediction files the harness made of its outputs.
+
+    What the model exposed after each fit (:mod:`harness.hyperparameters`) goes into
+    ``hyperparameters`` (``{fit: {name: value}}``, the run record's).
 
     A container run adds the image it ran in to ``env`` (``image``: ``reference@sha256:…``, the
     run record's ``environment``; other runners run on the harness's own environment).
@@ -136,6 +143,7 @@ def _run_model(
         )
     logs["inductive_check"] = str(status.get("inductive_check", "not reported"))
     logs["worker_timings"] = json.dumps(status.get("timings", {}), sort_keys=True)
+    hyperparameters.update(worker_hyperparameters(status, out))
     return collect_predictions(
         out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
     )
@@ -252,6 +260,7 @@ def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
         n_seen=len(bench.seen_classes),
         n_unseen=len(bench.array("splits/unseen_classes")),
         structure=structure_summary(bench),
+        test_classes=test_classes(bench),
     )
 
 
@@ -265,6 +274,9 @@ def submission_info(package: Package) -> SubmissionInfo:
         authors=list(m.authors),
         paper=m.paper,
         url=m.url,
+        code=m.code,
+        bibtex=m.bibtex,
+        readme=package.readme(),
         description=m.description,
         declarations=m.declarations.model_dump(mode="json"),
     )
@@ -302,19 +314,23 @@ def run_submission(
         if package.manifest.kind == "model" and runner is None:
             runner = default_runner(package)  # outside the step: its warning is not a spinner's
         logs: dict[str, str] = {}
+        chosen: dict[str, Hyperparameters] = {}
         env = environment()
         if package.manifest.kind == "model":
             assert runner is not None
-            with steps("run", f"run {package.name} ({runner} runner)"):
-                paths = _run_model(bench, package, runner, Path(tmp), logs, env)
+            # The worker's progress (fit, calibration fit, predict per setting) as it comes.
+            sink = None if quiet else ConsoleProgress(_console)
+            with steps("run", f"run {package.name} ({runner} runner)"), reporting(sink):
+                paths = _run_model(bench, package, runner, Path(tmp), logs, env, chosen)
         else:  # missing files are named with the command that writes them
             paths = package.prediction_files(
                 spec.benchmark, prediction_settings(spec), spec=spec_path
             )
-        names = {s: package.display_name(p) for s, p in paths.items()}
         with steps("score", "score"):
             predictions = read_all(
-                bench, paths, names if package.manifest.kind == "predictions" else None
+                bench,
+                paths,
+                package.display_names(paths) if package.manifest.kind == "predictions" else None,
             )
             scores = score(bench, predictions)
         # Keep the scored files (model outputs live in tmp) for `zsl results rescore`.
@@ -322,6 +338,8 @@ def run_submission(
             archive_predictions(paths, predictions, root=archive_to)
         submission = submission_info(package)  # hashes the files while they exist
     declared = package.manifest.declarations.backbone_pretrained_on
+    # The audit frozen with the benchmark (not this machine's class lists and WordNet); only a
+    # declared backbone of its own is audited here.
     leakage = benchmark_audit(spec, bench, class_set=declared)
     record = RunRecord(
         benchmark=benchmark_info(spec, bench),
@@ -333,6 +351,7 @@ def run_submission(
         timings=steps.timings,
         leakage=leakage,
         logs=logs,
+        hyperparameters=chosen,
         scores=scores,
         created_at=datetime.now(UTC).replace(microsecond=0),
     )
@@ -360,25 +379,6 @@ def _stored_summary(runner: str, created_at: datetime) -> str:
     return f"{runner} runner, {created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-def replaced_run(stored: StoredRun, record: RunRecord) -> ReplacedRun:
-    """The stored run ``stored`` as ``record`` (a run of the same key) replaces it."""
-    from harness.store import ReplacedRun
-
-    old = stored.record
-    primary = {}
-    for setting, metric in record.benchmark.primary.items():
-        entry = old.score(setting, metric)
-        if entry is not None:
-            primary[setting] = entry.value
-    return ReplacedRun(
-        key=stored.key,
-        runner=old.runner,
-        created_at=old.created_at,
-        primary=primary,
-        hidden=stored.hidden,
-    )
-
-
 def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
     """What a save replaced, for stderr: the old run's runner, date, and its primary scores
     before → after (``record``: the run that replaced it)."""
@@ -388,7 +388,8 @@ def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
     changes = [
         f"{setting} {record.benchmark.primary[setting]} "
         f"{format_score(before)} → {format_score(after[setting])}"
-        for setting, before in replaced.primary.items()
+        # ZSL first: the order of the settings does not depend on how the record was read.
+        for setting, before in sorted(replaced.primary.items(), key=lambda i: i[0] != "zsl")
         if setting in after
     ]
     hidden = (
@@ -515,7 +516,7 @@ def plan_submission(
             paths = package.prediction_files(spec.benchmark, settings, spec=spec_path)
             shown = ", ".join(p.name for p in paths.values())
             if bench is not None:  # hashes, shapes, values: as a run reads them
-                read_all(bench, paths, {s: package.display_name(p) for s, p in paths.items()})
+                read_all(bench, paths, package.display_names(paths))
                 action = f"would score the prediction files {shown} (read and checked)"
             else:
                 action = (

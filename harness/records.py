@@ -8,22 +8,37 @@ versions, the runner, the environment and the timings.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from harness.audit import LeakageAudit
+from harness.hyperparameters import Hyperparameters, check_hyperparameters
 from harness.identity import identity_text
+from harness.submission.package import BIBTEX_MAX_CHARS, README_MAX_CHARS
 
 __all__ = [
+    "RUN_METADATA_FIELDS",
     "BenchmarkInfo",
+    "ClassCurve",
     "ClassValues",
     "Interval",
     "RunKey",
     "RunRecord",
     "ScoreEntry",
+    "ScoredClass",
     "Setting",
     "SubmissionInfo",
+    "result_payload",
     "run_key",
 ]
 
@@ -45,22 +60,90 @@ class Interval(BaseModel):
     method: str = Field("percentile", description="how the interval was read off the samples")
 
 
+class ClassCurve(BaseModel):
+    """Per class and per curve point, the class's share of the point: resampling classes
+    recomputes every point, hence the curve and its area (:class:`ClassValues` ``darts_area``
+    and ``seen_unseen_area``).
+
+    The points are a fixed selection: every DARTS target reached on validation (at most 14), or
+    at most :data:`harness.metrics.comparison.CURVE_CELLS` / classes of the calibrated-stacking
+    intervals (AUSUC), evenly spaced over the curve with both ends kept.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    # One text row per class (numbers separated by spaces): a record file is indented JSON,
+    # where a list of numbers would take a line per number.
+    hits: list[Annotated[str, StringConstraints(pattern=r"^(\d+( \d+)*)?$")]] = Field(
+        description="a row per class: its test images that are correct at each point"
+    )
+    gains: list[Annotated[str, StringConstraints(pattern=r"^([0-9.]+( [0-9.]+)*)?$")]] | None = (
+        Field(
+            None,
+            description="darts_area: a row per class: the mean normalised information gain of its"
+            " images at each point (10 decimals)",
+        )
+    )
+    n_points: int = Field(
+        description="points of the full curve; more than the kept ones when they were subsampled"
+    )
+
+
 class ClassValues(BaseModel):
-    """Per-class means of a score's per-image values: what a paired test between two runs needs.
+    r"""Per-class summaries of a score's per-image values: what a paired test between two runs
+    needs.
 
     Runs of one benchmark version score the same images, so two records' class values line up
     class by class. Resampling classes (within their groups) with the same draws for every run
     gives the class-level paired bootstrap of :mod:`harness.metrics.comparison`; per-image values
     are not kept (a record would grow with the test set).
+
+    ``combine`` says how the summaries reduce to the score: ``class_mean``, ``image_mean`` and
+    ``harmonic_of_groups`` from ``means``; ``ratio_of_means`` (mistake severity) as
+    :math:`\sum_c n_c \bar a_c / \sum_c n_c \bar b_c` from ``means`` (:math:`\bar a`) and
+    ``denominators`` (:math:`\bar b`); ``darts_area`` and ``seen_unseen_area`` (AUSUC) from
+    ``curve``: every point recomputed from the classes, then the area.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    combine: Literal["class_mean", "image_mean", "harmonic_of_groups"]
+    combine: Literal[
+        "class_mean",
+        "image_mean",
+        "harmonic_of_groups",
+        "ratio_of_means",
+        "darts_area",
+        "seen_unseen_area",
+    ]
     classes: list[int] = Field(description="candidate columns that have test images, ascending")
     counts: list[int] = Field(description="number of test images of each class")
     groups: list[int] = Field(description="group id of each class (GZSL: 0 seen, 1 unseen)")
-    means: list[float] = Field(description="mean per-image value of each class")
+    means: list[float] = Field(
+        default_factory=list,
+        description="mean per-image value of each class (ratio_of_means: of the numerator; "
+        "empty for the curve areas)",
+    )
+    denominators: list[float] | None = Field(
+        None, description="ratio_of_means: mean per-image denominator of each class"
+    )
+    curve: ClassCurve | None = Field(
+        None, description="darts_area, seen_unseen_area: each class's share of every curve point"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The fields of the newer reductions are left out where unused, so the class values of
+        # the mean reductions serialize as they did before them (records stay byte-identical).
+        data: dict[str, Any] = handler(self)
+        for name in ("denominators", "curve"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @property
+    def per_class_scores(self) -> bool:
+        """Whether ``means`` are the classes' own scores (a per-class bar chart can show them)."""
+        return self.combine in ("class_mean", "image_mean", "harmonic_of_groups")
 
 
 class ScoreEntry(BaseModel):
@@ -81,6 +164,30 @@ class ScoreEntry(BaseModel):
     )
 
 
+class ScoredClass(BaseModel):
+    """A class with test images: its name, its prediction column per setting, and (unseen
+    classes, with a hierarchy) the nearest training class and how it is related.
+
+    What a submission page needs to name the bars of :attr:`ClassValues.classes` (candidate
+    columns) and say how near each unseen class is to what the model trained on
+    (:func:`harness.metrics.structure.nearest_training_classes`; training classes are the seen
+    classes, train and val).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    unseen: bool
+    columns: dict[str, int] = Field(description="setting -> candidate column of this class")
+    nearest: str | None = Field(None, description="id of the nearest training class")
+    nearest_name: str | None = None
+    hops: int | None = Field(None, description="hops to it; None when none is connected")
+    relation: str | None = Field(
+        None, description="parent, child, sibling, ancestor, descendant, relative, unconnected"
+    )
+
+
 class BenchmarkInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -97,6 +204,10 @@ class BenchmarkInfo(BaseModel):
         default_factory=dict,
         description="structure diagnostics of the split in the hierarchy (structural ratio, "
         "hops from each test class to the nearest training class); empty without a hierarchy",
+    )
+    test_classes: list[ScoredClass] = Field(
+        default_factory=list,
+        description="every class with test images, in class order (empty in older records)",
     )
 
     @field_validator("id")
@@ -116,6 +227,11 @@ class SubmissionInfo(BaseModel):
     authors: list[str] = Field(default_factory=list)
     paper: str | None = None
     url: str | None = None
+    code: str | None = Field(None, description="where the method's code lives")
+    bibtex: str | None = Field(None, max_length=BIBTEX_MAX_CHARS)
+    readme: str = Field(
+        "", max_length=README_MAX_CHARS, description="the package's README (head kept)"
+    )
     description: str = ""
     declarations: dict[str, Any] = Field(default_factory=dict)
 
@@ -152,8 +268,21 @@ class RunRecord(BaseModel):
         None,
         description="leakage audit of the test classes against the backbone's pre-training",
     )
+    hyperparameters: dict[str, Hyperparameters] = Field(
+        default_factory=dict,
+        description="fit ('main', 'validation') -> what the model chose and exposed after that "
+        "fit (harness.hyperparameters); empty when it exposed nothing",
+    )
     scores: list[ScoreEntry]
     created_at: datetime
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _bounded(cls, value: dict[str, Hyperparameters]) -> dict[str, Hyperparameters]:
+        # A record is untrusted input too: the same limits as the worker's.
+        return {
+            fit: check_hyperparameters(v, f"hyperparameters[{fit!r}]") for fit, v in value.items()
+        }
 
     def score(self, setting: str, metric: str) -> ScoreEntry | None:
         for entry in self.scores:
@@ -171,3 +300,23 @@ def run_key(record: RunRecord) -> RunKey:
         record.submission.name,
         record.submission.version,
     )
+
+
+#: Fields of a record that say when, where and how fast a run happened (and what the model
+#: printed), not what it measured: two runs of one package on the same data and platform differ
+#: in these and nothing else. Everything else is the *result* (:func:`result_payload`): the
+#: benchmark and its hash, the submission and its package hash, the prediction hashes, the
+#: scores with their metric versions, the harness version, the runner, the leakage audit and
+#: the hyperparameters. An exported record file is rewritten only when its result changes
+#: (:func:`harness.results.records_io.write_records`), and CI compares results only
+#: (:mod:`harness.ci.diff`).
+RUN_METADATA_FIELDS = frozenset({"created_at", "timings", "environment", "logs"})
+
+
+def result_payload(record: RunRecord) -> dict[str, Any]:
+    """The record's canonical JSON (what a record file holds) without
+    :data:`RUN_METADATA_FIELDS`: equal for two records exactly when they hold the same result."""
+    payload: dict[str, Any] = record.model_dump(mode="json")
+    for name in RUN_METADATA_FIELDS:
+        payload.pop(name, None)
+    return payload

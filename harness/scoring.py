@@ -29,7 +29,7 @@ from harness.data.prepare import PreparedBenchmark
 from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
-from harness.metrics.comparison import class_values
+from harness.metrics.comparison import RunClassValues, class_values, ratio_class_values
 from harness.metrics.decomposition import concatenate, point_estimate
 from harness.records import BenchmarkInfo, ClassValues, Interval, RunRecord, ScoreEntry
 from harness.spec import MetricSpec, Uncertainty
@@ -118,7 +118,11 @@ class _Accumulator:
         for name in sorted(aux_names):
             arrays = [np.asarray(r.details["_aux"][name]) for r in self.results]
             details[name] = float(np.mean(np.concatenate(arrays)))
-        return MetricResult(float(np.asarray(point_estimate(combined))), details, combined)
+        ratios = [r.ratio for r in self.results if r.ratio is not None]
+        ratio = concatenate(ratios) if len(ratios) == len(self.results) else None
+        return MetricResult(
+            float(np.asarray(point_estimate(combined))), details, combined, ratio=ratio
+        )
 
 
 def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) -> Interval | None:
@@ -150,10 +154,17 @@ def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) 
 
 
 def _class_values(result: MetricResult) -> ClassValues | None:
-    """Per-class means for paired tests between stored runs (None without a 1D decomposition)."""
-    if result.decomposition is None:
+    """Per-class summaries for paired tests between stored runs: the metric's own (curve
+    areas), its ratio's, else its 1D decomposition's (None without any)."""
+    values: RunClassValues | None
+    if result.class_values is not None:
+        values = result.class_values
+    elif result.ratio is not None:
+        values = ratio_class_values(result.ratio)
+    elif result.decomposition is not None:
+        values = class_values(result.decomposition)
+    else:
         return None
-    values = class_values(result.decomposition)
     return None if values is None else ClassValues.model_validate(values, from_attributes=True)
 
 

@@ -10,6 +10,16 @@ row 3, column 2: score nan is not finite …``) and ``location`` the package fil
 comes from (the last traceback frame inside the package, or where ``predict`` or the class is
 defined), which every runner shows (:mod:`harness.runners.failure`).
 
+Progress: each fit, each setting's prediction pass and the inductive check's second pass are
+reported as they start and end, one ``zsl-progress: {json}`` line on stderr per event, which the
+runner passes on to the user (:mod:`harness.runners.progress`).
+
+Check mode, ``python -m harness.worker --check PACKAGE ENTRYPOINT OUT`` (``zsl submission
+validate``, :mod:`harness.runners.entrypoint_check`): no bundle, no data; a forked process
+imports the entrypoint, builds ``Class()`` and checks that ``fit`` and ``predict`` accept what
+the worker passes (:func:`entrypoint_problems`); the worker writes the findings, each with its
+package file and line, to ``OUT/check.json`` (:func:`check`).
+
 Processes. The worker process itself never runs model code. Per fit (the validation fit, then
 the main fit) it forks a *fit process*, which imports the model class, builds a fresh model and
 fits it; predictions are then served to the worker over pipes, one request per row chunk, so the
@@ -75,10 +85,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import functools
 import inspect
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -94,7 +106,15 @@ from typing import Any, NoReturn
 import numpy as np
 
 from harness import worker_guard as guard
+from harness.hyperparameters import ATTRIBUTE as HYPERPARAMETERS
+from harness.hyperparameters import (
+    HyperparameterError,
+    Hyperparameters,
+    check_hyperparameters,
+    model_hyperparameters,
+)
 from harness.runners.outputs import WORKER_JSON, raw_names
+from harness.runners.progress import event_line
 from harness.submission.predictions import top_k_from_scores
 from harness.tasks import Bundle, Model
 
@@ -212,6 +232,21 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+
+
+def _progress(
+    phase: str, fit: str, state: str, *, setting: str | None = None, seconds: float | None = None
+) -> None:
+    """One progress event on stderr, one write (atomic on a pipe), for the runner to show
+    while the run goes on (:mod:`harness.runners.progress`). Never fails the run: a duration
+    the fit process reported out of range is simply not sent."""
+    try:
+        line = event_line(phase, fit, state, setting=setting, seconds=seconds)
+    except ValueError:
+        return
+    _flush()
+    with contextlib.suppress(OSError):
+        os.write(2, line)
 
 
 def _short(err: BaseException) -> str:
@@ -641,15 +676,31 @@ class _Server:
 
 
 def _canonical_pass(
-    server: _Server, settings: list[_Setting], plan: Plan, n: int, timings: dict[str, float]
+    server: _Server,
+    settings: list[_Setting],
+    plan: Plan,
+    n: int,
+    timings: dict[str, float],
+    *,
+    fit: str,
 ) -> dict[str, _Outputs]:
-    """Run the result pass; every setting's outputs cover all ``n`` rows (none: empty)."""
+    """Run the result pass; every setting's outputs cover all ``n`` rows (none: empty).
+    Each setting's calls come one after the other: its start and end are progress events."""
     parts: dict[str, list[tuple[np.ndarray, tuple[np.ndarray, ...]]]] = {}
+    current: str | None = None
     for s, rows in plan:
+        if s.name != current:
+            if current is not None:
+                done_s = timings[f"predict_{current}"]
+                _progress("predict", fit, "done", setting=current, seconds=done_s)
+            current = s.name
+            _progress("predict", fit, "start", setting=current)
         start = time.perf_counter()
         parts.setdefault(s.name, []).append((rows, server.predict(s, rows)))
         key = f"predict_{s.name}"
         timings[key] = timings.get(key, 0.0) + time.perf_counter() - start
+    if current is not None:
+        _progress("predict", fit, "done", setting=current, seconds=timings[f"predict_{current}"])
     outputs: dict[str, _Outputs] = {}
     for s in settings:
         chunks = parts.get(s.name, [])
@@ -669,7 +720,11 @@ def _canonical_pass(
     return outputs
 
 
-def _check_pass(server: _Server, plan: Plan, canon: dict[str, _Outputs], n: int) -> None:
+def _check_pass(
+    server: _Server, plan: Plan, canon: dict[str, _Outputs], n: int, *, fit: str
+) -> None:
+    _progress("check", fit, "start")
+    began = time.perf_counter()
     check = _Check(n, np.zeros(n, dtype=bool))
     tolerances = {}
     for name, out in canon.items():
@@ -685,6 +740,7 @@ def _check_pass(server: _Server, plan: Plan, canon: dict[str, _Outputs], n: int)
                 (mine[0][rows], mine[1][rows]), (got[0], got[1]), rtol, atol
             )
         check.add(s, rows, bad, delta, f"{atol:.3g} + {rtol:.3g} x |score|")
+    _progress("check", fit, "done", seconds=time.perf_counter() - began)
     check.verdict()
 
 
@@ -705,6 +761,8 @@ class _Job:
     # (never in a process that runs model code), or a path (containers).
     test_fd: int | None = None
     test_path: Path | None = None
+    # fit -> what the model exposed after that fit (harness.hyperparameters); to worker.json
+    hyperparameters: dict[str, Hyperparameters] = field(default_factory=dict)
 
     def close_test_fd(self) -> None:
         """In a forked fit process, before anything else: drop the test features descriptor."""
@@ -861,6 +919,15 @@ def _fit_process(
         start = time.perf_counter()
         model.fit(job.bundle.train_task(seed=job.seed, fit=fit))
         fit_s = time.perf_counter() - start
+        step = f"reading {model_class.__name__}.{HYPERPARAMETERS}"
+        try:  # what the model chose (harness.hyperparameters), for the run record
+            chosen = model_hyperparameters(model)
+        except HyperparameterError as err:
+            where = defined_at(model_class, model_class.__name__, job.package)
+            message = f"after fit(): {err}"[:4000]
+            report = {"ok": False, "code": EXIT_PROTOCOL, "message": message, "location": where}
+            _send_json(control, report)
+            return
     except BaseException as err:  # the model's failure is data for the run record
         traceback.print_exc()
         # The loader's refusals name the entrypoint themselves.
@@ -880,9 +947,14 @@ def _fit_process(
                 _serve(model, job, fit, request, reply, True, where_predict)
             pids.append(pid)
         # This process ends now, and the threads the model started in fit end with it.
-        _send_json(control, {"ok": True, "fit_s": fit_s, "servers": pids})
+        _send_json(
+            control, {"ok": True, "fit_s": fit_s, "servers": pids, "hyperparameters": chosen}
+        )
         return
-    _send_json(control, {"ok": True, "fit_s": fit_s, "servers": [os.getpid()]})
+    _send_json(
+        control,
+        {"ok": True, "fit_s": fit_s, "servers": [os.getpid()], "hyperparameters": chosen},
+    )
     os.close(control)
     _serve(model, job, fit, *ends[0], False, where_predict)
 
@@ -892,6 +964,7 @@ def _run_fit(job: _Job, fit: str, timings: dict[str, float]) -> dict[str, _Outpu
     n_servers = 2 if job.mode == "isolated" else 1
     control_r, control_w = os.pipe()
     pipes = [(os.pipe(), os.pipe()) for _ in range(n_servers)]
+    _progress("fit", fit, "start")
     _flush()
     pid = os.fork()
     if pid == 0:  # the fit process
@@ -968,6 +1041,12 @@ def _fit_report(
         pids = [int(p) for p in report["servers"]]
     except (KeyError, TypeError, ValueError):
         raise Violation(EXIT_PROTOCOL, "the fit process sent a malformed report") from None
+    try:  # checked again here: the fit process runs model code
+        chosen = check_hyperparameters(report.get("hyperparameters", {}), HYPERPARAMETERS)
+    except HyperparameterError as err:
+        raise Violation(EXIT_PROTOCOL, f"after fit(): {err}") from None
+    if chosen:
+        job.hyperparameters[fit] = chosen
     # The fit process is model code: it may name no process but its own children (or
     # itself), or the worker would stop and kill whatever pid it was told.
     if job.mode == "isolated":
@@ -978,6 +1057,7 @@ def _fit_report(
         wrong = pids != [fit_process.pid]
     if wrong:
         raise Violation(EXIT_PROTOCOL, "the fit process reported the wrong pass processes")
+    _progress("fit", fit, "done", seconds=timings[f"fit_{fit}"])
     return pids
 
 
@@ -1016,7 +1096,7 @@ def _isolated_passes(
 
     os.kill(canon_server.pid, signal.SIGCONT)
     outputs = _canonical_pass(
-        canon_server, settings, canonical_plan(settings, order), len(order), timings
+        canon_server, settings, canonical_plan(settings, order), len(order), timings, fit=fit
     )
     canon_server.quit()
     if job.reaper.wait(canon_server.pid, timeout_s=WAIT_S) is None:
@@ -1037,7 +1117,7 @@ def _isolated_passes(
     start = time.perf_counter()
     os.kill(check_server.pid, signal.SIGCONT)
     rng = np.random.default_rng(secrets.randbits(128))
-    _check_pass(check_server, check_plan(settings, len(order), rng), outputs, len(order))
+    _check_pass(check_server, check_plan(settings, len(order), rng), outputs, len(order), fit=fit)
     timings[f"check_{fit}"] = time.perf_counter() - start
     check_server.quit()
     job.reaper.wait(check_server.pid, timeout_s=WAIT_S)
@@ -1057,15 +1137,15 @@ def _in_process_passes(
     server.expect_ready()
     if job.mode == "skip":
         plan = canonical_plan(settings, order, whole=True)
-        outputs = _canonical_pass(server, settings, plan, len(order), timings)
+        outputs = _canonical_pass(server, settings, plan, len(order), timings, fit=fit)
     else:
         before = guard.snapshot(job.roots)
         plan = canonical_plan(settings, order)
-        outputs = _canonical_pass(server, settings, plan, len(order), timings)
+        outputs = _canonical_pass(server, settings, plan, len(order), timings, fit=fit)
         _unchanged(job, before, "the first prediction pass")
         start = time.perf_counter()
         rng = np.random.default_rng(secrets.randbits(128))
-        _check_pass(server, check_plan(settings, len(order), rng), outputs, len(order))
+        _check_pass(server, check_plan(settings, len(order), rng), outputs, len(order), fit=fit)
         timings[f"check_{fit}"] = time.perf_counter() - start
         _unchanged(job, before, "the second prediction pass")
     server.quit()
@@ -1206,6 +1286,7 @@ def run(
         # leak into the main fit, and vice versa.
         for fit in bundle.fits:
             outputs.update(_run_fit(job, fit, timings))
+        status["hyperparameters"] = job.hyperparameters
         reaper.sweep()
         # Every model process is gone: what the harness reads is written now, by this process,
         # and a name the model planted (a link to /etc/shadow, say) is refused, not followed.
@@ -1231,9 +1312,305 @@ def run(
     return finish(0)
 
 
+# --- check mode: the entrypoint alone, no data (``zsl submission validate``) --------------
+
+#: What the worker passes to each protocol method besides ``self`` (:class:`harness.tasks.Model`).
+PROTOCOL_CALLS = (("fit", ("task",)), ("predict", ("features", "candidates")))
+#: Problems one check reports at most (the rest would repeat the same mistake).
+CHECK_PROBLEMS = 20
+
+
+def _place(location: str | None) -> tuple[str | None, int | None]:
+    """(file, line) of a :func:`raised_at` / :func:`defined_at` location ``FILE:LINE[, …]``."""
+    if location is None:
+        return None, None
+    head = location.split(", ", 1)[0]
+    file, _, line = head.rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else (head, None)
+
+
+def _problem(
+    message: str, location: str | None = None, *, file: str | None = None, line: int | None = None
+) -> dict[str, Any]:
+    """One finding of the check: the package file and line it is about, and what is wrong."""
+    where_file, where_line = _place(location)
+    return {
+        "file": file or where_file,
+        "line": line if line is not None else where_line,
+        "message": message[:4000],
+    }
+
+
+def _closest(name: str, names: list[str]) -> str | None:
+    """The name ``name`` was probably meant to be: a close spelling, else one that contains it
+    or is contained in it, ignoring case (``Ridge`` for ``RidgeToEmbedding``)."""
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return close[0]
+    lower = name.lower()
+    within = [n for n in names if lower in n.lower() or n.lower() in lower]
+    return within[0] if len(within) == 1 else None
+
+
+def _did_you_mean(close: str | None) -> str:
+    return f"; did you mean '{close}'?" if close else ""
+
+
+def _package_modules(package: Path) -> list[str]:
+    """The importable top-level names of the package: ``.py`` files and folders with one."""
+    names = {p.stem for p in package.glob("*.py") if p.stem.isidentifier()}
+    names |= {p.parent.name for p in package.glob("*/__init__.py") if p.parent.name.isidentifier()}
+    return sorted(names)
+
+
+def _source_of(module_name: str, package: Path) -> str | None:
+    """The package file of a dotted module name (``a/b.py`` or ``a/b/__init__.py``), if any."""
+    base = package.joinpath(*module_name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate.relative_to(package).as_posix()
+    return None
+
+
+def _classes_by_line(module: Any) -> list[tuple[int, str]]:
+    """(line, name) of each class the module itself defines (not the ones it imports)."""
+    found = []
+    for name, value in list(vars(module).items()):
+        if isinstance(value, type) and getattr(value, "__module__", None) == module.__name__:
+            try:
+                line = inspect.getsourcelines(value)[1]
+            except Exception:  # a class built at run time has no source lines
+                line = 1
+            found.append((line, name))
+    return sorted(found)
+
+
+def _name_line(package: Path, source: str | None, name: str) -> int:
+    """The first line of ``source`` that binds ``name`` at top level (``name =``, ``def name``,
+    ``class name``, ``import … as name``), else 1."""
+    if source is None:
+        return 1
+    word = re.escape(name)
+    binds = re.compile(rf"^(?:(?:async\s+)?def\s+|class\s+)?{word}\s*[=(:]|^.*\bas\s+{word}\b")
+    try:
+        text = (package / source).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 1
+    for number, line in enumerate(text.splitlines(), start=1):
+        if binds.match(line):
+            return number
+    return 1
+
+
+def entrypoint_problems(package: Path, entrypoint: str) -> list[dict[str, Any]]:
+    """What keeps ``entrypoint`` from running as a model, without data: the module imports (from
+    the package's source), the name is a class, ``Class()`` builds it, and its ``fit`` and
+    ``predict`` accept the arguments the worker passes (``inspect.signature``). Runs model code:
+    call it in a process that may run it (:func:`check`)."""
+    from harness.errors import SubmissionError
+    from harness.submission.loader import check_entrypoint, import_entrypoint_module
+
+    manifest = "submission.yaml"
+    try:
+        module_name, class_name = check_entrypoint(entrypoint)
+    except SubmissionError as err:
+        return [_problem(str(err), file=manifest)]
+    source = _source_of(module_name, package)
+    if source is None:
+        modules = _package_modules(package)
+        listing = f"its modules: {', '.join(modules)}" if modules else "it has no .py module"
+        return [
+            _problem(
+                f"entrypoint '{entrypoint}': no module '{module_name}' in the package;"
+                f" {listing}{_did_you_mean(_closest(module_name, modules))}",
+                file=manifest,
+            )
+        ]
+    try:
+        module = import_entrypoint_module(package, entrypoint)
+    except SubmissionError as err:
+        return [_problem(str(err).replace(str(package), "the package"), file=manifest)]
+    except BaseException as err:  # the module's own failure: its line
+        traceback.print_exc()
+        return [
+            _problem(
+                f"importing module '{module_name}' raised {_short(err)}",
+                raised_at(err, package),
+                file=source,
+            )
+        ]
+    missing = object()
+    try:
+        found = getattr(module, class_name, missing)
+    except BaseException as err:  # a module __getattr__ may raise anything
+        return [
+            _problem(
+                f"looking up '{class_name}' in module '{module_name}' raised {_short(err)}",
+                raised_at(err, package),
+                file=source,
+            )
+        ]
+    if found is missing:
+        classes = _classes_by_line(module)
+        names = [name for _, name in classes]
+        close = _closest(class_name, names)
+        # The line of the class it probably means; the module's first line without one.
+        line = next((at for at, name in classes if name == close), 1)
+        defines = f"the module defines: {', '.join(names)}" if names else "it defines no class"
+        return [
+            _problem(
+                f"entrypoint '{class_name}' not found in module '{module_name}'; {defines}"
+                + _did_you_mean(close),
+                file=source,
+                line=line,
+            )
+        ]
+    if not isinstance(found, type):
+        kind = "a function" if inspect.isroutine(found) else f"a {type(found).__name__} object"
+        return [
+            _problem(
+                f"entrypoint '{class_name}' in module '{module_name}' is {kind}, not a class;"
+                " the entrypoint names the model class, which the worker builds as Class() and"
+                " whose fit(task) and predict(features, candidates) it calls",
+                file=source,
+                line=_name_line(package, source, class_name),
+            )
+        ]
+    class_at = defined_at(found, class_name, package)
+    try:
+        model = found()
+    except BaseException as err:  # the constructor's failure: its line, else the class's
+        traceback.print_exc()
+        return [
+            _problem(
+                f"{class_name}() raised {_short(err)}; the worker builds the model with no"
+                " arguments (give every __init__ parameter a default)",
+                raised_at(err, package)
+                or defined_at(getattr(found, "__init__", None), "__init__", package)
+                or class_at,
+                file=source,
+            )
+        ]
+    problems = []
+    for name, args in PROTOCOL_CALLS:
+        try:
+            method = getattr(model, name, None)
+        except BaseException as err:  # a property or __getattr__ of the model's
+            problems.append(_problem(f"{class_name}.{name} raised {_short(err)}", class_at))
+            continue
+        if not callable(method):
+            problems.append(
+                _problem(
+                    f"class '{class_name}' has no {name}() method; a model class defines"
+                    " fit(task) and predict(features, candidates)",
+                    class_at,
+                    file=source,
+                )
+            )
+            continue
+        try:
+            signature = inspect.signature(method)
+        except Exception:  # not introspectable (a builtin, a C extension): the run will tell
+            continue
+        try:
+            signature.bind(*args)
+        except TypeError as err:
+            at = defined_at(getattr(type(model), name, method), name, package) or class_at
+            problems.append(
+                _problem(
+                    f"{class_name}.{name}{signature} cannot be called as"
+                    f" {name}({', '.join(args)}), as the worker calls it: {err}",
+                    at,
+                    file=source,
+                )
+            )
+    return problems
+
+
+def _checked_problems(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The check process's findings, re-checked: it ran model code."""
+    found = report.get("problems")
+    if not isinstance(found, list):
+        raise Violation(EXIT_PROTOCOL, "the check process sent a malformed report")
+    problems = []
+    for item in found[:CHECK_PROBLEMS]:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), str):
+            raise Violation(EXIT_PROTOCOL, "the check process sent a malformed report")
+        file, line = item.get("file"), item.get("line")
+        problems.append(
+            {
+                "file": file[:500] if isinstance(file, str) else None,
+                "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+                "message": item["message"][:4000],
+            }
+        )
+    return problems
+
+
+def check(package: Path, entrypoint: str, out: Path) -> int:
+    """Check mode: write ``check.json`` (``{"entrypoint", "problems": [{file, line, message}]}``,
+    see :func:`entrypoint_problems`) into ``out``; exit 0 once it is written, problems or not.
+
+    Like a fit, the model code runs in a forked process, never in this one, which writes the
+    findings only after every process the model started is gone (a file the model planted under
+    the reserved name is refused, not trusted)."""
+    from harness.runners.entrypoint_check import CHECK_JSON
+
+    out.mkdir(parents=True, exist_ok=True)
+    folder = _OutDir(out)
+    guard.set_undumpable()
+    guard.become_subreaper()
+    reaper = guard.Reaper()
+    control_r, control_w = os.pipe()
+    _flush()
+    pid = os.fork()
+    if pid == 0:  # the check process: runs model code
+        try:
+            os.close(control_r)
+            _send_json(control_w, {"problems": entrypoint_problems(package, entrypoint)})
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            _flush()
+            os._exit(0)
+    os.close(control_w)
+    try:
+        problems = _checked_problems(_read_json(control_r))
+    except (_Closed, struct.error):
+        status = reaper.wait(pid, timeout_s=5.0)
+        if status is not None and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = signal.Signals(sig).name if sig in signal.valid_signals() else str(sig)
+            how = f"was killed by signal {name}"
+        elif status is not None and os.WIFEXITED(status):
+            how = f"exited with code {os.WEXITSTATUS(status)} (sys.exit or os._exit at import?)"
+        else:
+            how = "stopped answering"
+        problems = [_problem(f"the process importing {entrypoint} {how} before it reported")]
+    except Violation as err:
+        problems = [_problem(err.message)]
+    finally:
+        os.close(control_r)
+    reaper.wait(pid, timeout_s=WAIT_S)
+    reaper.sweep()
+    if folder.planted(CHECK_JSON):
+        folder.clear(CHECK_JSON)
+        problems.append(
+            _problem(
+                f"model code created {CHECK_JSON} in the output folder; the name is reserved"
+                " for the worker's findings"
+            )
+        )
+    data = json.dumps({"entrypoint": entrypoint, "problems": problems}, indent=1) + "\n"
+    folder.write(CHECK_JSON, lambda handle: handle.write(data.encode()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     if "--test-features-fd" in (sys.argv[1:] if argv is None else argv):
         guard.set_undumpable()  # before parsing anything; run() checks it again
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["--check"]:
+        return _check_main(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
     parser.add_argument("bundle", type=Path)
     parser.add_argument("package", type=Path)
@@ -1272,6 +1649,20 @@ def main(argv: list[str] | None = None) -> int:
         test_features_fd=args.test_features_fd,
         test_features_path=args.test_features_path,
     )
+
+
+def _check_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.worker --check",
+        description="import a package's entrypoint and check it against the model protocol,"
+        " without data; findings go to OUT/check.json",
+    )
+    parser.add_argument("--check", action="store_true", required=True)
+    parser.add_argument("package", type=Path)
+    parser.add_argument("entrypoint")
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    return check(args.package, args.entrypoint, args.out)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "specs"
 SUBMISSIONS = REPO / "submissions"
 SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "data"))
+#: A stand-in container engine CLI that runs the worker on this machine (runner 'container').
+FAKE = Path(__file__).with_name("fake_container_cli.py")
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +91,41 @@ def docker(docker_session: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
     yield docker_session
     assert zsl_containers(docker_session.docker_host) == [], "containers left behind"
+
+
+@pytest.fixture
+def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put the fake engine CLI (:data:`FAKE`) on PATH as ``docker``; returns its argv log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "docker.log"
+    wrapper = bin_dir / "docker"
+    wrapper.write_text(
+        f'#!/bin/sh\nexport FAKE_CONTAINER_LOG="{log}"\nexec "{sys.executable}" "{FAKE}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
+    monkeypatch.delenv("FAKE_CONTAINER_MODE", raising=False)
+    return log
+
+
+@pytest.fixture(autouse=True)
+def audit_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leakage audit's inputs from the shared data, where present and not set already.
+
+    A benchmark whose features were pre-trained on ImageNet classes is frozen with its leakage
+    audit, which needs the class lists and WordNet 3.0 (``harness.audit.plan_audit``); like the
+    other shared data, tests find them through their variables with these defaults. Tests of
+    their absence remove them with ``monkeypatch.delenv``.
+    """
+    defaults = {
+        "ZSL_IMAGENET_DIR": SHARED_DATA / "imagenet" / "ilsvrc2012_synsets.txt",
+        "ZSL_WORDNET_DIR": WORDNET_DIR / "data.noun",
+        "ZSL_WORDNET_LEXNAMES": WORDNET_LEXNAMES,
+    }
+    if not all(path.is_file() for path in defaults.values()):
+        return
+    for name, path in defaults.items():
+        if not os.environ.get(name):
+            monkeypatch.setenv(name, str(path if name == "ZSL_WORDNET_LEXNAMES" else path.parent))

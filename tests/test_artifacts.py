@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.audit import AuditStatus, LeakageAudit
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, cache_action, write_frozen
 from harness.errors import IntegrityError
 from harness.hashing import array_sha256
@@ -23,8 +24,14 @@ def _arrays() -> dict[str, np.ndarray]:
     }
 
 
+#: A toy benchmark's leakage audit (its features were not pre-trained on a class set).
+TOY_AUDIT = LeakageAudit(source="none", n_test=2, status=AuditStatus.NOT_APPLICABLE)
+
+
 def _freeze(root: Path) -> FrozenBenchmark:
-    return write_frozen(root, _arrays(), benchmark="toy", version=1, spec_data_hash="sha256:x")
+    return write_frozen(
+        root, _arrays(), benchmark="toy", version=1, spec_data_hash="sha256:x", audit=TOY_AUDIT
+    )
 
 
 def test_round_trip_and_manifest(tmp_path: Path) -> None:
@@ -104,7 +111,9 @@ def test_write_is_atomic_and_never_overwrites(tmp_path: Path) -> None:
     arrays = _arrays()
     arrays["zz_bad"] = np.array([object()], dtype=object)
     with pytest.raises(TypeError, match="object dtype"):
-        write_frozen(tmp_path / "v1", arrays, benchmark="toy", version=1, spec_data_hash="h")
+        write_frozen(
+            tmp_path / "v1", arrays, benchmark="toy", version=1, spec_data_hash="h", audit=TOY_AUDIT
+        )
     assert list(tmp_path.iterdir()) == []  # no half-written directory left behind
     _freeze(tmp_path / "v1")
     with pytest.raises(IntegrityError, match="refusing to overwrite"):
@@ -116,3 +125,7 @@ def test_cache_action(tmp_path: Path) -> None:
     _freeze(tmp_path / "v1")
     assert cache_action(tmp_path / "v1", "sha256:x") == "use"
     assert cache_action(tmp_path / "v1", "sha256:other") == "conflict"
+    manifest = json.loads((tmp_path / "v1" / MANIFEST).read_text())
+    manifest["format"] = "zsl-frozen/1"  # an older harness's benchmark
+    (tmp_path / "v1" / MANIFEST).write_text(json.dumps(manifest))
+    assert cache_action(tmp_path / "v1", "sha256:x") == "outdated"

@@ -526,3 +526,104 @@ def test_without_javascript_every_column_shows(site: Path, browser: Any) -> None
         assert watched.problems == []
     finally:
         watched.context.close()
+
+
+def test_submission_page_bars_bibtex_and_hyperparameters(
+    tmp_path: Path, watched: Watched, browser: Any
+) -> None:
+    from tests.test_submission_pages import _page_record
+
+    build_site([_page_record()], tmp_path / "site")
+    (page_file,) = sorted((tmp_path / "site" / "submissions").glob("*.html"))
+    page = watched.page
+    page.goto(page_file.as_uri())
+    # the script shows the copy button; the BibTeX's <script> is text, never run
+    assert page.locator("button.copy-button").is_visible()
+    assert "<script>window.__pwned = 1</script>" in page.locator("pre#bibtex").inner_text()
+    page.locator("details.per-class summary").first.click()
+    names = page.locator("table.class-bars th.class-name").all_inner_texts()
+    assert names == ["aardvark", "zebra", "bat", "okapi"]
+    assert page.locator("table.class-bars rect.bar-fg").first.is_visible()
+    assert page.locator("table.hyperparameters tbody tr").count() == 3
+    watched.check_clean()
+    # without the script the button stays hidden (it would do nothing)
+    plain = Watched(browser, javascript=False)
+    try:
+        plain.page.goto(page_file.as_uri())
+        assert not plain.page.locator("button.copy-button").is_visible()
+        assert plain.page.locator("pre#bibtex").is_visible()
+    finally:
+        plain.context.close()
+
+
+def test_compare_page_tests_darts_area_ausuc_and_severity(tmp_path: Path, watched: Watched) -> None:
+    # Records scored for real: their DARTS area, AUSUC and severity keep per-class summaries.
+    from tests.metrics.test_paired_curves import scored_record
+
+    records = [scored_record("sharp", 1.5), scored_record("blurred", 0.1)]
+    build_site(records, tmp_path / "site")  # type: ignore[arg-type]
+    page = watched.page
+    page.goto((tmp_path / "site" / "compare.html").as_uri())
+    page.select_option("#compare-a", "sharp@1.0")
+    page.select_option("#compare-b", "blurred@1.0")
+    page.click("#compare-form button")
+    page.wait_for_url("**/compare/blurred@1.0--sharp@1.0.html")
+    rows = {
+        cells[0]: cells
+        for cells in page.eval_on_selector_all(
+            "table.pair tbody tr:not(.setting-row)",
+            "rows => rows.map(r => Array.from(r.cells, c => c.textContent.trim()))",
+        )
+    }
+    assert {"darts (%)", "severity", "AUSUC (%)"} <= rows.keys(), rows
+    darts = rows["darts (%)"]
+    # A is blurred, B sharp: B's DARTS area is higher, the test says so with a p-value
+    assert darts[3].startswith("−") and darts[6] == "B", darts
+    assert float(darts[5].lstrip("<")) < 0.05
+    assert "Not tested" not in page.locator("section.pair-bench").inner_text()
+    watched.check_clean()
+
+
+def test_glossary_links_resolve_and_navigate(site: Path, watched: Watched) -> None:
+    # Every header link of the benchmark, index, across, submission and pair pages names an
+    # element of glossary.html; clicking one (inside a sortable header) goes there, not a sort.
+    page = watched.page
+    page.goto((site / "glossary.html").as_uri())
+    anchors = set(page.eval_on_selector_all("[id]", "nodes => nodes.map(n => n.id)"))
+    pages = [
+        "index.html",
+        "across.html",
+        "benchmarks/bench-00-v1.html",
+        *(
+            p.relative_to(site).as_posix()
+            for p in sorted((site / "submissions").glob("*.html"))[:2]
+        ),
+        *(p.relative_to(site).as_posix() for p in sorted((site / "compare").glob("*.html"))[:1]),
+    ]
+    for relative in pages:
+        page.goto((site / relative).as_uri())
+        hrefs = page.eval_on_selector_all(
+            "th a.gloss",
+            "links => links.map(a => [a.href, a.getBoundingClientRect().width,"
+            " a.closest('th').checkVisibility()])",
+        )
+        assert hrefs, f"{relative}: no header links to the glossary"
+        assert any(shown for _, _, shown in hrefs), relative
+        for href, width, shown in hrefs:
+            path, _, anchor = href.partition("#")
+            assert path == (site / "glossary.html").as_uri(), (relative, href)
+            assert anchor in anchors, (relative, href)
+            assert width > 0 or not shown, (relative, href)  # the "?" is drawn (CSS ::after)
+    page.goto((site / "benchmarks" / "bench-00-v1.html").as_uri())
+    header = page.locator("#table-zsl thead th.primary")
+    before = header.get_attribute("aria-sort")
+    header.locator("a.gloss").click()
+    page.wait_for_url("**/glossary.html#metric-*")
+    target = page.evaluate("document.querySelector(':target').id")
+    assert target == page.url.partition("#")[2] and target in anchors
+    assert page.locator(":target").is_visible()
+    page.go_back()
+    assert page.locator("#table-zsl thead th.primary").get_attribute("aria-sort") == before
+    page.click("header nav a >> text=Glossary")
+    page.wait_for_url("**/glossary.html")
+    watched.check_clean()

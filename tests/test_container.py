@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from tests.conftest import SPECS, SUBMISSIONS, stored_runs
 from tests.fake_container_cli import IMAGE_ID
 
 DEMO = SPECS / "demo.yaml"
-FAKE = Path(__file__).with_name("fake_container_cli.py")
 JOB = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), seed=3, memory_gb=2.5, cpus=2)
 
 COMMON = [
@@ -92,23 +90,6 @@ def test_default_name_is_unique() -> None:
     a, b = container_argv(JOB, "i"), container_argv(JOB, "i")
     name = a[a.index("--name") + 1]
     assert name.startswith("zsl-") and name != b[b.index("--name") + 1]
-
-
-@pytest.fixture
-def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put the fake CLI on PATH as ``docker``; returns its argv log."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "docker.log"
-    wrapper = bin_dir / "docker"
-    wrapper.write_text(
-        f'#!/bin/sh\nexport FAKE_CONTAINER_LOG="{log}"\nexec "{sys.executable}" "{FAKE}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
-    monkeypatch.delenv("FAKE_CONTAINER_MODE", raising=False)
-    return log
 
 
 def _calls(log: Path) -> list[list[str]]:

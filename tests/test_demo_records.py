@@ -20,20 +20,12 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
+from harness.records import result_payload
 from harness.results.records_io import read_records
 from harness.store import load_runs, open_store
 from tests.conftest import REPO, needs_bwrap
 
 COMMITTED = REPO / "leaderboard" / "results" / "demo"
-#: Fields of a record that say when and where it ran, not what it measured.
-VOLATILE = ("created_at", "timings", "environment", "logs")
-
-
-def _content(record: Any) -> dict[str, Any]:
-    data = record.model_dump(mode="json")
-    for key in VOLATILE:
-        data.pop(key)
-    return data
 
 
 def _first_difference(old: Any, new: Any, where: str = "") -> str:
@@ -77,7 +69,7 @@ def test_rerunning_the_demo_reproduces_the_committed_records(
     rerun = {r.submission.name: r for r in load_runs(open_store(db))}
     assert sorted(rerun) == sorted(committed)
     for name, record in rerun.items():
-        old, new = _content(committed[name]), _content(record)
+        old, new = result_payload(committed[name]), result_payload(record)
         assert new == old, f"{name}: {_first_difference(old, new)}"
 
 

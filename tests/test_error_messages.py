@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +26,11 @@ from harness.runners.outputs import WORKER_JSON
 from harness.spec import load_spec
 from harness.submission.predictions import read_predictions, write_predictions
 from harness.worker import nonfinite_message, raised_at
-from tests.conftest import SPECS, needs_bwrap, stored_runs
+from tests.conftest import SPECS, stored_runs
+from tests.tiny_packages import RUNNERS, use_runner, write_tiny_package
 
 DEMO = SPECS / "demo.yaml"
-FAKE = Path(__file__).with_name("fake_container_cli.py")
-RUNNERS = [
-    pytest.param("local"),
-    pytest.param("sandbox", marks=needs_bwrap),
-    pytest.param("container"),
-]
 
-MANIFEST = """name: tiny
-version: "0.1"
-authors: [Test]
-kind: model
-model:
-  entrypoint: model:Tiny
-  image: zsl:1
-resources:
-  time_s: 120
-"""
 
 # Line numbers matter: the messages name them.
 WRONG_SHAPE = """\
@@ -138,30 +122,8 @@ def check(task):
 
 
 def _package(tmp_path: Path, code: str) -> Path:
-    root = tmp_path / "tiny"
-    root.mkdir(parents=True)
-    (root / "submission.yaml").write_text(MANIFEST)
-    (root / "model.py").write_text(code)
-    if "helpers" in code:
-        (root / "helpers").mkdir()
-        (root / "helpers" / "__init__.py").write_text(HELPER)
-    return root
-
-
-@pytest.fixture
-def engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake docker of ``tests/fake_container_cli.py`` on PATH (used by runner 'container')."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "docker"
-    log = tmp_path / "docker.log"
-    wrapper.write_text(
-        f'#!/bin/sh\nexport FAKE_CONTAINER_LOG="{log}"\nexec "{sys.executable}" "{FAKE}" "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
-    monkeypatch.delenv("FAKE_CONTAINER_MODE", raising=False)
+    helpers = {"helpers/__init__.py": HELPER} if "helpers" in code else {}
+    return write_tiny_package(tmp_path, code, files=helpers)
 
 
 def _refused(tmp_path: Path, code: str, runner: str, db: str) -> tuple[str, Path]:
@@ -193,8 +155,7 @@ def _columns() -> dict[str, int]:
 def test_wrong_shape_names_the_setting_and_where_predict_is_defined(
     runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
-    if runner == "container":
-        request.getfixturevalue("engine")
+    use_runner(runner, request)
     said, _ = _refused(tmp_path, WRONG_SHAPE, runner, db)
     match = re.fullmatch(
         r"exited with code 4; protocol violation: predict returned shape \((\d+), 2\) for"
@@ -212,8 +173,7 @@ def test_wrong_shape_names_the_setting_and_where_predict_is_defined(
 def test_exception_in_fit_names_its_line(
     runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
-    if runner == "container":
-        request.getfixturevalue("engine")
+    use_runner(runner, request)
     said, log = _refused(tmp_path, FIT_RAISES, runner, db)
     assert said == (
         "exited with code 3; model error: fit() raised RuntimeError: diverged at epoch 3"
@@ -231,8 +191,7 @@ def test_exception_in_fit_names_its_line(
 def test_exception_in_predict_names_its_line_and_setting(
     runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
-    if runner == "container":
-        request.getfixturevalue("engine")
+    use_runner(runner, request)
     said, _ = _refused(tmp_path, PREDICT_RAISES, runner, db)
     match = re.fullmatch(
         r"exited with code 3; model error: predict\(\) raised ValueError: no scores for these"
@@ -248,8 +207,7 @@ def test_exception_in_predict_names_its_line_and_setting(
 def test_missing_method_names_the_class(
     runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
-    if runner == "container":
-        request.getfixturevalue("engine")
+    use_runner(runner, request)
     said, _ = _refused(tmp_path, NO_PREDICT, runner, db)
     assert said == (
         "exited with code 4; protocol violation: model:Tiny has no predict() method; a model"
@@ -265,8 +223,7 @@ def test_nan_names_predict_setting_row_and_column(
 ) -> None:
     """Old: the scorer refused a temporary prediction file ('/tmp/zsl-run-…/predictions/
     zsl.safetensors: scores contain NaN or inf'). Now the worker refuses the call itself."""
-    if runner == "container":
-        request.getfixturevalue("engine")
+    use_runner(runner, request)
     said, _ = _refused(tmp_path, RETURNS_NAN, runner, db)
     match = re.fullmatch(
         r"exited with code 3; model error: predict\(\), setting (\w+), row 3, column 2: score"

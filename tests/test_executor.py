@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from harness.audit import AuditStatus, LeakageAudit
 from harness.cli.main import app
 from harness.data.artifacts import FrozenBenchmark, benchmark_dir, write_frozen
 from harness.errors import HarnessError, IntegrityError, RunnerError, error_text
@@ -52,6 +53,7 @@ def _tiny(root: Path, value: int = 1) -> FrozenBenchmark:
         benchmark="tiny",
         version=1,
         spec_data_hash="sha256:x",
+        audit=LeakageAudit(source="none", status=AuditStatus.NOT_APPLICABLE),
     )
 
 

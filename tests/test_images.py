@@ -120,7 +120,7 @@ def test_labels_are_quoted_for_docker_import() -> None:
     [
         (["--tag", "--privileged"], "--tag: "),
         (["--tag", "Bad:Tag x"], "--tag: "),
-        (["--base", "a=b"], "--base: "),
+        (["--base-image", "a=b"], "--base-image: "),
         (["--engine", "lxc"], "not supported"),
     ],
 )

@@ -121,8 +121,8 @@ def test_unknown_manifest_keys_suggest_the_closest_and_list_the_allowed(tmp_path
         f"2 problems in {manifest}:\n"
         f"  {manifest}:1: authors: required key is missing\n"  # a missing key: its mapping's line
         f"  {manifest}:{_line(text, 'autors:')}: autors: unknown key 'autors'. Did you mean"
-        " 'authors'? Allowed keys: authors, declarations, description, kind, model, name, paper,"
-        " predictions, resources, seed, url, version"
+        " 'authors'? Allowed keys: authors, bibtex, code, declarations, description, kind, model,"
+        " name, paper, predictions, resources, seed, url, version"
     )
 
 

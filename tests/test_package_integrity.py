@@ -32,7 +32,7 @@ from harness.cli.main import app
 from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.errors import SubmissionError
 from harness.pipeline import run_submission
-from harness.runners import RunJob, runners
+from harness.runners import RunJob, default_runner, runners
 from harness.runners.sandbox import available
 from harness.spec import load_spec
 from harness.submission.loader import check_entrypoint
@@ -237,6 +237,9 @@ def test_validate_lists_what_a_reviewer_should_look_at(tmp_path: Path) -> None:
     words = " ".join(result.output.split())  # the console wraps long lines at its width
     assert words == (
         f"ok {root}: source-only 1.0 (model) {load_package(root).hash()}"
+        " entrypoint model:Model: imports, builds with Model() and has fit(task) and"
+        " predict(features, candidates) (checked in runner"
+        f" '{default_runner(load_package(root))}')"
         " 8 files hashed"
         " review: helpers/fast.pyx (neither .py source nor plain data)"
         " review: weights.bin (neither .py source nor plain data)"

@@ -212,7 +212,7 @@ def test_zsl_results_export_refuses_a_linked_version_folder(tmp_path: Path) -> N
     url = f"sqlite:///{tmp_path / 'store.sqlite3'}"
     save_run(open_store(url), RECORD)
     outside = _tree(layout.outside)
-    argv = ["results", "export", "--out", str(layout.root), "--database-url", url, "--prune"]
+    argv = ["results", "export", "--results", str(layout.root), "--database-url", url, "--prune"]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 1, result.output
     assert f"{link}: is a symbolic link" in " ".join(result.stderr.split())

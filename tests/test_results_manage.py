@@ -141,7 +141,7 @@ def test_results_delete_of_an_unknown_run_changes_nothing(db: str) -> None:
 def test_hidden_runs_leave_exports_and_come_back(db: str, tmp_path: Path) -> None:
     _store(db)
     out_dir = tmp_path / "results"
-    assert _zsl(db, "results", "export", "--out", str(out_dir))[0] == 0
+    assert _zsl(db, "results", "export", "--results", str(out_dir))[0] == 0
     sae_file = out_dir / "cub-demo" / "v1" / "sae@1.0.json"
     assert sae_file.is_file()
 
@@ -164,7 +164,7 @@ def test_hidden_runs_leave_exports_and_come_back(db: str, tmp_path: Path) -> Non
     ]
     assert [r.submission.name for r in load_runs(open_store(db))] == ["eszsl", "ale"]
 
-    code, out, _ = _zsl(db, "results", "export", "--out", str(out_dir), "--prune")
+    code, out, _ = _zsl(db, "results", "export", "--results", str(out_dir), "--prune")
     assert code == 0
     assert (
         out
@@ -174,7 +174,7 @@ def test_hidden_runs_leave_exports_and_come_back(db: str, tmp_path: Path) -> Non
 
     code, out, _ = _zsl(db, "results", "unhide", SAE)
     assert (code, out.splitlines()[0]) == (0, f"shown: {SAE}")
-    assert _zsl(db, "results", "export", "--out", str(out_dir))[0] == 0
+    assert _zsl(db, "results", "export", "--results", str(out_dir))[0] == 0
     assert sae_file.is_file()
 
 
@@ -294,6 +294,26 @@ def test_a_run_under_another_runner_names_what_it_replaces(
     )
     [stored] = load_runs(open_store(db))
     assert (stored.runner, stored.created_at) == ("predictions", record.created_at)
+
+
+@pytest.mark.slow  # prepares the demo and scores it
+def test_a_matrix_rerun_names_the_run_it_replaced(tmp_path: Path, db: str) -> None:
+    # The matrix stores each run as it arrives: what a run replaced comes back with its result
+    # (no snapshot of the whole store up front), and only a run that was stored says so.
+    package, _ = _shifted_package(tmp_path)
+    matrix = [str(package), "--spec", str(DEMO), "--executor", "inline"]
+    code, _, err = _zsl(db, "run", *matrix)
+    assert (code, "replaces" in err) == (0, False)
+    [first] = load_runs(open_store(db))
+    code, out, err = _zsl(db, "run", *matrix)
+    assert (code, "replaces" in err) == (0, False)
+    assert out.splitlines()[-1].startswith("0 done, 0 failed, 1 skipped (stored already)")
+    code, _, err = _zsl(db, "run", *matrix, "--rerun")
+    assert code == 0, err
+    assert (
+        f"note: this predictions run replaces the stored run of {NAME} (predictions runner, "
+        f"{first.created_at:%Y-%m-%d %H:%M} UTC; zsl top1 0.0 → 0.0, gzsl H 0.0 → 0.0)\n"
+    ) in err
 
 
 @pytest.mark.slow  # prepares the demo and scores it

@@ -336,7 +336,7 @@ def test_results_commands_have_help_and_examples(command: list[str]) -> None:
 def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> None:
     _run_demo(tmp_path, db)
     out = tmp_path / "results"
-    first = cli.invoke(_app(), ["results", "export", "--out", str(out), "--database-url", db])
+    first = cli.invoke(_app(), ["results", "export", "--results", str(out), "--database-url", db])
     assert first.exit_code == 0, first.output
     assert "2 records in" in first.stdout and "2 written, 0 unchanged" in _flat(first.stdout)
     files = sorted(out.rglob("*.json"))
@@ -345,13 +345,13 @@ def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> Non
         "demo/v1/nearest-seen-class-transfer@1.0.json",
     ]
     snapshot = [p.read_bytes() for p in files]
-    again = cli.invoke(_app(), ["results", "export", "--out", str(out), "--database-url", db])
+    again = cli.invoke(_app(), ["results", "export", "--results", str(out), "--database-url", db])
     assert "0 written, 2 unchanged" in _flat(again.stdout)
     assert [p.read_bytes() for p in files] == snapshot
 
     fresh = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
     imported = cli.invoke(
-        _app(), ["results", "import", "--from", str(out), "--database-url", fresh]
+        _app(), ["results", "import", "--results", str(out), "--database-url", fresh]
     )
     assert imported.exit_code == 0, imported.output
     assert "imported 2 records" in imported.stdout
@@ -362,7 +362,9 @@ def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> Non
     assert tampered != text
     files[0].write_text(tampered)
     other = f"sqlite:///{tmp_path / 'other.sqlite3'}"
-    refused = cli.invoke(_app(), ["results", "import", "--from", str(out), "--database-url", other])
+    refused = cli.invoke(
+        _app(), ["results", "import", "--results", str(out), "--database-url", other]
+    )
     assert refused.exit_code == 2
     assert refused.stderr.startswith(f"error: {files[0]}: id: ")
     assert len(refused.stderr.strip().splitlines()) == 1

@@ -128,6 +128,7 @@ def test_site_layout(site: Path) -> None:
             "benchmarks/cub-demo-v1-gzsl.csv",
             "benchmarks/cub-demo-v1-zsl.csv",
             "compare.html",
+            "glossary.html",
             *(f"compare/{p}.html" for p in pairs),  # sje shares no benchmark: no pair page
             *(f"compare/{p}.csv" for p in pairs),
             "cross-gzsl-cub.csv",

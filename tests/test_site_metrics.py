@@ -9,7 +9,6 @@ every expectation is derived from the resulting score details, never typed in.
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ from harness.site import build_site
 from harness.site.model import plan_site
 from harness.site.pages import column_title, darts_reached
 from harness.spec import MetricSpec, Uncertainty
+from tests.html_elements import Elements
 from tests.metrics.test_common import make_input, replace
 from tests.site_records import make_record
 
@@ -79,40 +79,6 @@ def site(records: list[RunRecord], tmp_path_factory: pytest.TempPathFactory) -> 
     out = tmp_path_factory.mktemp("site") / "site"
     build_site(records, out)
     return out
-
-
-class Elements(HTMLParser):
-    """Every element's tag, attributes and text (nested text included), in document order."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.found: list[tuple[str, dict[str, str], list[str]]] = []
-        self._open: list[int] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, {k: v or "" for k, v in attrs}, []))
-        if tag not in ("line", "rect", "meta", "link", "br", "input"):
-            self._open.append(len(self.found) - 1)
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.found.append((tag, {k: v or "" for k, v in attrs}, []))
-
-    def handle_endtag(self, tag: str) -> None:
-        while self._open:
-            index = self._open.pop()
-            if self.found[index][0] == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        for index in self._open:
-            self.found[index][2].append(data)
-
-    def select(self, tag: str, css: str = "") -> list[tuple[dict[str, str], str]]:
-        return [
-            (attrs, "".join(text))
-            for t, attrs, text in self.found
-            if t == tag and (not css or css in attrs.get("class", "").split())
-        ]
 
 
 def elements(path: Path) -> Elements:

@@ -80,7 +80,7 @@ def test_cli_validates_archives(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_init_makes_a_model_package_that_runs_on_the_demo(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["submission", "init", "my-method", "--dir", str(tmp_path)])
+    result = CliRunner().invoke(app, ["submission", "init", "my-method", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     root = tmp_path / "my-method"
     assert sorted(p.name for p in root.iterdir()) == ["README.md", "model.py", "submission.yaml"]
@@ -89,7 +89,7 @@ def test_init_makes_a_model_package_that_runs_on_the_demo(tmp_path: Path) -> Non
     record = run_submission(root, DEMO, store=False, quiet=True)
     top1 = record.score("zsl", "top1")
     assert top1 is not None and top1.value > 3 / 20  # far above chance (1/20)
-    again = CliRunner().invoke(app, ["submission", "init", "my-method", "--dir", str(tmp_path)])
+    again = CliRunner().invoke(app, ["submission", "init", "my-method", "--out", str(tmp_path)])
     assert again.exit_code == 1
     assert "already exists" in again.output
 
@@ -113,6 +113,6 @@ def test_init_predictions_package_generates_and_runs(tmp_path: Path) -> None:
     ],
 )
 def test_init_refuses_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(app, ["submission", "init", *args, "--dir", str(tmp_path)])
+    result = CliRunner().invoke(app, ["submission", "init", *args, "--out", str(tmp_path)])
     assert result.exit_code == 1
     assert message in result.output

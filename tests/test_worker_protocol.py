@@ -61,8 +61,13 @@ def _h(record) -> float:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def eszsl_h() -> float:
-    record = run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", store=False, quiet=True)
+def eszsl_h(tmp_path_factory: pytest.TempPathFactory) -> float:
+    # A module fixture runs outside the per-test ZSL_HOME: give it its own, never the user's.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZSL_HOME", str(tmp_path_factory.mktemp("zsl-home-protocol")))
+        record = run_submission(
+            SUBMISSIONS / "eszsl", DEMO, runner="local", store=False, quiet=True
+        )
     return _h(record)
 
 

@@ -11,8 +11,10 @@ as text and mentions or links nobody.
 
 What the site shows is never taken from the pull request on trust. A record file that differs
 from the fork point (added, edited, or not committed) is re-made by its package, changed or not,
-and compared with the fresh run on every field but :data:`VOLATILE_FIELDS`; a difference, or a
-changed record no package reproduces, fails the job, and the fresh record is what gets exported.
+and compared with the fresh run on every field but :data:`harness.records.RUN_METADATA_FIELDS`,
+allowing what another platform's rounding changes (prediction hashes, scores within
+:data:`harness.results.reproduction.SCORE_TOLERANCE`); a difference beyond that, or a changed
+record no package reproduces, fails the job, and the fresh record is what gets exported.
 Submission fields (declarations, authors, paper…) come from the package's manifest through that
 run. The harness that judges is the base branch's: CI checks it out apart and points ``--repo``
 at the pull request's checkout (:func:`check_harness_is_base` refuses the pull request's own).
@@ -32,7 +34,7 @@ One module per job; each imports only what its job touches. This package exports
 """
 
 from harness.ci.config import CI_CONFIG, CIConfig, config_spec_paths, load_ci_config
-from harness.ci.diff import VOLATILE_FIELDS, leaderboard_diff, record_differences
+from harness.ci.diff import leaderboard_diff, record_differences
 from harness.ci.git import PackageChanges, changed_packages, committed_records, find_repo_root
 from harness.ci.markdown import escape_markdown
 from harness.ci.pr import (
@@ -49,7 +51,6 @@ __all__ = [
     "CI_CONFIG",
     "DIFF_FILENAME",
     "SITE_DIRNAME",
-    "VOLATILE_FIELDS",
     "CIConfig",
     "Execution",
     "PackageChanges",

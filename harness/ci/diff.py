@@ -1,9 +1,10 @@
 """The leaderboard diff: which runs a change adds, removes or alters, as a Markdown comment.
 
 Contract: :func:`record_differences` compares two run records on every field but
-:data:`VOLATILE_FIELDS` (what "the same result" means to CI); :func:`leaderboard_diff` renders
-the change between two sets of records per benchmark version and setting, ranked and formatted
-exactly as the site ranks and formats them (:func:`harness.ranking.competition_ranks`,
+:data:`~harness.records.RUN_METADATA_FIELDS` (what "the same result" means to CI; across
+platforms, within a tolerance: :mod:`harness.results.reproduction`); :func:`leaderboard_diff`
+renders the change between two sets of records per benchmark version and setting, ranked and
+formatted exactly as the site ranks and formats them (:func:`harness.ranking.competition_ranks`,
 :func:`harness.site.text.format_value`, :func:`harness.site.model.is_transductive`: transductive
 runs ranked apart), every submitted string escaped (:func:`harness.ci.markdown.escape_markdown`).
 Pure functions of the records: no git, no files.
@@ -11,72 +12,44 @@ Pure functions of the records: no git, no files.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.ci.markdown import escape_markdown, short_list
 from harness.ranking import competition_ranks
-from harness.records import RunKey, RunRecord, ScoreEntry, run_key
+from harness.records import (
+    RunKey,
+    RunRecord,
+    ScoreEntry,
+    run_key,
+)
+from harness.results.reproduction import leaf_differences
 from harness.site.model import SETTING_LABELS, SETTING_ORDER, is_transductive
 from harness.site.text import format_value
 
 __all__ = [
-    "VOLATILE_FIELDS",
     "index_records",
     "leaderboard_diff",
     "record_differences",
     "same_result",
 ]
 
-#: Record fields that legitimately differ between two runs of one package on the same data: when
-#: it ran, how long each step took, the machine, and what the model printed. Every other field is
-#: a result or is shown on the site (scores, class means, intervals, details, leakage,
-#: declarations, authors, runner, benchmark structure...), so a committed record must match a
-#: fresh run on all of them.
-VOLATILE_FIELDS = frozenset({"created_at", "timings", "environment", "logs"})
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_@+-]*")
-
 
 def record_differences(committed: RunRecord, fresh: RunRecord) -> list[str]:
     """The field paths (``scores[0].class_values.means[3]``) where two records differ.
 
     Compares the canonical JSON of both (what a record file holds), leaving out only
-    :data:`VOLATILE_FIELDS`. Leaves compare as JSON text, so ``1`` differs from ``1.0`` and
-    ``true``; a list of another length is named as a whole. In document order (keys sorted);
-    empty when the records are the same result.
+    :data:`~harness.records.RUN_METADATA_FIELDS` (when and where it ran). Leaves compare as JSON
+    text, so ``1`` differs from ``1.0`` and ``true``; a list of another length is named as a
+    whole. In document order (keys sorted); empty when the records are the same result.
     """
-    left = committed.model_dump(mode="json")
-    right = fresh.model_dump(mode="json")
-    for name in VOLATILE_FIELDS:
-        left.pop(name, None)
-        right.pop(name, None)
-    found: list[str] = []
-    # Iterative: a record's details may nest as deep as JSON allowed, beyond Python's recursion.
-    stack: list[tuple[str, object, object]] = [("", left, right)]
-    while stack:
-        path, one, two = stack.pop()
-        if isinstance(one, dict) and isinstance(two, dict):
-            for key in sorted(one.keys() | two.keys(), reverse=True):
-                sub = f"{path}.{key}" if path else key
-                if not _PLAIN_KEY.fullmatch(key):
-                    sub = f"{path}[{json.dumps(key, ensure_ascii=False)}]"
-                if key not in one or key not in two:
-                    found.append(sub)
-                else:
-                    stack.append((sub, one[key], two[key]))
-        elif isinstance(one, list) and isinstance(two, list) and len(one) == len(two):
-            pairs = list(enumerate(zip(one, two, strict=True)))
-            stack.extend((f"{path}[{i}]", x, y) for i, (x, y) in reversed(pairs))
-        elif json.dumps(one, sort_keys=True) != json.dumps(two, sort_keys=True):
-            found.append(path or "(record)")
-    return found
+    return [leaf.path for leaf in leaf_differences(committed, fresh)]
 
 
 def same_result(one: RunRecord | None, two: RunRecord | None) -> bool:
-    """Both absent, or both present and equal on every field but :data:`VOLATILE_FIELDS`."""
+    """Both absent, or both present and equal on every field but
+    :data:`~harness.records.RUN_METADATA_FIELDS` (when and where it ran)."""
     if one is None or two is None:
         return one is two
     return not record_differences(one, two)
@@ -273,7 +246,8 @@ def leaderboard_diff(
     Runs are matched by :func:`run_key`. Per benchmark version and per setting, a table of the
     primary metric lists the runs that are new, removed or updated (with what changed: data,
     package, predictions, metric version, scores, or else the record fields that differ: any
-    field but :data:`VOLATILE_FIELDS` counts), and runs whose rank moved, with values and
+    field but :data:`~harness.records.RUN_METADATA_FIELDS` (when and where it ran) counts), and
+    runs whose rank moved, with values and
     95% intervals before and after, the difference and the rank change. Ranks are competition
     ranks among runs of the same metric version. Unchanged runs are left out.
 

@@ -5,7 +5,8 @@ the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), va
 package to run, then runs and scores each valid one on every benchmark as one matrix
 (:func:`harness.executors.matrix.run_matrix`: a local process pool, this process, or a Ray
 cluster) into a throwaway store seeded with the trusted records, checks every changed record
-against its fresh run (:func:`harness.ci.diff.record_differences`), exports the records, builds
+against its fresh run (:func:`harness.results.reproduction.result_differences`: the same
+result, within the tolerance for another platform's rounding), exports the records, builds
 the site (:mod:`harness.site`) and writes the report (:func:`render_report` around
 :func:`harness.ci.diff.leaderboard_diff`). It writes only into the results folder and the output
 folder. A package's failure is that package's outcome, never the job's; the job's own
@@ -29,7 +30,6 @@ from harness.ci.config import CI_CONFIG, config_root, config_spec_paths, load_ci
 from harness.ci.diff import (
     index_records,
     leaderboard_diff,
-    record_differences,
     same_result,
 )
 from harness.ci.git import (
@@ -58,6 +58,7 @@ from harness.results.records_io import (
     read_records,
     write_records,
 )
+from harness.results.reproduction import result_differences
 from harness.runners import sandbox
 from harness.scoring import below_chance
 from harness.site.text import format_value
@@ -472,13 +473,19 @@ def _reconcile(
             if key in fork_records:
                 merged[key] = fork_records[key]
             continue
-        fields = record_differences(change.file.record, new)
+        found = result_differences(change.file.record, new)
+        fields = [d.field for d in found if not d.within_tolerance]
         if fields:
             problems.append(
                 f"{change.shown}: ⚠ the committed record differed from a fresh run in: "
                 f"{short_list(fields)}; the fresh record was exported in its place (records are "
                 "written by CI: commit the exported records, never edited ones)"
             )
+            merged[key] = new
+        elif found:
+            # Reproduced within the tolerance for another platform's rounding (prediction
+            # hashes, last digits of scores): no problem, but CI's record is the one exported,
+            # so the board holds what this CI computed (the diff shows it as updated).
             merged[key] = new
         else:
             merged[key] = change.file.record  # reproduced: keep the file as it is
@@ -536,8 +543,10 @@ def run_pull_request(
     a fresh SQLite store under ``out_dir`` with the trusted records; validate every package to
     run and score each valid one on every configured spec into that store, as one matrix on
     ``execution``'s executor (default: a local process pool); compare each changed record with
-    its fresh run (:func:`record_differences`: every field but :data:`VOLATILE_FIELDS`); export
-    the trusted
+    its fresh run (:func:`~harness.results.reproduction.result_differences`: every field but
+    the run metadata; prediction hashes and scores may differ within
+    :data:`~harness.results.reproduction.SCORE_TOLERANCE`, and the fresh record is exported
+    then); export the trusted
     records plus the fresh runs into ``results_dir`` (a committed record equal to its fresh run
     is kept as it is, so re-running CI on committed results changes no file); build the site
     of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``

@@ -32,6 +32,33 @@ DatabaseUrl = Annotated[
     ),
 ]
 
+#: Where the exported run records live in a repository (``zsl results export`` writes there).
+RESULTS_DIR = Path("leaderboard/results")
+
+#: The ``--results`` option: the folder of exported run records, read or written. One name for
+#: one concept across commands (export, import, leaderboard build, ci pr, ci publish).
+ResultsFolder = Annotated[
+    Path,
+    typer.Option(
+        "--results",
+        help="folder of run record files, one per run (as written by `zsl results export`)",
+        file_okay=False,
+    ),
+]
+
+#: Where ``zsl leaderboard build`` and ``zsl ci publish`` write the site by default.
+SITE_DIR = Path("leaderboard/site")
+
+#: The ``--out`` option of the commands that build the site.
+SiteFolder = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        help="folder to write the site to; replaced as a whole (only if built by zsl, or empty)",
+        file_okay=False,
+    ),
+]
+
 #: The ``--wordnet-dir`` option of every command that opens WordNet.
 WordNetDir = Annotated[
     Path | None,

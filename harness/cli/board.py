@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import DatabaseUrl, reports_errors, stdout
+from harness.cli._common import SITE_DIR, DatabaseUrl, SiteFolder, reports_errors, stdout
 from harness.site import build_site
 from harness.store import load_runs, open_store
 
@@ -44,10 +44,7 @@ An existing --out folder is replaced only if it was built by this command (or is
 @app.command(epilog=BUILD_EPILOG)
 @reports_errors
 def build(
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="Folder to write the site to; replaced as a whole."),
-    ] = Path("leaderboard/site"),
+    out: SiteFolder = SITE_DIR,
     database_url: DatabaseUrl = None,
     results: Annotated[
         Path | None,

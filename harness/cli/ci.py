@@ -18,10 +18,14 @@ from harness.ci import (
     run_pull_request,
 )
 from harness.cli._common import (
+    RESULTS_DIR,
+    SITE_DIR,
     Executor,
     Jobs,
     MaxRetries,
     RayAddress,
+    ResultsFolder,
+    SiteFolder,
     chosen_executor,
     reports_errors,
     stderr,
@@ -42,12 +46,6 @@ Base = Annotated[
         show_default=False,
     ),
 ]
-Results = Annotated[
-    Path,
-    typer.Option("--results", help="folder of committed run records", file_okay=False),
-]
-#: Where the run records live in a repository.
-RESULTS_DIR = Path("leaderboard/results")
 
 CHANGED_EPILOG = """
 Example: zsl ci changed --base origin/main
@@ -192,11 +190,8 @@ Reads only the committed records (no store, no runs): what the merge-to-main job
 @app.command(epilog=PUBLISH_EPILOG)
 @reports_errors
 def publish(
-    results: Results = RESULTS_DIR,
-    out: Annotated[
-        Path,
-        typer.Option("--out", help="folder to write the site to; replaced as a whole"),
-    ] = Path("leaderboard/site"),
+    results: ResultsFolder = RESULTS_DIR,
+    out: SiteFolder = SITE_DIR,
 ) -> None:
     """Build the site from the committed run records and print the path of its index.html."""
     index = publish_site(results, out)

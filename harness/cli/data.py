@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from harness.audit import AuditStatus
 from harness.cli._common import reports_errors, stdout
 from harness.data.artifacts import FrozenBenchmark, benchmark_dir
 from harness.data.prepare import prepare
-from harness.spec import load_spec
+from harness.spec import Spec, load_spec
 
 __all__ = ["app"]
 
@@ -19,14 +20,54 @@ app = typer.Typer(help="Freeze benchmarks under ZSL_HOME and verify them.", no_a
 SpecPath = Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)]
 
 
-@app.command("prepare")
+PREPARE_EPILOG = """
+The leakage audit (the test classes the features' backbone saw in pre-training) is frozen with
+the benchmark and covered by its hash, so every run of it carries the same audit. A backbone
+pre-trained on ImageNet classes needs the class lists (ZSL_IMAGENET_DIR) and WordNet 3.0
+(ZSL_WORDNET_DIR, ZSL_WORDNET_LEXNAMES); without them the freeze is refused, unless you freeze
+without an audit on purpose:
+
+  zsl data prepare specs/xlsa17/awa2-ps.yaml --no-audit "no ImageNet class lists here"
+
+which every run of that benchmark then shows as 'not audited: REASON' (its hash differs from an
+audited freeze). Features not pre-trained on a class set record 'not applicable'.
+"""
+
+
+def _print_audit(frozen: FrozenBenchmark, spec: Spec) -> None:
+    audit = frozen.audit
+    stdout.print(f"  leakage audit: {audit.summary()}", soft_wrap=True)
+    if audit.inputs_text():
+        stdout.print(f"    from {audit.inputs_text()}", soft_wrap=True)
+    if audit.status == AuditStatus.NOT_AUDITED:
+        stdout.print(
+            f"    to freeze it with its audit: rm -r {frozen.root} && zsl data prepare"
+            f" {spec.path}, with the audit's inputs available (the benchmark hash changes)",
+            soft_wrap=True,
+        )
+
+
+@app.command("prepare", epilog=PREPARE_EPILOG)
 @reports_errors
-def prepare_benchmark(spec: SpecPath) -> None:
-    """Freeze a benchmark's artifacts under ZSL_HOME (or verify the frozen copy)."""
+def prepare_benchmark(
+    spec: SpecPath,
+    no_audit: Annotated[
+        str | None,
+        typer.Option(
+            "--no-audit",
+            metavar="REASON",
+            help="freeze without the leakage audit (when its inputs are not available here),"
+            " recording REASON in the benchmark; ignored when a frozen copy exists",
+        ),
+    ] = None,
+) -> None:
+    """Freeze a benchmark's artifacts and leakage audit under ZSL_HOME (or verify the frozen
+    copy)."""
     loaded = load_spec(spec)
-    frozen = prepare(loaded)
+    frozen = prepare(loaded, no_audit=no_audit)
     stdout.print(f"{loaded.benchmark} v{loaded.version}: {frozen.hash}")
     stdout.print(f"  {frozen.root} ({len(frozen.entries)} artifacts)")
+    _print_audit(frozen, loaded)
 
 
 @app.command()
@@ -37,6 +78,7 @@ def verify(spec: SpecPath) -> None:
     frozen = FrozenBenchmark(benchmark_dir(loaded.benchmark, loaded.version))
     names = frozen.verify()
     stdout.print(f"ok {frozen.root}: {len(names)} artifacts match {frozen.hash}")
+    _print_audit(frozen, loaded)
 
 
 SYNTHETIC_EPILOG = """
@@ -45,6 +87,10 @@ Example (the split files come with the xlsa17 release, a few MB without res101.m
   zsl data synthetic-xlsa17 --source ~/xlsa17/data --out ~/xlsa17-synthetic --dataset AWA2
 
   ZSL_XLSA17_DIR=~/xlsa17-synthetic zsl run submissions/eszsl --spec specs/xlsa17/awa2-ps.yaml
+
+The run freezes the benchmark with its leakage audit, which needs ZSL_IMAGENET_DIR and WordNet
+(see `zsl data prepare --help`); without them, freeze it first with
+`zsl data prepare specs/xlsa17/awa2-ps.yaml --no-audit "trying synthetic features"`.
 
 SYNTHETIC features: the scores they give say that the pipeline runs, nothing about a method.
 The frozen benchmark has another hash than the real one's, so the store keeps the two apart.

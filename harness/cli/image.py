@@ -17,9 +17,10 @@ app = typer.Typer(help="Build worker images for runner 'container'.", no_args_is
 @app.command()
 @reports_errors
 def build(
-    base: Annotated[
+    base_image: Annotated[
         str | None,
         typer.Option(
+            "--base-image",
             help="base image with Python 3.11 and pip (default: python:3.11-slim); not used"
             " with --rootfs",
             show_default=False,
@@ -68,6 +69,6 @@ def build(
     from harness.images import build_image
 
     info, built = build_image(
-        tag=tag, base=base, gpu=gpu, rootfs=rootfs, packages=package or [], engine=engine
+        tag=tag, base=base_image, gpu=gpu, rootfs=rootfs, packages=package or [], engine=engine
     )
     stdout.print(f"{info.pinned}{'' if built else ' (up to date)'}", soft_wrap=True)

@@ -46,6 +46,8 @@ def list_metrics(
                 "needs_validation": metric.needs_validation,
                 "params": params,
                 "description": metric.description,
+                "formula": metric.formula,
+                "reference": metric.reference,
             }
         )
     if as_json:
@@ -75,3 +77,29 @@ def list_metrics(
             stdout.print(Padding(Text(text), (0, 0, 1, 4)))
         else:  # piped (grep, a file): one line each, never cut or padded to a width
             stdout.print(f"    {text}\n", soft_wrap=True)
+
+
+@app.command("describe")
+@reports_errors
+def describe_metric(
+    name: Annotated[str, typer.Argument(help="a registered metric's name (zsl metrics list)")],
+) -> None:
+    """Print one metric's glossary entry: definition, formula, averaging unit, unit, parameters
+    and source paper, the same entry the site's glossary.html shows."""
+    from harness.site.glossary import metric_entry
+
+    entry = metric_entry(metrics.get(name))  # an unknown name: the registry's "Did you mean"
+    lines = [
+        f"{entry.term} v{entry.version}: {entry.summary}",
+        f"  formula: {entry.formula}",
+        f"  averaged over: {entry.averaging}",
+        f"  unit: {entry.unit}; {entry.direction}",
+    ]
+    if entry.parameters:
+        lines.append("  parameters:")
+        lines += [f"    {p.name} (default {p.default}): {p.description}" for p in entry.parameters]
+    else:
+        lines.append("  parameters: none")
+    lines.append(f"  source: {entry.reference}")
+    for line in lines:
+        stdout.print(Text(line), soft_wrap=True)

@@ -11,17 +11,20 @@ from rich.text import Text
 from sqlalchemy import Engine
 
 from harness.cli._common import (
+    RESULTS_DIR,
     DatabaseUrl,
     Executor,
     Jobs,
     MaxRetries,
     RayAddress,
+    ResultsFolder,
     chosen_executor,
     reports_errors,
     stderr,
     stdout,
 )
 from harness.records import RunKey
+from harness.results.reproduction import SCORE_TOLERANCE, compare_reproduction
 from harness.results.rescore import RescoreOutcome, rescore_store
 from harness.results.store_io import (
     RUN_NAME_FORM,
@@ -48,9 +51,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-RESULTS_DIR = Path("leaderboard/results")
-
-
 EXPORT_EPILOG = """
 Examples:
 
@@ -58,9 +58,9 @@ Examples:
 
   zsl results export --prune                  # also delete records of runs no longer stored
 
-  zsl results export --out /tmp/results --database-url sqlite:////tmp/zsl.sqlite3
+  zsl results export --results /tmp/results --database-url sqlite:////tmp/zsl.sqlite3
 
-One file per run: <out>/<benchmark>/v<version>/<submission>@<version>.json. Unchanged files
+One file per run: <results>/<benchmark>/v<version>/<submission>@<version>.json. Unchanged files
 are not rewritten, so `git diff` shows exactly the runs that changed. Hidden runs (`zsl results
 hide`) are left out; --prune deletes their files.
 """
@@ -69,25 +69,30 @@ hide`) are left out; --prune deletes their files.
 @app.command(epilog=EXPORT_EPILOG)
 @reports_errors
 def export(
-    out: Annotated[
-        Path, typer.Option("--out", help="Folder of record files.", file_okay=False)
-    ] = RESULTS_DIR,
+    results: ResultsFolder = RESULTS_DIR,
     database_url: DatabaseUrl = None,
     prune: Annotated[
         bool,
-        typer.Option("--prune", help="Delete *.json files under --out that match no stored run."),
+        typer.Option(
+            "--prune", help="Delete *.json files under --results that match no stored run."
+        ),
     ] = False,
 ) -> None:
     """Write every stored run to one JSON record file (stable text, content-addressed)."""
     engine = open_store(database_url)
     try:
-        result = export_store(engine, out, prune=prune)
+        result = export_store(engine, results, prune=prune)
         hidden = count_runs(engine, hidden=True)
     finally:
         engine.dispose()
     stdout.print(
-        f"{len(result.paths)} records in {out}: {len(result.written)} written, "
+        f"{len(result.paths)} records in {results}: {len(result.written)} written, "
         f"{len(result.paths) - len(result.written)} unchanged"
+        + (
+            f" ({len(result.kept)} with the same result and other run metadata: file kept)"
+            if result.kept
+            else ""
+        )
         + (f", {len(result.removed)} stale removed" if prune else "")
         + (f"; {hidden} hidden run{'s' if hidden != 1 else ''} left out" if hidden else ""),
         soft_wrap=True,
@@ -99,7 +104,7 @@ Examples:
 
   zsl results import                          # from leaderboard/results
 
-  zsl results import --from /tmp/results --database-url postgresql://zsl@db/board
+  zsl results import --results /tmp/results --database-url postgresql://zsl@db/board
 
 Every file is verified first (format, schema, id = hash of the content, one file per run);
 one bad file stores nothing. Runs already stored are replaced by the imported records.
@@ -109,19 +114,16 @@ one bad file stores nothing. Runs already stored are replaced by the imported re
 @app.command("import", epilog=IMPORT_EPILOG)
 @reports_errors
 def import_(
-    source: Annotated[
-        Path,
-        typer.Option("--from", help="Folder of record files.", file_okay=False),
-    ] = RESULTS_DIR,
+    results: ResultsFolder = RESULTS_DIR,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Verify every record file in a folder, then store them all in one transaction."""
     engine = open_store(database_url)
     try:
-        records = import_folder(engine, source)
+        records = import_folder(engine, results)
     finally:
         engine.dispose()
-    stdout.print(f"imported {len(records)} records from {source}", soft_wrap=True)
+    stdout.print(f"imported {len(records)} records from {results}", soft_wrap=True)
 
 
 RESCORE_EPILOG = """
@@ -365,3 +367,73 @@ def hide(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = No
 def unhide(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = None) -> None:
     """Show hidden runs again in exports and the site."""
     _set_hidden(runs, False, dry_run, database_url)
+
+
+DIFF_EPILOG = """
+Examples:
+
+  make demo && zsl results diff               # does this machine reproduce the committed records?
+
+  zsl results diff --results leaderboard/results --tolerance 0    # to the bit
+
+Compares every stored run with its record file under --results, on the result only (not when,
+where or how fast it ran). Prediction hashes may differ, and every number under a record's
+scores by at most TOLERANCE x max(1, |committed|): another CPU or BLAS rounds the models' matrix
+products differently. Each difference beyond that is printed (run, setting, metric, field,
+committed and new value); exit 1 if there is one.
+"""
+
+
+@app.command("diff", epilog=DIFF_EPILOG)
+@reports_errors
+def diff(
+    results: ResultsFolder = RESULTS_DIR,
+    database_url: DatabaseUrl = None,
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            min=0.0,
+            help="Largest |new - committed| of a score, times max(1, |committed|).",
+        ),
+    ] = SCORE_TOLERANCE,
+) -> None:
+    """Compare the stored runs with the committed record files: the same results, within a
+    tolerance for another platform's rounding?"""
+    from harness.results.records_io import describe_key, read_records
+    from harness.store import load_runs
+
+    committed = read_records(results)
+    engine = open_store(database_url)
+    try:
+        fresh = load_runs(engine)
+    finally:
+        engine.dispose()
+    report = compare_reproduction(committed, fresh, tolerance=tolerance)
+    for key, found in report.beyond.items():
+        for difference in found:
+            if not difference.within_tolerance:
+                stdout.print(difference.describe(describe_key(key), tolerance), soft_wrap=True)
+    compared = len(report.identical) + len(report.within) + len(report.beyond)
+    if not compared:
+        stderr.print(
+            f"error: no stored run has a record file under {results} (and none of its "
+            f"{len(committed)} records a stored run): nothing to compare; check --results and "
+            "the store (--database-url / ZSL_DATABASE_URL)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
+    stdout.print(
+        f"{compared} run{'s' if compared != 1 else ''} compared with {results}: "
+        f"{len(report.identical)} identical, "
+        f"{len(report.within)} within tolerance {tolerance:g}, {len(report.beyond)} beyond"
+        + (f"; {len(report.not_rerun)} records with no stored run" if report.not_rerun else "")
+        + (
+            f"; {len(report.not_committed)} stored runs not exported"
+            if report.not_committed
+            else ""
+        ),
+        soft_wrap=True,
+    )
+    if not report.ok:
+        raise typer.Exit(code=1)

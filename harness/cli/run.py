@@ -9,11 +9,13 @@ import typer
 from rich.text import Text
 
 from harness.cli._common import (
+    SITE_DIR,
     DatabaseUrl,
     Executor,
     Jobs,
     MaxRetries,
     RayAddress,
+    SiteFolder,
     chosen_executor,
     reports_errors,
     stderr,
@@ -25,7 +27,6 @@ from harness.pipeline import (
     plan_submission,
     prediction_settings,
     read_all,
-    replaced_run,
     replacement_message,
     run_submission,
 )
@@ -154,13 +155,7 @@ def run(
             " --ray-address): the matrix stores each run as it arrives"
         )
     from harness.executors.matrix import RunRequest, run_matrix
-    from harness.store import list_runs, open_store
 
-    engine = open_store(database_url)
-    try:  # what each run may replace, to say so (the matrix stores as runs arrive)
-        before = {stored.key: stored for stored in list_runs(engine)}
-    finally:
-        engine.dispose()
     report = run_matrix(
         [RunRequest(p, s, runner) for s in specs for p in packages],
         executor=chosen_executor(executor, ray_address),
@@ -174,9 +169,8 @@ def run(
     for result in report.results:
         if result.record is not None:
             stdout.print(_summary(result.record))
-            old = before.get(run_key(result.record))
-            if old is not None and old.record.created_at != result.record.created_at:
-                _note(replacement_message(replaced_run(old, result.record), result.record))
+            if result.replaced is not None:
+                _note(replacement_message(result.replaced, result.record))
             _warn_below_chance(result.record)
             below += bool(below_chance(result.record))
     stdout.print(
@@ -265,7 +259,7 @@ def demo(
     submissions: Annotated[Path, typer.Option(help="folder of shipped submissions")] = Path(
         "submissions"
     ),
-    out: Annotated[Path, typer.Option(help="site output folder")] = Path("leaderboard/site"),
+    out: SiteFolder = SITE_DIR,
     database_url: DatabaseUrl = None,
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
 ) -> None:

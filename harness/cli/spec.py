@@ -174,10 +174,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def _print_leakage(leak: LeakageAudit) -> None:
-    if leak.error is not None:
-        stdout.print(f"  leakage audit unavailable: {leak.error}", soft_wrap=True)
+    if not leak.audited:  # not applicable, not audited (frozen so) or unavailable: says why
+        stdout.print(f"  leakage: {leak.summary()}", soft_wrap=True)
         return
     stdout.print(f"  leakage: {leak.summary()}", soft_wrap=True)
+    if leak.inputs_text():
+        stdout.print(f"    (frozen with the benchmark, from {leak.inputs_text()})", soft_wrap=True)
     for relation in Relation:
         stdout.print(f"    ({relation_meaning(relation, leak.related_within)})", soft_wrap=True)
     for relation in Relation:

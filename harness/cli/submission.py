@@ -38,15 +38,16 @@ def init(
     kind: Annotated[
         str, typer.Option(help="'model' (model code) or 'predictions' (prediction files)")
     ] = "model",
-    directory: Annotated[
-        Path, typer.Option("--dir", help="folder to create the package in", file_okay=False)
+    out: Annotated[
+        Path,
+        typer.Option("--out", help="folder to create the package folder NAME in", file_okay=False),
     ] = Path("."),
 ) -> None:
     """Write a working template package (submission.yaml, model.py, README.md) to start from."""
     if kind not in ("model", "predictions"):
         raise SubmissionError(f"--kind {kind!r}: choose 'model' or 'predictions'")
     chosen: Literal["model", "predictions"] = "model" if kind == "model" else "predictions"
-    root = write_template(name, directory, kind=chosen)
+    root = write_template(name, out, kind=chosen)
     stdout.print(f"created {root} ({kind}); next: zsl submission validate {root}")
 
 
@@ -79,7 +80,23 @@ def validate(
                 read_all(bench, paths)
             except PredictionError as err:  # name the file by its path in the package
                 raise _in_package_terms(err, loaded, paths.values()) from None
+        checked = None
+        if m.kind == "model":
+            # Imports the package's code: in a runner (sandbox by default), never here.
+            from harness.runners.entrypoint_check import check_entrypoint, describe
+
+            checked = check_entrypoint(loaded)
+            if not checked.ok:
+                count = len(checked.problems)
+                raise SubmissionError(
+                    f"{package}: entrypoint {checked.entrypoint} (checked in runner"
+                    f" '{checked.runner}'): {count} problem{'s' if count > 1 else ''}\n  "
+                    + "\n  ".join(describe(checked))
+                )
         stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
+        if checked is not None:
+            for line in describe(checked):
+                stdout.print(f"  {line}", soft_wrap=True)
         # What the hash covers, for the reviewer: the count, and every file that is neither .py
         # source nor plain data (docs, configs, arrays), since those deserve a look.
         stdout.print(f"  {len(loaded.files())} files hashed")

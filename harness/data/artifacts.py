@@ -3,15 +3,22 @@
 Layout (under ``ZSL_HOME``, default ``~/.cache/zsl-harness``)::
 
     benchmarks/<benchmark>/v<version>/
-        manifest.json            format, benchmark, version, spec data hash, artifacts, hash
+        manifest.json            format, benchmark, version, spec data hash, artifacts, audit, hash
         features.npy             ...one file per artifact, named by its posix key
 
 Each manifest entry records the artifact's shape, dtype and the sha256 of its *content*
-(:func:`harness.hashing.array_sha256`); the benchmark hash is the hash of the canonical list of
-entries. Writing goes to a temporary sibling directory that is verified and then renamed into
-place, so a crash never leaves a half-written benchmark. Every read verifies what it reads and
-refuses a mismatch with the file, the expected and actual values and the likely causes; nothing
-is ever silently rebuilt or overwritten.
+(:func:`harness.hashing.array_sha256`). The manifest also holds the benchmark's leakage audit
+(:class:`harness.audit.LeakageAudit`), made when it was frozen, so that every run of the
+benchmark carries the same audit whoever scores it. The benchmark hash is the hash of the
+canonical list of entries together with that audit (:func:`benchmark_hash`): an edited audit
+fails the hash check like an edited array. Writing goes to a temporary sibling directory that
+is verified and then renamed into place, so a crash never leaves a half-written benchmark. Every
+read verifies what it reads and refuses a mismatch with the file, the expected and actual values
+and the likely causes; nothing is ever silently rebuilt or overwritten.
+
+Formats: ``zsl-frozen/2`` (this harness). A ``zsl-frozen/1`` benchmark (frozen before the audit
+was frozen with it, so its runs were audited when scored) is refused with the commands that
+freeze it again (:data:`OUTDATED_FORMATS`, :func:`outdated_message`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import ValidationError
 
+from harness.audit import LeakageAudit
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import array_sha256, json_sha256
 
@@ -33,18 +42,26 @@ __all__ = [
     "FORMAT",
     "MANIFEST",
     "MMAP_THRESHOLD_BYTES",
+    "OUTDATED_FORMATS",
     "ArtifactEntry",
     "CacheAction",
     "FrozenBenchmark",
+    "OutdatedFormatError",
     "benchmark_dir",
+    "benchmark_hash",
     "cache_action",
-    "entries_hash",
+    "outdated_message",
     "write_frozen",
     "zsl_home",
 ]
 
 MANIFEST = "manifest.json"
-FORMAT = "zsl-frozen/1"
+FORMAT = "zsl-frozen/2"
+#: Formats of older harnesses, refused with what changed and how to freeze again.
+OUTDATED_FORMATS = {
+    "zsl-frozen/1": "it holds no leakage audit (its runs were audited when scored, so their"
+    " badge depended on the scorer's environment)",
+}
 MMAP_THRESHOLD_BYTES = 64 << 20
 
 
@@ -67,8 +84,28 @@ class ArtifactEntry:
         return {"shape": list(self.shape), "dtype": self.dtype, "sha256": self.sha256}
 
 
-def entries_hash(entries: dict[str, ArtifactEntry]) -> str:
-    return json_sha256({name: entries[name].to_json() for name in sorted(entries)})
+def benchmark_hash(entries: dict[str, ArtifactEntry], audit: dict[str, Any]) -> str:
+    """The benchmark hash: every artifact's entry and the frozen leakage audit (its JSON)."""
+    return json_sha256(
+        {
+            "artifacts": {name: entries[name].to_json() for name in sorted(entries)},
+            "leakage_audit": audit,
+        }
+    )
+
+
+class OutdatedFormatError(HarnessError):
+    """A benchmark frozen by an older harness, in a format this one refuses (exit code 1)."""
+
+
+def outdated_message(root: Path, found: str, spec: str = "SPEC") -> str:
+    """Why a benchmark of an older format is refused, and the commands that freeze it again."""
+    return (
+        f"{root} was frozen by an older harness (format '{found}'; this harness reads"
+        f" '{FORMAT}'): {OUTDATED_FORMATS[found]}. Nothing is converted silently: delete it and"
+        f" freeze it again, `rm -r {root} && zsl data prepare {spec}` (the benchmark hash changes;"
+        " prediction files made for the old hash must be made again)"
+    )
 
 
 def _artifact_path(root: Path, name: str) -> Path:
@@ -77,23 +114,27 @@ def _artifact_path(root: Path, name: str) -> Path:
     return root.joinpath(*name.split("/")).with_suffix(".npy")
 
 
-CacheAction = Literal["create", "use", "conflict"]
+CacheAction = Literal["create", "use", "conflict", "outdated"]
 
 
 def cache_action(root: Path, data_hash: str) -> CacheAction:
     """Decide what ``prepare`` must do with ``root``; decides only, never acts.
 
     ``create`` when nothing is there, ``use`` when a manifest for the same spec data is there,
-    ``conflict`` when a manifest made from different spec data is there.
+    ``conflict`` when a manifest made from different spec data is there, ``outdated`` when a
+    manifest of an older format (:data:`OUTDATED_FORMATS`) is there.
     """
     manifest = root / MANIFEST
     if not manifest.exists():
         return "create"
     try:
-        recorded = json.loads(manifest.read_text()).get("spec_data_hash")
-    except (OSError, ValueError):
+        recorded = json.loads(manifest.read_text())
+        if recorded.get("format") in OUTDATED_FORMATS:
+            return "outdated"
+        recorded_hash = recorded.get("spec_data_hash")
+    except (OSError, ValueError, AttributeError):
         return "use"  # let the verifying open() report the damage precisely
-    return "use" if recorded == data_hash else "conflict"
+    return "use" if recorded_hash == data_hash else "conflict"
 
 
 def write_frozen(
@@ -103,9 +144,11 @@ def write_frozen(
     benchmark: str,
     version: int,
     spec_data_hash: str,
+    audit: LeakageAudit,
     meta: dict[str, Any] | None = None,
 ) -> FrozenBenchmark:
-    """Write ``arrays`` as a frozen benchmark at ``root``, atomically; ``root`` must not exist."""
+    """Write ``arrays`` and the leakage ``audit`` as a frozen benchmark at ``root``, atomically;
+    ``root`` must not exist."""
     if root.exists():
         raise IntegrityError(f"{root} already exists; refusing to overwrite a frozen benchmark")
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -122,6 +165,7 @@ def write_frozen(
             entries[name] = ArtifactEntry(
                 tuple(int(s) for s in array.shape), array.dtype.str, array_sha256(array)
             )
+        audit_json = audit.model_dump(mode="json")
         manifest = {
             "format": FORMAT,
             "benchmark": benchmark,
@@ -129,7 +173,8 @@ def write_frozen(
             "spec_data_hash": spec_data_hash,
             "meta": meta or {},
             "artifacts": {name: entries[name].to_json() for name in sorted(entries)},
-            "hash": entries_hash(entries),
+            "leakage_audit": audit_json,
+            "hash": benchmark_hash(entries, audit_json),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         FrozenBenchmark(tmp).verify()
@@ -154,7 +199,10 @@ class FrozenBenchmark:
             ) from None
         except (OSError, ValueError) as err:
             raise IntegrityError(f"{manifest_path} is unreadable or not JSON: {err}") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        if isinstance(found, str) and found in OUTDATED_FORMATS:
+            raise OutdatedFormatError(outdated_message(self.root, found))
+        if not isinstance(manifest, dict) or found != FORMAT:
             raise IntegrityError(f"{manifest_path}: not a '{FORMAT}' manifest")
         try:
             self.entries = {
@@ -166,14 +214,25 @@ class FrozenBenchmark:
             self.version: int = int(manifest["version"])
             self.spec_data_hash: str = manifest["spec_data_hash"]
             self.meta: dict[str, Any] = manifest.get("meta", {})
+            audit_json = manifest["leakage_audit"]
         except (KeyError, TypeError, ValueError) as err:
             raise IntegrityError(f"{manifest_path}: malformed manifest ({err!r})") from None
-        actual = entries_hash(self.entries)
+        actual = benchmark_hash(self.entries, audit_json)
         if actual != self.hash:
             raise IntegrityError(
                 f"{manifest_path}: manifest hash mismatch: recorded {self.hash}, computed {actual}."
-                " The manifest was edited; delete the directory and run `zsl data prepare` again."
+                " The manifest (an artifact entry or the leakage audit) was edited; delete the"
+                " directory and run `zsl data prepare` again."
             )
+        try:
+            #: The leakage audit frozen with the benchmark (covered by :attr:`hash`).
+            self.audit: LeakageAudit = LeakageAudit.model_validate(audit_json)
+        except ValidationError as err:
+            raise IntegrityError(
+                f"{manifest_path}: leakage_audit is not a leakage audit this harness reads"
+                f" ({err.error_count()} problem(s), first at"
+                f" {'.'.join(str(p) for p in err.errors()[0]['loc'])})"
+            ) from None
         self._cache: dict[str, np.ndarray] = {}
 
     def __contains__(self, name: str) -> bool:

@@ -7,26 +7,35 @@ split, test_seen images belong to seen classes and never to training or validati
 The frozen benchmark also fixes the row order of prediction files (test images, shuffled with a
 seed derived from the benchmark id so seen and unseen rows are interleaved in GZSL) and the column
 order (candidate classes per setting).
+
+It also holds the leakage audit of its test classes, made here, once (:func:`freeze_audit`):
+a freeze whose audit inputs are missing is refused before any data is read, unless the
+maintainer freezes without an audit on purpose (``no_audit``, recorded as ``not audited``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 from pydantic import ValidationError
 
+from harness.audit import AuditStatus, freeze_audit, plan_audit
 from harness.data.adapters import SPLIT_CLASS_KEYS, SPLIT_IMAGE_KEYS, RawBenchmark, adapters
 from harness.data.artifacts import (
+    MANIFEST,
     FrozenBenchmark,
+    OutdatedFormatError,
     benchmark_dir,
     cache_action,
+    outdated_message,
     write_frozen,
 )
 from harness.errors import IntegrityError, SpecError
-from harness.hashing import strings_sha256
+from harness.hashing import file_sha256, strings_sha256
 from harness.hierarchy import Hierarchy
 from harness.registry import RegistryError
 from harness.spec import Spec
@@ -223,8 +232,13 @@ def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
     return arrays
 
 
-def prepare(spec: Spec) -> FrozenBenchmark:
-    """Freeze ``spec``'s benchmark under ``ZSL_HOME`` (or verify and reuse the frozen copy)."""
+def prepare(spec: Spec, *, no_audit: str | None = None) -> FrozenBenchmark:
+    """Freeze ``spec``'s benchmark under ``ZSL_HOME`` (or verify and reuse the frozen copy).
+
+    ``no_audit``: freeze without the leakage audit, recording this reason, when its inputs are
+    not available here (without it such a freeze is refused: :func:`harness.audit.plan_audit`).
+    A frozen copy is reused as it is: the audit it holds is the benchmark's.
+    """
     root = benchmark_dir(spec.benchmark, spec.version)
     data_hash = spec.data_hash()
     action = cache_action(root, data_hash)
@@ -234,10 +248,15 @@ def prepare(spec: Spec) -> FrozenBenchmark:
             f" A spec's data must not change within a version: bump 'version' in {spec.path}"
             f" (or delete {root} if you are developing the spec)."
         )
+    if action == "outdated":
+        found = json.loads((root / MANIFEST).read_text())["format"]
+        raise OutdatedFormatError(outdated_message(root, found, str(spec.path)))
     if action == "use":
         frozen = FrozenBenchmark(root)
         frozen.verify()
+        _check_audit_rule(spec, frozen)
     else:
+        plan = plan_audit(spec, without_audit=no_audit)  # refused here, before reading data
         try:
             adapter = adapters.get(spec.data.adapter)
         except RegistryError as err:
@@ -253,12 +272,20 @@ def prepare(spec: Spec) -> FrozenBenchmark:
             ) from None
         raw = adapter.load(spec, params)
         check_raw(raw, spec)
+        arrays = freeze_arrays(raw, spec)
+        ids = arrays["class_ids"].tolist()
         frozen = write_frozen(
             root,
-            freeze_arrays(raw, spec),
+            arrays,
             benchmark=spec.benchmark,
             version=spec.version,
             spec_data_hash=data_hash,
+            audit=freeze_audit(
+                spec,
+                plan,
+                [ids[i] for i in arrays["splits/unseen_classes"].tolist()],
+                dict(zip(ids, arrays["class_names"].tolist(), strict=True)),
+            ),
             meta=raw.meta,
         )
     if spec.data.checksum is not None and frozen.hash != spec.data.checksum:
@@ -268,6 +295,39 @@ def prepare(spec: Spec) -> FrozenBenchmark:
             f" changed; the frozen copy at {root} is kept for inspection."
         )
     return frozen
+
+
+def _check_audit_rule(spec: Spec, frozen: FrozenBenchmark) -> None:
+    """Refuse a frozen copy whose audit was made under another ``audit`` rule than the spec's.
+
+    The rule (``audit.match``, ``audit.related_within``, the ``audit.wordnet_map`` file) is not
+    part of the spec data hash, but it decides the frozen audit and so the benchmark hash.
+    """
+    audit = frozen.audit
+    if audit.status != AuditStatus.AUDITED:
+        return
+    map_path = spec.audit_map_path()
+    recorded_map = audit.inputs.wordnet_map_sha256 if audit.inputs is not None else None
+    try:
+        spec_map = file_sha256(map_path) if map_path is not None else None
+    except OSError as err:
+        raise SpecError(f"cannot read audit.wordnet_map {map_path}: {err.strerror}") from None
+    changed = [
+        key
+        for key, was, now in (
+            ("audit.match", audit.match, spec.audit.match),
+            ("audit.related_within", audit.related_within, spec.audit.related_within),
+            ("audit.wordnet_map", recorded_map, spec_map),
+        )
+        if was != now
+    ]
+    if changed:
+        raise IntegrityError(
+            f"{frozen.root} holds {spec.benchmark} v{spec.version} with a leakage audit made"
+            f" under another {', '.join(changed)} than {spec.path} gives. The audit is part of"
+            f" the frozen benchmark: bump 'version' in {spec.path} (or delete {frozen.root} if"
+            " you are developing the spec)."
+        )
 
 
 @dataclass

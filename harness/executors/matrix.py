@@ -41,6 +41,7 @@ from harness.records import RunRecord
 if TYPE_CHECKING:
     from harness.data.artifacts import FrozenBenchmark
     from harness.spec import Spec
+    from harness.store import ReplacedRun
     from harness.submission.package import Package
 
 __all__ = [
@@ -96,6 +97,7 @@ class RunResult:
     attempts: int = 0
     node: str | None = None
     trace: str | None = None  # where a harness bug happened, for its report
+    replaced: ReplacedRun | None = None  # the stored run this one replaced, to say so
 
 
 @dataclass
@@ -287,7 +289,7 @@ def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
             trace=outcome.trace,
         )
     try:
-        record = store_result(plan, outcome.result or {}, engine)
+        record, replaced = store_result(plan, outcome.result or {}, engine)
     except Exception as err:  # this run's failure (a record that cannot be stored), not all's
         return RunResult(
             plan.request,
@@ -299,19 +301,28 @@ def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
             node=node,
         )
     return RunResult(
-        plan.request, "done", label, record=record, attempts=outcome.attempts, node=node
+        plan.request,
+        "done",
+        label,
+        record=record,
+        attempts=outcome.attempts,
+        node=node,
+        replaced=replaced,
     )
 
 
-def store_result(plan: PlannedRun, result: dict[str, Any], engine: Any) -> RunRecord:
-    """Verify a worker's record, archive the prediction files it sent back, store the record.
+def store_result(
+    plan: PlannedRun, result: dict[str, Any], engine: Any
+) -> tuple[RunRecord, ReplacedRun | None]:
+    """Verify a worker's record, archive the prediction files it sent back, store the record;
+    return it and the stored run it replaced (None when it is new).
 
     A record that could not be exported (an unusable name for its file) is refused here, as
     this run's failure, rather than failing a later export of every record.
     """
     from harness.results.prediction_archive import archive_file, predictions_dir
     from harness.results.records_io import load_record, record_path
-    from harness.store import save_run
+    from harness.store import save_run_reporting
 
     label = plan.job.label
     record = load_record(str(result.get("record", "")), f"record of {label}")
@@ -340,5 +351,5 @@ def store_result(plan: PlannedRun, result: dict[str, Any], engine: Any) -> RunRe
                     setting=setting,
                     root=predictions_dir(),
                 )
-    save_run(engine, record)
-    return record
+    _, replaced = save_run_reporting(engine, record)
+    return record, replaced

@@ -13,7 +13,7 @@ Two ways to build it:
 
 - with a registry (:func:`build_online`): ``ENGINE build`` on the package's ``Containerfile``
   from a slim Python base (``python:3.11-slim``; ``--gpu``: the same base with PyPI's CUDA build
-  of torch, which carries the CUDA runtime; ``--base`` for any other);
+  of torch, which carries the CUDA runtime; ``--base-image`` for any other);
 - offline (``--rootfs DIR``, :mod:`harness.images.rootfs`): from a Debian root file system made
   with debootstrap, the Python packages installed into it by this machine's pip, imported as
   one layer with ``ENGINE import``.
@@ -256,7 +256,7 @@ def build_image(
 
     tag = _reference(tag or default_worker_image(1 if gpu else 0), "--tag")
     if base is not None:
-        _reference(base, "--base")
+        _reference(base, "--base-image")
     path = engine_path(engine)
     source = source_tree()
     constraints = source / "constraints.txt"
@@ -269,7 +269,7 @@ def build_image(
     if rootfs is not None:
         base_id = offline.base_identity(Path(rootfs))
     else:
-        base_id = _reference(base or (GPU_BASE if gpu else CPU_BASE), "--base")
+        base_id = _reference(base or (GPU_BASE if gpu else CPU_BASE), "--base-image")
     digest = inputs.digest(base_id)
     current = inspect_image(path, tag)
     if current is not None and current.labels.get(LABEL_INPUTS) == digest:

@@ -20,6 +20,7 @@ from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
+    from harness.metrics.comparison import RunClassValues
     from harness.metrics.decomposition import Decomposition
 
 InputKind = Literal["dense", "topk"]
@@ -94,12 +95,20 @@ class MetricResult:
     ``decomposition`` expresses the value as a reduction of per-image values (for bootstrap
     intervals and for streaming over chunks); ``resample`` recomputes the value on a resample of
     image indices (for metrics that are not such reductions).
+
+    What the record keeps for paired tests between runs is the class values of
+    ``decomposition`` unless one of two fields says otherwise: ``ratio`` (a numerator and a
+    denominator column per image, over every image: a ratio of image means such as mistake
+    severity, concatenated over streamed chunks like ``decomposition``) or ``class_values`` (a
+    curve area's per-class summaries, :mod:`harness.metrics.comparison`).
     """
 
     value: float
     details: dict[str, Any] = field(default_factory=dict)
     decomposition: Decomposition | None = None
     resample: Callable[[np.ndarray], float] | None = None
+    ratio: Decomposition | None = None
+    class_values: RunClassValues | None = None
 
 
 class MetricParams(BaseModel):
@@ -120,6 +129,10 @@ class Metric:
     description: str
     averaged_over: AveragedOver
     averaging_note: str = ""  # what the mean runs over exactly, when more than the unit says
+    # The glossary (``zsl metrics describe`` and the site's glossary.html read these): the
+    # definition as a formula in plain text, and the paper it comes from.
+    formula: str = ""
+    reference: str = ""
     inputs: frozenset[str] = frozenset({"dense", "topk"})
     needs_hierarchy: bool = False
     needs_validation: bool = False
@@ -130,6 +143,12 @@ class Metric:
         """The averaging unit in words, with the metric's own note (CLI, column tooltips)."""
         text = AVERAGING_TEXT[self.averaged_over]
         return f"{text}; {self.averaging_note}" if self.averaging_note else text
+
+    @property
+    def percent(self) -> bool:
+        """Whether values are fractions shown as percentages: from the declared bounds, never
+        from the values of the runs at hand (a unit must not change when a run is added)."""
+        return self.bounds == (0.0, 1.0)
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
         if data.kind not in self.inputs:
@@ -151,6 +170,8 @@ def register_metric(
     version: str,
     averaged_over: AveragedOver,
     averaging_note: str = "",
+    formula: str = "",
+    reference: str = "",
     params: type[MetricParams] = MetricParams,
     settings: tuple[str, ...] = ("zsl", "gzsl"),
     higher_is_better: bool = True,
@@ -164,6 +185,8 @@ def register_metric(
 
     ``averaged_over`` is required: every metric declares whether its value is a mean over test
     images or over classes (``averaging_note`` adds what the unit alone does not say).
+    ``formula`` and ``reference`` are the metric's glossary entry (every built-in has both;
+    a test checks it).
     """
     if averaged_over not in AVERAGING_TEXT:
         raise ValueError(
@@ -184,6 +207,8 @@ def register_metric(
             description=doc[0] if doc else name,
             averaged_over=averaged_over,
             averaging_note=averaging_note,
+            formula=formula,
+            reference=reference,
             inputs=frozenset(inputs),
             needs_hierarchy=needs_hierarchy,
             needs_validation=needs_validation,

@@ -34,6 +34,7 @@ from harness.metrics.calibrated_stacking import (
     select_gamma,
     stacking_margins,
 )
+from harness.metrics.comparison import darts_class_values, seen_unseen_class_values
 from harness.metrics.darts import (
     DEFAULT_TARGETS,
     DartsCurve,
@@ -148,7 +149,19 @@ def _image_mean(
 
 
 @register_metric(
-    "per_class_top_k_accuracy", version="1", params=TopKParams, averaged_over="classes"
+    "per_class_top_k_accuracy",
+    formula=(
+        "acc@k = (1/|C|) Σ_{c∈C} (1/|I_c|) Σ_{i∈I_c} [y_i ∈ top_k(i)]; C: candidate classes with "
+        "test images, I_c: test images of class c, top_k(i): the k highest-scoring candidates of "
+        "image i"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    version="1",
+    params=TopKParams,
+    averaged_over="classes",
 )
 def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Mean over candidate classes with test images of per-class top-k accuracy."""
@@ -167,7 +180,17 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
     return MetricResult(value, details, decomposition)
 
 
-@register_metric("per_image_top_k_accuracy", version="1", params=TopKParams, averaged_over="images")
+@register_metric(
+    "per_image_top_k_accuracy",
+    formula="acc@k = (1/N) Σ_i [y_i ∈ top_k(i)] over the N test images",
+    reference=(
+        "Standard flat hit@k, as reported beside hp@k in Frome et al.: DeViSE: A Deep "
+        "Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
+    version="1",
+    params=TopKParams,
+    averaged_over="images",
+)
 def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Fraction of test images whose true class is among the top k candidates (per image)."""
     correct = _correct(data, params.k)
@@ -221,20 +244,48 @@ def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: boo
     )
 
 
-@_register_gzsl("gzsl_seen_accuracy", averaging_note="seen classes only")
+@_register_gzsl(
+    "gzsl_seen_accuracy",
+    formula=(
+        "acc_S = per-class top-k accuracy over the test_seen images, each ranked among all seen ∪ "
+        "unseen candidates"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="seen classes only",
+)
 def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
     return _gzsl_group(data, params, "gzsl_seen_accuracy", unseen=False)
 
 
-@_register_gzsl("gzsl_unseen_accuracy", averaging_note="unseen classes only")
+@_register_gzsl(
+    "gzsl_unseen_accuracy",
+    formula=(
+        "acc_U = per-class top-k accuracy over the test_unseen images, each ranked among all seen "
+        "∪ unseen candidates"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="unseen classes only",
+)
 def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
     return _gzsl_group(data, params, "gzsl_unseen_accuracy", unseen=True)
 
 
 @_register_gzsl(
-    "gzsl_harmonic_mean", averaging_note="harmonic mean of the seen and the unseen per-class means"
+    "gzsl_harmonic_mean",
+    formula="H = 2 · acc_S · acc_U / (acc_S + acc_U); 0 when either is 0",
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="harmonic mean of the seen and the unseen per-class means",
 )
 def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
@@ -297,16 +348,46 @@ def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, Metri
     return out, MetricResult(float(out.values[k]), {"k": k}, _image_mean(per_image, data))
 
 
-def _hp(fn: Callable[..., Out], data: MetricInput, params: HPrecisionParams, **options: Any) -> Out:
-    """Run an hp@k function at ``params.k`` over the valid labels ``params.valid`` names."""
+#: The k of the hp@k curve a run's details hold (and the site draws), where the candidates (and
+#: a top-K file's K) allow: the one or two k a spec scores make a line, not a curve.
+CURVE_KS = (1, 2, 5, 10, 20)
+
+
+def curve_ks(data: MetricInput, k: int) -> list[int]:
+    """:data:`CURVE_KS` below the number of candidates (ranking every candidate puts all of them
+    in the top k: hp@k is then 1 whatever the scores) and up to K of top-K predictions, and
+    ``k``."""
+    n, K = data.n_candidates, None
+    if data.topk_indices is not None:
+        K = int(np.shape(data.topk_indices)[1])
+    return sorted({k, *(c for c in CURVE_KS if c < n and (K is None or c <= K))})
+
+
+def _hp(
+    fn: Callable[..., Out],
+    data: MetricInput,
+    params: HPrecisionParams,
+    ks: list[int] | None = None,
+    **options: Any,
+) -> Out:
+    """Run an hp@k function at ``ks`` (default ``[params.k]``) over the valid labels
+    ``params.valid`` names."""
     hierarchy, _ = _hier(data, fn.__name__)
     valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
-    return _on_ranked(fn, data, params.k, fn.__name__, ks=[params.k], valid_nodes=valid, **options)
+    ks = ks or [params.k]
+    return _on_ranked(fn, data, max(ks), fn.__name__, ks=ks, valid_nodes=valid, **options)
 
 
 @register_metric(
     "hierarchical_precision_at_k",
-    version="1",
+    formula=(
+        "hp@k = (1/N) Σ_i |{r ≤ k : ŷ_{i,r} ∈ hCorrectSet_k(y_i)}| / k; hCorrectSet_k(y): the "
+        "valid labels within the smallest hop radius of y that holds at least k of them"
+    ),
+    reference=(
+        "Frome et al.: DeViSE: A Deep Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
+    version="2",  # 2: details hold the hp@k curve at CURVE_KS (the site draws it)
     params=HPrecisionParams,
     needs_hierarchy=True,
     averaged_over="images",
@@ -314,14 +395,16 @@ def _hp(fn: Callable[..., Out], data: MetricInput, params: HPrecisionParams, **o
 )
 def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) -> MetricResult:
     """DeViSE hierarchical precision hp@k, averaged over images (Frome et al. 2013, A.3)."""
-    out = _hp(hierarchical_precision_at_k, data, params)
-    per_image = out.per_image[:, 0]
+    ks = curve_ks(data, params.k)
+    out = _hp(hierarchical_precision_at_k, data, params, ks)
+    per_image = out.per_image[:, ks.index(params.k)]
     size = float(out.mean_hcorrect_size[params.k])
     details = {
         "k": params.k,
         "valid": params.valid,
         "mean_hcorrect_size": size,
         "n_short_classes": len(out.short_classes[params.k]),
+        "curve": {"k": ks, "value": [float(out.values[c]) for c in ks]},
         "_aux": _aux(len(per_image), mean_hcorrect_size=size),
     }
     return MetricResult(float(out.values[params.k]), details, _image_mean(per_image, data))
@@ -329,6 +412,13 @@ def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) ->
 
 @register_metric(
     "per_class_hierarchical_precision_at_k",
+    formula=(
+        "class-hp@k = (1/|C|) Σ_{c∈C} mean_{i∈I_c} hp@k_i (hp@k_i as in "
+        "hierarchical_precision_at_k)"
+    ),
+    reference=(
+        "Frome et al.: DeViSE: A Deep Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
     version="1",
     params=HPrecisionParams,
     needs_hierarchy=True,
@@ -364,6 +454,15 @@ _register_distance = partial(
 
 @_register_distance(
     "hierarchical_cost",
+    formula=(
+        "hcost = (1/|C|) Σ_{c∈C} mean_{i∈I_c} cost(ŷ_i, c); cost(p, t) = 0 if p = t or p descends "
+        "from t, else h(LCA(p, t)), h: a node's height (longest path down to a leaf), in hierarchy "
+        "levels"
+    ),
+    reference=(
+        "Deng, Berg, Li, Fei-Fei: What Does Classifying More Than 10,000 Image Categories Tell "
+        "Us?, ECCV 2010"
+    ),
     averaged_over="classes",
     averaging_note="each class's mean cost, then the mean of those",
 )
@@ -381,23 +480,50 @@ def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
 
 @_register_distance(
     "mistake_severity",
+    formula=(
+        "severity = mean over the images whose top-1 prediction ŷ_i is wrong of h(LCA(ŷ_i, y_i)), "
+        "in hierarchy levels"
+    ),
+    reference=(
+        "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
+        "Networks, CVPR 2020"
+    ),
+    version="2",  # 2: class values as a ratio over every image (paired tests between runs)
     averaged_over="images",
     averaging_note="only images whose top-1 prediction is wrong",
 )
 def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
     out = _on_ranked(mistake_severity, data, 1, "mistake_severity")
+    # Runs make their mistakes on different images, so their paired tests need a summary over
+    # every image: per image the cost (0 when correct) and whether it is a mistake; severity is
+    # the ratio of their means.
+    ratio = Decomposition(
+        values=np.stack([out.per_image, out.mistakes], axis=1).astype(np.float64),
+        classes=np.asarray(data.y_true),
+        n_classes=data.n_candidates,
+        combine="image_mean",
+    )
     if out.value is None:  # no mistake has a severity: report 0 rather than stop the run
-        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out.n_images})
+        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out.n_images}, ratio=ratio)
     return MetricResult(
         out.value,
         {"n_mistakes": out.n_mistakes, "n_images": out.n_images},
         _image_mean(out.per_image, data, out.mistakes),
+        ratio=ratio,
     )
 
 
 @_register_distance(
     "average_hierarchical_distance_at_k",
+    formula=(
+        "AHD@k = (1/N) Σ_i (1/k) Σ_{r≤k} h(LCA(y_i, ŷ_{i,r})), in hierarchy levels (0 for a "
+        "correct prediction)"
+    ),
+    reference=(
+        "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
+        "Networks, CVPR 2020"
+    ),
     averaged_over="images",
     averaging_note="each image counts the mean distance of its top k predictions",
     params=HierarchicalKParams,
@@ -411,6 +537,14 @@ def _average_hierarchical_distance_at_k(
 
 @register_metric(
     "hierarchical_retrieval_precision_at_k",
+    formula=(
+        "hPrec@k = (1/N) Σ_i Σ_{r≤k} S(y_i, ŷ_{i,r}) / max_{|A|=k} Σ_{c∈A} S(y_i, c); S(a, b) = 1 "
+        "− h(LCA(a, b)) / h(root)"
+    ),
+    reference=(
+        "Deng, Berg, Fei-Fei: Hierarchical Semantic Indexing for Large Scale Image Retrieval, CVPR "
+        "2011"
+    ),
     version="1",
     averaged_over="images",
     params=HierarchicalKParams,
@@ -427,6 +561,17 @@ def _hierarchical_retrieval_precision_at_k(
 
 @register_metric(
     "prediction_relation_share",
+    formula=(
+        "share = (1/N) Σ_i [relation(ŷ_i, y_i) = r]; relation ∈ correct, ancestor, descendant, "
+        "unrelated (the top-1 prediction against the true class in the hierarchy); semantic_upper "
+        "= correct + ancestor + descendant"
+    ),
+    reference=(
+        "A structural-bias diagnostic after Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: "
+        "Optimizing Accuracy-Specificity Trade-offs in Large Scale Visual Recognition, CVPR 2012 "
+        "(predicting ancestors) and Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A "
+        "Comprehensive Evaluation of the Good, the Bad and the Ugly, TPAMI 2019"
+    ),
     version="1",
     params=RelationParams,
     needs_hierarchy=True,
@@ -481,7 +626,15 @@ def _thin(curve: SeenUnseenCurve) -> dict[str, Any]:
 
 @register_metric(
     "ausuc",
-    version="1",
+    formula=(
+        "AUSUC = ∫ acc_S d acc_U along the seen–unseen curve traced by predicting argmax_c (s_ic − "
+        "γ·[c seen]) as γ sweeps the real line"
+    ),
+    reference=(
+        "Chao, Changpinyo, Gong, Sha: An Empirical Study and Analysis of Generalized Zero-Shot "
+        "Learning for Object Recognition in the Wild, ECCV 2016"
+    ),
+    version="2",  # 2: per-class hits on the curve's points (paired tests between runs)
     averaged_over="classes",
     averaging_note="the curve traces the seen and the unseen per-class means",
     params=MetricParams,
@@ -506,7 +659,10 @@ def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
         )
 
     return MetricResult(
-        area_under_seen_unseen_curve(curve), {"curve": _thin(curve)}, resample=resample
+        area_under_seen_unseen_curve(curve),
+        {"curve": _thin(curve)},
+        resample=resample,
+        class_values=seen_unseen_class_values(y_true, margin, group_correct, seen=seen),
     )
 
 
@@ -520,7 +676,14 @@ def _calibrated(data: MetricInput, name: str) -> tuple[CalibratedAccuracies, np.
     return out, correct, gamma
 
 
-def _register_calibrated(key: str, name: str, doc: str) -> None:
+#: The paper calibrated stacking and AUSUC come from (their glossary reference).
+CHAO_2016 = (
+    "Chao, Changpinyo, Gong, Sha: An Empirical Study and Analysis of Generalized Zero-Shot"
+    " Learning for Object Recognition in the Wild, ECCV 2016"
+)
+
+
+def _register_calibrated(key: str, name: str, doc: str, formula: str) -> None:
     def compute(data: MetricInput, params: MetricParams) -> MetricResult:
         out, correct, gamma = _calibrated(data, name)
         image_seen = np.asarray(data.seen, dtype=bool)[data.y_true]
@@ -542,6 +705,8 @@ def _register_calibrated(key: str, name: str, doc: str) -> None:
         name,
         version="1",
         averaged_over="classes",
+        formula=formula,
+        reference=CHAO_2016,
         averaging_note=(
             "harmonic mean of the seen and the unseen per-class means"
             if key == "harmonic_mean"
@@ -558,16 +723,20 @@ _register_calibrated(
     "harmonic_mean",
     "calibrated_harmonic_mean",
     "GZSL H after calibrated stacking with gamma chosen on validation predictions (Chao et al.).",
+    "H(γ*), γ* = argmax_γ H on the validation predictions; test images predict"
+    " argmax_c (s_ic − γ*·[c seen])",
 )
 _register_calibrated(
     "seen",
     "calibrated_seen_accuracy",
     "GZSL seen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+    "acc_S(γ*), γ* = argmax_γ H on the validation predictions",
 )
 _register_calibrated(
     "unseen",
     "calibrated_unseen_accuracy",
     "GZSL unseen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+    "acc_U(γ*), γ* = argmax_γ H on the validation predictions",
 )
 
 
@@ -673,8 +842,27 @@ _register_darts = partial(
 )
 
 
+def _resampling_groups(data: MetricInput) -> np.ndarray | None:
+    """Groups the class-level bootstrap resamples within: seen and unseen classes in GZSL (as
+    the H decomposition's), one group in ZSL (as every class-mean decomposition's)."""
+    if data.setting != "gzsl":
+        return None
+    return (~np.asarray(data.seen, dtype=bool)).astype(np.int64)
+
+
 @_register_darts(
     "darts_area",
+    formula=(
+        "area = ∫_0^1 g*(x) dx, g*(x) = max{gain_p : accuracy_p ≥ x} over the curve's points; each "
+        "point: predict the deepest node whose posterior-weighted reward (gain + λ) is highest, λ "
+        "chosen on validation for a target accuracy; gain = normalised information gain, 1 − "
+        "log(#leaves under the prediction)/log(#classes) when correct, 0 when wrong"
+    ),
+    reference=(
+        "Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: Optimizing Accuracy-Specificity "
+        "Trade-offs in Large Scale Visual Recognition, CVPR 2012"
+    ),
+    version="2",  # 2: per-class hits and gains on the curve's points (paired tests)
     averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
 )
 def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
@@ -689,11 +877,27 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
     value = accuracy_specificity_area(
         [(float(t.correct.mean()), float(t.gain.mean())) for t in out.targets]
     )
-    return MetricResult(value, _darts_details(out), resample=resample)
+    n_points = len(out.targets)
+    summary = darts_class_values(
+        data.y_true,
+        np.asarray([t.correct for t in out.targets]).reshape(n_points, -1),
+        np.asarray([t.gain for t in out.targets]).reshape(n_points, -1),
+        n_classes=data.n_candidates,
+        groups=_resampling_groups(data),
+    )
+    return MetricResult(value, _darts_details(out), resample=resample, class_values=summary)
 
 
 @_register_darts(
     "darts_reward",
+    formula=(
+        "the mean normalised information gain on the test images at the λ with which the "
+        "validation images reach `target` accuracy (95 % lower confidence bound)"
+    ),
+    reference=(
+        "Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: Optimizing Accuracy-Specificity "
+        "Trade-offs in Large Scale Visual Recognition, CVPR 2012"
+    ),
     averaging_note=(
         "the target accuracy holds on validation images only; the test accuracy reached is"
         " stored (test_accuracy) and shown beside the reward"

@@ -32,35 +32,105 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import rankdata
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
     FloatArray,
     IntArray,
+    check_integer,
     check_scalar,
+    row_chunks,
 )
-from harness.metrics.bootstrap import bootstrap_samples
-from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate
+from harness.metrics.bootstrap import _class_draws, _generator, bootstrap_samples
+from harness.metrics.darts import accuracy_specificity_areas
+from harness.metrics.decomposition import COMBINES, Decomposition, _build_layout, point_estimate
 
 __all__ = [
+    "ALL_COMBINES",
+    "CURVE_CELLS",
+    "CURVE_COMBINES",
+    "GAIN_DECIMALS",
     "ClassTable",
+    "CurveTable",
     "PairedTests",
     "RankMatrix",
+    "RunClassCurve",
     "RunClassValues",
     "class_bootstrap",
     "class_point_estimates",
     "class_values",
+    "class_weights",
+    "curve_points",
+    "darts_class_values",
     "paired_class_tests",
     "rank_matrix",
+    "ratio_class_values",
+    "seen_unseen_class_values",
     "stack_class_values",
     "tied_groups_from_tests",
 ]
 
 
+#: Reductions of class values beyond a decomposition's: a ratio of two image means (mistake
+#: severity), the DARTS accuracy-gain area and the seen-unseen area (AUSUC) from curve points.
+CURVE_COMBINES: tuple[str, ...] = ("darts_area", "seen_unseen_area")
+ALL_COMBINES: tuple[str, ...] = (*COMBINES, "ratio_of_means", *CURVE_COMBINES)
+#: Budget of kept (class, point) cells of a curve: a record's curve class values hold at most
+#: this many hits (and as many gains for DARTS), so they grow with the classes, not the images.
+#: SUN's 717 GZSL classes keep 45 AUSUC points.
+CURVE_CELLS = 32768
+#: AUSUC keeps at most this many points (a curve with fewer intervals keeps them all: exact)...
+MAX_CURVE_POINTS = 128
+#: ...and at least this many, whatever the number of classes.
+MIN_CURVE_POINTS = 16
+
+
+#: Decimals a DARTS class's mean information gain keeps in a record (the area moves by less
+#: than 1e-10).
+GAIN_DECIMALS = 10
+
+
+@dataclass(frozen=True)
+class RunClassCurve:
+    """The fields of :class:`harness.records.ClassCurve`: a text row per class of its hits at
+    each point (images correct there) and, for DARTS, of their mean information gain; and the
+    number of points of the full curve."""
+
+    hits: tuple[str, ...]
+    gains: tuple[str, ...] | None
+    n_points: int
+
+
+def _hits_rows(hits: IntArray) -> tuple[str, ...]:
+    return tuple(" ".join(str(int(v)) for v in row) for row in hits)
+
+
+def _gain_rows(gains: FloatArray) -> tuple[str, ...]:
+    def text(value: float) -> str:
+        return f"{value:.{GAIN_DECIMALS}f}".rstrip("0").rstrip(".") or "0"
+
+    return tuple(" ".join(text(float(v)) for v in row) for row in gains)
+
+
+def _rows(rows: Any, where: str) -> FloatArray:
+    """Text rows of numbers (a record's) as a ``[rows, points]`` array; MetricError if ragged
+    or not numbers."""
+    try:
+        parsed = [[float(v) for v in str(row).split()] for row in rows]
+    except ValueError as error:
+        raise MetricError(f"Expected {where} to hold rows of numbers: {error}.") from error
+    if len({len(row) for row in parsed}) > 1:
+        raise MetricError(f"Expected {where} to hold one row per class of equal length.")
+    width = len(parsed[0]) if parsed else 0
+    return np.asarray(parsed, dtype=np.float64).reshape(len(parsed), width)
+
+
 @dataclass(frozen=True)
 class RunClassValues:
-    """The per-class summary a run record keeps of a decomposition (:func:`class_values`).
+    """The per-class summary a run record keeps of a score (:func:`class_values`,
+    :func:`ratio_class_values`, :func:`darts_class_values`, :func:`seen_unseen_class_values`).
 
     The fields of :class:`harness.records.ClassValues` (build one with
     ``ClassValues.model_validate(values, from_attributes=True)``).
@@ -68,13 +138,18 @@ class RunClassValues:
     Attributes
     ----------
     combine : str
-        The decomposition's reduction.
+        The reduction (one of :data:`ALL_COMBINES`).
     classes : tuple of int
         Columns with images, ascending.
     counts, groups : tuple of int
         Images and group id of each class.
     means : tuple of float
-        Mean per-image value of each class.
+        Mean per-image value of each class (the numerator's for ``ratio_of_means``; empty for
+        the curve areas).
+    denominators : tuple of float or None
+        ``ratio_of_means``: mean per-image denominator of each class.
+    curve : RunClassCurve or None
+        The curve areas: each class's share of every kept point.
     """
 
     combine: str
@@ -82,6 +157,8 @@ class RunClassValues:
     counts: tuple[int, ...]
     groups: tuple[int, ...]
     means: tuple[float, ...]
+    denominators: tuple[float, ...] | None = None
+    curve: RunClassCurve | None = None
 
 
 def class_values(decomp: Decomposition) -> RunClassValues | None:
@@ -115,14 +192,214 @@ def class_values(decomp: Decomposition) -> RunClassValues | None:
     )
 
 
+def ratio_class_values(decomp: Decomposition) -> RunClassValues:
+    """The summary of a ratio of two image means: ``decomp`` holds a numerator and a
+    denominator column per image (mistake severity: the cost of each mistake, 0 for a correct
+    image, and 1 for a mistake), over *every* image, so runs line up class by class.
+
+    Examples
+    --------
+    Class 0: a mistake of cost 2 and a correct image; class 1: mistakes of cost 1 and 3.
+    Severity (2 + 1 + 3) / 3 = 2:
+
+    >>> d = Decomposition(values=[[2, 1], [0, 0], [1, 1], [3, 1]], classes=[0, 0, 1, 1],
+    ...                   n_classes=2, combine="image_mean")
+    >>> v = ratio_class_values(d)
+    >>> v.means, v.denominators
+    ((1.0, 2.0), (0.5, 1.0))
+    >>> float(class_point_estimates(stack_class_values([v]))[0])
+    2.0
+    """
+    if decomp.values.ndim != 2 or decomp.values.shape[1] != 2:
+        raise MetricError(
+            "Expected a ratio's decomposition to hold two value columns (numerator, "
+            f"denominator), but got values of shape {decomp.values.shape}."
+        )
+    counts = np.bincount(decomp.classes, minlength=decomp.n_classes)
+    present = np.flatnonzero(counts)
+    assert decomp.groups is not None  # __post_init__ fills it
+    means = [
+        np.bincount(decomp.classes, weights=decomp.values[:, j], minlength=decomp.n_classes)[
+            present
+        ]
+        / counts[present]
+        for j in (0, 1)
+    ]
+    return RunClassValues(
+        combine="ratio_of_means",
+        classes=tuple(present.tolist()),
+        counts=tuple(counts[present].tolist()),
+        groups=tuple(decomp.groups[present].tolist()),
+        means=tuple(means[0].tolist()),
+        denominators=tuple(means[1].tolist()),
+    )
+
+
+def darts_class_values(
+    y_true: npt.ArrayLike,
+    correct: npt.ArrayLike,
+    gain: npt.ArrayLike,
+    *,
+    n_classes: int,
+    groups: npt.ArrayLike | None = None,
+) -> RunClassValues | None:
+    r"""The summary of a DARTS area: per class and per curve point (one per reached target), the
+    images correct there and their mean normalised information gain.
+
+    A point's accuracy and gain are image means, so a class draw with multiplicities
+    :math:`W_c` recomputes them as :math:`\sum_c W_c h_{cp} / \sum_c W_c n_c` and
+    :math:`\sum_c W_c n_c \bar g_{cp} / \sum_c W_c n_c`, then the area
+    (:func:`harness.metrics.darts.accuracy_specificity_areas`).
+
+    Parameters
+    ----------
+    y_true : array-like of int of shape (n_images,)
+    correct, gain : array-like of shape (n_points, n_images)
+        Per point, each image's correctness and gain
+        (:func:`harness.metrics.darts.darts_per_image`).
+    n_classes : int
+    groups : array-like of int of shape (n_classes,), default=None
+        Resampling groups (GZSL: 0 seen, 1 unseen); None puts every class in group 0.
+
+    Returns
+    -------
+    values : RunClassValues or None
+        None when classes x points exceeds :data:`CURVE_CELLS` (the record would be too big;
+        the area is then not tested).
+    """
+    y = np.asarray(y_true, dtype=np.int64)
+    hit = np.asarray(correct, dtype=np.float64).reshape(-1, y.shape[0])
+    gains = np.asarray(gain, dtype=np.float64).reshape(-1, y.shape[0])
+    counts = np.bincount(y, minlength=n_classes)
+    present = np.flatnonzero(counts)
+    if present.shape[0] * hit.shape[0] > CURVE_CELLS:
+        return None
+    group = np.zeros(n_classes, np.int64) if groups is None else np.asarray(groups, np.int64)
+    hits = np.stack(
+        [np.bincount(y, weights=row, minlength=n_classes)[present] for row in hit], axis=1
+    ).reshape(present.shape[0], hit.shape[0])
+    mean_gain = (
+        np.stack(
+            [np.bincount(y, weights=row, minlength=n_classes)[present] for row in gains], axis=1
+        ).reshape(present.shape[0], hit.shape[0])
+        / counts[present][:, None]
+    )
+    return RunClassValues(
+        combine="darts_area",
+        classes=tuple(present.tolist()),
+        counts=tuple(counts[present].tolist()),
+        groups=tuple(group[present].tolist()),
+        means=(),
+        curve=RunClassCurve(
+            hits=_hits_rows(np.rint(hits).astype(np.int64)),
+            gains=_gain_rows(mean_gain),
+            n_points=int(hit.shape[0]),
+        ),
+    )
+
+
+def curve_points(n_classes: int, n_intervals: int) -> IntArray:
+    """The kept intervals of a seen-unseen curve with ``n_intervals`` intervals: all of them
+    when they fit, else evenly spaced indices (both ends kept), at most
+    ``clip(CURVE_CELLS // n_classes, MIN_CURVE_POINTS, MAX_CURVE_POINTS)`` of them.
+
+    >>> curve_points(100, 5).tolist()
+    [0, 1, 2, 3, 4]
+    >>> curve_points(717, 2197).shape
+    (45,)
+    """
+    budget = min(MAX_CURVE_POINTS, max(MIN_CURVE_POINTS, CURVE_CELLS // max(n_classes, 1)))
+    if n_intervals <= budget:
+        return np.arange(n_intervals, dtype=np.int64)
+    return np.unique(np.linspace(0, n_intervals - 1, budget).round().astype(np.int64))
+
+
+def seen_unseen_class_values(
+    y_true: npt.ArrayLike,
+    margin: npt.ArrayLike,
+    group_correct: npt.ArrayLike,
+    *,
+    seen: npt.ArrayLike,
+) -> RunClassValues:
+    r"""The summary of AUSUC: per class, the images correct on each kept interval of the
+    calibrated-stacking curve (:func:`curve_points`).
+
+    On interval j of the curve (between the j-th and (j+1)-th distinct margin of group-correct
+    images, :func:`harness.metrics.calibrated_stacking.calibrated_stacking_curve`), a
+    group-correct seen image with margin :math:`b_k` is right when :math:`j \le k`, an unseen
+    one when :math:`j \ge k + 1`. The seen (unseen) accuracy of a point is the class mean of
+    ``hits / counts`` over the seen (unseen) classes, so a class draw recomputes every point and
+    the trapezoid area; with every interval kept it is the metric's AUSUC exactly, with a
+    subsample the area of the chord through the kept points.
+
+    Examples
+    --------
+    The worked example of :func:`~harness.metrics.calibrated_stacking.calibrated_stacking_curve`
+    (AUSUC 0.875):
+
+    >>> v = seen_unseen_class_values([0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4,
+    ...                              seen=[True, True, False])
+    >>> v.curve.hits, v.groups
+    (('1 1 1 0', '1 1 0 0', '0 1 2 2'), (0, 0, 1))
+    >>> float(class_point_estimates(stack_class_values([v]))[0])
+    0.875
+    """
+    seen_mask = np.asarray(seen, dtype=bool)
+    n_classes = seen_mask.shape[0]
+    y = np.asarray(y_true, dtype=np.int64)
+    margins = np.asarray(margin, dtype=np.float64)
+    eligible = np.flatnonzero(np.asarray(group_correct, dtype=bool))
+    counts = np.bincount(y, minlength=n_classes)
+    present = np.flatnonzero(counts)
+    rank = np.full(n_classes, -1, dtype=np.int64)
+    rank[present] = np.arange(present.shape[0])
+    breakpoints, k = np.unique(margins[eligible], return_inverse=True)
+    kept = curve_points(present.shape[0], breakpoints.shape[0] + 1)
+    n_kept = kept.shape[0]
+    cls = rank[y[eligible]]
+    image_seen = seen_mask[y[eligible]]
+    # A seen image is right on the kept points p < first kept index past k; an unseen one on
+    # p >= first kept index >= k + 1: one +1 / -1 pair per image, summed along the points.
+    stop = np.searchsorted(kept, k, side="right")
+    start = np.searchsorted(kept, k + 1, side="left")
+    steps = np.zeros((present.shape[0], n_kept + 1), dtype=np.int64)
+    np.add.at(steps, (cls[image_seen], 0), 1)
+    np.add.at(steps, (cls[image_seen], stop[image_seen]), -1)
+    np.add.at(steps, (cls[~image_seen], start[~image_seen]), 1)
+    hits = np.cumsum(steps, axis=1)[:, :n_kept]
+    return RunClassValues(
+        combine="seen_unseen_area",
+        classes=tuple(present.tolist()),
+        counts=tuple(counts[present].tolist()),
+        groups=tuple((~seen_mask[present]).astype(np.int64).tolist()),
+        means=(),
+        curve=RunClassCurve(
+            hits=_hits_rows(hits),
+            gains=None,
+            n_points=int(breakpoints.shape[0] + 1),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class CurveTable:
+    """One run's curve class values as arrays: ``hits[c, p]`` and DARTS ``gains[c, p]``."""
+
+    hits: FloatArray  # [C, P]
+    gains: FloatArray | None  # [C, P]
+
+
 @dataclass(frozen=True)
 class ClassTable:
-    """Class values of S runs on the same classes: ``means[s, c]`` for run s and class c."""
+    """Class values of S runs on the same classes: ``means[s, c]`` for run s and class c
+    (``ratio_of_means``: also ``denominators[s, c]``; the curve areas: ``curves[s]``)."""
 
     means: FloatArray  # [S, C]
     counts: IntArray  # [C]
     groups: IntArray  # [C]
     combine: str
+    denominators: FloatArray | None = None  # [S, C]
+    curves: tuple[CurveTable, ...] = ()
 
     @property
     def n_runs(self) -> int:
@@ -141,7 +418,9 @@ def stack_class_values(values: Sequence[Any]) -> ClassTable:
     ------
     MetricError
         If ``values`` is empty, or a run's classes, counts, groups or reduction differ from the
-        first run's (they were not scored on the same images), naming the run's position.
+        first run's (they were not scored on the same images), or its summaries are malformed
+        (wrong lengths, non-finite numbers, hits outside ``[0, count]``), naming the run's
+        position.
     """
     if not values:
         raise MetricError("Expected at least one run's class values, but got none.")
@@ -150,8 +429,8 @@ def stack_class_values(values: Sequence[Any]) -> ClassTable:
     counts = np.asarray(_field(first, "counts"), dtype=np.int64)
     groups = np.asarray(_field(first, "groups"), dtype=np.int64)
     combine = str(_field(first, "combine"))
-    if combine not in COMBINES:
-        raise MetricError(f"Expected `combine` in {COMBINES}, but values[0] has {combine!r}.")
+    if combine not in ALL_COMBINES:
+        raise MetricError(f"Expected `combine` in {ALL_COMBINES}, but values[0] has {combine!r}.")
     if not (classes.shape == counts.shape == groups.shape) or classes.ndim != 1 or not classes.size:
         raise MetricError(
             "Expected values[0] to hold equally long, non-empty classes, counts and groups, but "
@@ -159,7 +438,12 @@ def stack_class_values(values: Sequence[Any]) -> ClassTable:
         )
     if int(counts.min()) < 1:
         raise MetricError("Expected values[0] to list only classes with images (counts >= 1).")
-    rows = []
+    if combine == "seen_unseen_area" and set(groups.tolist()) != {0, 1}:
+        raise MetricError(
+            "Expected values[0] of a seen-unseen area to have seen (0) and unseen (1) classes, "
+            f"but its groups are {sorted(set(groups.tolist()))}."
+        )
+    rows, denominators, curves = [], [], []
     for position, value in enumerate(values):
         for name, expected in (("classes", classes), ("counts", counts), ("groups", groups)):
             got = np.asarray(_field(value, name), dtype=np.int64)
@@ -173,29 +457,90 @@ def stack_class_values(values: Sequence[Any]) -> ClassTable:
                 f"Expected values[{position}] to reduce by {combine!r} like values[0], but got "
                 f"{_field(value, 'combine')!r}."
             )
-        means = np.asarray(_field(value, "means"), dtype=np.float64)
-        if means.shape != classes.shape or not np.all(np.isfinite(means)):
-            raise MetricError(
-                f"Expected values[{position}].means to hold {classes.shape[0]} finite numbers, "
-                f"but got {means.shape[0]} (or a non-finite one)."
+        if combine in CURVE_COMBINES:
+            curves.append(_curve_table(_field(value, "curve"), counts, combine, position))
+            continue
+        rows.append(_finite_row(_field(value, "means"), classes.shape[0], position, "means"))
+        if combine == "ratio_of_means":
+            row = _finite_row(
+                _field(value, "denominators"), classes.shape[0], position, "denominators"
             )
-        rows.append(means)
-    return ClassTable(means=np.stack(rows), counts=counts, groups=groups, combine=combine)
+            if float(row.min()) < 0:
+                raise MetricError(
+                    f"Expected values[{position}].denominators to be non-negative, but one is "
+                    f"{float(row.min())}."
+                )
+            denominators.append(row)
+    n_runs = len(values)
+    return ClassTable(
+        means=np.stack(rows) if rows else np.zeros((n_runs, 0)),
+        counts=counts,
+        groups=groups,
+        combine=combine,
+        denominators=np.stack(denominators) if denominators else None,
+        curves=tuple(curves),
+    )
+
+
+def _finite_row(value: Any, n: int, position: int, name: str) -> FloatArray:
+    row = np.asarray([] if value is None else value, dtype=np.float64)
+    if row.shape != (n,) or not np.all(np.isfinite(row)):
+        raise MetricError(
+            f"Expected values[{position}].{name} to hold {n} finite numbers, but got "
+            f"{row.shape[0] if row.ndim else 0} (or a non-finite one)."
+        )
+    return row
+
+
+def _curve_table(curve: Any, counts: IntArray, combine: str, position: int) -> CurveTable:
+    """One run's curve class values as checked arrays (a record is untrusted input)."""
+    where = f"values[{position}].curve"
+    if curve is None:
+        raise MetricError(f"Expected {where} for combine={combine!r}, but it is missing.")
+    hits = _rows(_field(curve, "hits"), f"{where}.hits")
+    gains_field = _field(curve, "gains")
+    gains = None if gains_field is None else _rows(gains_field, f"{where}.gains")
+    n = counts.shape[0]
+    if hits.shape[0] != n:
+        raise MetricError(
+            f"Expected {where}.hits to hold one row of points per class ({n}), but got "
+            f"{hits.shape[0]} rows."
+        )
+    if combine == "seen_unseen_area" and hits.shape[1] < 1:
+        raise MetricError(f"Expected {where}.hits to hold at least one point per class.")
+    if not np.all(np.isfinite(hits)) or np.any(hits < 0) or np.any(hits > counts[:, None]):
+        raise MetricError(f"Expected {where}.hits to lie within [0, the class's images].")
+    if combine == "darts_area":
+        if gains is None or gains.shape != hits.shape:
+            raise MetricError(
+                f"Expected {where}.gains to have the shape of its hits {hits.shape}, but got "
+                f"{None if gains is None else gains.shape}."
+            )
+        if not np.all(np.isfinite(gains)) or np.any(gains < 0) or np.any(gains > 1):
+            raise MetricError(f"Expected {where}.gains to lie within [0, 1].")
+    return CurveTable(hits=hits, gains=gains)
 
 
 def _per_class_decomposition(table: ClassTable) -> tuple[Decomposition, Callable[..., FloatArray]]:
     """One row per class: resampling it over classes equals resampling the runs' images."""
     n = table.counts.shape[0]
-    if table.combine == "image_mean":
-        # Under class weights w: sum w n m / sum w n is the ratio of two class means.
-        weighted = table.means.T * table.counts[:, None]
-        values = np.concatenate([weighted, table.counts[:, None].astype(np.float64)], axis=1)
+    if table.combine in ("image_mean", "ratio_of_means"):
+        # Under class weights w: sum w n a / sum w n b is the ratio of two class means (b = 1
+        # for an image mean).
+        counts = table.counts[:, None].astype(np.float64)
+        below = counts if table.denominators is None else table.denominators.T * counts
+        values = np.concatenate([table.means.T * counts, below], axis=1)
         decomp = Decomposition(
             values=values, classes=np.arange(n), n_classes=n, groups=table.groups
         )
+        n_below = below.shape[1]
 
         def finish(out: FloatArray) -> FloatArray:
-            return np.asarray(out[..., :-1] / out[..., -1:], dtype=np.float64)
+            above, under = out[..., :-n_below], out[..., -n_below:]
+            # A ratio with nothing below (no mistake in the drawn classes) is 0, as the metric
+            # reports for a run without mistakes.
+            ratio = np.divide(above, under, out=np.zeros_like(above), where=under > 0)
+            return np.asarray(ratio, dtype=np.float64)
 
         return decomp, finish
     decomp = Decomposition(
@@ -208,6 +553,58 @@ def _per_class_decomposition(table: ClassTable) -> tuple[Decomposition, Callable
     return decomp, lambda out: np.asarray(out, dtype=np.float64)
 
 
+def class_weights(groups: npt.ArrayLike, *, n_boot: int = 1000, seed: int = 0) -> FloatArray:
+    """The class multiplicities ``[n_boot, C]`` of the ``"classes"`` bootstrap: the draws of
+    :func:`~harness.metrics.bootstrap.bootstrap_samples` for a decomposition with one row per
+    class and these groups (same seed, same draws), so a curve area is resampled with the same
+    class draws as every other column.
+
+    >>> w = class_weights([0, 0, 1], n_boot=4, seed=1)
+    >>> w.sum(axis=1).tolist(), w[:, 2].tolist()
+    ([3.0, 3.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+    """
+    group = np.asarray(groups, dtype=np.int64)
+    n = group.shape[0]
+    n_boot_ = check_integer(n_boot, "n_boot", low=1)
+    layout = _build_layout(np.arange(n), n, group)
+    rng = _generator(seed)
+    out = np.zeros((n_boot_, n))
+    # Chunks consume the generator in order, so the draws do not depend on the chunk size.
+    for start, stop in row_chunks(n_boot_, n * 2):
+        rows = stop - start
+        draws = _class_draws(rng, layout, rows)
+        keys = (np.arange(rows)[:, None] * n + draws).ravel()
+        weights = np.bincount(keys, minlength=rows * n).reshape(rows, n)
+        out[start:stop, layout.present] = weights
+    return out
+
+
+def _curve_areas(table: ClassTable, weights: FloatArray) -> FloatArray:
+    """Each run's curve area ``[B, S]`` under class multiplicities ``weights [B, C]``."""
+    counts = table.counts.astype(np.float64)
+    out = np.empty((weights.shape[0], len(table.curves)))
+    if table.combine == "darts_area":
+        images = weights @ counts
+        for s, curve in enumerate(table.curves):
+            assert curve.gains is not None  # checked by _curve_table
+            accuracy = (weights @ curve.hits) / images[:, None]
+            gain = (weights @ (curve.gains * counts[:, None])) / images[:, None]
+            out[:, s] = accuracy_specificity_areas(accuracy, gain)
+        return out
+    seen = table.groups == 0
+    for s, curve in enumerate(table.curves):
+        rate = curve.hits / counts[:, None]
+        group_acc = []
+        for mask in (seen, ~seen):
+            w = weights[:, mask]
+            group_acc.append((w @ rate[mask]) / w.sum(axis=1)[:, None])
+        seen_acc, unseen_acc = group_acc
+        # the trapezoid rule of harness.metrics.calibrated_stacking.area_under_seen_unseen_curve
+        heights = (seen_acc[:, 1:] + seen_acc[:, :-1]) / 2.0
+        out[:, s] = (np.diff(unseen_acc, axis=1) * heights).sum(axis=1)
+    return out
+
+
 def class_point_estimates(table: ClassTable) -> FloatArray:
     """Each run's score ``[S]``, recomputed from its class values.
 
@@ -218,12 +615,16 @@ def class_point_estimates(table: ClassTable) -> FloatArray:
     >>> class_point_estimates(t).tolist()
     [0.5]
     """
+    if table.combine in CURVE_COMBINES:
+        return _curve_areas(table, np.ones((1, table.counts.shape[0])))[0]
     decomp, finish = _per_class_decomposition(table)
     return finish(np.atleast_1d(np.asarray(point_estimate(decomp))))
 
 
 def class_bootstrap(table: ClassTable, *, n_boot: int = 1000, seed: int = 0) -> FloatArray:
     """Replicates ``[n_boot, S]``: classes resampled within groups, the same draws for every run."""
+    if table.combine in CURVE_COMBINES:
+        return _curve_areas(table, class_weights(table.groups, n_boot=n_boot, seed=seed))
     decomp, finish = _per_class_decomposition(table)
     samples = bootstrap_samples(decomp, scheme="classes", n_boot=n_boot, seed=seed)
     return finish(samples.reshape(n_boot, -1))

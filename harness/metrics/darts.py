@@ -177,6 +177,7 @@ __all__ = [
     "PredictionLevels",
     "TopKPosteriors",
     "accuracy_specificity_area",
+    "accuracy_specificity_areas",
     "darts_curve",
     "darts_graph",
     "darts_node_posteriors",
@@ -1073,6 +1074,30 @@ def accuracy_specificity_area(points: Sequence[tuple[float, float]]) -> float:
         area += (accuracy - previous) * best
         previous = accuracy
     return round(area, 12)
+
+
+def accuracy_specificity_areas(accuracy: npt.ArrayLike, gain: npt.ArrayLike) -> FloatArray:
+    """:func:`accuracy_specificity_area` of many curves at once: row b holds the points
+    ``(accuracy[b, p], gain[b, p])`` (the class-level bootstrap recomputes one curve per draw).
+
+    >>> accuracy_specificity_areas([[0.8, 0.95, 1.0], [1.0, 0.8, 0.95]],
+    ...                            [[0.9, 0.5, 0.0], [0.0, 0.9, 0.5]]).tolist()
+    [0.795, 0.795]
+    """
+    acc = np.atleast_2d(np.asarray(accuracy, dtype=np.float64))
+    gains = np.atleast_2d(np.asarray(gain, dtype=np.float64))
+    if acc.shape != gains.shape:
+        raise MetricError(
+            f"Expected `accuracy` and `gain` of one shape, but got {acc.shape} and {gains.shape}."
+        )
+    if acc.shape[1] == 0:
+        return np.zeros(acc.shape[0])
+    order = np.lexsort((gains, acc), axis=1)  # by accuracy, then gain, as sorted(points)
+    acc = np.take_along_axis(acc, order, axis=1)
+    gains = np.take_along_axis(gains, order, axis=1)
+    best = np.maximum.accumulate(gains[:, ::-1], axis=1)[:, ::-1]  # max gain from here on
+    steps = np.diff(acc, axis=1, prepend=0.0)
+    return np.asarray(np.round((steps * best).sum(axis=1), 12), dtype=np.float64)
 
 
 def darts_curve(

@@ -32,10 +32,13 @@ from harness.metrics._validation import (
 )
 
 __all__ = [
+    "RELATIONS",
+    "NearestTraining",
     "SplitSize",
     "SplitSizes",
     "StructuralRatio",
     "mutual_exclusivity_violations",
+    "nearest_training_classes",
     "split_sizes",
     "structural_ratio",
 ]
@@ -389,3 +392,106 @@ default=None
         n_classes=int(np.unique(np.concatenate(list(classes.values()))).size),
         n_images=(int(np.unique(np.concatenate(list(images.values()))).size) if images else None),
     )
+
+
+#: What the nearest training class is to a test class (:func:`nearest_training_classes`).
+RELATIONS = ("parent", "child", "sibling", "ancestor", "descendant", "relative", "unconnected")
+
+
+@dataclass(frozen=True, eq=False)
+class NearestTraining:
+    """Per test class, its nearest training class in the hierarchy and how they are related.
+
+    Attributes
+    ----------
+    test_nodes : ndarray of int64 of shape (n_test,)
+        The test classes' nodes, as given.
+    nearest : ndarray of int64 of shape (n_test,)
+        Node of the nearest training class; -1 where none is connected.
+    hops : ndarray of float64 of shape (n_test,)
+        Hops to it; ``inf`` where none is connected.
+    relation : list of str
+        One of :data:`RELATIONS` per test class: the training class is its ``parent``,
+        ``child``, ``sibling`` (they share a parent), ``ancestor`` or ``descendant`` (two or more
+        hops up, resp. down), a ``relative`` (joined through a common ancestor or a common
+        child, not a sibling), or ``unconnected``.
+    """
+
+    test_nodes: IntArray
+    nearest: IntArray
+    hops: FloatArray
+    relation: list[str]
+
+
+def nearest_training_classes(
+    hierarchy: Hierarchy, train_nodes: npt.ArrayLike, test_nodes: npt.ArrayLike
+) -> NearestTraining:
+    r"""For each test class, the nearest training class and its relation in the hierarchy.
+
+    The nearest training class of a test class :math:`c` is
+    :math:`\operatorname{argmin}_{c' \in \mathcal{T}_r} d(c, c')` with :math:`d` the
+    undirected hop distance (the numerator of :func:`structural_ratio`); ties go to the
+    training class given first in ``train_nodes``.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    train_nodes : array-like of int of shape (n_train,)
+        Distinct node indices of the training classes; their order breaks ties.
+    test_nodes : array-like of int of shape (n_test,)
+        Distinct node indices of the test classes (a training class among them: see Notes).
+
+    Returns
+    -------
+    nearest : NearestTraining
+
+    Raises
+    ------
+    MetricError
+        If a node list is malformed (not 1D int, empty, out of range, repeated).
+
+    Notes
+    -----
+    Existing queries only: :meth:`~harness.hierarchy.Hierarchy.nearest_hops` gives each test
+    class's distance; :meth:`~harness.hierarchy.Hierarchy.hop_distance` (from the test classes
+    to the training classes, one search per distance, capped at it) which training class is at
+    that distance; :meth:`~harness.hierarchy.Hierarchy.is_ancestor_or_self` the direction; and
+    :meth:`~harness.hierarchy.Hierarchy.parents` whether two classes 2 hops apart are siblings.
+    About 0.35 s for the 500 GOZ test classes against the 1,000 ILSVRC classes on the 74k-node
+    ImageNet is-a graph. A test class that is a training class too (GZSL's seen test classes)
+    gets itself, 0 hops and the relation ``"relative"``; callers label those classes themselves.
+
+    Examples
+    --------
+    Edges ``r -> a -> {a1, a2}``, ``r -> b -> b1`` and ``z`` alone; train ``a1`` and ``b``:
+
+    >>> h = Hierarchy(["r", "a", "b", "a1", "a2", "b1", "z"],
+    ...               [("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1")])
+    >>> near = nearest_training_classes(h, h.indices(["a1", "b"]), h.indices(["a2", "b1", "z"]))
+    >>> h.node_ids[near.nearest[:2]].tolist(), near.hops.tolist(), near.relation
+    (['a1', 'b'], [2.0, 1.0, inf], ['sibling', 'parent', 'unconnected'])
+    """
+    graph = check_hierarchy(hierarchy)
+    train = check_nodes(train_nodes, graph.n_nodes, "train_nodes")
+    test = check_nodes(test_nodes, graph.n_nodes, "test_nodes")
+    hops = graph.nearest_hops(train)[test]
+    finite = np.isfinite(hops)
+    nearest = np.full(test.shape[0], -1, dtype=np.int64)
+    # One capped search per distance: a class 3 hops from training never searches 13 deep.
+    for radius in np.unique(hops[finite]).astype(int).tolist():
+        rows = np.flatnonzero(hops == radius)
+        distances = graph.hop_distance(test[rows], radius, targets=train)
+        nearest[rows] = train[np.argmin(distances, axis=1)]
+    relation = []
+    for node, near, hop in zip(test.tolist(), nearest.tolist(), hops.tolist(), strict=True):
+        if near < 0:
+            relation.append("unconnected")
+        elif near != node and bool(graph.is_ancestor_or_self(near, node)):
+            relation.append("parent" if hop == 1 else "ancestor")
+        elif near != node and bool(graph.is_ancestor_or_self(node, near)):
+            relation.append("child" if hop == 1 else "descendant")
+        elif hop == 2 and np.intersect1d(graph.parents(node), graph.parents(near)).size:
+            relation.append("sibling")
+        else:
+            relation.append("relative")
+    return NearestTraining(test_nodes=test, nearest=nearest, hops=hops, relation=relation)

@@ -16,8 +16,16 @@ normalization differences between file systems); a component too long for a file
 prefix and a hash of the whole.
 
 Formatting is stable: two-space indent, sorted keys, UTF-8 text, trailing newline; the same
-record gives byte-identical text whatever order its dictionaries were built in. Writes are
-atomic per file (temporary file + ``os.replace``); reading a folder is all-or-nothing.
+record gives byte-identical text whatever order its dictionaries were built in.
+
+A file changes only when its *result* changes (:func:`harness.records.result_payload`: every
+field but the run metadata :data:`~harness.records.RUN_METADATA_FIELDS`, when the run happened,
+how long it took, on which machine, what it printed). Re-running a submission on the same data
+gives the same result with new metadata; the export then leaves the file as it is, metadata
+included, so re-running the demo and exporting again changes no file. The store keeps the
+newest run's metadata; the file keeps the metadata of the run that first gave its result.
+
+Writes are atomic per file (temporary file + ``os.replace``); reading a folder is all-or-nothing.
 
 No symbolic link is ever followed under a folder of records: the folder lives in git, and a
 committed link (``results/<bench>/<version> -> /home/…``) would otherwise make an export write,
@@ -39,14 +47,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import json_sha256
 from harness.identity import check_distinct_identities
-from harness.records import RunKey, RunRecord, run_key
+from harness.records import RunKey, RunRecord, result_payload, run_key
 
 RECORD_FORMAT = "zsl-run-record/2"
 RECORD_SUFFIX = ".json"
@@ -389,18 +397,22 @@ def _write_in(folder: int, name: str, data: bytes, path: Path) -> None:
 
 @dataclass
 class ExportResult:
-    """What :func:`write_records` did: every record's path, and which files changed."""
+    """What :func:`write_records` did: every record's path, which files changed, and which were
+    kept because they already held the record's result (only its run metadata differed)."""
 
     paths: list[Path] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
 
 
 def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = False) -> ExportResult:
     """Write one file per record under ``root``; the result lists their paths (in record order) and
     which files were written and removed.
 
-    A file whose text would not change is left alone. With ``prune=True``, ``*.json`` files
+    A file whose text would not change is left alone, and so is a valid record file of the same
+    result (:func:`harness.records.result_payload`) whose run metadata differ: listed in
+    ``kept``. With ``prune=True``, ``*.json`` files
     under ``root`` that belong to no given record are removed (and folders left empty).
 
     Raises
@@ -413,6 +425,7 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
         would delete them all).
     """
     planned: dict[Path, str] = {}
+    results: dict[Path, RunRecord] = {}
     owners: dict[RunKey, Path] = {}
     folded: dict[str, RunKey] = {}
     result = ExportResult()
@@ -430,6 +443,7 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
         folded[str(path.relative_to(root)).casefold()] = key
         owners[key] = path
         planned[path] = dump_record(record)
+        results[path] = record
         result.paths.append(path)
     # Refuse a link anywhere under root before writing anything: a refused export changes
     # nothing. The writes below open every folder with O_NOFOLLOW, so a link swapped in later is
@@ -446,8 +460,13 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
         if root_fd is not None:
             with _descriptor(root_fd):
                 for path, text in planned.items():
-                    if _write_if_changed(root_fd, root, path, text.encode("utf-8")):
+                    done = _write_if_changed(
+                        root_fd, root, path, text.encode("utf-8"), results[path]
+                    )
+                    if done == "written":
                         result.written.append(path)
+                    elif done == "kept":
+                        result.kept.append(path)
                 if prune:
                     keep = {path.relative_to(root).parts for path in planned}
                     _prune(root_fd, root, (), keep, result.removed)
@@ -475,13 +494,33 @@ def _folder_fd(root_fd: int, root: Path, folders: list[str], *, create: bool) ->
             os.close(fd)
 
 
-def _write_if_changed(root_fd: int, root: Path, path: Path, data: bytes) -> bool:
+def _write_if_changed(
+    root_fd: int, root: Path, path: Path, data: bytes, record: RunRecord
+) -> Literal["unchanged", "kept", "written"]:
+    """Write ``data`` (``record``'s file text) at ``path`` unless the file holds it already
+    ("unchanged") or holds a record of the same result with other run metadata ("kept")."""
     *folders, name = path.relative_to(root).parts
     with _folder_fd(root_fd, root, folders, create=True) as parent:
-        if _read_in(parent, name, path) == data:
-            return False
+        existing = _read_in(parent, name, path)
+        if existing == data:
+            return "unchanged"
+        if existing is not None and _holds_result(existing, record, path):
+            return "kept"
         _write_in(parent, name, data, path)
-        return True
+        return "written"
+
+
+def _holds_result(data: bytes, record: RunRecord, path: Path) -> bool:
+    """Whether ``data`` is a valid record file of ``record``'s result (only run metadata differ).
+
+    Results compare as canonical JSON, so a score differing in its last bit is another result.
+    A file that is not a valid record (edited, truncated, an older format) is not: the export
+    replaces it."""
+    try:
+        held = load_record(data.decode("utf-8"), str(path))
+    except (UnicodeDecodeError, HarnessError):
+        return False
+    return json_sha256(result_payload(held)) == json_sha256(result_payload(record))
 
 
 def _prune(

@@ -10,7 +10,9 @@ it comes and keeps only the head and the tail of each stream (a model printing g
 the harness :data:`LOG_LIMIT_BYTES` or so per stream), holds the run's processes in a cgroup
 (:mod:`harness.runners.cgroup`: the memory bound for the whole run, and the kill of everything
 the run started, daemons included, when it ends), and polls the size of the output folder,
-which lives on the host's disk, against its bound.
+which lives on the host's disk, against its bound. The worker's progress events on stderr
+(:mod:`harness.runners.progress`) go to the sink of :func:`harness.runners.progress.reporting`
+as they come.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import IO, Protocol
 
 from harness.registry import Registry
 from harness.runners.cgroup import POLL_S, Containment
+from harness.runners.progress import ProgressReader, current_sink, strip_events
 
 __all__ = [
     "DRAIN_S",
@@ -81,6 +84,9 @@ class RunJob:
     # read-only and hands the worker the descriptor (``--test-features-fd``), or, where it cannot
     # (containers), binds the file and passes its path (``--test-features-path``).
     test_features: Path | None = None
+    # Check mode: the worker imports ``entrypoint`` and checks it against the model protocol,
+    # without data (``zsl submission validate``; ``bundle`` is an empty folder then).
+    check: bool = False
 
     @property
     def memory_bytes(self) -> int:
@@ -126,7 +132,11 @@ def worker_argv(
 
     A job with ``test_features`` gets ``--test-features-fd N`` when the runner passes the open
     file as descriptor ``test_features_fd``, else ``--test-features-path`` (the job's path, as
-    the worker sees it)."""
+    the worker sees it). A ``check`` job runs the worker's check mode
+    (``--check PACKAGE ENTRYPOINT OUT``, see :func:`harness.worker.check`)."""
+    if job.check:
+        return [python, "-m", "harness.worker", "--check", str(job.package), job.entrypoint,
+                str(job.out)]  # fmt: skip
     argv = [
         python,
         "-m",
@@ -354,7 +364,8 @@ def run_process(
         raise
     try:
         box.attach(proc.pid, proc.stdin)
-        logs = _Logs(proc, log_limit)
+        progress = ProgressReader(current_sink(), start)
+        logs = _Logs(proc, log_limit, progress)
         stop: str | None = None
         next_out_check = 0.0
         while proc.poll() is None:
@@ -375,6 +386,7 @@ def run_process(
                 break
         killed_after = box.kill()
         logs.drain(DRAIN_S)
+        progress.close()
         code = proc.returncode
         # A limit passed just before the end still fails the run, even one whose first process
         # exited 0 (its child was OOM-killed, or it wrote too much and left).
@@ -387,7 +399,7 @@ def run_process(
             box.kill()
             proc.wait()
         box.close()
-    details: dict[str, object] = {"containment": box.describe()}
+    details: dict[str, object] = {"containment": box.describe(), **progress.summary()}
     if killed_after:
         details["killed_after_exit"] = killed_after
     return RunOutcome(
@@ -395,7 +407,7 @@ def run_process(
         reason=reason,
         wall_s=time.perf_counter() - start,
         stdout=logs.out.text(),
-        stderr=logs.err.text(),
+        stderr=strip_events(logs.err.text()),
         details=details,
     )
 
@@ -426,10 +438,14 @@ def run_with_test_features(
 
 
 class _Logs:
-    """The child's stdout and stderr, read without blocking into :class:`HeadTail` buffers."""
+    """The child's stdout and stderr, read without blocking into :class:`HeadTail` buffers;
+    stderr also goes to ``progress`` (the worker's progress events)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], limit: int) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], limit: int, progress: ProgressReader | None = None
+    ) -> None:
         self.out, self.err = HeadTail(limit), HeadTail(limit)
+        self.progress = progress
         self.sel = selectors.DefaultSelector()
         for stream, buf in ((proc.stdout, self.out), (proc.stderr, self.err)):
             assert stream is not None
@@ -451,6 +467,8 @@ class _Logs:
                     continue
                 if chunk:
                     key.data.feed(chunk)
+                    if key.data is self.err and self.progress is not None:
+                        self.progress.feed(chunk)
                 else:
                     self.sel.unregister(stream)
                     stream.close()

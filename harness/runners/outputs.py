@@ -11,7 +11,9 @@ file, never a traceback; nothing of the run is stored then.
 Files (rows are the fit's ``test/features.npy`` rows, in the bundle's shuffled order)::
 
     worker.json                        status, exit code, message, location (the package file
-                                       and line a failure comes from), timings, inductive check
+                                       and line a failure comes from), timings, inductive check,
+                                       hyperparameters the model exposed per fit
+                                       (:func:`worker_hyperparameters`)
     <setting>.scores.npy               dense [n_rows, n_candidates] float16/32/64
     <setting>.topk_indices.npy         top-K settings: [n_rows, K] int64 candidate columns
     <setting>.topk_scores.npy          top-K settings: [n_rows, K] float16/32/64
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import RunnerError
+from harness.hyperparameters import HyperparameterError, Hyperparameters, check_hyperparameters
 from harness.submission.predictions import write_predictions
 
 if TYPE_CHECKING:
@@ -51,6 +54,7 @@ __all__ = [
     "collect_predictions",
     "raw_names",
     "read_worker_status",
+    "worker_hyperparameters",
 ]
 
 WORKER_JSON = "worker.json"
@@ -261,6 +265,32 @@ def read_worker_status(out: Path) -> dict[str, Any]:
     """``worker.json`` of a run, read safely (see :class:`OutputDir`)."""
     with OutputDir(out) as folder:
         return folder.read_json(WORKER_JSON)
+
+
+def worker_hyperparameters(status: dict[str, Any], out: Path) -> dict[str, Hyperparameters]:
+    """The hyperparameters the model exposed after each fit (``{fit: {name: value}}``), from a
+    ``worker.json`` read by :func:`read_worker_status`, checked again here: the file lies in a
+    folder model code could write (:mod:`harness.hyperparameters`)."""
+    from harness.tasks import FITS
+
+    where = out / WORKER_JSON
+    value = status.get("hyperparameters", {})
+    if not isinstance(value, dict):
+        raise RunnerError(f"{where}: 'hyperparameters' must be an object of fits")
+    chosen: dict[str, Hyperparameters] = {}
+    for fit, values in value.items():
+        if fit not in FITS:
+            raise RunnerError(
+                f"{where}: 'hyperparameters' names the fit {str(fit)[:40]!r}; fits are "
+                f"{', '.join(FITS)}"
+            )
+        try:
+            checked = check_hyperparameters(values, f"hyperparameters[{fit!r}]")
+        except HyperparameterError as err:
+            raise RunnerError(f"{where}: {err}") from None
+        if checked:
+            chosen[fit] = checked
+    return chosen
 
 
 def _gather(

@@ -146,6 +146,8 @@ def line_chart(
     height: int = 360,
     description: str | None = None,
     x_rules: Sequence[tuple[float, str]] = (),
+    x_limits: tuple[float, float] | None = None,
+    x_min_span: float = 0.0,
 ) -> Markup:
     """A line chart with one curve per :class:`Series` and a legend below.
 
@@ -177,6 +179,13 @@ def line_chart(
     x_rules : sequence of (float, str), default=()
         Vertical reference lines, each ``(x, label)``: a dashed line across the plot with its
         label at the top (e.g. a target the curves are read at). Non-finite x are skipped.
+    x_limits : (float, float), default=None
+        The values x can take (an accuracy: 0 to 1). The automatic x axis stays within them,
+        and when it covers less of them than all, the x label says from where to where (a
+        zoom a reader sees, not a sliver that looks like the whole range).
+    x_min_span : float, default=0.0
+        The least span of the automatic x axis (within ``x_limits``): points that differ
+        by 0.4 % are not spread over the whole width.
 
     Returns
     -------
@@ -197,10 +206,11 @@ def line_chart(
     ys_all = [c[1] for c in curves] + [np.array([m[1] for m in ms]) for ms in marks]
     if rules and any(len(x) for x in xs_all):  # a rule alone does not make a data range
         xs_all.append(np.array([x for x, _ in rules]))
-    sx = _scale("x_range", x_range, xs_all, left, right)
+    sx = _scale("x_range", x_range, xs_all, left, right, limits=x_limits, min_span=x_min_span)
     sy = _scale("y_range", y_range, ys_all, bottom, top)
+    x_axis_label = x_label + _zoom_note(sx, x_limits, x_percent)
     out = [_rect("plot-area", left, top, right - left, bottom - top)]
-    out += _x_axis(sx, bottom, top, x_label, x_percent) + _y_axis(
+    out += _x_axis(sx, bottom, top, x_axis_label, x_percent) + _y_axis(
         sy, left, right, y_label, y_percent
     )
     for x, label in rules:
@@ -247,7 +257,7 @@ def line_chart(
     rows, legend_height = _legend(legend, height, width, note)
     names = "".join(f"{', ' if i else ': '}{item[0]}" for i, item in enumerate(legend))
     desc = description or (
-        f"Line chart of {y_label} against {x_label}; {len(series)} series{names}"
+        f"Line chart of {y_label} against {x_axis_label}; {len(series)} series{names}"
         + (f" (first {len(curves)} drawn)." if hidden else ".")
     )
     return _svg("line", width, height + legend_height, title, desc, out + rows)
@@ -642,7 +652,14 @@ class _Scale:
 
 
 def _scale(
-    name: str, fixed: tuple[float, float] | None, data: list[np.ndarray], a: float, b: float
+    name: str,
+    fixed: tuple[float, float] | None,
+    data: list[np.ndarray],
+    a: float,
+    b: float,
+    *,
+    limits: tuple[float, float] | None = None,
+    min_span: float = 0.0,
 ) -> _Scale:
     if fixed is not None:
         try:
@@ -657,8 +674,29 @@ def _scale(
         ticks = tuple(t for t in nice_ticks(lo, hi) if lo - slack <= t <= hi + slack)
         return _Scale(lo, hi, a, b, ticks, clamp=True)
     values = np.concatenate([v[np.isfinite(v)] for v in data]) if data else np.zeros(0)
-    ticks = nice_ticks(float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
-    return _Scale(ticks[0], ticks[-1], a, b, ticks if values.size else nice_ticks(0, 1), False)
+    if not values.size:
+        return _Scale(0.0, 1.0, a, b, nice_ticks(0, 1), False)
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo < min_span:  # widen towards where the limits leave room
+        floor, ceiling = limits if limits is not None else (-math.inf, math.inf)
+        lo = max(floor, min(lo, hi - min_span))
+        hi = min(ceiling, max(hi, lo + min_span))
+        lo = max(floor, min(lo, hi - min_span))
+    ticks = nice_ticks(lo, hi)
+    if limits is not None:  # round ticks never reach past what the values can be
+        inside = tuple(t for t in ticks if limits[0] <= t <= limits[1])
+        lo, hi = max(ticks[0], limits[0]), min(ticks[-1], limits[1])
+        ticks = inside if len(inside) >= 2 else (lo, hi)
+        return _Scale(lo, hi, a, b, ticks, False)
+    return _Scale(ticks[0], ticks[-1], a, b, ticks, False)
+
+
+def _zoom_note(scale: _Scale, limits: tuple[float, float] | None, percent: bool) -> str:
+    """ " (axis from a to b)" when the axis shows only part of ``limits``, else nothing."""
+    if limits is None or (scale.lo <= limits[0] and scale.hi >= limits[1]):
+        return ""
+    lo, hi = _tick_text(scale.lo, scale, percent), _tick_text(scale.hi, scale, percent)
+    return f" (axis from {lo} to {hi}, zoomed)"
 
 
 def _tick_text(value: float, scale: _Scale, percent: bool) -> str:

@@ -30,7 +30,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from harness.site import stats
-from harness.site.csv_tables import CsvCell, CsvTable, header_for
+from harness.site.csv_tables import RANK_HEADER, CsvCell, CsvTable, header_for
 from harness.site.model import (
     SETTING_LABELS,
     BenchmarkPage,
@@ -239,15 +239,7 @@ def _table(
     n_benchmarks = len({(c.bench.id, c.bench.version) for c in columns})
     csv = CsvTable(
         filename=f"{table_id}.csv",
-        header=(
-            "submission",
-            "version",
-            "transductive",
-            "benchmarks_covered",
-            "benchmarks",
-            "mean_rank",
-            *header_for([c.csv_name for c in columns]),
-        ),
+        header=(*RANK_HEADER, *header_for([c.csv_name for c in columns])),
         rows=[_csv_row(row, columns, n_benchmarks) for row in rows],
     )
     return CrossTable(

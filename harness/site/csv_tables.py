@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import cast
 
 __all__ = [
+    "RANK_HEADER",
     "CsvCell",
     "CsvLines",
     "CsvTable",
@@ -37,6 +38,17 @@ __all__ = [
 CsvCell = str | int | float | None
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+#: The leading columns of every rank table's CSV (the index's ranks and the cross tables): who,
+#: how many benchmarks the row covers out of how many, and its mean rank over those it covers.
+RANK_HEADER = (
+    "submission",
+    "version",
+    "transductive",
+    "benchmarks_covered",
+    "benchmarks",
+    "mean_rank",
+)
 
 
 def csv_text(text: str) -> str:

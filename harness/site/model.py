@@ -301,7 +301,11 @@ def record_badges(record: RunRecord) -> list[Badge]:
     """Leakage and protocol badges of one run, from its audit and the submitted declarations."""
     badges: list[Badge] = []
     audit = record.leakage
-    if audit is not None and audit.error is not None:
+    if audit is not None and audit.status == "not audited":  # frozen so, on purpose
+        badges.append(
+            Badge("not audited", "muted", f"frozen without a leakage audit: {audit.error}")
+        )
+    elif audit is not None and audit.error is not None:
         badges.append(Badge("leakage audit unavailable", "muted", audit.error))
     elif audit is not None and audit.n_overlap > 0:
         n, total = audit.n_overlap, audit.n_test
@@ -479,7 +483,7 @@ def _plan_column(
         version=version,
         function=some.function,
         higher_is_better=some.higher_is_better,
-        percent=all(_in_unit_interval(e) for e in entries.values()),
+        percent=_percent_unit(some.function, entries.values()),
         primary=primary,
         versioned=False,
         entries=entries,
@@ -509,8 +513,9 @@ def _test_columns(columns: list[Column]) -> None:
         try:
             column.tests = stats.column_tests(list(values), list(values.values()))
         except MetricError:
-            # e.g. mistake severity: each run's values cover its own mistakes' classes
-            column.no_tests = "the runs' per-class values cover different classes"
+            # e.g. mistake severity v1: each run's values cover its own mistakes' classes; or a
+            # record's values are malformed (records are untrusted input)
+            column.no_tests = "the runs' per-class values cover different classes or are malformed"
 
     workers = min(4, os.cpu_count() or 1)
     if workers == 1 or len(columns) < 2:
@@ -520,6 +525,18 @@ def _test_columns(columns: list[Column]) -> None:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for _ in pool.map(run, columns):  # results are None; this re-raises any error
             pass
+
+
+def _percent_unit(function: str, entries: Iterable[ScoreEntry]) -> bool:
+    """Whether a column shows percentages: from the metric's registered bounds, so adding a run
+    never changes a column's unit (hcost stays a number of levels when every run's cost happens
+    to be below 1). A metric this harness does not register has no definition to ask: its
+    values decide (all of them in [0, 1])."""
+    from harness.metrics import metrics
+
+    if function in metrics:
+        return metrics.get(function).percent
+    return all(_in_unit_interval(e) for e in entries)
 
 
 def _in_unit_interval(entry: ScoreEntry) -> bool:

@@ -27,11 +27,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from harness import __version__ as harness_version
-from harness.audit import LeakageAudit, Relation
+from harness.audit import AuditStatus, LeakageAudit, Relation
 from harness.metrics import metrics
-from harness.records import RunRecord, ScoreEntry
-from harness.site import cross, figures, stats
+from harness.records import ClassValues, RunRecord, ScoredClass, ScoreEntry
+from harness.site import cross, figures, glossary, stats
 from harness.site.csv_tables import (
+    RANK_HEADER,
     CsvCell,
     CsvLines,
     CsvTable,
@@ -299,6 +300,7 @@ def render_site(model: SiteModel, site: Path) -> None:
         _write(site / "compare" / f"{pair_slug(a.key, b.key)}.html", html)
         write_csv(site / "compare", pair_csv)
     write_results_json(model, site / "results.json")
+    _write(site / "glossary.html", _glossary(env, model, common))
 
 
 # -- index ----------------------------------------------------------------------------------
@@ -462,15 +464,7 @@ def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[s
     benches: list[BenchmarkPage] = ranks["benchmark_pages"]
     csv = CsvTable(
         f"index-ranks-{slug(setting)}{suffix}.csv",
-        (
-            "submission",
-            "version",
-            "transductive",
-            "benchmarks_covered",
-            "benchmarks",
-            "mean_rank",
-            *(f"{b.id} v{b.version}" for b in benches),
-        ),
+        (*RANK_HEADER, *(f"{b.id} v{b.version}" for b in benches)),
         [
             (
                 sub.name,
@@ -821,11 +815,20 @@ def _interval(entry: ScoreEntry, column: Column) -> str:
 
 
 def _benchmark_audit(bench: BenchmarkPage) -> LeakageAudit | None:
-    """The newest audit of the benchmark's own features (runs without a declared backbone)."""
+    """The audit of the benchmark's own features: the one frozen with the benchmark, which every
+    run without a declared backbone carries (the newest such run's, for older records)."""
     records = sorted(bench.records.values(), key=lambda r: r.created_at)
     own = [r for r in records if not r.submission.declarations.get("backbone_pretrained_on")]
     audits = [r.leakage for r in (own or records) if r.leakage is not None]
     return audits[-1] if audits else None
+
+
+def _audit_provenance(audit: LeakageAudit) -> str:
+    """Where the audit comes from: its frozen inputs, or the scoring of an older record."""
+    if audit.inputs is None:
+        return "audited when the run was scored (a record of an older harness)"
+    inputs = audit.inputs_text()
+    return "audited when the benchmark was frozen" + (f", from {inputs}" if inputs else "")
 
 
 def leakage_note(bench: BenchmarkPage) -> str:
@@ -833,8 +836,10 @@ def leakage_note(bench: BenchmarkPage) -> str:
     audit = _benchmark_audit(bench)
     if audit is None:
         return "not audited: these records carry no leakage audit"
-    if audit.source in ("", "none"):
-        return "none: the benchmark's features were not pre-trained on a class set"
+    if audit.status == AuditStatus.NOT_APPLICABLE:
+        return "not applicable: the benchmark's features were not pre-trained on a class set"
+    if not audit.audited:
+        return audit.summary()
     counted = " or ".join(r.value for r in audit.counted)
     note = (
         f"none: no test class is related ({counted}) to the {audit.source} classes the"
@@ -845,14 +850,22 @@ def leakage_note(bench: BenchmarkPage) -> str:
         note += "; reported, not counted: " + ", ".join(
             f"{len(audit.with_relation(r))} {r.value}" for r in others
         )
-    return note
+    return f"{note} ({_audit_provenance(audit)})"
 
 
 def benchmark_leakage(bench: BenchmarkPage) -> Leakage | None:
-    """The leakage badge from the newest audit of the benchmark's own features, if any."""
+    """The leakage badge from the audit of the benchmark's own features, if any."""
     audit = _benchmark_audit(bench)
-    if audit is None:
+    if audit is None or audit.status == AuditStatus.NOT_APPLICABLE:
         return None
+    if audit.status == AuditStatus.NOT_AUDITED:
+        return Leakage(
+            "not audited",
+            audit.source,
+            (),
+            f"frozen without a leakage audit: {audit.error}",
+            unavailable=True,
+        )
     if audit.error is not None:
         return Leakage("leakage audit unavailable", audit.source, (), audit.error, unavailable=True)
     if audit.n_overlap == 0:
@@ -871,7 +884,7 @@ def benchmark_leakage(bench: BenchmarkPage) -> Leakage | None:
         if entry.relations & counted
     )
     badge = f"leakage: {audit.n_overlap} of {audit.n_test} test classes seen in pre-training"
-    return Leakage(badge, audit.source, classes, audit.rule())
+    return Leakage(badge, audit.source, classes, f"{audit.rule()} ({_audit_provenance(audit)})")
 
 
 def _protocol_badges(records: Iterable[RunRecord]) -> list[Badge]:
@@ -974,6 +987,8 @@ def _submission(
                 "environment": _pairs_text(record.environment),
                 "timings": [(k, f"{v:.2f} s") for k, v in sorted(record.timings.items())],
                 "log": log,
+                "class_bars": _class_bars(bench, sub, record),
+                "hyperparameters": _hyperparameter_rows(record),
             }
         )
     others = [
@@ -1006,6 +1021,8 @@ def _submission(
         csv_file=csv.filename,
         paper=Link(info.paper, safe_href(info.paper)) if info.paper else None,
         url=Link(info.url, safe_href(info.url)) if info.url else None,
+        code=Link(info.code, safe_href(info.code)) if info.code else None,
+        bar_width=_BAR_WIDTH,
         package_hashes=sorted({r.submission.package_hash for r in sub.records}),
         declarations=_pairs_text(info.declarations),
         results=results,
@@ -1015,6 +1032,123 @@ def _submission(
         **common,
     )
     return html, csv
+
+
+#: Width in pixels of a per-class bar at 100 %.
+_BAR_WIDTH = 160
+
+
+@dataclass(frozen=True)
+class ClassBar:
+    """One class of a per-class bar chart on a submission page."""
+
+    name: str
+    class_id: str
+    value: str  # formatted like the score
+    width: float  # bar length in pixels (0 to _BAR_WIDTH)
+    count: int  # test images of the class
+    group: str  # "seen" / "unseen" in GZSL; "" otherwise
+    nearest: str  # the nearest training class and the relation, or why there is none
+
+
+def _bars_of(values: ClassValues | None) -> bool:
+    """Whether class values hold each class's own score (not a ratio's or a curve's parts)."""
+    return values is not None and values.per_class_scores
+
+
+def _class_bars(bench: BenchmarkPage, sub: Submission, record: RunRecord) -> list[dict[str, Any]]:
+    """Per setting, the per-class values of its primary score (else of its first score that
+    keeps them), best first (ties: by name), each named, with its test images and the nearest
+    training class (:attr:`harness.records.BenchmarkInfo.test_classes`). Records from before
+    class names were kept name a class by its column."""
+    by_column: dict[str, dict[int, ScoredClass]] = {}
+    for scored in record.benchmark.test_classes:
+        for setting, column in scored.columns.items():
+            by_column.setdefault(setting, {})[column] = scored
+    out = []
+    for plan in bench.settings:
+        columns = [c for c in plan.columns if c.entries.get(sub.key) is not None]
+        chosen = [c for c in columns if c.primary] + [c for c in columns if not c.primary]
+        picked = next((c for c in chosen if _bars_of(c.entries[sub.key].class_values)), None)
+        if picked is None:
+            continue
+        values = picked.entries[sub.key].class_values
+        assert values is not None
+        named = by_column.get(plan.setting, {})
+        gzsl = len(set(values.groups)) > 1
+        bars = []
+        for column, count, group, mean in zip(
+            values.classes, values.counts, values.groups, values.means, strict=True
+        ):
+            cls = named.get(column)
+            fraction = min(max(mean, 0.0), 1.0) if picked.percent else 0.0
+            bars.append(
+                ClassBar(
+                    name=cls.name if cls else f"column {column}",
+                    class_id=cls.id if cls else "",
+                    value=format_value(mean, percent=picked.percent)
+                    + ("%" if picked.percent else ""),
+                    width=round(fraction * _BAR_WIDTH, 1),
+                    count=count,
+                    group=("unseen" if group else "seen") if gzsl else "",
+                    nearest=_nearest_text(cls),
+                )
+            )
+        order = sorted(
+            range(len(bars)),
+            key=lambda i: (-values.means[i], bars[i].name.casefold(), values.classes[i]),
+        )
+        # What one bar is: a class's value of the metric itself, or (H, image means) the
+        # per-class values the score is made from.
+        what = {
+            "class_mean": picked.metric,
+            "harmonic_of_groups": f"accuracy behind {picked.metric} (seen and unseen groups)",
+            "image_mean": f"mean of {picked.metric}",
+        }[values.combine]
+        out.append(
+            {
+                "setting": plan.label,
+                "metric": picked.metric,
+                "what": what,
+                "column": "accuracy" if values.combine == "harmonic_of_groups" else picked.metric,
+                "percent": picked.percent,
+                "bars": [bars[i] for i in order],
+                "named": bool(named),
+                "id": f"classes-{bench.stem}-{plan.setting}",
+            }
+        )
+    return out
+
+
+def _nearest_text(cls: ScoredClass | None) -> str:
+    """``"Persian cat: sibling, 2 hops"``; what the record does not know, said as such."""
+    if cls is None:
+        return "not recorded"
+    if not cls.unseen:
+        return "a training class"
+    if cls.relation is None:
+        return "no hierarchy"
+    if cls.nearest is None or cls.hops is None:
+        return "no training class connected"
+    hops = f"{cls.hops} hop{'s' if cls.hops != 1 else ''}"
+    return f"{cls.nearest_name or cls.nearest}: {cls.relation}, {hops}"
+
+
+def _hyperparameter_rows(record: RunRecord) -> list[tuple[str, str, str]]:
+    """``(fit, name, value)`` of what the model chose, main fit first, names sorted."""
+    order = {"main": 0, "validation": 1}
+    return [
+        (fit, name, _scalar_text(value))
+        for fit in sorted(record.hyperparameters, key=lambda f: (order.get(f, 2), f))
+        for name, value in sorted(record.hyperparameters[fit].items())
+    ]
+
+
+def _scalar_text(value: Any) -> str:
+    """A hyperparameter as text: floats to 6 significant digits, JSON spelling otherwise."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _pairs_text(mapping: dict[str, Any]) -> list[tuple[str, str]]:
@@ -1098,7 +1232,11 @@ def _pair_columns(
         for plan in bench.settings:
             for column in plan.columns:
                 if column.tests is None:
-                    skipped.append(Markup(f"{plan.label} {metric_markup(column, unit=False)}"))
+                    skipped.append(
+                        Markup("{} {} ({})").format(
+                            plan.label, metric_markup(column, unit=False), column.no_tests
+                        )
+                    )
                     continue
                 columns.append(
                     _PairColumn(
@@ -1143,8 +1281,9 @@ def _pair_columns(
         out[(bench.id, bench.version)] = columns
         if skipped:
             untested[(bench.id, bench.version)] = Markup(
-                "Not tested (no per-class values that pair up): {}."
-            ).format(Markup(", ").join(skipped))
+                "Not tested: {}. Records scored before a metric kept per-class values get them "
+                "when re-scored (zsl results rescore)."
+            ).format(Markup("; ").join(skipped))
     return out, untested
 
 
@@ -1275,6 +1414,38 @@ def _pair_row(column: _PairColumn, i: int, j: int) -> tuple[str, str]:
     return verdict, row
 
 
+# -- glossary -------------------------------------------------------------------------------
+
+
+def _glossary(env: Environment, model: SiteModel, common: dict[str, Any]) -> str:
+    """glossary.html: every registered metric, every metric function the records name, and
+    the table terms (:mod:`harness.site.glossary`)."""
+    functions: dict[str, set[str]] = {}
+    for bench in model.benchmarks:
+        for plan in bench.settings:
+            for column in plan.columns:
+                functions.setdefault(column.function, set()).add(column.metric)
+    metric_entries, terms = glossary.glossary_entries(functions)
+    return env.get_template("glossary.html").render(
+        metric_entries=metric_entries, terms=terms, root="", page_title="Glossary", **common
+    )
+
+
+def glossary_link(root: str, anchor: str, term: str = "") -> Markup:
+    """A header's link to its glossary entry (``root``: the page's way back to the site root).
+
+    Its visible "?" is the stylesheet's (``a.gloss::after``), so a header's text, its sort key
+    and its CSV name stay the column's name; ``aria-label`` names the link for screen readers."""
+    label = f"definition of {term}" if term else "definition"
+    return Markup(
+        '<a class="gloss" href="{}glossary.html#{}" title="{}" aria-label="{}"></a>'
+    ).format(root, anchor, label, label)
+
+
+def _metric_anchor(column: Column) -> str:
+    return glossary.metric_anchor(column.function)
+
+
 # -- rendering ------------------------------------------------------------------------------
 
 
@@ -1293,6 +1464,10 @@ def _environment() -> Environment:
     env.filters["fsi"] = isolate_text
     env.filters["metric"] = metric_markup
     env.filters["column_title"] = column_title
+    env.filters["metric_anchor"] = _metric_anchor
+    env.globals["gloss"] = glossary_link
+    env.globals["term_anchor"] = glossary.term_anchor
+    env.globals["metric_anchor"] = glossary.metric_anchor
     return env
 
 

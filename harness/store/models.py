@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Column, DateTime, UniqueConstraint, false, text
+from sqlalchemy import JSON, Boolean, Column, DateTime, Text, UniqueConstraint, false, text
 from sqlmodel import Field, SQLModel
 
 __all__ = [
@@ -64,6 +64,13 @@ class BenchmarkRow(SQLModel, table=True):
         sa_column=Column(JSON, nullable=False, server_default=text("'{}'")),
         description="structure diagnostics of the split (BenchmarkInfo.structure)",
     )
+    # 0005: benchmarks stored before it have none ('[]').
+    test_classes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        sa_column=Column(JSON, nullable=False, server_default=text("'[]'")),
+        description="classes with test images, names and nearest training class "
+        "(BenchmarkInfo.test_classes)",
+    )
 
 
 class SubmissionRow(SQLModel, table=True):
@@ -80,6 +87,10 @@ class SubmissionRow(SQLModel, table=True):
     authors: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     paper: str | None = None
     url: str | None = None
+    code: str | None = None  # 0005
+    bibtex: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # 0005
+    # 0005: the package's README (head kept); submissions stored before it have none.
+    readme: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     description: str = ""
     declarations: dict[str, Any] = _json_column()
 
@@ -103,6 +114,12 @@ class RunRow(SQLModel, table=True):
     timings: dict[str, float] = _json_column()
     leakage: dict[str, Any] = _json_column()
     logs: dict[str, str] = _json_column()
+    # 0005: runs stored before it exposed none ('{}').
+    hyperparameters: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        sa_column=Column(JSON, nullable=False, server_default=text("'{}'")),
+        description="fit -> the hyperparameters the model chose (RunRecord.hyperparameters)",
+    )
     created_at: datetime = Field(
         sa_column=Column(DateTime(timezone=True), nullable=False),
         description="when the run was scored (RunRecord.created_at), UTC",

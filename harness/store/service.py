@@ -470,6 +470,7 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
                 "n_seen": info.n_seen,
                 "n_unseen": info.n_unseen,
                 "structure": dict(info.structure),
+                "test_classes": [c.model_dump(mode="json") for c in info.test_classes],
             },
         )
         row = session.exec(query).one()
@@ -490,6 +491,7 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
     row.n_seen = info.n_seen
     row.n_unseen = info.n_unseen
     row.structure = dict(info.structure)
+    row.test_classes = [c.model_dump(mode="json") for c in info.test_classes]
     session.add(row)
     session.flush()
     return row
@@ -506,6 +508,9 @@ def _upsert_submission(session: Session, info: SubmissionInfo) -> SubmissionRow:
         "authors": list(info.authors),
         "paper": info.paper,
         "url": info.url,
+        "code": info.code,
+        "bibtex": info.bibtex,
+        "readme": info.readme,
         "description": info.description,
         "declarations": dict(info.declarations),
     }
@@ -547,6 +552,7 @@ def _upsert_run(
         "timings": dict(record.timings),
         "leakage": record.leakage.model_dump(mode="json") if record.leakage else {},
         "logs": dict(record.logs),
+        "hyperparameters": {fit: dict(v) for fit, v in record.hyperparameters.items()},
         "created_at": _to_utc(record.created_at),
         "updated_at": now,
     }
@@ -698,6 +704,7 @@ def _check_record(record: RunRecord) -> None:
         _check_json(record.leakage.model_dump(mode="json"), f"{where}: leakage")
     _check_json(record.submission.declarations, f"{where}: submission declarations")
     _check_json(record.benchmark.structure, f"{where}: benchmark structure")
+    _check_json(record.hyperparameters, f"{where}: hyperparameters")
 
 
 def _check_json(value: Any, what: str) -> None:
@@ -742,6 +749,7 @@ def _record(
             n_seen=bench.n_seen,
             n_unseen=bench.n_unseen,
             structure=dict(bench.structure or {}),
+            test_classes=list(bench.test_classes or []),
         ),
         submission=SubmissionInfo.model_validate(
             {
@@ -752,6 +760,9 @@ def _record(
                 "authors": list(sub.authors),
                 "paper": sub.paper,
                 "url": sub.url,
+                "code": sub.code,
+                "bibtex": sub.bibtex,
+                "readme": sub.readme or "",
                 "description": sub.description,
                 "declarations": dict(sub.declarations),
             }
@@ -763,6 +774,7 @@ def _record(
         timings=dict(run.timings),
         leakage=LeakageAudit.model_validate(run.leakage) if run.leakage else None,
         logs=dict(run.logs or {}),
+        hyperparameters=dict(run.hyperparameters or {}),
         scores=scores,
         created_at=_to_utc(run.created_at),
     )

@@ -41,6 +41,7 @@ __all__ = [
     "ENTRYPOINT",
     "SourceOnlyLoader",
     "check_entrypoint",
+    "import_entrypoint_module",
     "install_source_only_hook",
     "load_model_class",
 ]
@@ -116,9 +117,10 @@ def check_entrypoint(entrypoint: str) -> tuple[str, str]:
     return module_name, class_name
 
 
-def load_model_class(package: Path, entrypoint: str) -> type:
-    """Import ``entrypoint`` (``module:Class``) from the ``.py`` source in ``package``."""
-    module_name, class_name = check_entrypoint(entrypoint)
+def import_entrypoint_module(package: Path, entrypoint: str) -> ModuleType:
+    """The module of ``entrypoint`` (``module:Class``), imported from the ``.py`` source in
+    ``package``; a :class:`SubmissionError` when there is no such source module."""
+    module_name, _ = check_entrypoint(entrypoint)
     if not Path(package).is_dir():
         raise SubmissionError(f"{package}: no such package folder")
     sys.dont_write_bytecode = True  # belt and braces: SourceOnlyLoader never writes anyway
@@ -147,6 +149,14 @@ def load_model_class(package: Path, entrypoint: str) -> type:
             f"entrypoint {entrypoint!r}: module '{module_name}' comes from {origin or 'Python'},"
             f" not from the package's .py source; give the package's module another name"
         )
+    return module
+
+
+def load_model_class(package: Path, entrypoint: str) -> type:
+    """Import ``entrypoint`` (``module:Class``) from the ``.py`` source in ``package``."""
+    _, class_name = check_entrypoint(entrypoint)
+    module = import_entrypoint_module(package, entrypoint)
+    origin = module.__spec__.origin if module.__spec__ is not None else None
     found = getattr(module, class_name, None)
     if not isinstance(found, type):
         raise SubmissionError(

@@ -22,9 +22,10 @@ import hashlib
 import importlib.machinery
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -39,6 +40,7 @@ from harness import yamlio
 from harness.errors import PredictionError, SubmissionError
 
 __all__ = [
+    "BIBTEX_MAX_CHARS",
     "BYTECODE_SUFFIXES",
     "DIGEST_HEX",
     "IMAGE_REFERENCE",
@@ -46,6 +48,8 @@ __all__ = [
     "NATIVE_SUFFIXES",
     "PLAIN_NAMES",
     "PLAIN_SUFFIXES",
+    "README_MAX_CHARS",
+    "README_NAMES",
     "WORKER_REPOSITORY",
     "Declarations",
     "ModelCode",
@@ -54,6 +58,7 @@ __all__ = [
     "PredictionFiles",
     "Resources",
     "SubmissionManifest",
+    "check_http_url",
     "check_image_reference",
     "check_requirement",
     "default_worker_image",
@@ -80,6 +85,15 @@ PLAIN_NAMES = frozenset({"LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS", "
 #: the leaderboard's git repository (that is how they reach CI), and git hosts refuse files
 #: over 100 MB; a benchmark whose dense scores are larger declares the top-K format.
 MAX_PREDICTION_FILE_BYTES = 50 * 1024 * 1024
+#: ``bibtex:`` holds at most this many characters (a long entry is a few hundred).
+BIBTEX_MAX_CHARS = 4000
+#: The run record keeps at most this many characters of the package's README (its head).
+README_MAX_CHARS = 20_000
+#: The files read as the package's README, first found wins.
+README_NAMES = ("README.md", "README.rst", "README.txt", "README")
+# Spaces, control characters and backslashes (which browsers read as "/") never appear in a
+# link the site makes (the same rule as harness.site.text.safe_href, which renders records).
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f\\]")
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=64)]
 
 # The OCI distribution reference grammar (github.com/distribution/reference, regexp.go):
@@ -121,6 +135,27 @@ def check_image_reference(value: str) -> str:
             problem = f"a {algorithm} digest has {wanted or 'at least 32'} hex digits"
     if problem is not None:
         # repr: a newline or control character in the value stays on the error's one line.
+        raise ValueError(f"{value[:80]!r}: {problem}")
+    return value
+
+
+def check_http_url(value: str) -> str:
+    """``value`` if it is an absolute ``http``/``https`` URL with a host and no spaces, control
+    characters or backslashes; a ValueError naming the value otherwise (``javascript:``,
+    ``file:``, a bare DOI or a relative path are refused: write ``https://doi.org/...``)."""
+    problem = None
+    if len(value) > 2000:
+        problem = "longer than 2000 characters"
+    elif _URL_UNSAFE.search(value):
+        problem = "holds a space, a control character or a backslash"
+    else:
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            problem = "not an http(s) URL (https://host/path; a DOI as https://doi.org/10....)"
+    if problem is not None:
         raise ValueError(f"{value[:80]!r}: {problem}")
     return value
 
@@ -221,8 +256,14 @@ class SubmissionManifest(_Strict):
     name: Name
     version: Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_-]*$")]
     authors: list[str] = Field(min_length=1)
-    paper: str | None = None
-    url: str | None = None
+    paper: str | None = Field(None, description="the paper, an http(s) URL")
+    url: str | None = Field(None, description="the method's home page, an http(s) URL")
+    code: str | None = Field(None, description="the method's code (repository), an http(s) URL")
+    bibtex: str | None = Field(
+        None,
+        max_length=BIBTEX_MAX_CHARS,
+        description="a BibTeX entry to cite the method (shown as text, with a copy button)",
+    )
     description: str = ""
     kind: Literal["predictions", "model"]
     model: ModelCode | None = None
@@ -230,6 +271,18 @@ class SubmissionManifest(_Strict):
     resources: Resources = Resources()
     declarations: Declarations = Declarations()
     seed: int = Field(0, ge=0)
+
+    @field_validator("paper", "url", "code")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+    @field_validator("bibtex")
+    @classmethod
+    def _bibtex(cls, value: str | None) -> str | None:
+        if value is not None and not value.lstrip().startswith("@"):
+            raise ValueError("a BibTeX entry starts with '@' (e.g. @inproceedings{key, ...})")
+        return value
 
     @model_validator(mode="after")
     def _kind_matches(self) -> SubmissionManifest:
@@ -312,6 +365,22 @@ class Package:
         # Sorted by path components (as pathlib sorts), the order the hash has always used.
         return [path for _, path in sorted(found)]
 
+    def readme(self) -> str:
+        """The package's README (the first of :data:`README_NAMES` found), at most
+        :data:`README_MAX_CHARS` characters of it (a longer one ends with a note); ``""`` when
+        it has none. Text only: the site shows it escaped, never rendered as markup."""
+        for name in README_NAMES:
+            path = self.root / name
+            if path.is_file() and not path.is_symlink():
+                with path.open("rb") as handle:
+                    data = handle.read(4 * README_MAX_CHARS)
+                text = data.decode("utf-8", errors="replace")
+                if len(text) <= README_MAX_CHARS:
+                    return text
+                note = f"\n\n[{name} continues; the first {README_MAX_CHARS} characters are kept]"
+                return text[: README_MAX_CHARS - len(note)] + note
+        return ""
+
     def hash(self) -> str:
         """sha256 over the sorted (relative path, file sha256) pairs of every file."""
         digest = hashlib.sha256()
@@ -347,6 +416,10 @@ class Package:
             return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:
             return str(path)
+
+    def display_names(self, paths: Mapping[str, Path]) -> dict[str, str]:
+        """Setting -> :meth:`display_name` of its file: how reading errors name the files."""
+        return {setting: self.display_name(path) for setting, path in paths.items()}
 
     def prediction_files(
         self, benchmark: str, settings: Sequence[str], *, spec: str | Path | None = None

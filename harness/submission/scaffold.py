@@ -32,7 +32,11 @@ def template_text(name: str) -> str:
 _MANIFEST_HEAD = """name: {name}
 version: "0.1"
 authors: [Your Name]
+# Links (http or https URLs) and a BibTeX entry, shown on the submission page:
 paper: null
+code: null
+# bibtex: |
+#   @inproceedings{{key, title = {{...}}, author = {{...}}, year = {{2026}}}}
 """
 
 DESCRIPTION_MODEL = """description: >-
@@ -88,7 +92,9 @@ A submission package made by `zsl submission init` (kind: {kind}).
   embedding (`model.py`, class `RidgeToEmbedding`).
 - **Hyperparameters**: the ridge strength α ∈ {{10⁻², …, 10³}} is chosen by per-class top-1 on
   the validation classes (fit on the training classes only), then the model is refitted on
-  training + validation images. Test classes are never looked at.
+  training + validation images. Test classes are never looked at. `fit` exposes what it chose
+  as `self.hyperparameters_ = {{"alpha": ...}}` (a flat dict of JSON scalars); the run record
+  keeps it and the submission page shows it.
 - **Paper**: none yet — put yours in `submission.yaml` (`paper:`) and here.
 
 Replace the method, keep the protocol (`fit(task)`, `predict(features, candidates)`), then:
@@ -145,7 +151,7 @@ def write_template(name: str, directory: Path, *, kind: Kind = "model") -> Path:
         raise SubmissionError(f"kind {kind!r}: choose 'model' or 'predictions'")
     root = Path(directory) / name
     if root.exists():
-        raise SubmissionError(f"{root}: already exists; choose another name or --dir")
+        raise SubmissionError(f"{root}: already exists; choose another name or --out")
     root.mkdir(parents=True)
     manifest = MANIFEST_MODEL if kind == "model" else MANIFEST_PREDICTIONS
     (root / "submission.yaml").write_text(manifest.format(name=name), encoding="utf-8")

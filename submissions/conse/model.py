@@ -135,6 +135,8 @@ class ConSE:
                 results.append((acc, -c, t))
         best = max(results)
         self.val_accuracy_, self.c_, self.t_ = best[0], -best[1], best[2]
+        # Shown on the submission page (harness.hyperparameters): what validation chose.
+        self.hyperparameters_ = {"C": self.c_, "T": self.t_}
         self.clf_ = SeenClassifier(
             np.concatenate([task.train_features, task.val_features]),
             np.concatenate([task.train_labels, task.val_labels]),

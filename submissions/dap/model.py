@@ -148,6 +148,8 @@ class DAP:
             results.append((acc, -c))  # ties: prefer the smaller C (stronger regularisation)
         best = max(results)
         self.val_accuracy_, self.c_ = best[0], -best[1]
+        # Shown on the submission page (harness.hyperparameters): what validation chose.
+        self.hyperparameters_ = {"C": self.c_}
         seen = np.union1d(task.train_classes, task.val_classes)
         self.model_ = _AttributeModel(
             np.concatenate([task.train_features, task.val_features]),

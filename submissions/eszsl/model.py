@@ -103,6 +103,8 @@ class ESZSL:
         best = max(results)
         self.gamma_, self.lambda_ = -best[1], -best[2]
         self.val_accuracy_ = best[0]
+        # Shown on the submission page (harness.hyperparameters): what validation chose.
+        self.hyperparameters_ = {"gamma": self.gamma_, "lambda": self.lambda_}
         seen = np.union1d(train_cls, val_cls)
         x = np.concatenate([task.train_features, task.val_features])
         y = np.searchsorted(seen, np.concatenate([task.train_labels, task.val_labels]))

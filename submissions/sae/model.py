@@ -110,6 +110,8 @@ class SAE:
             acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
             results.append((acc, lam))  # ties: prefer the larger lambda (stronger encoder term)
         self.val_accuracy_, self.lambda_ = max(results)
+        # Shown on the submission page (harness.hyperparameters): what validation chose.
+        self.hyperparameters_ = {"lambda": self.lambda_}
         x = np.concatenate([task.train_features, task.val_features])
         labels = np.concatenate([task.train_labels, task.val_labels])
         self.mean_ = x.mean(axis=0)

@@ -232,6 +232,31 @@
     }
   }
 
+  // Copy buttons (submission pages' BibTeX): hidden without the script, which shows them.
+  function makeCopyButton(button) {
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source || !navigator.clipboard) {
+      return;
+    }
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      navigator.clipboard.writeText(source.textContent).then(
+        function () { button.textContent = "Copied"; },
+        function () { button.textContent = "Copy failed: select the text"; }
+      );
+    });
+  }
+
+  function startCopyButtons() {
+    Array.prototype.forEach.call(document.querySelectorAll("button.copy-button[data-copy]"), makeCopyButton);
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", startCopyButtons);
+  } else {
+    startCopyButtons();
+  }
+
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
   } else {

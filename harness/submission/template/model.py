@@ -96,6 +96,9 @@ class RidgeToEmbedding:
                 best = (accuracy, alpha)
         assert best is not None
         self.val_accuracy_, self.alpha_ = best
+        # Optional: what fit chose, a flat dict of JSON scalars (str, int, float, bool, None);
+        # the run record keeps it and the submission page shows it.
+        self.hyperparameters_ = {"alpha": self.alpha_}
         x = np.concatenate([task.train_features, task.val_features])
         y = np.concatenate([task.train_labels, task.val_labels])
         self.mean_ = x.mean(axis=0)

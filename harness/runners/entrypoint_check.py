@@ -1,0 +1,164 @@
+"""Does a model package's entrypoint run as a model? Checked inside a runner, never here.
+
+``zsl submission validate`` used to accept a package whose ``model.entrypoint`` names a class that
+does not exist: only a run found out. Importing the entrypoint runs the package's code, which is
+untrusted, so the harness never imports it itself: :func:`check_entrypoint` runs the worker's
+check mode (``python -m harness.worker --check PACKAGE ENTRYPOINT OUT``,
+:func:`harness.worker.check`) in a runner, the same one a run would use by default
+(:func:`harness.runners.default_runner`: sandbox, else container, else local with a warning),
+with an empty task bundle: no data reaches the check. The worker imports the module from the
+package's source, checks that the entrypoint is a class, builds it as ``Class()`` and checks
+with ``inspect.signature`` that ``fit(task)`` and ``predict(features, candidates)`` accept what
+the worker passes, then writes its findings to ``check.json``, read here without trust (no link
+followed, size bounded, every field checked).
+
+Each finding names the package file and line it is about (``model.py:3: entrypoint 'Ridge' not
+found in module 'model'; the module defines: RidgeModel; did you mean 'RidgeModel'?``); a
+finding about ``submission.yaml`` gets the line of its ``model.entrypoint`` key.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import HarnessError, RunnerError
+from harness.runners.base import RunJob
+from harness.runners.outputs import OutputDir
+
+if TYPE_CHECKING:
+    from harness.submission.package import Package
+
+__all__ = [
+    "CHECK_JSON",
+    "CHECK_JSON_LIMIT",
+    "CHECK_TIMEOUT_S",
+    "EntrypointCheck",
+    "EntrypointProblem",
+    "check_entrypoint",
+    "describe",
+    "read_check",
+]
+
+CHECK_JSON = "check.json"
+CHECK_JSON_LIMIT = 256 * 1024
+#: The check's wall clock at most (importing a deep-learning framework takes a while).
+CHECK_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class EntrypointProblem:
+    """One thing that keeps the entrypoint from running: where (package file, line) and what."""
+
+    file: str | None
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.file is None:
+            return self.message
+        return f"{self.file}{'' if self.line is None else f':{self.line}'}: {self.message}"
+
+
+@dataclass(frozen=True)
+class EntrypointCheck:
+    """What the check found, and which runner ran it."""
+
+    entrypoint: str
+    runner: str
+    problems: tuple[EntrypointProblem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def read_check(out: Path) -> list[EntrypointProblem]:
+    """The findings in ``out/check.json``, checked field by field (model code could write
+    there too; the worker refuses a planted file, this refuses a malformed one)."""
+    with OutputDir(out) as folder:
+        value = folder.read_json(CHECK_JSON, limit=CHECK_JSON_LIMIT)
+    where = out / CHECK_JSON
+    items = value.get("problems")
+    if not isinstance(items, list):
+        raise RunnerError(f"{where}: 'problems' must be a list")
+    problems = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise RunnerError(f"{where}: problems[{index}] must be an object")
+        file, line, message = item.get("file"), item.get("line"), item.get("message")
+        if not isinstance(message, str) or not (file is None or isinstance(file, str)):
+            raise RunnerError(f"{where}: problems[{index}] needs a message and a file or null")
+        if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 1):
+            raise RunnerError(f"{where}: problems[{index}].line must be a positive integer")
+        problems.append(EntrypointProblem(file, line, message))
+    return problems
+
+
+def _entrypoint_line(package: Package) -> int | None:
+    """The line of ``model.entrypoint`` in the package's ``submission.yaml``."""
+    from harness.submission.package import MANIFEST
+    from harness.yamlio import load_document
+
+    try:
+        text = (package.root / MANIFEST).read_text(encoding="utf-8")
+        _, lines = load_document(text, MANIFEST)
+    except (OSError, UnicodeDecodeError, HarnessError):  # loaded once already: unlikely
+        return None
+    return lines.get(("model", "entrypoint"))
+
+
+def check_entrypoint(package: Package, runner: str | None = None) -> EntrypointCheck:
+    """Import ``package``'s entrypoint in ``runner`` (default: the one a run would use) and
+    check it against the model protocol (see the module docstring). A check that does not
+    finish (an import that hangs past the wall clock, a crash) is a problem too."""
+    from harness.runners import default_runner, runners
+    from harness.submission.package import MANIFEST
+
+    model = package.manifest.model
+    if model is None:
+        raise ValueError(f"{package.root}: a predictions package has no entrypoint to check")
+    runner = runner or default_runner(package)
+    resources = package.manifest.resources
+    with tempfile.TemporaryDirectory(prefix="zsl-check-") as tmp:
+        bundle, out = Path(tmp) / "bundle", Path(tmp) / "out"
+        bundle.mkdir()
+        out.mkdir()
+        job = RunJob(
+            bundle=bundle,
+            package=package.root,
+            entrypoint=model.entrypoint,
+            out=out,
+            seed=package.manifest.seed,
+            timeout_s=min(CHECK_TIMEOUT_S, float(resources.time_s)),
+            memory_gb=resources.memory_gb,
+            cpus=resources.cpus,
+            # No data, so no GPU: a class whose __init__ needs one cannot be checked here.
+            gpus=0,
+            check=True,
+        )
+        outcome = runners.get(runner).run(job)
+        if not outcome.ok:
+            found = [EntrypointProblem(None, None, f"the check did not finish: {outcome.reason}")]
+        else:
+            found = read_check(out)
+    line = _entrypoint_line(package)
+    problems = tuple(
+        EntrypointProblem(p.file, line, p.message) if p.file == MANIFEST and p.line is None else p
+        for p in found
+    )
+    return EntrypointCheck(model.entrypoint, runner, problems)
+
+
+def describe(check: EntrypointCheck) -> list[str]:
+    """The check as lines for the user: one per problem, or that it passed."""
+    where = f"checked in runner '{check.runner}'"
+    if check.ok:
+        name = check.entrypoint.split(":")[1]
+        return [
+            f"entrypoint {check.entrypoint}: imports, builds with {name}() and has fit(task)"
+            f" and predict(features, candidates) ({where})"
+        ]
+    return [str(p) for p in check.problems]

@@ -1,0 +1,273 @@
+"""Progress of a run, from the worker to the user: what phase runs now, and how long each took.
+
+A long run used to print nothing for minutes (ESZSL on AWA2: 4.5 min of silence). The worker now
+reports each phase as it starts and ends: per fit (``fit``, and ``calibration fit``: the
+validation fit, whose predictions choose calibration parameters), per setting its prediction
+pass, and the inductive check's second pass. :func:`zsl run <harness.pipeline.run_submission>`
+prints them on stderr as they come::
+
+    [   0.3 s] zsl: calibration fit started
+    [   2.1 s] zsl: calibration fit done (1.7 s)
+    [   2.2 s] zsl: predict zsl_val done (0.0 s)
+
+The channel is the worker's stderr: one line per event, :data:`MARKER` then a JSON object
+(:func:`event_line`), written with a single ``write`` (atomic on a pipe), so it works alike under
+every runner (``local``, ``sandbox``, ``container``: each passes the worker's stderr through) and
+needs no file in the output folder, which the inductive check watches for changes. The runner
+reads stderr as it comes anyway (:func:`harness.runners.base.run_process`); a
+:class:`ProgressReader` picks the event lines out of it, and :func:`strip_events` takes the
+well-formed ones out of the stderr the run keeps (the model's, in the run record: event lines
+would make it differ run to run by their durations).
+
+Untrusted. Model code shares that stderr and can write anything to it, event lines included, so
+the reader bounds what it holds (a partial line keeps its last :data:`LINE_LIMIT` bytes, at most
+:data:`EVENTS_LIMIT` events are passed on), parses each line defensively (known fields and
+values only, finite durations) and never raises: a malformed event line is reported to the sink
+(the first :data:`REJECTS_SHOWN`, then a count) and ignored. A well-formed line a model forges
+shows as progress: it is only ever shown, never trusted (timings in the record come from
+``worker.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "EVENTS_LIMIT",
+    "FITS",
+    "LINE_LIMIT",
+    "MARKER",
+    "REJECTS_SHOWN",
+    "ConsoleProgress",
+    "ProgressEvent",
+    "ProgressReader",
+    "ProgressSink",
+    "current_sink",
+    "event_line",
+    "reporting",
+    "strip_events",
+]
+
+MARKER = "zsl-progress: "
+#: The longest line kept while waiting for its end (a model printing without newlines).
+LINE_LIMIT = 4096
+#: Events passed on per run at most (the worker sends a few per setting).
+EVENTS_LIMIT = 10_000
+#: Malformed event lines reported one by one; the rest are counted.
+REJECTS_SHOWN = 3
+#: How the user reads each fit of a bundle (:data:`harness.tasks.FITS`).
+FITS = {"main": "fit", "validation": "calibration fit"}
+PHASES = ("fit", "predict", "check")
+STATES = ("start", "done")
+_SETTING = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_LONGEST_S = 1e7
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One phase of one fit starting or ending (``seconds``: how long it took, when done)."""
+
+    phase: str
+    fit: str
+    state: str
+    setting: str | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> ProgressEvent:
+        """The event a JSON object describes; ValueError naming what is wrong otherwise."""
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        extra = set(value) - {"phase", "fit", "state", "setting", "seconds"}
+        if extra:
+            raise ValueError(f"unknown field {sorted(extra)[0][:40]!r}")
+        phase, fit, state = value.get("phase"), value.get("fit"), value.get("state")
+        if phase not in PHASES or fit not in FITS or state not in STATES:
+            raise ValueError("phase, fit or state missing or unknown")
+        setting = value.get("setting")
+        if (phase == "predict") != (setting is not None):
+            raise ValueError("a setting belongs to predict events, and only to them")
+        if setting is not None and not (isinstance(setting, str) and _SETTING.fullmatch(setting)):
+            raise ValueError("setting is not a setting name")
+        seconds = value.get("seconds")
+        if (state == "done") != (seconds is not None):
+            raise ValueError("seconds belong to done events, and only to them")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise ValueError("seconds is not a number")
+            if not (math.isfinite(seconds) and 0 <= seconds <= _LONGEST_S):
+                raise ValueError("seconds out of range")
+            seconds = float(seconds)
+        return cls(str(phase), str(fit), str(state), setting, seconds)
+
+    def describe(self) -> str:
+        """``fit done (11.8 s)``, ``predict zsl started``, ``inductive check of the fit done``."""
+        fit = FITS[self.fit]
+        if self.phase == "fit":
+            what = fit
+        elif self.phase == "predict":
+            what = f"predict {self.setting}"
+        else:
+            what = f"inductive check of the {fit}"
+        if self.state == "start":
+            return f"{what} started"
+        return f"{what} done ({self.seconds:.1f} s)"
+
+
+def event_line(
+    phase: str, fit: str, state: str, *, setting: str | None = None, seconds: float | None = None
+) -> bytes:
+    """The worker's line for one event (see the module docstring); checked like any reader
+    checks it, so the worker cannot send what the harness would refuse."""
+    fields: dict[str, Any] = {"phase": phase, "fit": fit, "state": state}
+    if setting is not None:
+        fields["setting"] = setting
+    if seconds is not None:
+        fields["seconds"] = round(max(0.0, seconds), 4)
+    ProgressEvent.parse(fields)
+    return (MARKER + json.dumps(fields, separators=(",", ":")) + "\n").encode()
+
+
+class ProgressSink(Protocol):
+    """Where a run's progress goes while it runs (``elapsed_s``: since the run started)."""
+
+    def event(self, event: ProgressEvent, elapsed_s: float) -> None: ...
+
+    def rejected(self, message: str, elapsed_s: float) -> None: ...
+
+
+def _stamp(elapsed_s: float) -> str:
+    return f"[{elapsed_s:6.1f} s]"
+
+
+class ConsoleProgress:
+    """Prints each event as ``[  12.3 s] zsl: fit done (11.8 s)`` on a (rich) console."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+
+    def event(self, event: ProgressEvent, elapsed_s: float) -> None:
+        self.console.print(f"{_stamp(elapsed_s)} zsl: {event.describe()}", soft_wrap=True)
+
+    def rejected(self, message: str, elapsed_s: float) -> None:
+        self.console.print(f"{_stamp(elapsed_s)} zsl: warning: {message}", soft_wrap=True)
+
+
+_SINK: ContextVar[ProgressSink | None] = ContextVar("zsl_progress_sink", default=None)
+
+
+def current_sink() -> ProgressSink | None:
+    """The sink runs started now report to (:func:`reporting`), or None."""
+    return _SINK.get()
+
+
+@contextmanager
+def reporting(sink: ProgressSink | None) -> Iterator[None]:
+    """Runs started inside the block report their progress to ``sink``; None leaves the sink
+    as it is (``run_submission(quiet=True)`` inside a caller's own ``reporting``)."""
+    if sink is None:
+        yield
+        return
+    token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+def strip_events(text: str) -> str:
+    """``text`` (a run's stderr) without its well-formed event lines; a line where an event
+    follows a model's unended output keeps that output. Malformed ones stay: model output."""
+    if MARKER not in text:
+        return text
+    kept = []
+    for line in text.splitlines(keepends=True):
+        at = line.find(MARKER)
+        if at >= 0:
+            try:
+                ProgressEvent.parse(json.loads(line[at + len(MARKER) :]))
+            except (ValueError, RecursionError):
+                pass
+            else:
+                line = line[:at] + ("\n" if at and line.endswith("\n") else "")
+        kept.append(line)
+    return "".join(kept)
+
+
+class ProgressReader:
+    """Picks the event lines out of a worker's stderr, fed piece by piece (see the module
+    docstring for the bounds); never raises on what it is fed."""
+
+    def __init__(self, sink: ProgressSink | None, start: float | None = None) -> None:
+        self.sink = sink
+        self.start = time.perf_counter() if start is None else start
+        self.partial = bytearray()
+        self.events: list[ProgressEvent] = []
+        self.rejects = 0
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        self.partial += data
+        *lines, rest = bytes(self.partial).split(b"\n")
+        # An unended line keeps its tail: an event written after a model's partial line
+        # ends it, and only what follows the marker is read.
+        self.partial = bytearray(rest[-LINE_LIMIT:])
+        for line in lines:
+            self._line(line)
+
+    def close(self) -> None:
+        """The stream ended: an unended last line is read too; the count of rejects beyond
+        those shown is reported."""
+        if self.partial:
+            self._line(bytes(self.partial))
+            self.partial.clear()
+        hidden = self.rejects - REJECTS_SHOWN
+        if hidden > 0 and self.sink is not None:
+            self._tell(f"{hidden} more malformed progress line{'s' if hidden > 1 else ''} ignored")
+        if self.dropped and self.sink is not None:
+            self._tell(f"{self.dropped} progress events beyond the first {EVENTS_LIMIT} ignored")
+
+    def summary(self) -> dict[str, object]:
+        """What the run's details record: events passed on, malformed lines ignored."""
+        return {"progress_events": len(self.events), "progress_rejected": self.rejects}
+
+    def _tell(self, message: str) -> None:
+        assert self.sink is not None
+        try:
+            self.sink.rejected(message, time.perf_counter() - self.start)
+        except Exception:  # a broken terminal must not break the run
+            self.sink = None
+
+    def _line(self, raw: bytes) -> None:
+        at = raw.find(MARKER.encode())
+        if at < 0:
+            return
+        text = raw[at + len(MARKER) :].decode("utf-8", "replace").strip()
+        try:
+            event = ProgressEvent.parse(json.loads(text))
+        except (ValueError, RecursionError) as err:  # json's errors are ValueErrors too
+            self.rejects += 1
+            if self.rejects <= REJECTS_SHOWN and self.sink is not None:
+                shown = text if len(text) <= 60 else text[:57] + "..."
+                self._tell(
+                    f"ignored a malformed progress line ({str(err)[:80]}): {shown!r}; the"
+                    " worker writes well-formed ones, so the model wrote it"
+                )
+            return
+        if len(self.events) >= EVENTS_LIMIT:
+            self.dropped += 1
+            return
+        self.events.append(event)
+        if self.sink is not None:
+            try:
+                self.sink.event(event, time.perf_counter() - self.start)
+            except Exception:  # a broken terminal must not break the run
+                self.sink = None
