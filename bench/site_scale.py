@@ -5,8 +5,10 @@ benchmark 50–200 unseen and 50–200 seen classes; every score with a bootstra
 the scorer keeps them, per-class values (so every column gets its paired tests and every pair of
 submissions its comparison page); DARTS curves, the 400-point seen–unseen curve, hp@k for two k,
 prediction relation shares, per-class accuracies in the details, leakage audits, declarations
-(some transductive, some with extra data), logs and structure diagnostics. Mistake severity keeps
-per-class values over each run's own mistakes, as the scorer does, so its columns can't be paired.
+(some transductive, some with extra data), logs, structure diagnostics, the named test classes
+with their nearest training class, and the hyperparameters a model chose. DARTS area and AUSUC
+keep their per-class curve shares, mistake severity its ratio of class means, as the scorer does
+(issue 14 item 6), so they are paired like every other column.
 
 The records are made first; then :func:`harness.site.build_site` is timed alone (imports of the
 site modules included, nothing warmed up before). Target: < 10 s on 2 cores.
@@ -37,9 +39,11 @@ sys.path.insert(0, str(REPO))
 from harness.audit import ClassAudit, LeakageAudit, Relation, Relative  # noqa: E402
 from harness.records import (  # noqa: E402
     BenchmarkInfo,
+    ClassCurve,
     ClassValues,
     Interval,
     RunRecord,
+    ScoredClass,
     ScoreEntry,
     SubmissionInfo,
 )
@@ -52,11 +56,11 @@ ZSL_METRICS = (  # key, function, combine, higher is better
     ("hp@2", "hierarchical_precision_at_k", "image_mean", True),
     ("hp@5", "hierarchical_precision_at_k", "image_mean", True),
     ("hcost", "hierarchical_cost", "class_mean", False),
-    ("severity", "mistake_severity", "image_mean", False),
+    ("severity", "mistake_severity", "ratio_of_means", False),
     ("ahd@5", "average_hierarchical_distance_at_k", "image_mean", False),
     ("hret@5", "hierarchical_retrieval_precision_at_k", "image_mean", True),
     ("semantic", "prediction_relation_share", "image_mean", True),
-    ("darts", "darts_area", None, True),
+    ("darts", "darts_area", "darts_area", True),
     ("darts@val90", "darts_reward", "image_mean", True),
 )
 GZSL_METRICS = (
@@ -64,7 +68,7 @@ GZSL_METRICS = (
     ("seen", "gzsl_seen_accuracy", "class_mean", True),
     ("unseen", "gzsl_unseen_accuracy", "class_mean", True),
     ("H", "gzsl_harmonic_mean", "harmonic_of_groups", True),
-    ("AUSUC", "ausuc", None, True),
+    ("AUSUC", "ausuc", "seen_unseen_area", True),
     ("cH", "calibrated_harmonic_mean", "harmonic_of_groups", True),
 )
 
@@ -104,6 +108,67 @@ def _values(
         groups=groups.tolist(),
         means=means.tolist(),
     )
+
+
+def _curve_rows(
+    rng: np.random.Generator, counts: np.ndarray, n_points: int, *, rising: bool
+) -> list[str]:
+    """Per class a text row of its correct images at each curve point (as ClassCurve keeps)."""
+    shares = np.sort(rng.random((len(counts), n_points)), axis=1)
+    hits = np.floor((shares if rising else shares[:, ::-1]) * counts[:, None]).astype(int)
+    return [" ".join(map(str, row)) for row in hits]
+
+
+def _curve_values(
+    combine: str,
+    rng: np.random.Generator,
+    classes: np.ndarray,
+    counts: np.ndarray,
+    groups: np.ndarray,
+) -> ClassValues:
+    """Class values of a curve area as the scorer keeps them: DARTS at its reached targets
+    (hits rising, mean gains falling), AUSUC at ``clip(32768 // classes, 16, 128)`` points
+    (seen classes' hits falling, unseen ones' rising)."""
+    if combine == "darts_area":
+        n_points = 8
+        gains = np.sort(rng.random((len(counts), n_points)), axis=1)[:, ::-1]
+        curve = ClassCurve(
+            hits=_curve_rows(rng, counts, n_points, rising=True),
+            gains=[" ".join(f"{g:.10f}" for g in row) for row in gains],
+            n_points=n_points,
+        )
+    else:
+        n_points = int(np.clip(32768 // len(counts), 16, 128))
+        seen = groups == 0
+        rows = np.empty(len(counts), dtype=object)
+        rows[seen] = _curve_rows(rng, counts[seen], n_points, rising=False)
+        rows[~seen] = _curve_rows(rng, counts[~seen], n_points, rising=True)
+        curve = ClassCurve(hits=list(rows), n_points=2000)
+    return ClassValues(
+        combine=combine,  # type: ignore[arg-type]
+        classes=classes.tolist(),
+        counts=counts.tolist(),
+        groups=groups.tolist(),
+        curve=curve,
+    )
+
+
+def _zsl_values(
+    combine: str,
+    rng: np.random.Generator,
+    classes: np.ndarray,
+    counts: np.ndarray,
+    groups: np.ndarray,
+    means: np.ndarray,
+    costs: np.ndarray,
+    mistakes: np.ndarray,
+) -> ClassValues:
+    if combine == "darts_area":
+        return _curve_values(combine, rng, classes, counts, groups)
+    if combine == "ratio_of_means":
+        values = _values(combine, classes, counts, groups, costs)
+        return values.model_copy(update={"denominators": mistakes.tolist()})
+    return _values(combine, classes, counts, groups, means)
 
 
 def _zsl_details(
@@ -194,6 +259,19 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                 },
                 "mutual_exclusivity_violations": {"unseen": [], "all": 0},
             },
+            test_classes=[
+                ScoredClass(
+                    id=f"n{b:02d}{c:05d}",
+                    name=f"class {c} of benchmark {b}",
+                    unseen=c >= n_seen,
+                    columns={"zsl": c - n_seen, "gzsl": c} if c >= n_seen else {"gzsl": c},
+                    nearest=f"n{b:02d}{c % n_seen:05d}" if c >= n_seen else None,
+                    nearest_name=f"class {c % n_seen} of benchmark {b}" if c >= n_seen else None,
+                    hops=2 + c % 3 if c >= n_seen else None,
+                    relation=("sibling", "relative", "ancestor")[c % 3] if c >= n_seen else None,
+                )
+                for c in range(n_seen + n_unseen)
+            ],
         )
         unseen_ids = np.arange(n_seen, n_seen + n_unseen)
         zsl_classes = np.arange(n_unseen)
@@ -233,13 +311,18 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                 shift = {"top5": 1.5, "hcost": -0.5, "hret@5": 1.0}.get(key, 0.0)
                 means = _class_means(rng, skill + shift, difficulty_u, unseen_counts)
                 classes, counts, groups = zsl_classes, unseen_counts, zeros
-                if key == "severity":  # over each run's own mistakes: classes differ by run
-                    keep = np.sort(rng.choice(n_unseen, n_unseen * 3 // 4, replace=False))
-                    classes, counts, groups = keep, unseen_counts[keep], zeros[keep]
-                    means = 1.0 + 6.0 * means[keep]
+                costs = mistakes = means  # only severity's class values use them
+                if key == "severity":  # mean cost over mistakes: a ratio of class means
+                    mistakes = 1.0 - means
+                    costs = mistakes * (1.0 + 6.0 * rng.random(n_unseen))
                 elif key in ("hcost", "ahd@5"):
                     means = (1.0 - means) * (6.0 if key == "ahd@5" else 1.0)
-                value = _reduce(combine or "class_mean", means, counts, groups)
+                if key == "severity":
+                    value = float((costs * counts).sum() / max((mistakes * counts).sum(), 1e-9))
+                else:  # DARTS: a placeholder, _zsl_details recomputes it from the curve
+                    value = _reduce(
+                        "class_mean" if key == "darts" else combine, means, counts, groups
+                    )
                 details, value = _zsl_details(
                     key, function, value, rng, unseen_ids, means, int(unseen_counts.sum())
                 )
@@ -253,9 +336,9 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                         higher_is_better=higher,
                         details=details,
                         interval=_interval(value, rng),
-                        class_values=_values(combine, classes, counts, groups, means)
-                        if combine
-                        else None,
+                        class_values=_zsl_values(
+                            combine, rng, classes, counts, groups, means, costs, mistakes
+                        ),
                     )
                 )
             seen_means = _class_means(rng, skill + 0.5, difficulty_s, seen_counts)
@@ -276,7 +359,7 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                 else:
                     cv = (gzsl_classes, gzsl_counts, np.zeros(len(gzsl_classes), int), all_means)
                 details = {}
-                if combine:
+                if combine != "seen_unseen_area":
                     value = _reduce(combine, cv[3], cv[1], cv[2])
                 else:  # AUSUC: the stored 400-point curve and its area
                     u = np.sort(rng.random(400)) * unseen_means.mean() * 1.6
@@ -299,7 +382,11 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                         higher_is_better=higher,
                         details=details,
                         interval=_interval(value, rng),
-                        class_values=_values(combine, *cv) if combine else None,
+                        class_values=_curve_values(
+                            combine, rng, gzsl_classes, gzsl_counts, gzsl_groups
+                        )
+                        if combine == "seen_unseen_area"
+                        else _values(combine, *cv),
                     )
                 )
             kind = "predictions" if s % 9 == 4 else "model"
@@ -336,6 +423,12 @@ def make_records(n_submissions: int = 50, n_benchmarks: int = 12, seed: int = 0)
                     if kind == "model"
                     else {},
                     leakage=leakage,
+                    hyperparameters={
+                        "main": {"lambda": 10.0 ** (s % 5 - 2), "epochs": 20 + s % 3},
+                        "validation": {"lambda": 10.0 ** (s % 4 - 2), "epochs": 20},
+                    }
+                    if kind == "model"
+                    else {},
                     scores=scores,
                     created_at=T0 + timedelta(minutes=s + 60 * b),
                 )

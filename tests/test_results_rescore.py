@@ -36,6 +36,9 @@ pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
 DEMO = SPECS / "demo.yaml"
 BUMPED = "per_class_top_k_accuracy"
+#: Its registered version, and the one ``_bump`` moves it to.
+CURRENT = metrics.get(BUMPED).version
+NEXT = str(int(CURRENT) + 1)
 cli = CliRunner()
 
 # -- the archive on its own -----------------------------------------------------------------------
@@ -136,14 +139,14 @@ def _run_demo(tmp_path: Path, db: str) -> dict[str, RunRecord]:
 
 
 def _bump(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A behaviour change of per-class top-k accuracy (it now counts top-(k+1)), version 2."""
+    """A behaviour change of per-class top-k accuracy (it now counts top-(k+1)), version NEXT."""
     old: Metric = metrics.get(BUMPED)
 
     def compute(data: MetricInput, params: Any) -> Any:
         return old.compute(data, params.model_copy(update={"k": params.k + 1}))
 
     monkeypatch.setitem(
-        metrics._items, BUMPED, dataclasses.replace(old, version="2", compute=compute)
+        metrics._items, BUMPED, dataclasses.replace(old, version=NEXT, compute=compute)
     )
 
 
@@ -204,10 +207,10 @@ def test_a_bumped_metric_rescores_exactly_its_entries_like_a_fresh_run(
         assert list(old) == list(new)
         for key, entry in new.items():
             if entry.function == BUMPED:
-                assert (entry.version, old[key].version) == ("2", "1"), key
+                assert (entry.version, old[key].version) == (NEXT, CURRENT), key
             else:
                 assert entry == old[key], key  # untouched metrics keep version and value
-        assert "per_class_top_k_accuracy version 1 -> 2" in record.logs["rescore"]
+        assert f"per_class_top_k_accuracy version {CURRENT} -> {NEXT}" in record.logs["rescore"]
         assert record.created_at == before[name].created_at
         assert record.timings == before[name].timings
     # the rescored values are what a fresh run with the new metric scores
@@ -237,8 +240,8 @@ def test_a_run_without_archived_predictions_is_skipped_and_the_others_proceed(
     assert "skipped: eszsl@1.0 on demo v1: no archived 'zsl' predictions" in _flat(result.stderr)
     assert "rescored: nearest-seen-class-transfer@1.0 on demo v1" in _flat(result.stdout)
     stored = {r.submission.name: r for r in load_runs(open_store(db))}
-    assert _by_key(stored["eszsl"])[("zsl", "top1")].version == "1"
-    assert _by_key(stored["nearest-seen-class-transfer"])[("zsl", "top1")].version == "2"
+    assert _by_key(stored["eszsl"])[("zsl", "top1")].version == CURRENT
+    assert _by_key(stored["nearest-seen-class-transfer"])[("zsl", "top1")].version == NEXT
 
 
 def test_a_run_missing_a_metric_of_its_spec_is_rescored(tmp_path: Path, db: str) -> None:
@@ -387,7 +390,9 @@ def test_cli_rescore_dry_run_reports_changes(
     assert dry.exit_code == 0, dry.output
     out = _flat(dry.stdout)
     assert "would rescore: eszsl@1.0 on demo v1" in out
-    assert "zsl/top1: per_class_top_k_accuracy v1 -> per_class_top_k_accuracy v2" in out
+    assert (
+        f"zsl/top1: per_class_top_k_accuracy v{CURRENT} -> per_class_top_k_accuracy v{NEXT}" in out
+    )
     assert "2 runs: 2 would rescore" in out
     assert load_runs(open_store(db)) == before
 

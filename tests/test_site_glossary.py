@@ -243,6 +243,42 @@ def test_hp_chart_draws_the_stored_curve_at_every_k(tmp_path: Path) -> None:
     assert figure.count("k = 20") == 2  # a marker at k = 20 for each run
 
 
+def test_top_k_chart_draws_the_stored_curve_and_old_records_get_none(tmp_path: Path) -> None:
+    ks = [1, 2, 5, 10, 20]
+
+    def with_curve(record: RunRecord, values: list[float]) -> RunRecord:
+        scores = [
+            e.model_copy(
+                update={
+                    "function": "per_class_top_k_accuracy",
+                    "version": "2",
+                    "details": {"k": 1, "curve": {"k": ks, "value": values}},
+                }
+            )
+            if e.metric == "top1"
+            else e
+            for e in record.scores
+        ]
+        return record.model_copy(update={"scores": scores})
+
+    records = [
+        with_curve(make_record(name, zsl={"top1": top1}), [top1, top1 + 0.1, 0.8, 0.9, 0.95])
+        for name, top1 in (("a", 0.5), ("b", 0.4))
+    ]
+    build_site(records, tmp_path / "site")
+    html = (tmp_path / "site" / "benchmarks" / "cub-demo-v1.html").read_text(encoding="utf-8")
+    figure = html[html.index('id="fig-zsl-top-k"') :]
+    figure = figure[: figure.index("</figure>")]
+    for name in ("a", "b"):
+        assert re.search(rf"{name}\u2069? \u2068?1\.0\u2069?: 5 points", figure), name
+    assert figure.count("k = 20") == 2
+    assert "per_class_top_k_accuracy v<bdi>2</bdi>" in figure
+    # Records of v1 (no curve): no top-k chart, rather than a line through top-1 and top-5.
+    build_site([make_record("c", zsl={"top1": 0.5})], tmp_path / "old")
+    old = (tmp_path / "old" / "benchmarks" / "cub-demo-v1.html").read_text(encoding="utf-8")
+    assert 'id="fig-zsl-top-k"' not in old
+
+
 # -- item 4: the DARTS accuracy axis --------------------------------------------------------
 
 

@@ -275,6 +275,15 @@ def test_split_curve_reads_axes_only_from_numbers() -> None:
     }
 
 
+def test_a_curve_over_k_is_read_into_x_and_y() -> None:
+    # per_class_top_k_accuracy and hierarchical_precision_at_k v2 keep {"k": [...], "value": [...]}
+    details = {"k": 1, "curve": {"k": [1, 2, 5], "value": [0.5, 0.7, 0.9]}}
+    split = split_curve(details)
+    assert (split.layout, split.x_key, split.y_key) == ("columns", "k", "value")
+    assert [split.xy(p) for p in split.points] == [(1.0, 0.5), (2.0, 0.7), (5.0, 0.9)]
+    assert join_curve(split.details, split.layout, split.meta, split.points) == details
+
+
 def test_class_values_and_structure_round_trip(engine: Engine) -> None:
     entry = ScoreEntry(
         setting="gzsl",

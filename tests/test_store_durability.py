@@ -124,11 +124,15 @@ def test_save_killed_before_any_statement_leaves_no_partial_run(
 
 
 def curve_length(entry: ScoreEntry) -> int:
-    """How many points the score's curve has (0 without one): list items or column length."""
+    """How many points the score's curve has (0 without one): list items, or the length of its
+    columns (AUSUC's seen/unseen, the k/value of top-k and hp@k)."""
     curve = entry.details.get("curve")
     if curve is None:
         return 0
-    return len(curve) if isinstance(curve, list) else len(curve["seen"])
+    if isinstance(curve, list):
+        return len(curve)
+    [length] = {len(column) for column in curve.values() if isinstance(column, list)}
+    return length
 
 
 def _children_of(pid: int) -> list[str]:

@@ -34,7 +34,7 @@ with a reducing ``fn`` it reproduces :func:`bootstrap_samples` exactly (binary f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +61,7 @@ __all__ = [
     "bootstrap_interval",
     "bootstrap_recompute",
     "bootstrap_samples",
+    "class_weights",
     "confidence_interval",
 ]
 
@@ -98,6 +99,43 @@ def _class_draws(rng: np.random.Generator, layout: _Layout, rows: int) -> IntArr
     """``[rows, P]`` present ranks: each class slot redrawn among the classes of its group."""
     group = np.repeat(np.arange(layout.group_sizes.shape[0]), layout.group_sizes)
     return _uniform_index(rng, layout.group_starts[group], layout.group_sizes[group], rows)
+
+
+def _class_weight_chunks(
+    rng: np.random.Generator, layout: _Layout, n_boot: int, width: int
+) -> Iterator[tuple[int, int, IntArray]]:
+    """The ``"classes"`` bootstrap's draws as class multiplicities, chunk by chunk:
+    ``(start, stop, weights [rows, P])`` over the P present classes. Chunks consume ``rng`` in
+    order, so the draws do not depend on ``width`` (the chunk size's guide)."""
+    n_present = layout.n_present
+    for start, stop in row_chunks(n_boot, width):
+        rows = stop - start
+        draws = _class_draws(rng, layout, rows)
+        keys = (np.arange(rows)[:, None] * n_present + draws).ravel()
+        yield start, stop, np.bincount(keys, minlength=rows * n_present).reshape(rows, n_present)
+
+
+def class_weights(groups: npt.ArrayLike, *, n_boot: int = 1000, seed: int = 0) -> FloatArray:
+    """The class multiplicities ``[n_boot, C]`` of the ``"classes"`` bootstrap: the draws of
+    :func:`bootstrap_samples` for a decomposition with one row per class and these groups (same
+    seed, same draws), so a curve area (:mod:`harness.metrics.comparison`) is resampled with the
+    same class draws as every other column.
+
+    >>> w = class_weights([0, 0, 1], n_boot=4, seed=1)
+    >>> w.sum(axis=1).tolist(), w[:, 2].tolist()
+    ([3.0, 3.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+    """
+    group = np.asarray(groups, dtype=np.int64)
+    n = group.shape[0]
+    n_boot_ = check_integer(n_boot, "n_boot", low=1)
+    one_per_class = Decomposition(
+        values=np.zeros(n), classes=np.arange(n), n_classes=n, groups=group
+    )
+    layout = one_per_class._layout
+    out = np.zeros((n_boot_, n))
+    for start, stop, weights in _class_weight_chunks(_generator(seed), layout, n_boot_, n * 2):
+        out[start:stop, layout.present] = weights
+    return out
 
 
 def _is_binary(values: FloatArray) -> bool:
@@ -187,11 +225,8 @@ def bootstrap_samples(
     out = np.empty((n_boot_, m), dtype=np.float64)
     if scheme_ == "classes":
         sums = decomp._class_sums[None]
-        for start, stop in row_chunks(n_boot_, n_present * (m + 1)):
-            rows = stop - start
-            draws = _class_draws(rng, layout, rows)
-            keys = (np.arange(rows)[:, None] * n_present + draws).ravel()
-            weights = np.bincount(keys, minlength=rows * n_present).reshape(rows, n_present)
+        chunks = _class_weight_chunks(rng, layout, n_boot_, n_present * (m + 1))
+        for start, stop, weights in chunks:
             out[start:stop] = _reduce(decomp, sums, weights.astype(np.float64))
         return decomp._shape_out(out)
     ones = np.ones((1, n_present))

@@ -48,6 +48,8 @@ from harness.metrics.decomposition import Decomposition, point_estimate
 from harness.metrics.flat import (
     PerClassAccuracy,
     per_class_top_k_accuracy_details,
+    rivals_at_least,
+    rivals_at_least_from_topk,
     top_k_correct,
     top_k_correct_from_topk,
 )
@@ -116,6 +118,15 @@ def _correct(data: MetricInput, k: int) -> np.ndarray:
     return top_k_correct_from_topk(data.y_true, data.topk_indices, data.topk_scores, k=k)
 
 
+def _rivals(data: MetricInput) -> np.ndarray:
+    """Per image, the other candidates scoring at least its true class: top-k correct at every k
+    in one pass (``_rivals(data) < k`` is :func:`_correct`)."""
+    if data.scores is not None:
+        return rivals_at_least(data.y_true, data.scores)
+    assert data.topk_indices is not None and data.topk_scores is not None
+    return rivals_at_least_from_topk(data.y_true, data.topk_indices, data.topk_scores)
+
+
 def _mean(
     values: np.ndarray,
     data: MetricInput,
@@ -159,7 +170,7 @@ def _image_mean(
         "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
         "Good, the Bad and the Ugly, TPAMI 2019"
     ),
-    version="1",
+    version="2",  # 2: details hold the top-k curve at CURVE_KS (the site draws it)
     params=TopKParams,
     averaged_over="classes",
 )
@@ -168,7 +179,10 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
     ids = _class_ids(data)
     correct = _correct(data, params.k)
     decomposition = _class_mean(correct, data)
-    details: dict[str, Any] = {"k": params.k}
+    rivals = _rivals(data)
+    ks = curve_ks(data, params.k)
+    curve = [float(np.asarray(point_estimate(_class_mean(rivals < k, data)))) for k in ks]
+    details: dict[str, Any] = {"k": params.k, "curve": {"k": ks, "value": curve}}
     if data.scores is not None:
         per_class = per_class_top_k_accuracy_details(
             data.y_true, data.scores, classes=np.arange(data.n_candidates), k=params.k
@@ -348,8 +362,9 @@ def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, Metri
     return out, MetricResult(float(out.values[k]), {"k": k}, _image_mean(per_image, data))
 
 
-#: The k of the hp@k curve a run's details hold (and the site draws), where the candidates (and
-#: a top-K file's K) allow: the one or two k a spec scores make a line, not a curve.
+#: The k of the top-k and hp@k curves a run's details hold (and the site draws), where the
+#: candidates (and a top-K file's K) allow: the one or two k a spec scores make a line, not a
+#: curve.
 CURVE_KS = (1, 2, 5, 10, 20)
 
 

@@ -39,13 +39,11 @@ from harness.errors import MetricError
 from harness.metrics._validation import (
     FloatArray,
     IntArray,
-    check_integer,
     check_scalar,
-    row_chunks,
 )
-from harness.metrics.bootstrap import _class_draws, _generator, bootstrap_samples
+from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.darts import accuracy_specificity_areas
-from harness.metrics.decomposition import COMBINES, Decomposition, _build_layout, point_estimate
+from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate
 
 __all__ = [
     "ALL_COMBINES",
@@ -61,7 +59,6 @@ __all__ = [
     "class_bootstrap",
     "class_point_estimates",
     "class_values",
-    "class_weights",
     "curve_points",
     "darts_class_values",
     "paired_class_tests",
@@ -553,52 +550,37 @@ def _per_class_decomposition(table: ClassTable) -> tuple[Decomposition, Callable
     return decomp, lambda out: np.asarray(out, dtype=np.float64)
 
 
-def class_weights(groups: npt.ArrayLike, *, n_boot: int = 1000, seed: int = 0) -> FloatArray:
-    """The class multiplicities ``[n_boot, C]`` of the ``"classes"`` bootstrap: the draws of
-    :func:`~harness.metrics.bootstrap.bootstrap_samples` for a decomposition with one row per
-    class and these groups (same seed, same draws), so a curve area is resampled with the same
-    class draws as every other column.
-
-    >>> w = class_weights([0, 0, 1], n_boot=4, seed=1)
-    >>> w.sum(axis=1).tolist(), w[:, 2].tolist()
-    ([3.0, 3.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
-    """
-    group = np.asarray(groups, dtype=np.int64)
-    n = group.shape[0]
-    n_boot_ = check_integer(n_boot, "n_boot", low=1)
-    layout = _build_layout(np.arange(n), n, group)
-    rng = _generator(seed)
-    out = np.zeros((n_boot_, n))
-    # Chunks consume the generator in order, so the draws do not depend on the chunk size.
-    for start, stop in row_chunks(n_boot_, n * 2):
-        rows = stop - start
-        draws = _class_draws(rng, layout, rows)
-        keys = (np.arange(rows)[:, None] * n + draws).ravel()
-        weights = np.bincount(keys, minlength=rows * n).reshape(rows, n)
-        out[start:stop, layout.present] = weights
-    return out
-
-
 def _curve_areas(table: ClassTable, weights: FloatArray) -> FloatArray:
-    """Each run's curve area ``[B, S]`` under class multiplicities ``weights [B, C]``."""
+    """Each run's curve area ``[B, S]`` under class multiplicities ``weights [B, C]``.
+
+    The runs' per-class curve columns are stacked side by side, so each quantity of every run
+    is one matrix product with the weights (runs have their own number of points)."""
     counts = table.counts.astype(np.float64)
     out = np.empty((weights.shape[0], len(table.curves)))
+    widths = [curve.hits.shape[1] for curve in table.curves]
+    bounds = np.cumsum([0, *widths])
     if table.combine == "darts_area":
-        images = weights @ counts
-        for s, curve in enumerate(table.curves):
+        images = (weights @ counts)[:, None]
+        accuracy = (weights @ np.hstack([curve.hits for curve in table.curves])) / images
+        gains = []
+        for curve in table.curves:
             assert curve.gains is not None  # checked by _curve_table
-            accuracy = (weights @ curve.hits) / images[:, None]
-            gain = (weights @ (curve.gains * counts[:, None])) / images[:, None]
-            out[:, s] = accuracy_specificity_areas(accuracy, gain)
+            gains.append(curve.gains * counts[:, None])
+        gain = (weights @ np.hstack(gains)) / images
+        for s in range(len(table.curves)):
+            part = slice(bounds[s], bounds[s + 1])
+            out[:, s] = accuracy_specificity_areas(accuracy[:, part], gain[:, part])
         return out
     seen = table.groups == 0
-    for s, curve in enumerate(table.curves):
-        rate = curve.hits / counts[:, None]
-        group_acc = []
-        for mask in (seen, ~seen):
-            w = weights[:, mask]
-            group_acc.append((w @ rate[mask]) / w.sum(axis=1)[:, None])
-        seen_acc, unseen_acc = group_acc
+    rate = np.hstack([curve.hits for curve in table.curves]) / counts[:, None]
+    group_acc = []
+    for mask in (seen, ~seen):
+        w = weights[:, mask]
+        group_acc.append((w @ rate[mask]) / w.sum(axis=1)[:, None])
+    seen_all, unseen_all = group_acc
+    for s in range(len(table.curves)):
+        part = slice(bounds[s], bounds[s + 1])
+        seen_acc, unseen_acc = seen_all[:, part], unseen_all[:, part]
         # the trapezoid rule of harness.metrics.calibrated_stacking.area_under_seen_unseen_curve
         heights = (seen_acc[:, 1:] + seen_acc[:, :-1]) / 2.0
         out[:, s] = (np.diff(unseen_acc, axis=1) * heights).sum(axis=1)

@@ -61,6 +61,9 @@ __all__ = [
     "per_class_top_k_accuracy",
     "per_class_top_k_accuracy_details",
     "per_image_top_k_accuracy",
+    "rivals_at_least",
+    "rivals_at_least_checked",
+    "rivals_at_least_from_topk",
     "top_k_correct",
     "top_k_correct_from_topk",
 ]
@@ -95,6 +98,35 @@ class PerClassAccuracy:
     k: int
 
 
+def rivals_at_least_checked(
+    y_true: npt.NDArray[np.int64], scores: npt.NDArray[Any]
+) -> npt.NDArray[np.int64]:
+    """Per image, how many *other* candidates score at least as high as its true class, on
+    already-checked inputs, in row chunks of bounded size.
+
+    Image i is top-k correct exactly when this count is below k (ties count against), so one
+    pass gives the correctness at every k (:func:`top_k_correct_checked`, a top-k curve).
+    """
+    n_images, n_candidates = scores.shape
+    rivals = np.empty(n_images, dtype=np.int64)
+    for start, stop in row_chunks(n_images, n_candidates):
+        block = np.asarray(scores[start:stop])
+        true_scores = block[np.arange(stop - start), y_true[start:stop]]
+        # Candidates scoring >= the true class, minus the true class itself (scores are finite).
+        rivals[start:stop] = np.count_nonzero(block >= true_scores[:, None], axis=1) - 1
+    return rivals
+
+
+def rivals_at_least(y_true: npt.ArrayLike, scores: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """:func:`rivals_at_least_checked` after checking the inputs as :func:`top_k_correct` does.
+
+    >>> rivals_at_least([0, 1], [[0.5, 0.5, 0.1], [0.2, 0.9, 0.3]])
+    array([1, 0])
+    """
+    checked_y, checked_scores = check_scores_and_targets(y_true, scores)
+    return rivals_at_least_checked(checked_y, checked_scores)
+
+
 def top_k_correct_checked(
     y_true: npt.NDArray[np.int64], scores: npt.NDArray[Any], k: int
 ) -> npt.NDArray[np.bool_]:
@@ -102,15 +134,7 @@ def top_k_correct_checked(
 
     For sibling metric modules that validate once and reduce several ways (e.g. GZSL).
     """
-    n_images, n_candidates = scores.shape
-    correct = np.empty(n_images, dtype=bool)
-    for start, stop in row_chunks(n_images, n_candidates):
-        block = np.asarray(scores[start:stop])
-        true_scores = block[np.arange(stop - start), y_true[start:stop]]
-        # Candidates scoring >= the true class, minus the true class itself (scores are finite).
-        n_at_least = np.count_nonzero(block >= true_scores[:, None], axis=1) - 1
-        correct[start:stop] = n_at_least < k
-    return correct
+    return rivals_at_least_checked(y_true, scores) < k
 
 
 def top_k_correct(
@@ -260,11 +284,36 @@ def top_k_correct_from_topk(
             f"Top-K predictions list K={big_k} candidates per image; a larger k cannot be decided."
         ),
     )
+    return _rivals_in_list(y, indices, scores) < k
+
+
+def rivals_at_least_from_topk(
+    y_true: npt.ArrayLike, topk_indices: npt.ArrayLike, topk_scores: npt.ArrayLike
+) -> npt.NDArray[np.int64]:
+    """:func:`rivals_at_least` from top-K predictions (inputs checked as
+    :func:`top_k_correct_from_topk` checks them): K for an image whose true class is not listed,
+    so it is wrong at every decidable k (``k <= K``).
+
+    >>> rivals_at_least_from_topk([7, 4, 0], [[3, 7], [2, 4], [1, 5]], [[0.9, 0.5], [0.8, 0.8],
+    ...                                                                 [0.7, 0.6]])
+    array([1, 1, 2])
+    """
+    indices = np.asarray(topk_indices)
+    # The checks of top_k_correct_from_topk, at the one k every list decides.
+    top_k_correct_from_topk(y_true, indices, topk_scores, k=1)
+    y = np.asarray(y_true, dtype=np.int64)  # checked just above
+    return _rivals_in_list(y, indices, np.asarray(topk_scores))
+
+
+def _rivals_in_list(
+    y: npt.NDArray[Any], indices: npt.NDArray[Any], scores: npt.NDArray[Any]
+) -> npt.NDArray[np.int64]:
+    """Listed rivals scoring at least the true class; K where the true class is not listed."""
     hit = indices == y[:, None]
     listed = hit.any(axis=1)
     true_score = np.where(listed, (scores * hit).sum(axis=1), np.inf)
-    n_at_least = np.count_nonzero(scores >= true_score[:, None], axis=1) - 1
-    return listed & (n_at_least < k)
+    rivals = np.count_nonzero(scores >= true_score[:, None], axis=1) - 1
+    return np.where(listed, rivals, indices.shape[1]).astype(np.int64)
 
 
 def per_class_counts(

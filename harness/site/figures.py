@@ -64,6 +64,9 @@ def setting_figures(bench: BenchmarkPage, plan: SettingTable, href: Href) -> lis
     ausuc = _first_column(plan, ("ausuc",), lambda d: isinstance(d.get("curve"), dict))
     if ausuc is not None:
         figures.append(_seen_unseen(plan, ausuc, order, href))
+    top_k = _top_k(plan, order, href)
+    if top_k is not None:
+        figures.append(top_k)
     hp = _hp_at_k(plan, order, href)
     if hp is not None:
         figures.append(hp)
@@ -334,7 +337,8 @@ def _seen_unseen(plan: SettingTable, column: Column, order: list[str], href: Hre
 
 
 def _stored_curve(details: dict[str, Any]) -> list[tuple[int, float]] | None:
-    """The (k, hp@k) points a record stores (hierarchical_precision_at_k v2 on), else None."""
+    """The (k, value) points a record stores (per_class_top_k_accuracy and
+    hierarchical_precision_at_k v2 on), else None."""
     curve = details.get("curve")
     if not isinstance(curve, dict):
         return None
@@ -353,15 +357,7 @@ def _hp_at_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
         plan, ("hierarchical_precision_at_k",), lambda d: _stored_curve(d) is not None
     )
     if stored is not None:
-        series = []
-        for key in order:
-            entry = stored.entries.get(key)
-            points = _stored_curve(entry.details) if entry is not None else None
-            if points:
-                series.append(
-                    _series(plan, href, key, [float(k) for k, _ in points], [v for _, v in points])
-                )
-        return _hp_figure(plan, series, order, stored.version)
+        return _hp_figure(plan, _stored_series(plan, href, order, stored), order, stored.version)
     by_version: dict[str, list[tuple[int, Column]]] = {}
     for column in plan.columns:
         if column.function != "hierarchical_precision_at_k":
@@ -384,6 +380,48 @@ def _hp_at_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
             xs, ys = [float(k) for k, _ in points], [v for _, v in points]
             series.append(_series(plan, href, key, xs, ys))
     return _hp_figure(plan, series, order, version)
+
+
+def _stored_series(
+    plan: SettingTable, href: Href, order: list[str], column: Column
+) -> list[charts.Series]:
+    """Each run's stored (k, value) curve of ``column``, in ``order``."""
+    series = []
+    for key in order:
+        entry = column.entries.get(key)
+        points = _stored_curve(entry.details) if entry is not None else None
+        if points:
+            series.append(
+                _series(plan, href, key, [float(k) for k, _ in points], [v for _, v in points])
+            )
+    return series
+
+
+def _top_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
+    # Records scored before per_class_top_k_accuracy v2 keep no curve: no chart for them (two
+    # columns, top-1 and top-5, would draw the line this chart replaces).
+    stored = _first_column(
+        plan, ("per_class_top_k_accuracy",), lambda d: _stored_curve(d) is not None
+    )
+    if stored is None:
+        return None
+    return _curves(
+        plan,
+        "top-k",
+        "Top-k accuracy against k",
+        _stored_series(plan, href, order, stored),
+        Markup(
+            "Per-class top-k accuracy: the mean over classes of the share of a class's test "
+            "images whose true class is among the k best-scored candidates (ties count "
+            "against), at k = 1, 2, 5, 10, 20 where there are more candidates. Metric "
+            "per_class_top_k_accuracy v{};"
+        ).format(isolate(stored.version)),
+        order,
+        title="Top-k accuracy",
+        x_label="k",
+        y_label="per-class top-k accuracy",
+        y_percent=True,
+    )
 
 
 def _hp_figure(

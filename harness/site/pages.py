@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -1431,6 +1431,7 @@ def _glossary(env: Environment, model: SiteModel, common: dict[str, Any]) -> str
     )
 
 
+@lru_cache(maxsize=4096)  # called per header cell, with a few distinct links
 def glossary_link(root: str, anchor: str, term: str = "") -> Markup:
     """A header's link to its glossary entry (``root``: the page's way back to the site root).
 

@@ -26,8 +26,13 @@ CURVE_KEY = "curve"
 
 #: ``(x key, y key)`` pairs read into a point's ``x`` and ``y``; the first pair every point has
 #: wins. DARTS: accuracy against information gain (specificity). Calibrated stacking: unseen
-#: against seen accuracy, the axes of Chao et al.'s seen-unseen curve.
-AXES: tuple[tuple[str, str], ...] = (("accuracy", "info_gain"), ("unseen", "seen"))
+#: against seen accuracy, the axes of Chao et al.'s seen-unseen curve. Top-k and hp@k: the
+#: value at each k.
+AXES: tuple[tuple[str, str], ...] = (
+    ("accuracy", "info_gain"),
+    ("unseen", "seen"),
+    ("k", "value"),
+)
 
 Layout = Literal["points", "columns"]
 

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from harness.errors import MetricError
 from harness.metrics import metrics
 from harness.metrics.base import MetricInput
-from harness.metrics.bootstrap import bootstrap_samples
+from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.calibrated_stacking import (
     area_under_seen_unseen_curve,
     calibrated_stacking_curve,
@@ -38,7 +38,6 @@ from harness.metrics.comparison import (
     CURVE_CELLS,
     class_bootstrap,
     class_point_estimates,
-    class_weights,
     curve_points,
     darts_class_values,
     seen_unseen_class_values,
