@@ -382,6 +382,8 @@ def test_curve_points_bound_the_record_of_a_717_class_benchmark() -> None:
         ({"gains": ["0.5 0.1", "0.5 0.1"]}, "gains to have the shape of its hits"),
         ({"hits": ["1", "0 1"]}, "hits to hold one row per class of equal length"),
         ({"hits": ["1", "x"]}, "hits to hold rows of numbers"),
+        ({"hits": ["1 0", " 1 0"]}, "hits to hold one row per class of equal length"),
+        ({"hits": ["1  0", "1 0 0"]}, "hits to hold rows of numbers separated by single spaces"),
         ({"hits": ["1"]}, "one row of points per class"),
     ],
 )
