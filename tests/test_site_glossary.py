@@ -208,16 +208,20 @@ def test_hp_curve_ks_are_the_default_ks_the_candidates_allow() -> None:
     assert hp(twenty, params(hp, k=5)).details["curve"]["k"] == [1, 2, 5, 10]
 
 
-def _with_hp_curve(record: RunRecord, ks: list[int], values: list[float]) -> RunRecord:
+def _with_curve(
+    record: RunRecord, metric: str, function: str, ks: list[int], values: list[float]
+) -> RunRecord:
+    """``record`` with score ``metric`` made a v2 ``function`` keeping the curve (ks, values)."""
+    k = int(metric.rsplit("@", 1)[-1]) if "@" in metric else int(metric.removeprefix("top"))
     scores = [
         e.model_copy(
             update={
-                "function": "hierarchical_precision_at_k",
+                "function": function,
                 "version": "2",
-                "details": {"k": 5, "curve": {"k": ks, "value": values}},
+                "details": {"k": k, "curve": {"k": ks, "value": values}},
             }
         )
-        if e.metric == "hp@5"
+        if e.metric == metric
         else e
         for e in record.scores
     ]
@@ -227,8 +231,10 @@ def _with_hp_curve(record: RunRecord, ks: list[int], values: list[float]) -> Run
 def test_hp_chart_draws_the_stored_curve_at_every_k(tmp_path: Path) -> None:
     ks = [1, 2, 5, 10, 20]
     records = [
-        _with_hp_curve(
+        _with_curve(
             make_record(name, zsl={"top1": top1, "hp@5": hp5}),
+            "hp@5",
+            "hierarchical_precision_at_k",
             ks,
             [top1, (top1 + hp5) / 2, hp5, hp5 + 0.05, hp5 + 0.1],
         )
@@ -245,24 +251,14 @@ def test_hp_chart_draws_the_stored_curve_at_every_k(tmp_path: Path) -> None:
 
 def test_top_k_chart_draws_the_stored_curve_and_old_records_get_none(tmp_path: Path) -> None:
     ks = [1, 2, 5, 10, 20]
-
-    def with_curve(record: RunRecord, values: list[float]) -> RunRecord:
-        scores = [
-            e.model_copy(
-                update={
-                    "function": "per_class_top_k_accuracy",
-                    "version": "2",
-                    "details": {"k": 1, "curve": {"k": ks, "value": values}},
-                }
-            )
-            if e.metric == "top1"
-            else e
-            for e in record.scores
-        ]
-        return record.model_copy(update={"scores": scores})
-
     records = [
-        with_curve(make_record(name, zsl={"top1": top1}), [top1, top1 + 0.1, 0.8, 0.9, 0.95])
+        _with_curve(
+            make_record(name, zsl={"top1": top1}),
+            "top1",
+            "per_class_top_k_accuracy",
+            ks,
+            [top1, top1 + 0.1, 0.8, 0.9, 0.95],
+        )
         for name, top1 in (("a", 0.5), ("b", 0.4))
     ]
     build_site(records, tmp_path / "site")
