@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint typecheck pytest bench clean
+.PHONY: install demo test test-fast lint typecheck pytest bench bench-methods clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,3 +46,7 @@ clean:
 
 bench: install
 	$(BIN)/python bench/run.py --out bench/report.json
+
+# The reference methods at real scale alone (issue 15; the 9 x 5 matrix included: 20+ min).
+bench-methods: install
+	$(BIN)/python bench/run.py --only methods --out bench/methods-report.json

@@ -11,7 +11,12 @@ plain-Python comparisons. Then the leaderboard site (``bench/site_scale.py``): b
 run under the container runner vs the sandbox (``bench/container_overhead.py``), and ALE /
 DeViSE / SJE on CPU vs GPU (``bench/gpu_methods.py``, "not measured" without a GPU). And the
 command line's start-up: ``zsl --version`` and ``zsl --help`` (``bench/cli_startup.py``, target
-< 0.5 s).
+< 0.5 s). Then the reference methods at real scale (``bench/methods.py``, ``methods``): each
+model package end to end through ``zsl run`` (sandbox runner) on the AWA2-size and CUB-size
+fixtures, wall time, peak RSS and per-fit split against the issue-15 targets, and all nine × the
+five xlsa17 PS specs as one matrix (target <= 20 min; 20+ min of CPU). ``--only methods`` runs
+that section alone, ``--methods NAMES`` / ``--datasets NAMES`` / ``--packages DIR`` narrow it
+or point it at another copy of the packages, ``--no-methods-matrix`` leaves the matrix out.
 """
 
 from __future__ import annotations
@@ -48,9 +53,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "report.json")
+    parser.add_argument("--only", choices=["methods"], help="run only this section")
+    parser.add_argument("--methods", help="methods section: comma-separated package names")
+    parser.add_argument("--datasets", help="methods section: comma-separated fixtures")
+    parser.add_argument("--packages", type=Path, help="methods section: folder of the packages")
+    parser.add_argument(
+        "--methods-matrix", action=argparse.BooleanOptionalAction, default=True,
+        help="methods section: the 9 x 5 matrix (20+ min)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="zsl-bench-"))
+    sys.path.insert(0, str(REPO / "bench"))
+    import methods as methods_bench
+
+    def names(text: str | None) -> list[str] | None:
+        return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+    def methods_section() -> dict[str, object]:
+        datasets = names(args.datasets)
+        return methods_bench.measure(
+            work / "methods",
+            methods=names(args.methods),
+            datasets=[d.upper() for d in datasets] if datasets else None,
+            packages=args.packages,
+            matrix=args.methods_matrix,
+        )
+
+    if args.only == "methods":
+        report_only = {"methods": methods_section()}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report_only, indent=1, sort_keys=True) + "\n")
+        shutil.rmtree(work, ignore_errors=True)
+        print(json.dumps(report_only, indent=1, sort_keys=True))
+        return
     os.environ["ZSL_HOME"] = str(work / "home")
     from harness.data.demo import DemoParams, generate
     from harness.data.prepare import load_benchmark, prepare
@@ -112,7 +148,6 @@ def main() -> None:
     # Issue 13's production path: the demo matrix on the local pool vs Ray, container vs sandbox
     # per run, and the torch methods on a GPU (each says "not measured", and why, where it
     # cannot run here).
-    sys.path.insert(0, str(REPO / "bench"))
     import cli_startup
     import container_overhead
     import executor_matrix
@@ -124,6 +159,7 @@ def main() -> None:
         "gpu_methods": gpu_methods.measure(work),
     }
     startup = cli_startup.measure()
+    methods_report = methods_section()
     report = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count() or 0},
         "repeat": args.repeat,
@@ -132,12 +168,14 @@ def main() -> None:
         "site_build": site_build,
         "scale_out": scale_out,
         "cli_startup": startup,
+        "methods": methods_report,
         "targets_met": all(
             r["seconds"] < r["target_seconds"] for r in results.values() if "target_seconds" in r
         )
         and all(bool(e.get("targets_met", True)) for e in engine.values() if isinstance(e, dict))
         and bool(site_build["targets_met"])
-        and bool(startup["targets_met"]),
+        and bool(startup["targets_met"])
+        and bool(methods_report["targets_met"]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")

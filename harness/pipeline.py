@@ -10,7 +10,6 @@ one says so on stderr (:func:`replacement_message`), and scores below chance
 
 from __future__ import annotations
 
-import json
 import platform
 import tempfile
 import time
@@ -42,6 +41,7 @@ from harness.runners.outputs import (
     collect_predictions,
     read_worker_status,
     worker_hyperparameters,
+    worker_timings,
 )
 from harness.runners.progress import ConsoleProgress, reporting
 from harness.scoring import score, with_chance_warnings
@@ -101,8 +101,13 @@ def _run_model(
     logs: dict[str, str],
     env: dict[str, str],
     hyperparameters: dict[str, Hyperparameters],
+    timings: dict[str, float],
 ) -> dict[str, Path]:
     """Run the model in ``runner``; return the prediction files the harness made of its outputs.
+
+    The worker's timings (``fit_validation``, ``fit_main``, ``predict_<setting>``,
+    ``check_<fit>`` seconds) and its ``peak_rss_mib`` go into ``timings`` (the record's;
+    :func:`harness.runners.outputs.worker_timings`).
 
     What the model exposed after each fit (:mod:`harness.hyperparameters`) goes into
     ``hyperparameters`` (``{fit: {name: value}}``, the run record's).
@@ -142,7 +147,9 @@ def _run_model(
             f" ({str(status.get('message', ''))[:500]})"
         )
     logs["inductive_check"] = str(status.get("inductive_check", "not reported"))
-    logs["worker_timings"] = json.dumps(status.get("timings", {}), sort_keys=True)
+    # Each fit's, each prediction pass's and each check's seconds, and the peak memory, typed
+    # in the record's timings (metadata: not part of the result).
+    timings.update(worker_timings(status, out))
     hyperparameters.update(worker_hyperparameters(status, out))
     return collect_predictions(
         out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
@@ -321,7 +328,9 @@ def run_submission(
             # The worker's progress (fit, calibration fit, predict per setting) as it comes.
             sink = None if quiet else ConsoleProgress(_console)
             with steps("run", f"run {package.name} ({runner} runner)"), reporting(sink):
-                paths = _run_model(bench, package, runner, Path(tmp), logs, env, chosen)
+                paths = _run_model(
+                    bench, package, runner, Path(tmp), logs, env, chosen, steps.timings
+                )
         else:  # missing files are named with the command that writes them
             paths = package.prediction_files(
                 spec.benchmark, prediction_settings(spec), spec=spec_path

@@ -209,6 +209,14 @@ class BenchmarkInfo(BaseModel):
         default_factory=list,
         description="every class with test images, in class order (empty in older records)",
     )
+    family: str | None = Field(
+        None,
+        description="the benchmark family this benchmark belongs to (the validation variants of"
+        " one dataset and split, GBU Fig. 3): the id of its main member; None: no family",
+    )
+    family_member: str | None = Field(
+        None, description="this benchmark's short label within its family, e.g. 'val2'"
+    )
 
     @field_validator("id")
     @classmethod
@@ -259,7 +267,14 @@ class RunRecord(BaseModel):
     harness_version: str
     runner: str
     environment: dict[str, str] = Field(default_factory=dict)
-    timings: dict[str, float] = Field(default_factory=dict, description="step -> seconds")
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="step -> seconds: the harness's steps (prepare, validate, run, score) and, "
+        "for a model, the worker's (fit_validation, fit_main, predict_<setting>, check_<fit>); "
+        "plus peak_rss_mib, the largest peak resident memory of the worker and its model "
+        "processes in MiB (the one number of the run's cost that is not seconds; records "
+        "stored before these were kept have the harness's steps only)",
+    )
     logs: dict[str, str] = Field(
         default_factory=dict,
         description="the runner's exit reason and the model's stdout/stderr (head and tail kept)",

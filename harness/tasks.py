@@ -326,6 +326,17 @@ class Bundle:
     def load(self, name: str) -> np.ndarray:
         return np.load(self.root / f"{name}.npy", allow_pickle=False)
 
+    def map_features(self, name: str) -> np.ndarray:
+        """Feature array ``name`` memory-mapped copy-on-write: its pages are read from the
+        bundle file on first touch and shared, through the page cache, by every process that
+        maps it (the worker's fit processes, a run's two fits), instead of each holding a
+        private copy; a model may still write into it, and a page it writes becomes its own
+        private copy, never written back to the file (the bundle is the same for the next fit
+        and for a re-run). A plain ndarray view of the map, so model code sees no
+        ``np.memmap`` subclass."""
+        mapped = np.load(self.root / f"{name}.npy", allow_pickle=False, mmap_mode="c")
+        return np.asarray(mapped)
+
     @property
     def settings(self) -> list[str]:
         return list(self.info["settings"])
@@ -359,7 +370,10 @@ class Bundle:
         return ["validation", "main"] if self.validation_settings else ["main"]
 
     def train_task(self, seed: int = 0, fit: str = "main") -> TrainTask:
-        """The TrainTask of the ``main`` fit or the ``validation`` fit (training classes only)."""
+        """The TrainTask of the ``main`` fit or the ``validation`` fit (training classes only).
+
+        Its feature arrays are memory-mapped copy-on-write (:meth:`map_features`): writable,
+        and what a model writes into them stays in its own process."""
         r = self._fit_root(fit)
         hierarchy = None
         if self.info["has_hierarchy"]:
@@ -367,9 +381,9 @@ class Bundle:
                 {k: self.load(f"hierarchy/{k}") for k in ("node_ids", "names", "edges")}
             )
         return TrainTask(
-            train_features=self.load(f"{r}train/features"),
+            train_features=self.map_features(f"{r}train/features"),
             train_labels=self.load(f"{r}train/labels"),
-            val_features=self.load(f"{r}val/features"),
+            val_features=self.map_features(f"{r}val/features"),
             val_labels=self.load(f"{r}val/labels"),
             train_classes=self.load(f"{r}classes/train"),
             val_classes=self.load(f"{r}classes/val"),

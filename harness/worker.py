@@ -3,7 +3,8 @@
 It runs inside whatever isolation a runner sets up, reads a *model bundle* (no test labels, and
 nothing saying which test image belongs to which setting: see :mod:`harness.tasks`) and writes,
 per setting, the model's scores for every test row of its fit plus ``worker.json`` (status,
-timings, which inductive check ran) into OUT; the harness picks each setting's rows afterwards
+timings of each fit, prediction pass and check, ``peak_rss_mib``: :func:`peak_rss_mib`, which
+inductive check ran) into OUT; the harness picks each setting's rows afterwards
 (:mod:`harness.runners.outputs`). Exit codes: 0 success, 3 model error, 4 protocol violation;
 a failure's ``message`` says what was being done (``fit() raised …``, ``predict(), setting zsl,
 row 3, column 2: score nan is not finite …``) and ``location`` the package file and line it
@@ -91,6 +92,7 @@ import inspect
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -1212,6 +1214,18 @@ def _output_arrays(outputs: dict[str, _Outputs]) -> Iterator[tuple[str, np.ndarr
         yield from zip(raw_names(name, out.setting.keep is not None), out.arrays, strict=True)
 
 
+def peak_rss_mib() -> float:
+    """The largest peak resident memory, in MiB, of this process and of every model process it
+    waited for (fit and prediction pass processes end before the worker writes ``worker.json``;
+    orphaned pass processes are reaped here too, as their subreaper): the run's memory high-water
+    mark as the record shows it. Linux reports ``ru_maxrss`` in KiB."""
+    kib = max(
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    )
+    return round(kib / 1024, 1)
+
+
 def run(
     bundle_dir: Path,
     package: Path,
@@ -1237,6 +1251,7 @@ def run(
     def finish(code: int, message: str = "", location: str | None = None) -> int:
         # location: the package file and line the failure comes from (None: not known)
         status.update(exit_code=code, message=message, location=location)
+        status["peak_rss_mib"] = peak_rss_mib()
         if code:
             print(f"worker: {message}", file=sys.stderr)
             print(f"worker: at {location or 'no line of the package'}", file=sys.stderr)

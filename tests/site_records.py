@@ -52,6 +52,8 @@ def make_record(
     logs: dict[str, str] | None = None,
     interval: float | None = None,
     functions: dict[str, str] | None = None,
+    family: str | None = None,
+    family_member: str | None = None,
 ) -> RunRecord:
     """A record whose scores are given as {metric: value} per setting.
 
@@ -104,6 +106,8 @@ def make_record(
             n_classes=200,
             n_seen=150,
             n_unseen=50,
+            family=family,
+            family_member=family_member,
         ),
         submission=SubmissionInfo.model_validate(
             {

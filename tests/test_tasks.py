@@ -159,3 +159,23 @@ def test_main_test_features_can_live_outside_the_bundle(bench, tmp_path: Path) -
     assert len(bundle.test_features("validation")) == rowmap.n_rows["validation"]
     with pytest.raises(RunnerError, match=r"outside the bundle"):
         write_model_bundle(bench, tmp_path / "c", test_features=tmp_path / "c" / "x.npy")
+
+
+def test_train_features_are_mapped_copy_on_write(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Mapped, not loaded: every fit process shares the bundle file's pages (issue 15); a model
+    # may still write into its arrays, and the file, which the next fit maps, never changes.
+    bundle = Bundle(write_bundle(bench, tmp_path / "b"))
+    path = bundle.root / "train" / "features.npy"
+    on_disk = path.read_bytes()
+    task = bundle.train_task(fit="main")
+    for array in (task.train_features, task.val_features):
+        assert type(array) is np.ndarray  # model code sees no np.memmap subclass
+        assert isinstance(array.base, np.memmap) and array.base.mode == "c"
+        assert array.flags.writeable
+    original = task.train_features.copy()
+    task.train_features[:] = -1.0
+    np.divide(task.train_features, 7.0, out=task.train_features)
+    assert (task.train_features == np.float32(-1.0) / np.float32(7.0)).all()
+    del task
+    assert path.read_bytes() == on_disk
+    np.testing.assert_array_equal(bundle.train_task(fit="main").train_features, original)

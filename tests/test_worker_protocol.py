@@ -168,8 +168,7 @@ def test_declared_transductive_model_runs_and_is_scored(
 def test_honest_model_records_an_isolated_check(runner: str) -> None:
     record = run_submission(SUBMISSIONS / "eszsl", DEMO, runner=runner, store=False, quiet=True)
     assert record.logs["inductive_check"] == "isolated"
-    timings = json.loads(record.logs["worker_timings"])
-    assert {"fit_main", "fit_validation", "check_main", "check_validation"} <= set(timings)
+    assert {"fit_main", "fit_validation", "check_main", "check_validation"} <= set(record.timings)
 
 
 # --- item 2: models that adapt to the check -----------------------------------------------
@@ -746,3 +745,48 @@ def test_hostile_search_finds_test_features_in_a_bundle(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 3, done.stderr[-2000:]
     assert "LEAK" in json.loads((out / "worker.json").read_text())["message"]
+
+
+WRITES_INTO_TASK = """
+class Hostile(ESZSL):
+    def fit(self, task):
+        # The arrays are the bundle's files mapped copy-on-write: writable, never written back.
+        if not task.train_features.any():
+            raise RuntimeError("the bundle's training features were changed by an earlier fit")
+        np.multiply(task.train_features, 0.5, out=task.train_features)
+        task.val_features[:] = 0.0
+        super().fit(task)
+"""
+
+
+def test_a_model_writing_into_its_task_arrays_leaves_the_bundle_unchanged(tmp_path: Path) -> None:
+    """Training features are memory-mapped copy-on-write (issue 15): a model may still write
+    into them as into loaded arrays; the bundle files, which every later fit maps, stay as
+    written."""
+    import hashlib
+
+    from harness.data.prepare import load_benchmark
+    from harness.spec import load_spec
+    from harness.tasks import write_model_bundle
+
+    bundle = tmp_path / "bundle"
+    write_model_bundle(load_benchmark(load_spec(DEMO)), bundle)
+
+    def digests() -> dict[str, str]:
+        return {
+            p.relative_to(bundle).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(bundle.rglob("*.npy"))
+        }
+
+    before = digests()
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.worker", str(bundle),
+         str(_package(tmp_path, WRITES_INTO_TASK)), "model:Hostile", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    status = json.loads((out / "worker.json").read_text())
+    assert {"fit_validation", "fit_main"} <= set(status["timings"])
+    assert status["peak_rss_mib"] > 0
+    assert digests() == before

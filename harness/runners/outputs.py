@@ -11,7 +11,8 @@ file, never a traceback; nothing of the run is stored then.
 Files (rows are the fit's ``test/features.npy`` rows, in the bundle's shuffled order)::
 
     worker.json                        status, exit code, message, location (the package file
-                                       and line a failure comes from), timings, inductive check,
+                                       and line a failure comes from), timings and peak memory
+                                       (:func:`worker_timings`), inductive check,
                                        hyperparameters the model exposed per fit
                                        (:func:`worker_hyperparameters`)
     <setting>.scores.npy               dense [n_rows, n_candidates] float16/32/64
@@ -27,7 +28,9 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +58,7 @@ __all__ = [
     "raw_names",
     "read_worker_status",
     "worker_hyperparameters",
+    "worker_timings",
 ]
 
 WORKER_JSON = "worker.json"
@@ -265,6 +269,38 @@ def read_worker_status(out: Path) -> dict[str, Any]:
     """``worker.json`` of a run, read safely (see :class:`OutputDir`)."""
     with OutputDir(out) as folder:
         return folder.read_json(WORKER_JSON)
+
+
+#: Worker timing names a record keeps: each fit, each setting's prediction pass, each fit's
+#: inductive check (the worker's ``fit_<fit>``, ``predict_<setting>``, ``check_<fit>``).
+_TIMING_NAME = re.compile(r"(fit|predict|check)_[\w.-]{1,80}")
+
+
+def worker_timings(status: dict[str, Any], out: Path) -> dict[str, float]:
+    """The worker's step timings in seconds plus ``peak_rss_mib`` (the largest peak resident
+    memory of the worker and its model processes, MiB), from a ``worker.json`` read by
+    :func:`read_worker_status`, checked: names of the worker's steps, finite non-negative
+    numbers (the file lies in a folder model code could write)."""
+    where = out / WORKER_JSON
+    value = status.get("timings", {})
+    if not isinstance(value, dict) or len(value) > 200:
+        raise RunnerError(f"{where}: 'timings' must be an object of at most 200 steps")
+    timings: dict[str, float] = {}
+    for name, seconds in value.items():
+        if not (isinstance(name, str) and _TIMING_NAME.fullmatch(name)):
+            raise RunnerError(f"{where}: 'timings' names an unknown step {str(name)[:40]!r}")
+        timings[name] = _measure(seconds, f"{where}: timings[{name!r}]")
+    if "peak_rss_mib" in status:
+        timings["peak_rss_mib"] = _measure(status["peak_rss_mib"], f"{where}: 'peak_rss_mib'")
+    return timings
+
+
+def _measure(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RunnerError(f"{what} must be a number, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise RunnerError(f"{what} must be a finite number >= 0, not {value!r}")
+    return round(float(value), 4)
 
 
 def worker_hyperparameters(status: dict[str, Any], out: Path) -> dict[str, Hyperparameters]:

@@ -86,6 +86,14 @@ TERMS: tuple[tuple[str, str, str], ...] = (
         "share their average rank); read it together with coverage.",
     ),
     (
+        "spread",
+        "Spread",
+        "On the robustness page: the range of a submission's scores over the validation variants "
+        "of one dataset's split (a benchmark family), highest minus lowest, over the members it "
+        "has a score on (two at least); percentage points for percentages (Xian et al., TPAMI "
+        "2019, Fig. 3).",
+    ),
+    (
         "interval",
         "95% interval",
         "Bootstrap percentile interval of a score: test images resampled within their classes "

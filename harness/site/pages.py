@@ -30,7 +30,7 @@ from harness import __version__ as harness_version
 from harness.audit import AuditStatus, LeakageAudit, Relation
 from harness.metrics import metrics
 from harness.records import ClassValues, RunRecord, ScoredClass, ScoreEntry
-from harness.site import cross, figures, glossary, stats
+from harness.site import cross, figures, glossary, robustness, stats
 from harness.site.csv_tables import (
     RANK_HEADER,
     CsvCell,
@@ -250,6 +250,12 @@ def render_site(model: SiteModel, site: Path) -> None:
     env = _environment()
     n_records = sum(len(b.records) for b in model.benchmarks)
     common = {"harness_version": harness_version, "csp": CSP, "n_records": n_records}
+    # Benchmark families (validation variants, GBU Fig. 3): the robustness page and the links to
+    # it exist only when some family has two members scored; otherwise every page is as before.
+    families = robustness.families(model)
+    common["robustness_links"] = {
+        member.bench.filename: family for family in families for member in family.members
+    }
     for folder in ("benchmarks", "submissions", "compare", "logs", "static"):
         (site / folder).mkdir()
     for name in STATIC_FILES:
@@ -269,6 +275,22 @@ def render_site(model: SiteModel, site: Path) -> None:
     )
     for cross_table in across:
         write_csv(site, cross_table.csv)
+    if families:
+        robustness_tables = robustness.robustness_tables(model, families)
+        rank_counts = robustness.rank_counts(model, families)
+        _write(
+            site / robustness.PAGE,
+            env.get_template("robustness.html").render(
+                families=families,
+                tables=robustness_tables,
+                matrices=rank_counts,
+                root="",
+                page_title="Robustness across validation splits",
+                **common,
+            ),
+        )
+        for robustness_csv in [t.csv for t in robustness_tables] + [r.csv for r in rank_counts]:
+            write_csv(site, robustness_csv)
     template = env.get_template("benchmark.html")
     for bench in model.benchmarks:
         html, tables = _benchmark(template, bench, common)
@@ -985,7 +1007,10 @@ def _submission(
                 "created": record.created_at.isoformat(timespec="seconds"),
                 "predictions": sorted(record.predictions_hashes.items()),
                 "environment": _pairs_text(record.environment),
-                "timings": [(k, f"{v:.2f} s") for k, v in sorted(record.timings.items())],
+                "timings": [
+                    (k, f"{v:.0f} MiB" if k == "peak_rss_mib" else f"{v:.2f} s")
+                    for k, v in sorted(record.timings.items())
+                ],
                 "log": log,
                 "class_bars": _class_bars(bench, sub, record),
                 "hyperparameters": _hyperparameter_rows(record),
