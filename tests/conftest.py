@@ -119,6 +119,11 @@ def audit_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     other shared data, tests find them through their variables with these defaults. Tests of
     their absence remove them with ``monkeypatch.delenv``.
     """
+    set_audit_inputs(monkeypatch)
+
+
+def set_audit_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What :func:`audit_inputs` sets, for fixtures of a wider scope (which run before it)."""
     defaults = {
         "ZSL_IMAGENET_DIR": SHARED_DATA / "imagenet" / "ilsvrc2012_synsets.txt",
         "ZSL_WORDNET_DIR": WORDNET_DIR / "data.noun",

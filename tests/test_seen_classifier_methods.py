@@ -29,7 +29,7 @@ from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.metrics import gzsl_accuracies, per_class_top_k_accuracy
 from harness.spec import load_spec
 from harness.tasks import Bundle, TrainTask, write_bundle
-from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS
+from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS, set_audit_inputs
 from tests.test_xlsa17_methods import _spec as xlsa17_fixture_spec
 from tests.xlsa17_fixture import make_release
 
@@ -213,6 +213,7 @@ def benchmark(
     root = tmp_path_factory.mktemp(f"seen-{request.param}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ZSL_HOME", str(root / "home"))
+        set_audit_inputs(mp)  # module scope: runs before the autouse audit_inputs fixture
         if request.param == "demo":
             return _benchmark(SPECS / "demo.yaml", root)
         if not (SHARED_DATA / "xlsa17" / "AWA2" / "att_splits.mat").is_file():
