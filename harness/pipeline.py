@@ -268,6 +268,8 @@ def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
         n_unseen=len(bench.array("splits/unseen_classes")),
         structure=structure_summary(bench),
         test_classes=test_classes(bench),
+        family=spec.family.id if spec.family else None,
+        family_member=spec.family.member if spec.family else None,
     )
 
 

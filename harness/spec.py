@@ -33,6 +33,7 @@ import difflib
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -223,6 +224,38 @@ class Uncertainty(_Strict):
     seed: int = Field(0, ge=0)
 
 
+FamilyLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=32)]
+SpecFileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*\.yaml$")]
+
+
+class FamilySpec(_Strict):
+    """This benchmark's place in a *benchmark family*: the validation variants of one dataset
+    and split (GBU's three validation splits of the proposed split, Fig. 3), run as one job.
+
+    Every member spec declares the same ``id`` (the benchmark id of the family's main member)
+    and ``members`` (the spec files of all of them, this one included, in the spec's folder),
+    and its own ``member`` label. So any member finds the others (:func:`load_family`), and a
+    record says where it belongs (:attr:`harness.records.BenchmarkInfo.family`).
+    """
+
+    id: Slug = Field(description="the benchmark id of the family's main member")
+    member: FamilyLabel = Field(description="this spec's short label in the family, e.g. 'val2'")
+    members: list[SpecFileName] = Field(
+        min_length=2,
+        description="file names of every member spec (this one included), in this spec's folder",
+    )
+
+    @field_validator("members")
+    @classmethod
+    def _distinct_files(cls, value: list[str]) -> list[str]:
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise ValueError(f"lists {', '.join(twice)} more than once")
+        if any(is_spec_base(name) for name in value):
+            raise ValueError("a spec base ('_<name>.yaml') is not a spec, so not a member")
+        return value
+
+
 class Spec(_Strict):
     """A benchmark version, as declared in ``specs/<benchmark>.yaml``."""
 
@@ -242,6 +275,9 @@ class Spec(_Strict):
     predictions: PredictionFormat = PredictionFormat()
     uncertainty: Uncertainty = Uncertainty()
     audit: AuditSpec = AuditSpec()
+    family: FamilySpec | None = Field(
+        None, description="the benchmark family this spec is a member of (validation variants)"
+    )
 
     _path: Path | None = PrivateAttr(None)
     _base_path: Path | None = PrivateAttr(None)
@@ -360,6 +396,8 @@ class Spec(_Strict):
     def spec_hash(self) -> str:
         """Hash of the whole validated spec (leaderboard rows record it)."""
         payload = self.model_dump(mode="json")
+        if payload["family"] is None:  # specs without a family hash as before the key existed
+            del payload["family"]
         payload["_data"] = self.data_hash()
         audit_map = self.audit_map_path()
         if audit_map is not None:  # the map decides the audit a record carries
@@ -401,6 +439,7 @@ _BASE_FORBIDDEN = {
     "benchmark": "each spec names its own benchmark",
     "version": "each spec keeps its own version, to bump when the base changes its hash",
     "extends": "a base cannot extend another file (one level of extends only)",
+    "family": "each spec names its own place in its family",
 }
 
 
@@ -620,6 +659,126 @@ def load_spec(path: str | Path) -> Spec:
             f"{path}: hierarchy.file: {spec.hierarchy.file!r} not found at {hierarchy}"  # type: ignore[union-attr]
         )
     return spec
+
+
+# -- benchmark families --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FamilyMember:
+    """One member of a benchmark family: its label, spec file and loaded spec."""
+
+    label: str
+    path: Path
+    spec: Spec
+
+
+@dataclass(frozen=True)
+class Family:
+    """A benchmark family, every member loaded and checked (:func:`load_family`)."""
+
+    id: str
+    members: tuple[FamilyMember, ...]  # in the order ``family.members`` lists them
+
+    @property
+    def main(self) -> FamilyMember:
+        """The member whose benchmark id is the family's id."""
+        return next(m for m in self.members if m.spec.benchmark == self.id)
+
+
+def _family_line(path: Path, loc: Loc) -> int:
+    """The line of ``loc`` in the spec file ``path`` (1 where it cannot be told)."""
+    try:
+        _, lines = _compose(_read_spec_text(path), str(path))
+    except SpecError:
+        return 1
+    return lines.get(loc, lines.get(loc[:2], lines.get(("family",), 1)))
+
+
+def load_family(spec: Spec) -> Family | None:
+    """The family ``spec`` belongs to, every member loaded and checked; None without one.
+
+    Each member must exist beside ``spec``, be a valid spec, declare the same ``family.id``
+    and the same ``family.members``, and have a label of its own; ``spec``'s own file must be
+    listed, and one member's benchmark id must be the family's id (the main member).
+
+    Raises
+    ------
+    SpecError
+        ``file:line: family.<key>: message`` for the first problem found.
+    """
+    declared = spec.family
+    if declared is None:
+        return None
+    path = spec.path
+    try:  # named as the user would: relative to the working folder where it is inside it
+        source = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        source = str(path)
+
+    def problem(loc: Loc, message: str) -> SpecError:
+        key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in loc).replace(".[", "[")
+        return SpecError(f"{source}:{_family_line(path, loc)}: {key}: {message}")
+
+    if path.name not in declared.members:
+        raise problem(
+            ("family", "members"),
+            f"does not list this spec's own file {path.name!r}; every member lists all of them,"
+            " itself included",
+        )
+    members: list[FamilyMember] = []
+    labels: dict[str, str] = {}
+    benchmarks: dict[str, str] = {}
+    for i, name in enumerate(declared.members):
+        loc: Loc = ("family", "members", i)
+        member_path = path.parent / name
+        if name == path.name:
+            member = spec
+        elif not member_path.is_file():
+            raise problem(loc, f"member spec {name!r} not found in {path.parent}")
+        else:
+            try:
+                member = load_spec(member_path)
+            except SpecError as err:
+                raise problem(loc, f"member spec {name!r} is not valid: {err}") from None
+        theirs = member.family
+        if theirs is None:
+            raise problem(
+                loc, f"{name} declares no 'family'; each member declares family.id {declared.id!r}"
+            )
+        if theirs.id != declared.id:
+            raise problem(
+                loc,
+                f"{name} declares family.id {theirs.id!r}, not {declared.id!r}; a family's"
+                " members all name the same main member",
+            )
+        if theirs.members != declared.members:
+            raise problem(
+                loc,
+                f"{name} lists family.members {theirs.members}, this spec {declared.members};"
+                " every member lists the same files in the same order",
+            )
+        if theirs.member in labels:
+            raise problem(
+                loc,
+                f"{name} has family.member {theirs.member!r}, as {labels[theirs.member]} has;"
+                " each member needs a label of its own",
+            )
+        if member.benchmark in benchmarks:
+            raise problem(
+                loc,
+                f"{name} has benchmark id {member.benchmark!r}, as {benchmarks[member.benchmark]}"
+                " has; each member is a benchmark of its own",
+            )
+        labels[theirs.member] = benchmarks[member.benchmark] = name
+        members.append(FamilyMember(theirs.member, member_path.resolve(), member))
+    if declared.id not in benchmarks:
+        raise problem(
+            ("family", "id"),
+            f"{declared.id!r} is the benchmark id of none of the members"
+            f" ({', '.join(sorted(benchmarks))}); a family is named after its main member",
+        )
+    return Family(declared.id, tuple(members))
 
 
 def json_schema() -> dict[str, Any]:

@@ -341,7 +341,8 @@ def _descendants(pid: int) -> list[tuple[int, str]]:
 
 @pytest.fixture
 def ray_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A real local Ray cluster: a head and one worker node, 1 CPU each, 100 MB object stores.
+    """A real local Ray cluster: a head and one worker node, 2 CPUs each (what the closed-form
+    packages ask for), 100 MB object stores.
 
     Its nodes get their own ZSL_HOME (empty): the driver's benchmarks reach them through the
     object store and are verified there. Shut down afterwards, with no raylet left.
@@ -355,9 +356,9 @@ def ray_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any
     store = 100 * 1024 * 1024
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": store, "include_dashboard": False},
+        head_node_args={"num_cpus": 2, "object_store_memory": store, "include_dashboard": False},
     )
-    worker = cluster.add_node(num_cpus=1, object_store_memory=store)
+    worker = cluster.add_node(num_cpus=2, object_store_memory=store)
     raylets = [n.all_processes["raylet"][0].process.pid for n in (cluster.head_node, worker)]
     monkeypatch.setenv("ZSL_HOME", driver_home)
     try:

@@ -6,6 +6,7 @@ the pipeline puts them, checked, into the record's typed ``timings`` (metadata, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from harness.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.records import RUN_METADATA_FIELDS, result_payload
-from harness.results.records_io import load_record
+from harness.results.records_io import dump_record, load_record
 from harness.runners.outputs import worker_timings
 from tests.conftest import SPECS, SUBMISSIONS
 
@@ -42,11 +43,18 @@ def test_a_real_run_records_each_fit_and_the_peak_memory() -> None:
 
 
 def test_records_stored_before_fit_timings_still_load() -> None:
+    """A record file as the harness wrote it before 08c5d97: the four harness steps in
+    ``timings``, the worker's timings as a JSON string among the logs."""
     path = ROOT / "leaderboard/results/demo/v1/sae@1.0.json"
-    record = load_record(path.read_text(), str(path))
-    assert "fit_main" not in record.timings
-    assert "peak_rss_mib" not in record.timings
-    assert set(record.timings) <= {"prepare", "validate", "run", "score"}
+    current = load_record(path.read_text(), str(path))
+    old_timings = {k: current.timings[k] for k in ("prepare", "validate", "run", "score")}
+    worker = {k: v for k, v in current.timings.items() if k not in old_timings}
+    old_logs = {**current.logs, "worker_timings": json.dumps(worker, sort_keys=True)}
+    text = dump_record(current.model_copy(update={"timings": old_timings, "logs": old_logs}))
+    record = load_record(text, "old record")
+    assert set(record.timings) == {"prepare", "validate", "run", "score"}
+    assert json.loads(record.logs["worker_timings"])["fit_main"] == current.timings["fit_main"]
+    assert result_payload(record) == result_payload(current)
 
 
 @pytest.mark.parametrize(

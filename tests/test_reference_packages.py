@@ -39,6 +39,7 @@ EXPECTED = {
     },
     "seen-classifier": {"conse", "flat-seen-classifier", "trivial-hierarchy"},
     "nearest-seen": {"flat-seen-classifier", "trivial-hierarchy"},
+    "psd-eigh": {"eszsl", "sae"},
 }  # fmt: skip
 
 

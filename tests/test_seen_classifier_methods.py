@@ -12,12 +12,10 @@ same argmax on every test image, so the same per-class top-1 and GZSL H, on the 
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -25,13 +23,14 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.metrics import gzsl_accuracies, per_class_top_k_accuracy
-from harness.spec import load_spec
-from harness.tasks import Bundle, TrainTask, write_bundle
-from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS, set_audit_inputs
-from tests.test_xlsa17_methods import _spec as xlsa17_fixture_spec
-from tests.xlsa17_fixture import make_release
+from harness.tasks import TrainTask
+from tests.reference_benchmarks import (
+    NAMES,
+    FrozenBenchmark,
+    assert_same_results,
+    freeze_reference_benchmark,
+    package_module,
+)
 
 pytestmark = pytest.mark.slow  # fits every package twice on two benchmarks
 
@@ -185,56 +184,22 @@ VAL_SCORE = {
 
 
 # --- tasks -----------------------------------------------------------------------------------
-def _module(name: str) -> ModuleType:
-    path = SUBMISSIONS / name / "model.py"
-    spec = importlib.util.spec_from_file_location(f"seen_{name.replace('-', '_')}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    bench: PreparedBenchmark
-    bundle: Bundle
-
-
-def _benchmark(spec: Path, root: Path) -> Benchmark:
-    bench = load_benchmark(load_spec(spec))
-    return Benchmark(bench, Bundle(write_bundle(bench, root / "bundle")))
-
-
-@pytest.fixture(scope="module", params=["demo", "awa2-64d"])
+@pytest.fixture(scope="module", params=list(NAMES))
 def benchmark(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Benchmark:
-    """The demo, and AWA2's real split files with 64-d synthetic features, each frozen once."""
-    root = tmp_path_factory.mktemp(f"seen-{request.param}")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ZSL_HOME", str(root / "home"))
-        set_audit_inputs(mp)  # module scope: runs before the autouse audit_inputs fixture
-        if request.param == "demo":
-            return _benchmark(SPECS / "demo.yaml", root)
-        if not (SHARED_DATA / "xlsa17" / "AWA2" / "att_splits.mat").is_file():
-            pytest.skip("shared xlsa17 files absent")
-        make_release(root / "release", "AWA2", dim=64)
-        return _benchmark(xlsa17_fixture_spec(root, "AWA2", root / "release"), root)
-
-
-def _labels_as_columns(labels: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    order = np.argsort(candidates)
-    return order[np.searchsorted(candidates[order], labels)]
+) -> FrozenBenchmark:
+    return freeze_reference_benchmark(
+        request.param, tmp_path_factory.mktemp(f"seen-{request.param}")
+    )
 
 
 # --- the tests -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", PACKAGES)
 def test_same_choice_scores_top1_and_h_as_the_previous_code(
-    name: str, benchmark: Benchmark
+    name: str, benchmark: FrozenBenchmark
 ) -> None:
-    module = _module(name)
-    bench, bundle = benchmark.bench, benchmark.bundle
-    labels = bench.array("labels")
+    module = package_module(name)
+    bundle = benchmark.bundle
     for fit in bundle.fits:
         task = bundle.train_task(fit=fit)
         model = getattr(module, ENTRYPOINT[name])()
@@ -250,24 +215,16 @@ def test_same_choice_scores_top1_and_h_as_the_previous_code(
             np.testing.assert_allclose(
                 proba, expected_proba, rtol=0, atol=PROBA_ATOL, err_msg=where
             )
-            scores = model.predict(features, candidates).astype(np.float64)
+            scores = model.predict(features, candidates)
             expected = naive.predict(features, candidates)
-            np.testing.assert_allclose(scores, expected, rtol=0, atol=SCORE_ATOL, err_msg=where)
-            np.testing.assert_array_equal(scores.argmax(axis=1), expected.argmax(axis=1), where)
-            y = _labels_as_columns(labels[bench.rows(setting)], candidates)
-            if "gzsl" in setting:
-                seen = np.isin(candidates, bench.seen_for(setting))
-                got = gzsl_accuracies(y, scores, seen=seen)
-                assert got == gzsl_accuracies(y, expected, seen=seen), where
-            else:
-                classes = np.unique(y)
-                got_top1 = per_class_top_k_accuracy(y, scores, classes=classes)
-                assert got_top1 == per_class_top_k_accuracy(y, expected, classes=classes), where
+            assert_same_results(
+                benchmark, setting, candidates, scores, expected, atol=SCORE_ATOL, where=where
+            )
 
 
-def test_each_c_of_the_grid_is_the_previous_scikit_learn_fit(benchmark: Benchmark) -> None:
+def test_each_c_of_the_grid_is_the_previous_scikit_learn_fit(benchmark: FrozenBenchmark) -> None:
     """The classifier alone, every C: the same probabilities as a scikit-learn fit per C."""
-    module = _module("conse")
+    module = package_module("conse")
     task = benchmark.bundle.train_task()
     grid = module.SeenClassifier.fit_grid(task.train_features, task.train_labels, C_GRID)
     assert [clf.c for clf in grid] == list(C_GRID)
@@ -280,10 +237,10 @@ def test_each_c_of_the_grid_is_the_previous_scikit_learn_fit(benchmark: Benchmar
         np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
 
 
-def test_two_classes_fit_scikit_learns_binomial_model(benchmark: Benchmark) -> None:
+def test_two_classes_fit_scikit_learns_binomial_model(benchmark: FrozenBenchmark) -> None:
     """With two classes scikit-learn fits one weight vector (binomial loss), not two: the
     penalty, hence the fit, differs from a two-column softmax; the package follows it."""
-    module = _module("flat-seen-classifier")
+    module = package_module("flat-seen-classifier")
     task = benchmark.bundle.train_task()
     two = np.isin(task.train_labels, task.train_classes[:2])
     features, labels = task.train_features[two], task.train_labels[two]
@@ -295,7 +252,7 @@ def test_two_classes_fit_scikit_learns_binomial_model(benchmark: Benchmark) -> N
 
 
 def test_one_class_is_refused_with_a_message() -> None:
-    module = _module("trivial-hierarchy")
+    module = package_module("trivial-hierarchy")
     features = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
     with pytest.raises(ValueError, match=r"needs images of at least 2 classes, got 1 \(\[7\]\)"):
         module.SeenClassifier.fit_grid(features, np.full(20, 7), (1.0,))
@@ -303,7 +260,7 @@ def test_one_class_is_refused_with_a_message() -> None:
 
 def test_conse_t_grid_from_one_ranking_matches_a_partition_per_t() -> None:
     """Each T takes a prefix of one ranking; the previous code partitioned once per T."""
-    module = _module("conse")
+    module = package_module("conse")
     rng = np.random.default_rng(1)
     proba = rng.dirichlet(np.ones(12), size=40)
     seen_emb, cand_emb = (
@@ -323,7 +280,7 @@ def test_conse_t_grid_from_one_ranking_matches_a_partition_per_t() -> None:
 
 
 def test_lockstep_gives_an_evaluation_error_to_every_run_instead_of_hanging() -> None:
-    module = _module("conse")
+    module = package_module("conse")
     x = np.ones((6, 3))
     y = np.array([0, 1, 2, 0, 1, 5])  # 5: no such class column, so every evaluation fails
     lockstep = module.Lockstep(x, y, 3, [0.1, 1.0, 10.0])

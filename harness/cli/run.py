@@ -21,7 +21,7 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
-from harness.errors import HarnessError, PredictionError, SubmissionError
+from harness.errors import HarnessError, PredictionError, SpecError, SubmissionError
 from harness.pipeline import (
     generate_prediction_files,
     plan_submission,
@@ -34,10 +34,10 @@ from harness.records import RunRecord, run_key
 from harness.results.records_io import describe_key
 from harness.runners import default_runner, runners
 from harness.scoring import below_chance
-from harness.spec import load_spec
+from harness.spec import load_family, load_spec
 from harness.submission.package import MANIFEST, load_package
 
-__all__ = ["RUNNER_HELP", "demo", "run"]
+__all__ = ["RUNNER_HELP", "demo", "family_specs", "run"]
 
 RUNNER_HELP = (
     "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman:"
@@ -97,6 +97,15 @@ def run(
             show_default=False,
         ),
     ] = None,
+    family: Annotated[
+        bool,
+        typer.Option(
+            "--family",
+            help="run each spec's whole benchmark family (its 'family:' members: the"
+            " validation variants of its dataset and split), each package's runs on one family"
+            " as one job",
+        ),
+    ] = False,
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
     executor: Executor = None,
     jobs: Jobs = None,
@@ -124,14 +133,17 @@ def run(
     """Prepare, validate, run, score and store submissions on benchmarks.
 
     One package and one --spec: that run, its steps shown, as always. Several packages or
-    specs (or --matrix, --executor): every package on every spec, on the local process pool or
-    a Ray cluster; each record is stored as it arrives, and runs the store already holds for the
-    same package, benchmark and spec hashes are skipped, so running it again resumes.
+    specs (or --matrix, --executor, --family): every package on every spec, on the local
+    process pool or a Ray cluster; each record is stored as it arrives, and runs the store
+    already holds for the same package, benchmark and spec hashes are skipped, so running it
+    again resumes. A package's runs on the members of one benchmark family are one job.
 
     A run that replaces a stored one (same benchmark version and submission version, whatever
     the runner) says so on stderr; a score below chance is a warning on stderr.
     """
     specs, packages = _matrix_inputs(list(packages or []), list(spec or []), matrix)
+    if family:
+        specs = family_specs(specs)
     if dry_run:
         _dry_run(packages, specs, runner=runner, database_url=database_url, store=not no_store)
         return
@@ -213,6 +225,22 @@ def _dry_run(
             stdout.print(line, soft_wrap=True)
     if worst:
         raise typer.Exit(code=worst)
+
+
+def family_specs(specs: list[Path]) -> list[Path]:
+    """Every member spec of each spec's benchmark family, in family order, each once."""
+    expanded: dict[Path, Path] = {}
+    for path in specs:
+        spec = load_spec(path)
+        found = load_family(spec)
+        if found is None:
+            raise SpecError(
+                f"{path}: --family: this spec declares no benchmark family (a 'family:' key"
+                " naming its members); run it without --family"
+            )
+        for member in found.members:
+            expanded.setdefault(member.path, member.path)
+    return list(expanded)
 
 
 def _matrix_inputs(

@@ -14,7 +14,7 @@ from rich.table import Table
 from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
 from harness.errors import SpecError
-from harness.spec import is_spec_base, json_schema, load_spec, load_spec_base
+from harness.spec import is_spec_base, json_schema, load_family, load_spec, load_spec_base
 
 __all__ = ["app"]
 
@@ -26,7 +26,8 @@ app = typer.Typer(
 @app.command(
     epilog="Example: zsl spec validate specs/*.yaml. Checks YAML syntax, duplicate and unknown"
     " keys, types and bounds, metric names and parameters against the registry, settings and"
-    " primary metrics; each problem is printed as file:line: key.path: message. A spec base"
+    " primary metrics, and that a spec's benchmark family (family:) finds every member agreeing"
+    " with it; each problem is printed as file:line: key.path: message. A spec base"
     " (_<name>.yaml, what a spec's 'extends:' names) is checked for what it can be alone (YAML,"
     " known keys, no benchmark/version/extends); its values are checked with each spec that"
     " extends it."
@@ -52,7 +53,9 @@ def _validated(path: Path) -> str:
         keys = load_spec_base(path)
         return f"base {path}: {len(keys)} keys, checked with each spec extending it"
     spec = load_spec(path)
-    return f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]})"
+    family = load_family(spec)  # every member found, and agreeing with this one
+    member = f", family {family.id} member {spec.family.member}" if family and spec.family else ""
+    return f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]}){member}"
 
 
 @app.command()

@@ -62,8 +62,9 @@ class Job:
 
     ``kind`` names the worker's function (:data:`harness.executors.task.TASKS`), ``task`` is
     its input as JSON. ``benchmark``: the frozen benchmark the task loads, shipped to nodes that
-    do not share the driver's disk; ``attachments``: the task's input files on the driver's
-    disk, by the name the task knows them by, shipped likewise.
+    do not share the driver's disk; ``member_benchmarks``: a ``family`` task's, one per member
+    run in order (``benchmark`` is then None), shipped likewise; ``attachments``: the task's
+    input files on the driver's disk, by the name the task knows them by, shipped likewise.
     """
 
     kind: str
@@ -72,6 +73,7 @@ class Job:
     resources: Resources = field(default_factory=Resources)
     benchmark: Path | None = None
     attachments: tuple[tuple[str, Path], ...] = ()
+    member_benchmarks: tuple[Path, ...] = ()
 
 
 @dataclass

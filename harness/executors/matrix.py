@@ -5,13 +5,20 @@
 opens each package once and hashes it), skips the runs the store already holds for the same
 package hash, benchmark hash and spec hash (so a re-invocation resumes), and hands the rest to
 a backend (:func:`harness.executors.drive`) as ``run`` tasks
-(:class:`harness.executors.task.RunTask`).
+(:class:`harness.executors.task.RunTask`). The runs of one package (in one runner) on several
+members of one benchmark family (:class:`harness.spec.FamilySpec`: the validation variants of
+a dataset's split) go as one ``family`` task (:class:`harness.executors.task.FamilyTask`): one
+job that runs them one after another on one worker and returns each member's record; skipping
+what the store holds is decided per member first, so the job holds only the members to run.
 
 Each worker returns the record as its JSON export; the driver verifies it
 (:func:`harness.results.records_io.load_record`, then the planned hashes), archives the
 prediction files a remote node sent back, and stores it at once
 (:func:`harness.store.save_run`), so a failure later in the matrix never loses a finished run.
-Failures are per run: one package's, whatever it raised, is never the matrix's.
+Failures are per run: one package's, whatever it raised, is never the matrix's, and a family
+member's is never its siblings' (each member's record is verified and stored on its own when
+the family job returns; a worker that dies in the middle of a family job loses that job's
+members, which the retry runs again).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from harness.executors import (
     make_backend,
     progress_bar,
 )
-from harness.executors.task import RunTask, check_record
+from harness.executors.task import FamilyTask, RunTask, check_record
 from harness.records import RunRecord
 
 if TYPE_CHECKING:
@@ -49,6 +56,8 @@ __all__ = [
     "PlannedRun",
     "RunRequest",
     "RunResult",
+    "family_jobs",
+    "member_outcomes",
     "plan_runs",
     "run_matrix",
     "store_result",
@@ -76,12 +85,19 @@ class RunRequest:
 
 @dataclass
 class PlannedRun:
-    """A request with everything the driver resolved for it."""
+    """A request with everything the driver resolved for it.
+
+    ``submission``: ``name@version`` of its package; ``family``, ``member``: its spec's
+    benchmark family id and member label (None outside a family).
+    """
 
     request: RunRequest
     task: RunTask
     job: Job
     key: StoredKey
+    submission: str = ""
+    family: str | None = None
+    member: str | None = None
 
 
 @dataclass
@@ -171,9 +187,21 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
             manifest.version,
             task.package_hash,
         )
-        label = f"{manifest.name}@{manifest.version} on {spec.benchmark} v{spec.version}"
+        submission = f"{manifest.name}@{manifest.version}"
+        label = f"{submission} on {spec.benchmark} v{spec.version}"
         job = Job("run", task.to_json(), label, manifest.resources, benchmark=frozen.root)
-        planned.append(PlannedRun(request, task, job, key))
+        family = spec.family
+        planned.append(
+            PlannedRun(
+                request,
+                task,
+                job,
+                key,
+                submission,
+                family.id if family else None,
+                family.member if family else None,
+            )
+        )
     return planned
 
 
@@ -253,15 +281,84 @@ def run_matrix(
                     executor, jobs=jobs, ray_address=ray_address, ship_benchmarks=ship_benchmarks
                 )
                 try:
-                    jobs_todo = [(ticket, plan.job) for ticket, plan in todo.items()]
+                    jobs_todo, members = family_jobs(todo, retries=max_retries)
                     for ticket, outcome in drive(
                         backend, jobs_todo, max_retries=max_retries, bar=bar
                     ):
-                        results[ticket] = _settle(todo[ticket], outcome, engine)
-                        bar.finished(results[ticket].status, _line(results[ticket]))
+                        for member, member_outcome in member_outcomes(members[ticket], outcome):
+                            results[member] = _settle(todo[member], member_outcome, engine)
+                            bar.finished(results[member].status, _line(results[member]))
                 finally:
                     backend.close()
     return MatrixReport([results[t] for t in sorted(results)], time.perf_counter() - start)
+
+
+def family_jobs(
+    todo: dict[int, PlannedRun], *, retries: int
+) -> tuple[list[tuple[int, Job]], dict[int, list[int]]]:
+    """The jobs for ``todo`` (ticket → planned run), in ticket order, and each job's tickets.
+
+    A run is a job of its own, except that the runs of one package in one runner on two or
+    more members of one benchmark family become one ``family`` job (under its first run's
+    ticket), its runs in ticket order. ``retries``: how often the worker tries a member again
+    whose failure is transient (a whole job's transient failure is the driver's to retry).
+    """
+    groups: dict[tuple[str, str | None, str], list[int]] = {}
+    jobs: list[tuple[int, Job]] = []
+    tickets: dict[int, list[int]] = {}
+    for ticket, plan in todo.items():
+        if plan.family is None:
+            jobs.append((ticket, plan.job))
+            tickets[ticket] = [ticket]
+        else:
+            groups.setdefault((plan.task.package, plan.task.runner, plan.family), []).append(ticket)
+    for (_, _, family), group in groups.items():
+        group.sort()
+        first = todo[group[0]]
+        if len(group) == 1:
+            job = first.job
+        else:
+            plans = [todo[t] for t in group]
+            task = FamilyTask(family, tuple(p.task for p in plans), retries)
+            labels = ", ".join(f"{p.member} ({p.key[0]})" for p in plans)
+            job = Job(
+                "family",
+                task.to_json(),
+                f"{first.submission} on family {family}: {labels}",
+                first.job.resources,
+                member_benchmarks=tuple(p.job.benchmark for p in plans if p.job.benchmark),
+            )
+        jobs.append((group[0], job))
+        tickets[group[0]] = group
+    jobs.sort(key=lambda entry: entry[0])
+    return jobs, tickets
+
+
+def member_outcomes(tickets: list[int], outcome: Outcome) -> list[tuple[int, Outcome]]:
+    """Each run's outcome from its job's: a ``run`` job's is its own; a ``family`` job's
+    result holds one per member, in order (a failure of the whole job is each member's)."""
+    if len(tickets) == 1:
+        return [(tickets[0], outcome)]
+    runs = (outcome.result or {}).get("runs") if outcome.ok else None
+    if not isinstance(runs, list) or len(runs) != len(tickets):
+        if outcome.ok:  # a worker of another harness version, or a bug
+            got = len(runs) if isinstance(runs, list) else "no"
+            outcome = Outcome(
+                result={
+                    "ok": False,
+                    "error": f"the family job returned {got} outcomes for {len(tickets)} runs",
+                    "exit_code": 1,
+                    "node": outcome.node,
+                },
+                attempts=outcome.attempts,
+            )
+        return [(ticket, outcome) for ticket in tickets]
+    found = []
+    for ticket, run in zip(tickets, runs, strict=True):
+        result = dict(run) if isinstance(run, dict) else {"ok": False, "error": "no outcome"}
+        result["node"] = outcome.node or result.get("node")  # the job's: names the Ray node
+        found.append((ticket, Outcome(result=result, attempts=outcome.attempts)))
+    return found
 
 
 def _line(result: RunResult) -> str:

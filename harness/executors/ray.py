@@ -50,10 +50,18 @@ def import_ray() -> Any:
 
 
 def run_on_node(
-    kind: str, task_json: str, benchmark: dict[str, bytes] | None, attachments: dict[str, bytes]
+    kind: str,
+    task_json: str,
+    benchmark: dict[str, bytes] | None,
+    attachments: dict[str, bytes],
+    *member_benchmarks: dict[str, bytes] | None,
 ) -> str:
-    """The body of every Ray task (module level: Ray finds it by name on the nodes)."""
-    outcome = json.loads(execute_json(kind, task_json, Shipment(benchmark, attachments)))
+    """The body of every Ray task (module level: Ray finds it by name on the nodes).
+
+    ``member_benchmarks``: a family task's, one per member run (top-level arguments, so Ray
+    fetches each from the object store before the task starts)."""
+    shipment = Shipment(benchmark, attachments, list(member_benchmarks))
+    outcome = json.loads(execute_json(kind, task_json, shipment))
     node_id = import_ray().get_runtime_context().get_node_id()
     outcome["node"] = f"{outcome.get('node') or node_name()} ray:{node_id[:12]}"
     return json.dumps(outcome, sort_keys=True)
@@ -118,14 +126,19 @@ class RayCluster:
             " add such a node or lower resources in submission.yaml"
         )
 
+    def _benchmark_ref(self, root: Path | None) -> Any:
+        """The object ref of the files of the frozen benchmark at ``root`` (put once), or None
+        when benchmarks are not shipped."""
+        if not self._ship or root is None:
+            return None
+        ref = self._files.get(root)
+        if ref is None:
+            ref = self._files[root] = self._ray.put(benchmark_files(root))
+        return ref
+
     def submit(self, ticket: int, job: Job) -> None:
-        benchmark = None
-        if self._ship and job.benchmark is not None:
-            benchmark = self._files.get(job.benchmark)
-            if benchmark is None:
-                benchmark = self._files[job.benchmark] = self._ray.put(
-                    benchmark_files(job.benchmark)
-                )
+        benchmark = self._benchmark_ref(job.benchmark)
+        members = [self._benchmark_ref(root) for root in job.member_benchmarks]
         attachments = {name: path.read_bytes() for name, path in job.attachments}
         need = resources_of(job)
         ref = self._remote.options(
@@ -135,7 +148,7 @@ class RayCluster:
             max_retries=0,
             retry_exceptions=False,
             name=f"zsl {job.kind} {job.label}",
-        ).remote(job.kind, job.task, benchmark, attachments)
+        ).remote(job.kind, job.task, benchmark, attachments, *members)
         self._refs[ref] = ticket
 
     def wait(self) -> list[tuple[int, Outcome]]:

@@ -12,6 +12,9 @@ benchmark's files and the task's input files. Two kinds:
   temporary folder whose files go back with the record), checks the record against the
   driver's hashes and returns the record as its JSON export
   (:func:`harness.results.records_io.dump_record`).
+- ``family`` (:class:`FamilyTask`): one package on several members of a benchmark family,
+  one ``run`` after another on this worker; back comes each member's outcome, as a ``run``
+  task's, in order (a failed member does not fail the others).
 - ``rescore`` (:class:`RescoreTask`): one stored record scored again from its archived
   prediction files (:func:`harness.results.rescore.rescore_record`), on the benchmark the
   driver verified; back comes the re-scored record's JSON export.
@@ -45,6 +48,7 @@ from harness.records import RunRecord
 
 __all__ = [
     "TASKS",
+    "FamilyTask",
     "RescoreTask",
     "RunTask",
     "Shipment",
@@ -91,6 +95,28 @@ class RunTask:
 
 
 @dataclass(frozen=True)
+class FamilyTask:
+    """The runs of one package on members of one benchmark family, one after another on one
+    worker: one job for the executor, a record (or a failure) per member.
+
+    ``runs``: each member's :class:`RunTask`; ``retries``: how many more times a member whose
+    failure is transient is tried again, in place (the driver's ``max_retries``).
+    """
+
+    family: str
+    runs: tuple[RunTask, ...]
+    retries: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> FamilyTask:
+        runs = tuple(RunTask(**run) for run in fields["runs"])
+        return cls(family=str(fields["family"]), runs=runs, retries=int(fields["retries"]))
+
+
+@dataclass(frozen=True)
 class RescoreTask:
     """One stored record to score again from its archived prediction files.
 
@@ -116,11 +142,19 @@ class Shipment:
     """What a node that does not share the driver's disk gets with a task.
 
     ``benchmark``: the frozen benchmark's files (relative posix path → bytes; None: the node
-    holds it, a shared ``ZSL_HOME``); ``attachments``: the task's input files by name.
+    holds it, a shared ``ZSL_HOME``); ``attachments``: the task's input files by name;
+    ``member_benchmarks``: a ``family`` task's, one per member run in order (each as
+    ``benchmark``).
     """
 
     benchmark: dict[str, bytes] | None = None
     attachments: dict[str, bytes] = field(default_factory=dict)
+    member_benchmarks: list[dict[str, bytes] | None] = field(default_factory=list)
+
+    def member(self, index: int) -> Shipment:
+        """What the ``index``-th member run of a family task gets."""
+        benchmarks = self.member_benchmarks
+        return Shipment(benchmarks[index] if index < len(benchmarks) else None)
 
 
 def node_name() -> str:
@@ -225,7 +259,25 @@ def execute(kind: str, task_json: str, shipment: Shipment | None = None) -> dict
     except KeyError:
         return _failure(f"unknown task kind {kind!r}", transient=False, exit_code=1)
     try:
-        return {"ok": True, "node": node_name(), **body(json.loads(task_json), shipment)}
+        fields = json.loads(task_json)
+    except ValueError as err:
+        return _failure(f"task is not JSON: {err}", transient=False, exit_code=1)
+    return _outcome(body, fields, shipment)
+
+
+def execute_json(kind: str, task_json: str, shipment: Shipment | None = None) -> str:
+    """:func:`execute` with its outcome as JSON text (the pool's and Ray's form)."""
+    return json.dumps(execute(kind, task_json, shipment), sort_keys=True)
+
+
+def _outcome(
+    body: Callable[[dict[str, Any], Shipment | None], dict[str, Any]],
+    fields: dict[str, Any],
+    shipment: Shipment | None,
+) -> dict[str, Any]:
+    """``body``'s result, or its failure classified (see the module docstring)."""
+    try:
+        return {"ok": True, "node": node_name(), **body(fields, shipment)}
     except HarnessError as err:
         return _failure(error_text(err), transient=False, exit_code=err.exit_code)
     except OSError as err:
@@ -233,11 +285,6 @@ def execute(kind: str, task_json: str, shipment: Shipment | None = None) -> dict
     except Exception as err:  # a bug, or something a submission provoked: keep where
         trace = " | ".join(traceback.format_exc().strip().splitlines()[-6:])
         return _failure(error_text(err), transient=False, exit_code=1, trace=trace)
-
-
-def execute_json(kind: str, task_json: str, shipment: Shipment | None = None) -> str:
-    """:func:`execute` with its outcome as JSON text (the pool's and Ray's form)."""
-    return json.dumps(execute(kind, task_json, shipment), sort_keys=True)
 
 
 def _failure(message: str, *, transient: bool, exit_code: int, trace: str = "") -> dict[str, Any]:
@@ -294,6 +341,27 @@ def _run(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
     return result
 
 
+def _run_family(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
+    """Each member run in turn, each with its own outcome: a member that fails (after its
+    retries, when the failure is transient) does not stop or fail the ones after it.
+
+    What the members share is this worker: one process (imports, registries) on one node, and
+    its page cache (the members of a family hold the same images, so a later member's features
+    are read from memory, not disk); each member still loads and verifies its own frozen
+    benchmark, opens and hashes the package, and runs its model in a runner of its own.
+    """
+    task = FamilyTask.from_fields(fields)
+    outcomes = []
+    for index, run in enumerate(task.runs):
+        member = None if shipment is None else shipment.member(index)
+        for _ in range(task.retries + 1):
+            outcome = _outcome(_run, asdict(run), member)
+            if outcome["ok"] or not outcome["transient"]:
+                break
+        outcomes.append(outcome)
+    return {"runs": outcomes}
+
+
 def _returned_file(path: Path, setting: str) -> dict[str, str]:
     return {
         "setting": setting,
@@ -343,6 +411,7 @@ def _rescore(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any
 #: in, the result's fields out.
 TASKS: dict[str, Callable[[dict[str, Any], Shipment | None], dict[str, Any]]] = {
     "run": _run,
+    "family": _run_family,
     "rescore": _rescore,
 }
 

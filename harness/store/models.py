@@ -71,6 +71,13 @@ class BenchmarkRow(SQLModel, table=True):
         description="classes with test images, names and nearest training class "
         "(BenchmarkInfo.test_classes)",
     )
+    # 0006: benchmarks stored before it have none (NULL), as benchmarks outside a family.
+    family: str | None = Field(
+        default=None, description="the family's main member id (BenchmarkInfo.family)"
+    )
+    family_member: str | None = Field(
+        default=None, description="this benchmark's label in its family (e.g. 'val2')"
+    )
 
 
 class SubmissionRow(SQLModel, table=True):

@@ -471,6 +471,8 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
                 "n_unseen": info.n_unseen,
                 "structure": dict(info.structure),
                 "test_classes": [c.model_dump(mode="json") for c in info.test_classes],
+                "family": info.family,
+                "family_member": info.family_member,
             },
         )
         row = session.exec(query).one()
@@ -492,6 +494,8 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
     row.n_unseen = info.n_unseen
     row.structure = dict(info.structure)
     row.test_classes = [c.model_dump(mode="json") for c in info.test_classes]
+    row.family = info.family
+    row.family_member = info.family_member
     session.add(row)
     session.flush()
     return row
@@ -750,6 +754,8 @@ def _record(
             n_unseen=bench.n_unseen,
             structure=dict(bench.structure or {}),
             test_classes=list(bench.test_classes or []),
+            family=bench.family,
+            family_member=bench.family_member,
         ),
         submission=SubmissionInfo.model_validate(
             {
