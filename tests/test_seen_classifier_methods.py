@@ -251,6 +251,40 @@ def test_two_classes_fit_scikit_learns_binomial_model(benchmark: FrozenBenchmark
     np.testing.assert_allclose(got, expected, rtol=0, atol=PROBA_ATOL)
 
 
+@pytest.mark.parametrize("name", PACKAGES)
+def test_runs_too_big_to_go_together_go_in_waves_with_the_same_result(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On many classes (SUN: 645) the C grid's runs together would pass the package's memory
+    limit, so they go in waves that fit ``LOCKSTEP_BYTES``; each run is the same in any wave."""
+    module = package_module(name)
+    rng = np.random.default_rng(3)
+    labels = np.repeat(np.arange(6), 12)
+    features = (rng.standard_normal((6, 10))[labels] + rng.standard_normal((72, 10))).astype(
+        np.float32
+    )
+    grid = (0.01, 0.1, 1.0, 10.0)
+    together = module.SeenClassifier.fit_grid(features, labels, grid)
+    one_run = module.SeenClassifier.run_bytes(72, 10, 6)
+    assert len(grid) * one_run <= module.SeenClassifier.LOCKSTEP_BYTES  # one wave by default
+    for per_wave in (1, 3):  # waves of 1 and of 3 + 1
+        monkeypatch.setattr(module.SeenClassifier, "LOCKSTEP_BYTES", per_wave * one_run + 1)
+        waves = module.SeenClassifier.fit_grid(features, labels, grid)
+        for a, b in zip(together, waves, strict=True):
+            assert (a.c, a.n_iter) == (b.c, b.n_iter)
+            np.testing.assert_allclose(a.coef, b.coef, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(a.intercept, b.intercept, rtol=0, atol=1e-12)
+
+
+def test_a_sun_size_task_fits_the_memory_limit_one_run_at_a_time() -> None:
+    """The wave size at SUN's scale (PS main fit: 10,320 images, 2,048-d, 645 classes): one run
+    at a time, each within the budget; at AWA2's (23,527 images, 40 classes) all runs at once."""
+    classifier = package_module("conse").SeenClassifier
+    sun = classifier.run_bytes(10_320, 2048, 645)
+    assert classifier.LOCKSTEP_BYTES // sun == 1
+    assert classifier.LOCKSTEP_BYTES // classifier.run_bytes(23_527, 2048, 40) >= 7
+
+
 def test_one_class_is_refused_with_a_message() -> None:
     module = package_module("trivial-hierarchy")
     features = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)

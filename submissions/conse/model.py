@@ -251,6 +251,11 @@ class SeenClassifier:
 
     MAX_ITER = 300
     TOL = 1e-4
+    #: What the runs in lockstep may hold together: L-BFGS-B's history and one round's logits,
+    #: probabilities and residuals (:meth:`run_bytes`). The package's 2 GiB address-space limit
+    #: also holds the features, the libraries and each thread's stack: on SUN (645 classes,
+    #: ~0.5 GB a run) the runs go one at a time, on AWA2 (40 classes, ~50 MB) all at once.
+    LOCKSTEP_BYTES = 640 * 2**20
 
     def __init__(
         self,
@@ -281,9 +286,21 @@ class SeenClassifier:
             )
         scaler, x = Standardiser.fit(features)
         free = len(classes) if len(classes) > 2 else 1
-        lockstep = Lockstep(x, y, free, [1.0 / (c * len(y)) for c in c_grid])
-        fits = lockstep.run(cls.MAX_ITER, cls.TOL)
+        l2s = [1.0 / (c * len(y)) for c in c_grid]
+        # Waves of as many runs as LOCKSTEP_BYTES holds; each run is the same in any wave.
+        wave = max(1, cls.LOCKSTEP_BYTES // cls.run_bytes(*x.shape, free))
+        fits = []
+        for start in range(0, len(l2s), wave):
+            fits += Lockstep(x, y, free, l2s[start : start + wave]).run(cls.MAX_ITER, cls.TOL)
         return [cls(scaler, classes, c, fitted) for c, fitted in zip(c_grid, fits, strict=True)]
+
+    @staticmethod
+    def run_bytes(n: int, d: int, free: int) -> int:
+        """The memory of one run in lockstep on ``n`` images of ``d`` features with ``free``
+        logit columns: L-BFGS-B's work arrays (``(2 m + 5) p`` floats for ``p`` parameters,
+        history ``m`` = 10) and five ``n x free`` float64 arrays per round."""
+        params = (d + 1) * free
+        return 8 * (25 * params + 5 * n * free)
 
     def log_proba(self, features: np.ndarray) -> np.ndarray:
         """``log p(y | x)`` ``[n, len(self.classes)]``, columns in ``self.classes`` order."""
