@@ -40,6 +40,7 @@ from harness.store.migrations import alembic_config, upgrade
 from tests import store_records
 from tests.conftest import REPO, SPECS, SUBMISSIONS
 from tests.store_fixtures import store_url
+from tests.test_site import scan
 
 __all__ = ["store_url"]  # the fixture: the migration test runs on both databases
 
@@ -556,18 +557,56 @@ def test_zsl_run_family_on_xlsa17_fixture_one_job_records_carry_the_family(
     make_release(tmp_path / "release", "AWA2", dim=64)
     monkeypatch.setenv("ZSL_XLSA17_DIR", str(tmp_path / "release"))
     paths = _xlsa17_family(tmp_path / "specs", "AWA2", tmp_path / "release")
-    args = ["run", str(SUBMISSIONS / "eszsl"), "--spec", str(paths[1]), "--family"]
+    packages = [str(SUBMISSIONS / "eszsl"), str(SUBMISSIONS / "sae")]
+    args = ["run", *packages, "--spec", str(paths[1]), "--family"]
     args += ["--executor", "local", "--jobs", "1", "--runner", "local", "--database-url", db]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "3 done, 0 failed, 0 skipped" in result.output
-    records = sorted(load_runs(open_store(db)), key=lambda r: r.benchmark.id)
+    assert "6 done, 0 failed, 0 skipped" in result.output
+    stored = load_runs(open_store(db))
+    records = sorted(stored, key=lambda r: (r.submission.name, r.benchmark.id))
     assert [(r.benchmark.id, r.benchmark.family, r.benchmark.family_member) for r in records] == [
         ("xlsa17-awa2-ps", "xlsa17-awa2-ps", "val1"),
         ("xlsa17-awa2-ps-val2", "xlsa17-awa2-ps", "val2"),
         ("xlsa17-awa2-ps-val3", "xlsa17-awa2-ps", "val3"),
-    ]
+    ] * 2
     # one test set: the members differ in their training/validation classes only
     assert len({r.benchmark.n_unseen for r in records}) == 1
     again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and "0 done, 0 failed, 3 skipped" in again.output
+    assert again.exit_code == 0 and "0 done, 0 failed, 6 skipped" in again.output
+    _check_robustness_page(stored, tmp_path / "site", db)
+
+
+def _check_robustness_page(records: list[RunRecord], site: Path, db: str) -> None:
+    """The site built from the store shows, for each package, the three members' primary ZSL
+    scores of these runs, their mean and range, and the rank matrix counted over them."""
+    built = CliRunner().invoke(
+        app, ["leaderboard", "build", "--out", str(site), "--database-url", db]
+    )
+    assert built.exit_code == 0, built.output
+    zsl: dict[str, dict[str, float]] = {}
+    for record in records:
+        metric = record.benchmark.primary["zsl"]
+        (score,) = [s for s in record.scores if s.setting == "zsl" and s.metric == metric]
+        zsl.setdefault(record.submission.name, {})[record.benchmark.family_member or ""] = (
+            100 * score.value
+        )
+    tables = scan(site / "robustness.html").tables
+    rows = {row[0].split()[0]: row for row in tables["table-robustness-zsl"] if row}
+    assert set(rows) == {"eszsl", "sae"}, rows
+    for name, by_member in zsl.items():
+        values = [by_member[m] for m in ("val1", "val2", "val3")]
+        mean, spread = sum(values) / 3, max(values) - min(values)
+        expected = [f"{v:.1f}" for v in (*values, mean, spread)]
+        assert rows[name][1:6] == expected, (name, rows[name])
+        assert rows[name][7] == "3/3", rows[name]
+    # Rank matrix over the 3 member benchmarks: each package ranked 1st or 2nd on each (a
+    # tie splits its count), by the ZSL scores above.
+    counts = {row[0].split()[0]: row for row in tables["table-rank-counts-zsl"] if row}
+    for name, other in (("eszsl", "sae"), ("sae", "eszsl")):
+        first = sum(
+            1.0 if zsl[name][m] > zsl[other][m] else 0.5 if zsl[name][m] == zsl[other][m] else 0
+            for m in ("val1", "val2", "val3")
+        )
+        assert counts[name][1] == "3/3", counts[name]
+        assert [float(c) for c in counts[name][3:5]] == [first, 3 - first], counts[name]
