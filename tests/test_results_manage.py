@@ -365,7 +365,7 @@ def test_dry_run_of_a_model_names_the_runner_and_an_unprepared_benchmark(
         f"  benchmark: not prepared yet: `zsl run` would prepare it first (or `zsl data prepare "
         f"{DEMO}`) under {root}",
         "  run:       would run model:ESZSL in the local runner (fit, then predict for zsl, gzsl,"
-        " zsl_val, gzsl_val; at most 600 s, 2 GB, 1 CPU, 0 GPU), then score",
+        " zsl_val, gzsl_val; at most 600 s, 2 GB, 2 CPU, 0 GPU), then score",
         "  store:     would store nothing (--no-store)",
     ]
     assert not root.exists()
