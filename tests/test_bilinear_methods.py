@@ -6,9 +6,6 @@ well above chance (1/20 on ZSL top-1); each loss is checked on a tiny hand-compu
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
-
 import numpy as np
 import pytest
 
@@ -16,6 +13,7 @@ from harness.pipeline import run_submission
 from harness.submission.package import load_package
 from harness.tasks import TrainTask
 from tests.conftest import SPECS, SUBMISSIONS
+from tests.reference_benchmarks import package_module
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
@@ -38,17 +36,8 @@ SCORES = [[2.0, 1.5, 0.2], [0.0, 0.3, 0.1]]
 LABELS = [0, 2]
 
 
-def _module(name: str) -> ModuleType:
-    path = SUBMISSIONS / name / "model.py"
-    spec = importlib.util.spec_from_file_location(f"bilinear_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _loss(name: str, scores: list[list[float]], labels: list[int]) -> float:
-    cls = getattr(_module(name), METHODS[name][0])
+    cls = getattr(package_module(name), METHODS[name][0])
     value = cls.loss(torch.tensor(scores), torch.tensor(labels))
     return float(value)
 
@@ -112,7 +101,7 @@ def test_fit_predict_on_a_tiny_task(name: str) -> None:
         hierarchy=None,
         seed=0,
     )
-    model = getattr(_module(name), METHODS[name][0])(epochs=(2, 5))
+    model = getattr(package_module(name), METHODS[name][0])(epochs=(2, 5))
     model.fit(task)
     assert model.lr_ in model.learning_rates and model.epochs_ in (2, 5)
     scores = model.predict(features[:7], np.array([5, 1, 3]))

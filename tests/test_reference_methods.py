@@ -6,9 +6,6 @@ as its method is expected to (chance on ZSL top-1 is 1/20).
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
-
 import numpy as np
 import pytest
 
@@ -18,6 +15,7 @@ from harness.spec import load_spec
 from harness.submission.package import load_package
 from harness.tasks import Bundle, write_bundle
 from tests.conftest import SPECS, SUBMISSIONS
+from tests.reference_benchmarks import package_module
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
@@ -39,15 +37,6 @@ def _value(record, setting: str, metric: str) -> float:  # type: ignore[no-untyp
     entry = record.score(setting, metric)
     assert entry is not None, (setting, metric)
     return float(entry.value)
-
-
-def _module(name: str) -> ModuleType:
-    path = SUBMISSIONS / name / "model.py"
-    spec = importlib.util.spec_from_file_location(f"reference_{name.replace('-', '_')}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +72,7 @@ def test_runs_on_the_demo_deterministically_and_above_chance(name: str) -> None:
 def test_flat_classifier_returns_log_posteriors_shared_by_nearest_seen_classes(
     bundle: Bundle,
 ) -> None:
-    module = _module("flat-seen-classifier")
+    module = package_module("flat-seen-classifier")
     task = bundle.train_task()
     model = module.FlatSeenClassifier(c_grid=(0.1,))
     model.fit(task)
@@ -109,7 +98,7 @@ def test_flat_classifier_returns_log_posteriors_shared_by_nearest_seen_classes(
 
 
 def test_trivial_solution_breaks_ties_and_needs_a_hierarchy(bundle: Bundle) -> None:
-    module = _module("trivial-hierarchy")
+    module = package_module("trivial-hierarchy")
     task = bundle.train_task(seed=3)
     model = module.TrivialHierarchy(c_grid=(1.0,))
     model.fit(task)
