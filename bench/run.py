@@ -11,12 +11,14 @@ plain-Python comparisons. Then the leaderboard site (``bench/site_scale.py``): b
 run under the container runner vs the sandbox (``bench/container_overhead.py``), and ALE /
 DeViSE / SJE on CPU vs GPU (``bench/gpu_methods.py``, "not measured" without a GPU). And the
 command line's start-up: ``zsl --version`` and ``zsl --help`` (``bench/cli_startup.py``, target
-< 0.5 s). Then the reference methods at real scale (``bench/methods.py``, ``methods``): each
-model package end to end through ``zsl run`` (sandbox runner) on the AWA2-size and CUB-size
+< 0.5 s). Then feature extraction (``bench/features.py``, ``features``): ResNet-101 at 224 px,
+images/s end to end and forward only, on the CPU and, when torch sees one, the GPU (``--only
+features`` alone). Then the reference methods at real scale (``bench/methods.py``, ``methods``):
+each model package end to end through ``zsl run`` (sandbox runner) on the AWA2-size and CUB-size
 fixtures, wall time, peak RSS and per-fit split against the issue-15 targets, and all nine × the
-five xlsa17 PS specs as one matrix (target <= 20 min; 20+ min of CPU). ``--only methods`` runs
-that section alone, ``--methods NAMES`` / ``--datasets NAMES`` / ``--packages DIR`` narrow it
-or point it at another copy of the packages, ``--no-methods-matrix`` leaves the matrix out.
+five xlsa17 PS specs as one matrix (target <= 20 min; 20+ min of CPU). ``--only methods`` runs that
+section alone, ``--methods NAMES`` / ``--datasets NAMES`` / ``--packages DIR`` narrow it or point
+it at another copy of the packages, ``--no-methods-matrix`` leaves the matrix out.
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "report.json")
-    parser.add_argument("--only", choices=["methods"], help="run only this section")
+    parser.add_argument(
+        "--only",
+        choices=["methods", "features"],
+        help="run only this section",
+    )
     parser.add_argument("--methods", help="methods section: comma-separated package names")
     parser.add_argument("--datasets", help="methods section: comma-separated fixtures")
     parser.add_argument("--packages", type=Path, help="methods section: folder of the packages")
@@ -80,8 +86,14 @@ def main() -> None:
             matrix=args.methods_matrix,
         )
 
-    if args.only == "methods":
-        report_only = {"methods": methods_section()}
+    import features as features_bench
+
+    if args.only is not None:
+        report_only = {
+            args.only: methods_section()
+            if args.only == "methods"
+            else features_bench.measure(work / "features")
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report_only, indent=1, sort_keys=True) + "\n")
         shutil.rmtree(work, ignore_errors=True)
@@ -159,6 +171,7 @@ def main() -> None:
         "gpu_methods": gpu_methods.measure(work),
     }
     startup = cli_startup.measure()
+    features_report = features_bench.measure(work / "features")
     methods_report = methods_section()
     report = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count() or 0},
@@ -168,6 +181,7 @@ def main() -> None:
         "site_build": site_build,
         "scale_out": scale_out,
         "cli_startup": startup,
+        "features": features_report,
         "methods": methods_report,
         "targets_met": all(
             r["seconds"] < r["target_seconds"] for r in results.values() if "target_seconds" in r

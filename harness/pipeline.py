@@ -270,6 +270,7 @@ def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
         test_classes=test_classes(bench),
         family=spec.family.id if spec.family else None,
         family_member=spec.family.member if spec.family else None,
+        provenance=bench.frozen.meta.get("provenance"),
     )
 
 

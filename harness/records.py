@@ -29,8 +29,11 @@ from harness.submission.package import BIBTEX_MAX_CHARS, README_MAX_CHARS
 __all__ = [
     "RUN_METADATA_FIELDS",
     "BenchmarkInfo",
+    "BenchmarkProvenance",
     "ClassCurve",
     "ClassValues",
+    "EmbeddingProvenance",
+    "FeatureProvenance",
     "Interval",
     "RunKey",
     "RunRecord",
@@ -188,6 +191,48 @@ class ScoredClass(BaseModel):
     )
 
 
+class FeatureProvenance(BaseModel):
+    """How a harness-extracted feature set was made (``zsl features extract``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set_hash: str
+    backbone: str
+    layer: str
+    weights: dict[str, str] = Field(description="source, name and sha256 of the weights file")
+    pretrained_on: dict[str, Any] = Field(description="what the weights were trained on")
+    preprocessing: dict[str, Any] = Field(description="every step, image file to network input")
+    precision: str
+    device: str
+    images: dict[str, Any] = Field(description="counts and hashes of the images extracted")
+    skipped: int = Field(0, description="unreadable images left out (--skip-bad)")
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class EmbeddingProvenance(BaseModel):
+    """How a class-embedding set was made (``zsl embeddings build``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set_hash: str
+    model: str | None = None
+    model_files: dict[str, str] = Field(default_factory=dict, description="file -> sha256")
+    text: str | None = Field(None, description="what was embedded per class")
+
+
+class BenchmarkProvenance(BaseModel):
+    """The harness-made sets a benchmark was frozen from: a feature set (adapter
+    ``feature-set``) and class-embedding sets (``feature-set``, or ``imagenet``'s
+    ``embedding_sets``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    features: FeatureProvenance | None = Field(
+        None, description="None: the features were brought as files"
+    )
+    class_embeddings: dict[str, EmbeddingProvenance] = Field(default_factory=dict)
+
+
 class BenchmarkInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -217,13 +262,19 @@ class BenchmarkInfo(BaseModel):
     family_member: str | None = Field(
         None, description="this benchmark's short label within its family, e.g. 'val2'"
     )
+    provenance: BenchmarkProvenance | None = Field(
+        None,
+        description="the harness-made feature set (weights sha256, preprocessing) and class"
+        " embeddings the benchmark was frozen from; None: features brought as files",
+    )
 
     @model_serializer(mode="wrap")
     def _without_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A benchmark outside any family serializes as it did before families existed, so its
-        # records (the demo's) stay byte-identical and keep their ids.
+        # A benchmark outside any family, or without harness-made features, serializes as it
+        # did before those keys existed, so its records (the demo's) stay byte-identical and
+        # keep their ids.
         data: dict[str, Any] = handler(self)
-        for name in ("family", "family_member"):
+        for name in ("family", "family_member", "provenance"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

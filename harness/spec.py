@@ -50,6 +50,8 @@ from pydantic import (
 
 from harness import yamlio
 from harness.errors import SpecError
+from harness.features.backbones import is_weights_name, named_weights_pretrained_on
+from harness.features.preprocess import PRESETS, Preprocessing
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
 from harness.records import Setting
@@ -89,11 +91,127 @@ class PretrainedOn(_Strict):
         return self
 
 
+class ExtractSpec(_Strict):
+    """Features the harness extracts itself (`zsl features extract`, run by `zsl data prepare`
+    and cached by the inputs' hashes): which images, which torchvision backbone and weights,
+    how each image is preprocessed. See :mod:`harness.features`."""
+
+    images: str = Field(
+        description="folder of class folders, or an image list ('path<TAB>class_id[<TAB>box]'),"
+        " relative to the spec file"
+    )
+    backbone: str = Field("resnet101", description="torchvision classification model name")
+    layer: str | None = Field(
+        None, description="node to read (default: the input of the classifier head)"
+    )
+    weights: str = Field(
+        description="weights file (relative to the spec file) or torchvision weights name"
+        " (IMAGENET1K_V2, DEFAULT)"
+    )
+    weights_sha256: Checksum | None = Field(
+        None, description="the weights file's sha256 ('sha256:<hex>'); other weights are refused"
+    )
+    pretrained_on: PretrainedOn | None = Field(
+        None,
+        description="what a weights *file* was trained on (torchvision weights names need none:"
+        " they are ILSVRC-2012's)",
+    )
+    preprocessing: str | Preprocessing | None = Field(
+        None,
+        description="a preset (imagenet-eval, whole-image-224, box-224) or the steps; default:"
+        " the torchvision weights' own evaluation transform, else imagenet-eval",
+    )
+    precision: Literal["fp32", "fp16", "bf16"] = "fp32"
+    batch_size: int = Field(64, gt=0, le=4096)
+    skip_bad: bool = Field(
+        False, description="leave out (and record) images that cannot be read, instead of stopping"
+    )
+
+    @field_validator("preprocessing", mode="before")
+    @classmethod
+    def _steps(cls, value: Any) -> Any:
+        # Validate the steps here, so a mistake is reported as itself rather than as "not a
+        # string" (the first member of the union)
+        if isinstance(value, dict):
+            try:
+                return Preprocessing.model_validate(value)
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                message = str(first["msg"]).removeprefix("Value error, ")
+                raise ValueError(f"{where + ': ' if where else ''}{message}") from None
+        return value
+
+    @field_validator("preprocessing")
+    @classmethod
+    def _known_preset(cls, value: str | Preprocessing | None) -> str | Preprocessing | None:
+        if isinstance(value, str) and value not in PRESETS:
+            raise ValueError(f"unknown preset {value!r}; one of {', '.join(sorted(PRESETS))}")
+        return value
+
+    @model_validator(mode="after")
+    def _declared_training(self) -> ExtractSpec:
+        named = is_weights_name(self.weights)
+        if named:
+            named_weights_pretrained_on(self.weights)  # a name torchvision's ImageNet weights use
+        if named and self.pretrained_on is not None:
+            raise ValueError(
+                "torchvision weights names carry what they were trained on (ILSVRC-2012);"
+                " 'pretrained_on' is for weights files"
+            )
+        if not named and self.pretrained_on is None:
+            raise ValueError(
+                f"weights file {self.weights!r}: declare what it was trained on in"
+                " 'pretrained_on' (class_set: ilsvrc2012, none, ... or wnids)"
+            )
+        return self
+
+    def weights_pretrained_on(self) -> PretrainedOn:
+        """What the weights were trained on: a file's declaration, or a torchvision name's."""
+        if self.pretrained_on is not None:
+            return self.pretrained_on
+        return PretrainedOn(class_set=named_weights_pretrained_on(self.weights))
+
+
 class FeatureSpec(_Strict):
     name: str
     dim: int = Field(gt=0)
     backbone: str
-    pretrained_on: PretrainedOn
+    pretrained_on: PretrainedOn = Field(
+        description="what the backbone was trained on; with 'extract' it comes from the weights"
+    )
+    extract: ExtractSpec | None = Field(
+        None, description="extract the features from images (adapter 'feature-set')"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pretrained_from_weights(cls, data: Any) -> Any:
+        # Harness-extracted features: what the backbone saw is a property of the weights, so
+        # the leakage audit needs no hand declaration (one given must agree).
+        if not isinstance(data, dict) or not isinstance(data.get("extract"), dict):
+            return data
+        try:
+            extract = ExtractSpec.model_validate(data["extract"])
+        except ValidationError:
+            # Reported at 'extract' by the field's own validation; a stand-in keeps a second,
+            # misleading "pretrained_on: field required" out of the report (it never survives:
+            # the spec is refused for 'extract').
+            return (
+                data
+                if "pretrained_on" in data
+                else {**data, "pretrained_on": {"class_set": "none"}}
+            )
+        derived = extract.weights_pretrained_on().model_dump(exclude_none=True)
+        given = data.get("pretrained_on")
+        if given is None:
+            return {**data, "pretrained_on": derived}
+        if given != derived:
+            raise ValueError(
+                f"pretrained_on: {given} contradicts the extraction's weights, trained on"
+                f" {derived}; leave pretrained_on out (it comes from the weights)"
+            )
+        return data
 
 
 class AuditSpec(_Strict):
@@ -387,6 +505,7 @@ class Spec(_Strict):
             mode="json", include={"benchmark", "version", "data", "features", "class_embeddings"}
         )
         payload["data"].pop("checksum", None)  # an expectation about the data, not a definition
+        _drop_absent_extract(payload)
         payload["splits"] = self.splits.variant
         hierarchy = self.hierarchy_path()
         if hierarchy is not None:
@@ -398,6 +517,7 @@ class Spec(_Strict):
         payload = self.model_dump(mode="json")
         if payload["family"] is None:  # specs without a family hash as before the key existed
             del payload["family"]
+        _drop_absent_extract(payload)
         payload["_data"] = self.data_hash()
         audit_map = self.audit_map_path()
         if audit_map is not None:  # the map decides the audit a record carries
@@ -408,6 +528,13 @@ class Spec(_Strict):
                     f"cannot read audit.wordnet_map {audit_map}: {err.strerror}"
                 ) from None
         return json_sha256(payload)
+
+
+def _drop_absent_extract(payload: dict[str, Any]) -> None:
+    """Specs without ``features.extract`` hash as before the key existed (their frozen
+    benchmarks and records keep their hashes)."""
+    if payload["features"].get("extract", False) is None:
+        del payload["features"]["extract"]
 
 
 def _file_sha256(path: Path) -> str:

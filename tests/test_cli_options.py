@@ -54,7 +54,7 @@ def _readme_options() -> set[str]:
     names: set[str] = set()
     for line in table.splitlines()[2:]:
         first_cell = line.split("|")[1]
-        names.update(re.findall(r"--[a-z][a-z-]*", first_cell))
+        names.update(re.findall(r"--[a-z][a-z0-9-]*", first_cell))
     return names
 
 

@@ -32,7 +32,7 @@ from harness.runners.gpus import (
     parse_smi,
 )
 from harness.runners.local import LocalRunner, local_env
-from harness.runners.sandbox import SandboxRunner, sandbox_argv
+from harness.runners.sandbox import SandboxRunner, library_address_space, sandbox_argv
 from tests.conftest import REPO, needs_bwrap
 
 SMI = "0, 0, GPU-aaaa-0000\n1, 1, GPU-bbbb-1111\n2, 3, GPU-cccc-3333\n"
@@ -189,7 +189,8 @@ def test_sandbox_without_gpus_binds_no_device_and_hides_all(dev: Path, tmp_path:
     assert "--dev-bind" not in argv and not [a for a in argv if "nvidia" in a]
     assert ("/sys", "/sys") not in _binds(argv, "--ro-bind")
     assert _setenv(argv)["CUDA_VISIBLE_DEVICES"] == ""
-    assert argv[argv.index("-c") + 2] == str(1 << 30)
+    # the run's memory plus the address space the environment's libraries may take
+    assert argv[argv.index("-c") + 2] == str((1 << 30) + library_address_space())
 
 
 def test_sandbox_names_gpus_by_uuid_where_known(dev: Path, tmp_path: Path) -> None:

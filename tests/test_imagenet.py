@@ -544,3 +544,80 @@ def test_shipped_specs_validate_and_expect_the_true_sizes(lists: Path, name: str
     assert (expect.train_classes or 0) + (expect.val_classes or 0) == len(train)
     if name != "goz":  # hop splits are titled by their true size, not a literature name
         assert f"({len(test):,} classes)" in spec.title and "literature" not in spec.title
+
+
+def _embedding_set(
+    out: Path, wnids: list[str], dim: int = 4, seed: int = 1
+) -> tuple[Any, np.ndarray]:
+    """A class-embedding set, as `zsl embeddings build` writes one, for ``wnids``."""
+    from harness.features.sets import write_set
+
+    table = np.random.default_rng(seed).normal(size=(len(wnids), dim)).astype(np.float32)
+    arrays = {
+        "embeddings": table,
+        "class_ids": np.array(wnids),
+        "class_names": np.array(wnids),
+        "texts": np.array(wnids),
+    }
+    provenance = {"model": "test-vectors", "model_files": {}, "text": "wnid"}
+    return write_set(out, arrays, "class-embeddings", provenance), table
+
+
+def test_adapter_reads_class_embeddings_from_a_set_matched_by_wnid(
+    tmp_path: Path,
+    lists: Path,
+    splits: dict[str, tuple[str, ...]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wnids = all_wnids(lists)
+    root = tmp_path / "features"
+    write_user_features(root, wnids, [wnids[0], "n01440764", splits["within-1-hop"][5]])
+
+    def load(name: str, **params: Any) -> Any:
+        # each variant in its own folder and ZSL_HOME (its spec data differ, its version not)
+        (tmp_path / name).mkdir()
+        monkeypatch.setenv("ZSL_HOME", str(tmp_path / name / "home"))
+        return _load(tmp_path / name, lists, root, **params)
+
+    # the set lists the classes in another order than wnids.txt: rows are matched by wnid
+    shuffled = list(reversed(wnids))
+    made, table = _embedding_set(tmp_path / "emb", shuffled)
+    bench = load(
+        "ok", embedding_sets={"word2vec": {"path": str(tmp_path / "emb"), "hash": made.hash}}
+    )
+    class_ids = bench.class_ids.tolist()
+    row = {w: i for i, w in enumerate(shuffled)}
+    np.testing.assert_array_equal(
+        bench.array("embeddings/word2vec"), table[[row[w] for w in class_ids]]
+    )
+    provenance = bench.frozen.meta["provenance"]["class_embeddings"]["word2vec"]
+    assert provenance["set_hash"] == made.hash and provenance["model"] == "test-vectors"
+    assert "features" not in bench.frozen.meta["provenance"]  # the features were brought as files
+    # a set without some split classes: refused, or those classes dropped
+    gone = list(splits["within-1-hop"][:2])
+    _embedding_set(tmp_path / "partial", [w for w in wnids if w not in gone])
+    partial = {"word2vec": {"path": str(tmp_path / "partial")}}
+    with pytest.raises(SpecError, match=r"embedding_sets\.word2vec: the set lacks 2 class\(es\)"):
+        load("refused", embedding_sets=partial)
+    dropped = load("dropped", embedding_sets=partial, classes_without_embedding="drop")
+    assert dropped.frozen.meta["dropped_without_embedding"] == sorted(gone)
+    _embedding_set(tmp_path / "wide", wnids, dim=6)
+    for number, (bad, message) in enumerate(
+        [
+            (
+                {"word2vec": {"path": str(tmp_path / "emb"), "hash": "sha256:" + "3" * 64}},
+                "not the pinned",
+            ),
+            (
+                {"glove": {"path": str(tmp_path / "emb")}},
+                r"names \['glove'\], which class_embeddings",
+            ),
+            ({"word2vec": {"path": str(root)}}, "is not a class-embedding set"),
+            (
+                {"word2vec": {"path": str(tmp_path / "wide")}},
+                "the set is 6-d, class_embeddings declares 4",
+            ),
+        ]
+    ):
+        with pytest.raises(SpecError, match=message):
+            load(f"bad{number}", embedding_sets=bad)

@@ -20,7 +20,7 @@ from harness.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners import base
 from harness.runners.base import RunJob, run_process, truncate
-from harness.runners.sandbox import sandbox_argv
+from harness.runners.sandbox import library_address_space, sandbox_argv
 from tests.conftest import REPO, SPECS, needs_bwrap
 from tests.test_sandbox import _package
 
@@ -125,7 +125,25 @@ def test_tmp_is_sized_and_file_size_follows_memory(tmp_path: Path) -> None:
     i = argv.index("--tmpfs")
     assert argv[i + 1] == "/tmp" and argv[i - 2 : i] == ["--size", str(GIB // 4)]
     tail = argv[argv.index("-c") + 2 :]
-    assert tail[0] == str(GIB // 4) and tail[3] == str(GIB // 4)  # RLIMIT_AS, RLIMIT_FSIZE
+    # RLIMIT_AS: the run's memory plus the environment's shared libraries; RLIMIT_FSIZE
+    assert tail[0] == str(GIB // 4 + library_address_space()) and tail[3] == str(GIB // 4)
+
+
+def test_the_address_space_allowance_covers_the_installed_libraries() -> None:
+    """A CUDA build of torch maps ~3 GiB of libraries on import, GPU or not (the sandboxed
+    import itself: `test_validate_cli.py::test_shipped_package_validates[ale]`); the allowance
+    holds every shared library of torch and numpy, and grows with what is installed."""
+    import numpy
+    import torch
+
+    libraries = [
+        p
+        for package in (torch, numpy)
+        for p in Path(package.__file__).parent.rglob("*")
+        if p.is_file() and (p.name.endswith(".so") or ".so." in p.name)
+    ]
+    assert len(libraries) > 2
+    assert library_address_space() >= sum(p.stat().st_size for p in libraries)
 
 
 @needs_bwrap

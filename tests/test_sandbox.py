@@ -12,7 +12,7 @@ import pytest
 from harness.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
-from harness.runners.sandbox import SandboxRunner, sandbox_argv
+from harness.runners.sandbox import SandboxRunner, library_address_space, sandbox_argv
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
@@ -67,7 +67,8 @@ def test_argv_binds_read_only_and_leaves_only_out_writable(tmp_path: Path) -> No
     ]
     assert "/etc/shadow" not in argv and os.environ.get("ZSL_HOME", "") not in argv
     tail = argv[argv.index("-c") + 2 :]
-    assert tail[:7] == [str(1 << 30), "1810", "256", str(1 << 30), "1024", "-1", "--"]
+    address_space = str((1 << 30) + library_address_space())  # memory + the libraries' size
+    assert tail[:7] == [address_space, "1810", "256", str(1 << 30), "1024", "-1", "--"]
     assert tail[-6:] == ["/bundle", "/package", "model:M", "/out", "--seed", "7"]
 
 

@@ -68,6 +68,16 @@ COMMANDS: dict[str, Command] = {
         "delete, hide, unhide).",
     ),
     "image": Command("harness.cli.image", "app", "Build worker images for runner 'container'."),
+    "features": Command(
+        "harness.cli.features",
+        "app",
+        "Extract image features with torchvision backbones into frozen, hashed feature sets.",
+    ),
+    "embeddings": Command(
+        "harness.cli.embeddings",
+        "app",
+        "Build frozen class embeddings from class names and glosses with offline text models.",
+    ),
     "run": Command(
         "harness.cli.run",
         "run",

@@ -6,6 +6,7 @@ so a spec's ``data.params`` is validated like any other key.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +25,8 @@ __all__ = [
     "Adapter",
     "RawBenchmark",
     "adapters",
+    "hold_out_per_class",
+    "split_by_class",
 ]
 
 SPLIT_CLASS_KEYS = ("train_classes", "val_classes", "unseen_classes")
@@ -60,3 +63,40 @@ class Adapter(Protocol):
 
 
 adapters: Registry[Adapter] = Registry("data adapter")
+
+
+def hold_out_per_class(
+    labels: np.ndarray, classes: Iterable[int], fraction: float, draw: np.ndarray
+) -> np.ndarray:
+    """A mask of ``round(fraction * n)`` images of each of ``classes`` (those of smallest
+    ``draw``), none of a class where that would be none or all of its images."""
+    held_out = np.zeros(len(labels), bool)
+    for c in classes:
+        members = np.flatnonzero(labels == c)
+        n_out = round(fraction * len(members))
+        if 0 < n_out < len(members):
+            held_out[members[np.argsort(draw[members], kind="stable")[:n_out]]] = True
+    return held_out
+
+
+def split_by_class(
+    labels: np.ndarray,
+    train: np.ndarray,
+    val: np.ndarray,
+    unseen: np.ndarray,
+    held_out: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The protocol's splits (int64) from its class sets and the held-out seen images: held-out
+    images of seen classes are ``test_seen``, the others train or validate by their class;
+    every image of an unseen class is ``test_unseen``."""
+    seen = np.concatenate([train, val])
+    splits = {
+        "train_classes": train,
+        "val_classes": val,
+        "unseen_classes": unseen,
+        "train_images": np.flatnonzero(np.isin(labels, train) & ~held_out),
+        "val_images": np.flatnonzero(np.isin(labels, val) & ~held_out),
+        "test_seen_images": np.flatnonzero(np.isin(labels, seen) & held_out),
+        "test_unseen_images": np.flatnonzero(np.isin(labels, unseen)),
+    }
+    return {key: value.astype(np.int64) for key, value in splits.items()}

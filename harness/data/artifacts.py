@@ -47,9 +47,11 @@ __all__ = [
     "CacheAction",
     "FrozenBenchmark",
     "OutdatedFormatError",
+    "artifact_path",
     "benchmark_dir",
     "benchmark_hash",
     "cache_action",
+    "load_verified",
     "outdated_message",
     "write_frozen",
     "zsl_home",
@@ -108,7 +110,40 @@ def outdated_message(root: Path, found: str, spec: str = "SPEC") -> str:
     )
 
 
-def _artifact_path(root: Path, name: str) -> Path:
+def load_verified(path: Path, entry: ArtifactEntry, name: str, *, remedy: str) -> np.ndarray:
+    """Load one ``.npy`` artifact (memory-mapped read-only when large) and check its shape, dtype
+    and content hash against ``entry``; a mismatch is an :class:`IntegrityError` ending in
+    ``remedy`` (what the user does about it)."""
+    expected_bytes = int(np.prod(entry.shape, dtype=np.int64)) * np.dtype(entry.dtype).itemsize
+    mmap: Literal["r"] | None = "r" if expected_bytes >= MMAP_THRESHOLD_BYTES else None
+    try:
+        array = np.load(path, allow_pickle=False, mmap_mode=mmap)
+    except FileNotFoundError:
+        raise IntegrityError(f"{path}: artifact file is missing. {remedy}") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise IntegrityError(
+            f"{path}: artifact file is truncated or corrupt ({err}). {remedy}"
+        ) from None
+    problem = None
+    if tuple(array.shape) != entry.shape:
+        problem = f"shape {tuple(array.shape)} instead of {entry.shape}"
+    elif array.dtype.str != entry.dtype:
+        problem = f"dtype {array.dtype.str} instead of {entry.dtype}"
+    else:
+        actual = array_sha256(array)
+        if actual != entry.sha256:
+            problem = f"content hash {actual} instead of {entry.sha256}"
+    if problem is not None:
+        raise IntegrityError(
+            f"{path}: artifact {name!r} does not match the manifest: {problem}. The file was"
+            f" modified or damaged after freezing. {remedy}"
+        )
+    if mmap is None:
+        array.setflags(write=False)
+    return array
+
+
+def artifact_path(root: Path, name: str) -> Path:
     if name.startswith("/") or ".." in name.split("/") or not name:
         raise ValueError(f"bad artifact name {name!r}")
     return root.joinpath(*name.split("/")).with_suffix(".npy")
@@ -159,7 +194,7 @@ def write_frozen(
             array = np.asarray(arrays[name])
             if array.dtype.hasobject:
                 raise TypeError(f"artifact {name!r} has an object dtype; it cannot be frozen")
-            path = _artifact_path(tmp, name)
+            path = artifact_path(tmp, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             np.save(path, array, allow_pickle=False)
             entries[name] = ArtifactEntry(
@@ -242,7 +277,7 @@ class FrozenBenchmark:
         return sorted(n for n in self.entries if n.startswith(prefix))
 
     def path(self, name: str) -> Path:
-        return _artifact_path(self.root, name)
+        return artifact_path(self.root, name)
 
     def array(self, name: str) -> np.ndarray:
         """Load, verify and cache one artifact (memory-mapped read-only when large)."""
@@ -256,35 +291,13 @@ class FrozenBenchmark:
                 f"{self.root}: artifact {name!r} is not in the manifest"
                 f" (have: {', '.join(sorted(self.entries))})"
             ) from None
-        path = self.path(name)
-        expected_bytes = int(np.prod(entry.shape, dtype=np.int64)) * np.dtype(entry.dtype).itemsize
-        mmap: Literal["r"] | None = "r" if expected_bytes >= MMAP_THRESHOLD_BYTES else None
-        try:
-            array = np.load(path, allow_pickle=False, mmap_mode=mmap)
-        except FileNotFoundError:
-            raise IntegrityError(f"{path}: artifact file is missing") from None
-        except (ValueError, OSError, EOFError) as err:
-            raise IntegrityError(
-                f"{path}: artifact file is truncated or corrupt ({err}). Delete {self.root}"
-                " and run `zsl data prepare` again."
-            ) from None
-        problem = None
-        if tuple(array.shape) != entry.shape:
-            problem = f"shape {tuple(array.shape)} instead of {entry.shape}"
-        elif array.dtype.str != entry.dtype:
-            problem = f"dtype {array.dtype.str} instead of {entry.dtype}"
-        else:
-            actual = array_sha256(array)
-            if actual != entry.sha256:
-                problem = f"content hash {actual} instead of {entry.sha256}"
-        if problem is not None:
-            raise IntegrityError(
-                f"{path}: artifact {name!r} does not match the manifest: {problem}. The file was"
-                f" modified or damaged after freezing. Delete {self.root} and run"
-                " `zsl data prepare` again; it is never rebuilt silently."
-            )
-        if mmap is None:
-            array.setflags(write=False)
+        array = load_verified(
+            self.path(name),
+            entry,
+            name,
+            remedy=f"Delete {self.root} and run `zsl data prepare` again; it is never rebuilt"
+            " silently.",
+        )
         self._cache[name] = array
         return array
 

@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.data.adapters import RawBenchmark, adapters
+from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
 from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.textio import read_text_file
 
@@ -572,22 +572,8 @@ def standard_split(
     labels = release.labels
     rng = np.random.Generator(np.random.PCG64([seed, zlib.crc32(dataset.encode())]))
     draw = rng.random(len(labels))
-    held_out = np.zeros(len(labels), bool)
-    for c in seen:
-        members = np.flatnonzero(labels == c)
-        n_out = round(SS_TEST_SEEN_FRACTION * len(members))
-        if 0 < n_out < len(members):
-            held_out[members[np.argsort(draw[members], kind="stable")[:n_out]]] = True
-    splits = {
-        "train_classes": train,
-        "val_classes": val,
-        "unseen_classes": unseen,
-        "train_images": np.flatnonzero(np.isin(labels, train) & ~held_out),
-        "val_images": np.flatnonzero(np.isin(labels, val) & ~held_out),
-        "test_seen_images": np.flatnonzero(np.isin(labels, seen) & held_out),
-        "test_unseen_images": np.flatnonzero(np.isin(labels, unseen)),
-    }
-    splits = {k: v.astype(np.int64) for k, v in splits.items()}
+    held_out = hold_out_per_class(labels, seen, SS_TEST_SEEN_FRACTION, draw)
+    splits = split_by_class(labels, train, val, unseen, held_out)
     _assert_no_test_in_fit(splits)
     return splits
 

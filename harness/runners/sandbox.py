@@ -17,6 +17,14 @@ without it) and the folders of the driver's libraries where they lie outside ``/
 which gets no device node either. A GPU run has no address-space rlimit (CUDA reserves far more
 address space than it uses); the cgroup, or the watchdog, still bounds its memory.
 
+The address-space rlimit of a CPU run is ``memory_gb`` *plus* the size of the shared libraries
+installed in the Python environment (:func:`library_address_space`): mapping a library reserves
+address space for all of it, resident or not, and a CUDA build of torch (what PyPI ships, and
+what the ``features`` extra installs) maps about 3 GiB of CUDA libraries on ``import torch``
+even on a machine without a GPU, which a 2 GiB limit refuses ("failed to map segment"). The
+rlimit still stops runaway allocations; the run's memory itself is held to ``memory_gb`` by the
+cgroup or the watchdog.
+
 Totals, which per-process rlimits cannot bound (``base.run_process`` and ``cgroup``): the whole
 run's memory, processes and ``/tmp`` together, is held to ``resources.memory_gb`` by a cgroup
 (tmpfs pages are charged to it), or where none can be made by a watchdog that polls the run's
@@ -43,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,6 +83,7 @@ __all__ = [
     "SYSTEM_DIRS",
     "SandboxRunner",
     "available",
+    "library_address_space",
     "sandbox_argv",
 ]
 
@@ -162,6 +172,23 @@ def _ro_binds(paths: list[str], *, existing: frozenset[str] = frozenset()) -> li
     return argv
 
 
+@functools.cache
+def library_address_space() -> int:
+    """Bytes of the shared objects (``*.so``, ``*.so.N``) installed in this Python environment's
+    site-packages: the address space importing all of them could reserve."""
+    total = 0
+    roots = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    for root in sorted(roots):
+        for folder, _, files in os.walk(root):
+            for name in files:
+                if name.endswith(".so") or ".so." in name:
+                    try:
+                        total += os.stat(os.path.join(folder, name)).st_size
+                    except OSError:
+                        continue
+    return total
+
+
 def _python_dirs() -> list[str]:
     """The interpreter, the environment and the ``harness`` package, read-only at their paths."""
     dirs = {sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix}
@@ -221,7 +248,7 @@ def sandbox_argv(
     setenv = [a for k, v in env.items() for a in ("--setenv", k, v)]
     cpu_s = math.ceil(job.timeout_s * max(job.cpus, 1)) + 10
     limits = [
-        str(-1 if assigned else job.memory_bytes),
+        str(-1 if assigned else job.memory_bytes + library_address_space()),
         str(cpu_s),
         str(NPROC_LIMIT),
         str(min(FSIZE_LIMIT, job.out_bytes)),

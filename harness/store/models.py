@@ -78,6 +78,12 @@ class BenchmarkRow(SQLModel, table=True):
     family_member: str | None = Field(
         default=None, description="this benchmark's label in its family (e.g. 'val2')"
     )
+    # 0007: NULL for benchmarks of features brought as files, and those stored before.
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON, nullable=True),
+        description="the harness-made feature set and class embeddings (BenchmarkInfo.provenance)",
+    )
 
 
 class SubmissionRow(SQLModel, table=True):

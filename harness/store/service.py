@@ -473,6 +473,7 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
                 "test_classes": [c.model_dump(mode="json") for c in info.test_classes],
                 "family": info.family,
                 "family_member": info.family_member,
+                "provenance": _provenance_json(info),
             },
         )
         row = session.exec(query).one()
@@ -496,9 +497,14 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
     row.test_classes = [c.model_dump(mode="json") for c in info.test_classes]
     row.family = info.family
     row.family_member = info.family_member
+    row.provenance = _provenance_json(info)
     session.add(row)
     session.flush()
     return row
+
+
+def _provenance_json(info: BenchmarkInfo) -> dict[str, Any] | None:
+    return None if info.provenance is None else info.provenance.model_dump(mode="json")
 
 
 def _upsert_submission(session: Session, info: SubmissionInfo) -> SubmissionRow:
@@ -756,6 +762,7 @@ def _record(
             test_classes=list(bench.test_classes or []),
             family=bench.family,
             family_member=bench.family_member,
+            provenance=bench.provenance,
         ),
         submission=SubmissionInfo.model_validate(
             {

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.class_sets import imagenet_lists_dir, resolve_class_set
+from harness.data.feature_set import EmbeddingSetRef, embedding_provenance, open_pinned_set
 from harness.data.imagenet.features import (
     EMBEDDINGS_FILE,
     ENV_FEATURES_DIR,
@@ -62,6 +63,7 @@ from harness.errors import SpecError
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 
 if TYPE_CHECKING:
+    from harness.features.sets import ArtifactSet
     from harness.spec import Spec
 
 __all__ = ["ImageNetAdapter", "ImageNetParams"]
@@ -93,8 +95,33 @@ class ImageNetParams(BaseModel):
     seed: int = Field(0, ge=0)
     classes_without_embedding: Literal["error", "drop"] = Field(
         "error",
-        description="a split class missing from wnids.txt: refuse, or drop it (recorded in meta)",
+        description="a split class missing from wnids.txt (or from an embedding set): refuse, or"
+        " drop it (recorded in meta)",
     )
+    embedding_sets: dict[str, EmbeddingSetRef] = Field(
+        default_factory=dict,
+        description="class embeddings from sets made by `zsl embeddings build` (rows matched by"
+        " WordNet id), instead of the feature directory's class_embeddings*.npy files",
+    )
+
+
+def _embedding_sets(
+    spec: Spec, params: ImageNetParams, tables: dict[str, np.ndarray]
+) -> dict[str, tuple[str, dict[str, int], ArtifactSet]]:
+    """Open each of ``params.embedding_sets`` (verified, hash-pinned), put its table into
+    ``tables`` and return, per name, where it came from, its row of each WordNet id and the
+    set."""
+    found: dict[str, tuple[str, dict[str, int], ArtifactSet]] = {}
+    for name, ref in params.embedding_sets.items():
+        where = f"{spec.path}: data.params.embedding_sets.{name}"
+        table = open_pinned_set(_spec_relative(spec, ref.path), "class-embeddings", ref.hash, where)
+        dim = table.entries["embeddings"].shape[1]
+        declared = next(e.dim for e in spec.class_embeddings if e.name == name)
+        if dim != declared:
+            raise SpecError(f"{where}: the set is {dim}-d, class_embeddings declares {declared}")
+        tables[name] = table.array("embeddings")
+        found[name] = (where, {w: i for i, w in enumerate(table.strings("class_ids"))}, table)
+    return found
 
 
 def _spec_relative(spec: Spec, value: str) -> Path:
@@ -207,11 +234,19 @@ class ImageNetAdapter:
         train_all, test_all = split_classes(
             split, lists_dir, train_class_set=params.train_class_set, counts_file=counts
         )
+        unknown = sorted(set(params.embedding_sets) - {e.name for e in spec.class_embeddings})
+        if unknown:
+            raise SpecError(
+                f"{spec.path}: data.params.embedding_sets names {unknown}, which class_embeddings"
+                " does not declare"
+            )
         names = {
             e.name: embedding_file(e.name, default=e.name == spec.default_embedding)
             for e in spec.class_embeddings
+            if e.name not in params.embedding_sets
         }
         user = open_user_features(_features_dir(spec, params), names)
+        set_rows = _embedding_sets(spec, params, user.embeddings)
         if user.dim != spec.features.dim:
             raise SpecError(
                 f"{spec.path}: features.dim is {spec.features.dim} but"
@@ -226,6 +261,15 @@ class ImageNetAdapter:
                 " them, or set data.params.classes_without_embedding: drop (the dropped classes"
                 " are recorded in the frozen meta)"
             )
+        for where, rows_of, _ in set_rows.values():
+            lacking = [w for w in (*train_all, *test_all) if w in position and w not in rows_of]
+            if lacking and params.classes_without_embedding == "error":
+                raise SpecError(
+                    f"{where}: the set lacks {len(lacking)} class(es) of split {split.name!r}:"
+                    f" {preview_ids(lacking)}. Build it from a class list holding them, or set"
+                    " data.params.classes_without_embedding: drop"
+                )
+            missing += lacking
         dropped = set(missing)
         train = [w for w in train_all if w not in dropped]
         test = [w for w in test_all if w not in dropped]
@@ -275,8 +319,15 @@ class ImageNetAdapter:
             "test_unseen_images": np.flatnonzero(image_role == 3),
         }
         embeddings = {}
+        for name, (_, rows_of, _) in set_rows.items():
+            table = user.embeddings[name]
+            embeddings[name] = np.asarray(
+                table[[rows_of[w] for w in class_ids.tolist()]], dtype=np.float32
+            )
         source_rows = np.array([position[w] for w in class_ids.tolist()], dtype=np.int64)
         for name, table in user.embeddings.items():
+            if name in set_rows:
+                continue
             values = np.asarray(table[source_rows], dtype=np.float32)
             finite = np.isfinite(values).all(axis=1)
             if not finite.all():
@@ -325,6 +376,9 @@ class ImageNetAdapter:
             "test_seen_fraction": params.test_seen_fraction,
             "seed": params.seed,
         }
+        if set_rows:
+            sets_used = {name: found[2] for name, found in set_rows.items()}
+            meta["provenance"] = {"class_embeddings": embedding_provenance(sets_used)}
         return RawBenchmark(
             features=features,
             labels=labels,
