@@ -85,7 +85,7 @@ def environment() -> dict[str, str]:
         "platform": platform.platform(),
         "machine": platform.machine(),
     }
-    for dist in ("numpy", "scipy", "scikit-learn", "safetensors"):
+    for dist in ("numpy", "scipy", "scikit-learn", "safetensors", "torch", "torchvision"):
         try:
             env[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

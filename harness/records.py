@@ -202,6 +202,7 @@ class FeatureProvenance(BaseModel):
     weights: dict[str, str] = Field(description="source, name and sha256 of the weights file")
     pretrained_on: dict[str, Any] = Field(description="what the weights were trained on")
     preprocessing: dict[str, Any] = Field(description="every step, image file to network input")
+    preprocessing_summary: str = Field("", description="the same steps in words")
     precision: str
     device: str
     images: dict[str, Any] = Field(description="counts and hashes of the images extracted")

@@ -10,6 +10,7 @@ ResNet-18, and class "word vectors" that are the classes' visual attributes. ESZ
 from __future__ import annotations
 
 import json
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,15 @@ def test_extract_embed_spec_run_end_to_end(
         saved["record"]["benchmark"]["provenance"]["features"]["weights"]["sha256"]
         == (provenance.features.weights["sha256"])
     )
+    # the benchmark page shows how the features and class embeddings were made
+    _invoke("leaderboard", "build", "--out", "site", "--database-url", db)
+    (page,) = [p for p in Path("site").rglob("*.html") if "toy-images" in p.name]
+    html = page.read_text()
+    weights_hash = provenance.features.weights["sha256"]
+    assert weights_hash in html and "<code><bdi>resnet18</bdi></code>" in html
+    assert "resize whole image to 64x64" in html and "(1 unreadable, left out)" in html
+    assert embeddings.hash in html and "name tokens, averaged" in html
+    assert record.environment.get("torchvision") == metadata.version("torchvision")
     # and it reads back (import, round trip)
     _invoke("results", "import", "--database-url", f"{db}-copy", "--results", "exported")
     (imported,) = load_runs(open_store(f"{db}-copy"))

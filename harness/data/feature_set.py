@@ -158,6 +158,7 @@ def _provenance(
             "weights": p["weights"],
             "pretrained_on": p["pretrained_on"],
             "preprocessing": p["preprocessing"],
+            "preprocessing_summary": p["preprocessing_summary"],
             "precision": p["precision"],
             "device": p["device"],
             "images": p["images"],
