@@ -187,6 +187,7 @@ class Backbone:
     name: str
     layer: str
     pooled: bool
+    dim: int  # features per image
     weights: WeightsRef
     num_params: int
     module: Any
@@ -262,6 +263,7 @@ def load_backbone(
         name=name,
         layer=chosen,
         pooled=pooled,
+        dim=int(probe.shape[1]),
         weights=weights,
         num_params=sum(p.numel() for p in model.parameters()),
         module=_Features().eval(),

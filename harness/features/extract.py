@@ -105,7 +105,7 @@ class ExtractionRequest:
 
     def key(self, device_kind: str) -> dict[str, Any]:
         return {
-            "images": self.images.listing_sha256(),
+            "images": self.images.listing_sha256,
             "backbone": self.backbone,
             "layer": self.layer,
             "weights_sha256": self.weights.sha256,
@@ -404,7 +404,6 @@ def _run_chunks(
     by_start = {chunk.start: chunk for chunk in todo}
     started = time.perf_counter()
     current: _Chunk | None = None
-    dim = 0
     with torch.inference_mode(), torch.autocast(device.type, **autocast):
         for indices, batch, digests, reasons in loader:
             if current is None or indices[0] >= current.stop:
@@ -412,7 +411,6 @@ def _run_chunks(
             good = [i for i, reason in zip(indices, reasons, strict=True) if not reason]
             if batch is not None:
                 out = module(batch.to(device, non_blocking=True)).float().cpu().numpy()
-                dim = out.shape[1]
                 current.features.append(out)
                 current.rows.extend(good)
             for i, digest, reason in zip(indices, digests, reasons, strict=True):
@@ -421,17 +419,9 @@ def _run_chunks(
                     current.bad.append((i, reason))
             progress.advance(len(indices))
             if current.done:
-                _write_chunk(partial, current, dim or _probe_dim(backbone, request, device))
+                _write_chunk(partial, current, backbone.dim)
                 current.features.clear()
     return time.perf_counter() - started
-
-
-def _probe_dim(backbone: Backbone, request: ExtractionRequest, device: Any) -> int:
-    import torch
-
-    with torch.inference_mode():
-        blank = torch.zeros(1, 3, *request.preprocessing.output_size(), device=device)
-        return int(backbone.module(blank).shape[1])
 
 
 def _existing(out: Path, key: dict[str, Any]) -> ArtifactSet | None:
@@ -586,7 +576,7 @@ def _provenance(
             "n_listed": len(images),
             "n_extracted": n_extracted,
             "n_classes": len(images.class_ids),
-            "listing_sha256": images.listing_sha256(),
+            "listing_sha256": images.listing_sha256,
             "content_sha256": images.content_sha256(digests),
         },
         "skipped": [{"path": b.path, "reason": b.reason} for b in bad],

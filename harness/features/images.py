@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ class ImageList:
     def __len__(self) -> int:
         return len(self.paths)
 
+    @cached_property
     def listing_sha256(self) -> str:
         """Hash of what is listed (paths, classes, boxes), not of the image bytes."""
         return json_sha256(
@@ -71,7 +73,7 @@ class ImageList:
                     digests.append("sha256:" + digest)
                 except OSError:
                     digests.append("")
-        return json_sha256({"listing": self.listing_sha256(), "files": digests})
+        return json_sha256({"listing": self.listing_sha256, "files": digests})
 
 
 def read_images(source: str | Path) -> ImageList:
