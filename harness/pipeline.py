@@ -11,7 +11,6 @@ one says so on stderr (:func:`replacement_message`), and scores below chance
 from __future__ import annotations
 
 import platform
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,28 +27,24 @@ import harness
 from harness.audit import benchmark_audit
 from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.describe import structure_summary, test_classes
-from harness.errors import RunnerError, SubmissionError
+from harness.errors import SubmissionError
 from harness.hyperparameters import Hyperparameters
 from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
 from harness.results.records_io import describe_key
-from harness.runners import RunJob, RunOutcome, default_runner, runners
-from harness.runners.outputs import (
-    WORKER_JSON,
-    OutputDir,
-    collect_predictions,
-    read_worker_status,
-    worker_hyperparameters,
-    worker_timings,
-)
+from harness.runners import RunJob, default_runner, runners
+from harness.runners.judge import ModelRun, check_ran, run_model
+from harness.runners.outputs import OutputDir
 from harness.runners.progress import ConsoleProgress, reporting
 from harness.scoring import score, with_chance_warnings
 from harness.spec import Spec, load_spec
-from harness.submission.package import Package
+from harness.submission.package import MANIFEST, Package
 from harness.submission.predictions import Predictions, read_predictions
-from harness.submission.unpack import open_package
-from harness.tasks import write_bundle, write_model_bundle
+from harness.submission.resources import cap_resources, effective_caps
+from harness.submission.unpack import open_package, snapshot_package
+from harness.tasks import write_bundle
+from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.store.service import ReplacedRun, StoredRun
@@ -98,90 +93,48 @@ def _run_model(
     package: Package,
     runner: str,
     work: Path,
-    logs: dict[str, str],
-    env: dict[str, str],
-    hyperparameters: dict[str, Hyperparameters],
-    timings: dict[str, float],
-) -> dict[str, Path]:
-    """Run the model in ``runner``; return the prediction files the harness made of its outputs.
-
-    The worker's timings (``fit_validation``, ``fit_main``, ``predict_<setting>``,
-    ``check_<fit>`` seconds) and its ``peak_rss_mib`` go into ``timings`` (the record's;
-    :func:`harness.runners.outputs.worker_timings`).
-
-    What the model exposed after each fit (:mod:`harness.hyperparameters`) goes into
-    ``hyperparameters`` (``{fit: {name: value}}``, the run record's).
-
-    A container run adds the image it ran in to ``env`` (``image``: ``reference@sha256:…``, the
-    run record's ``environment``; other runners run on the harness's own environment).
-
-    The model sees a model bundle (every setting the same shuffled test images); the row map
-    stays here, and the worker's all-row outputs are read without trust (no link followed,
-    sizes bounded) and mapped into each setting's frozen row order under ``work/predictions``.
+) -> ModelRun:
+    """Run the model in ``runner``: per fit a fit phase and its prediction passes, each a run
+    of its own, judged outside them (:func:`harness.runners.judge.run_model`), from the
+    package's snapshot. Returns the prediction files it made, the fitted states' hashes, the
+    phases' timings (``fit_<fit>``, ``save_<fit>``, ``predict_<setting>``, ``check_<fit>``
+    seconds, ``peak_rss_mib``), what the model exposed after each fit
+    (:mod:`harness.hyperparameters`) and the logs; a container run also the image it ran in
+    (``reference@sha256:…``, the run record's ``environment``).
     """
     model = package.manifest.model
     assert model is not None
-    # The main fit's test images stay outside the bundle (never bound into a sandbox): the runner
-    # hands them to the worker, which serves them to predict only (see harness.tasks).
-    secret = work / "secret"
-    secret.mkdir(mode=0o700)
-    rowmap = write_model_bundle(bench, work / "bundle", test_features=secret / "test-features.npy")
-    out = work / "out"
-    out.mkdir()
-    job = replace(
-        _package_job(package, work / "bundle", out, package.manifest.resources.time_s),
+    base = replace(
+        _package_job(package, work, work, package.manifest.resources.time_s),
         entrypoint=model.entrypoint,
-        transductive=package.manifest.declarations.transductive,
-        test_features=secret / "test-features.npy",
     )
-    outcome = runners.get(runner).run(job)
-    logs.update(reason=outcome.reason, stdout=outcome.stdout, stderr=outcome.stderr)
-    logs["test_features"] = str(outcome.details.get("test_features", "not reported"))
-    if "image" in outcome.details:
-        env["image"] = str(outcome.details["image"])
-    _check_ran(outcome, package.name, runner)
-    status = read_worker_status(out)
-    if status.get("exit_code") != 0:
-        raise RunnerError(
-            f"{out / WORKER_JSON}: the worker exited 0 but reports {status.get('exit_code')!r}"
-            f" ({str(status.get('message', ''))[:500]})"
-        )
-    logs["inductive_check"] = str(status.get("inductive_check", "not reported"))
-    # Each fit's, each prediction pass's and each check's seconds, and the peak memory, typed
-    # in the record's timings (metadata: not part of the result).
-    timings.update(worker_timings(status, out))
-    hyperparameters.update(worker_hyperparameters(status, out))
-    return collect_predictions(
-        out, rowmap, bench, work / "predictions", prediction_settings(bench.spec)
+    return run_model(
+        bench,
+        base,
+        runner,
+        work,
+        name=package.name,
+        transductive=package.manifest.declarations.transductive,
     )
 
 
 def _package_job(package: Package, bundle: Path, out: Path, time_s: float) -> RunJob:
     """A job running code of ``package`` on ``bundle`` into ``out``, with its declared seed and
-    resources and a wall clock of ``time_s`` seconds."""
-    resources = package.manifest.resources
+    resources and a wall clock of ``time_s`` seconds, each capped by this machine and by the
+    caps of the block it runs in (CI's: :func:`harness.submission.resources.effective_caps`);
+    a GPU count above its cap is refused (:class:`~harness.errors.SubmissionError`)."""
+    caps = effective_caps()
+    resources = cap_resources(package.manifest.resources, caps).check(str(package.root / MANIFEST))
     return RunJob(
         bundle=bundle,
         package=package.root,
         entrypoint="",
         out=out,
         seed=package.manifest.seed,
-        timeout_s=float(time_s),
+        timeout_s=min(float(time_s), float(caps.time_s)),
         memory_gb=resources.memory_gb,
         cpus=resources.cpus,
         gpus=resources.gpus,
-    )
-
-
-def _check_ran(outcome: RunOutcome, what: str, runner: str) -> None:
-    """Raise a :class:`RunnerError` naming ``what`` ran on ``runner`` (with the last lines of
-    its stderr) unless the run succeeded."""
-    if outcome.ok:
-        return
-    tail = outcome.stderr.strip().splitlines()[-3:]
-    raise RunnerError(
-        f"{what} on runner '{runner}': {outcome.reason}"
-        + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
     )
 
 
@@ -206,7 +159,7 @@ def generate_prediction_files(
     if files.generator is None:
         raise SubmissionError(f"{package.root}: predictions.generator is not set")
     runner = runner or default_runner(package)
-    with tempfile.TemporaryDirectory(prefix="zsl-gen-") as tmp:
+    with run_directory("zsl-gen-") as tmp:
         work = Path(tmp)
         bundle = write_bundle(bench, work / "bundle")
         out = work / "out"
@@ -214,7 +167,7 @@ def generate_prediction_files(
         time_s = timeout_s if timeout_s is not None else package.manifest.resources.time_s
         job = replace(_package_job(package, bundle, out, time_s), script=files.generator)
         outcome = runners.get(runner).run(job)
-        _check_ran(outcome, f"{package.name} generator", runner)
+        check_ran(outcome, f"{package.name} generator", runner)
         # The generator is untrusted: its files are copied through OutputDir, which follows no
         # link, takes regular files only and bounds their size by the dense contract's.
         made = OutputDir(out)
@@ -315,7 +268,7 @@ def run_submission(
     spec = load_spec(spec_path)
     with steps("prepare", f"prepare {spec.benchmark} v{spec.version}"):
         bench = load_benchmark(spec)
-    with tempfile.TemporaryDirectory(prefix="zsl-run-") as tmp:
+    with run_directory("zsl-run-") as tmp:
         with steps("validate", f"validate {package_path}"):
             # A folder is used in place; a .zip/.tar.gz is unpacked safely into the run's tmp.
             package = open_package(Path(package_path), Path(tmp) / "package")
@@ -325,15 +278,29 @@ def run_submission(
             runner = default_runner(package)  # outside the step: its warning is not a spinner's
         logs: dict[str, str] = {}
         chosen: dict[str, Hyperparameters] = {}
+        states: dict[str, str] = {}
         env = environment()
         if package.manifest.kind == "model":
             assert runner is not None
-            # The worker's progress (fit, calibration fit, predict per setting) as it comes.
+            # Declared resources above what this machine (or CI's block) allows are capped.
+            capped = cap_resources(package.manifest.resources, effective_caps())
+            for note in capped.notes if not quiet else ():
+                _console.print(Text.assemble(("warning: ", "bold yellow"), str(note)))
+            given = capped.resources
+            env["resources"] = (
+                f"cpus={given.cpus} memory_gb={given.memory_gb:g} time_s={given.time_s}"
+                f" gpus={given.gpus}"
+            )
+            # Every phase runs from one private copy, hashed once: what ran is what is recorded.
+            package = snapshot_package(package, Path(tmp) / "snapshot")
+            # The phases' progress (fit, calibration fit, predict per setting) as it comes.
             sink = None if quiet else ConsoleProgress(_console)
             with steps("run", f"run {package.name} ({runner} runner)"), reporting(sink):
-                paths = _run_model(
-                    bench, package, runner, Path(tmp), logs, env, chosen, steps.timings
-                )
+                ran = _run_model(bench, package, runner, Path(tmp))
+            paths, states, chosen, logs = ran.paths, ran.states, ran.hyperparameters, ran.logs
+            steps.timings.update(ran.timings)
+            if ran.image is not None:
+                env["image"] = ran.image
         else:  # missing files are named with the command that writes them
             paths = package.prediction_files(
                 spec.benchmark, prediction_settings(spec), spec=spec_path
@@ -364,6 +331,7 @@ def run_submission(
         leakage=leakage,
         logs=logs,
         hyperparameters=chosen,
+        model_state=states,
         scores=scores,
         created_at=datetime.now(UTC).replace(microsecond=0),
     )
@@ -508,7 +476,7 @@ def plan_submission(
     else:
         bench = load_benchmark(spec)  # verifies every artifact; a conflict raises
         state = f"prepared and verified ({bench.hash}) at {root}"
-    with tempfile.TemporaryDirectory(prefix="zsl-plan-") as tmp:
+    with run_directory("zsl-plan-") as tmp:
         package = open_package(Path(package_path), Path(tmp) / "package")
         manifest = package.manifest
         settings = prediction_settings(spec)

@@ -7,6 +7,7 @@ versions, the runner, the environment and the timings.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -48,6 +49,7 @@ __all__ = [
 Setting = Literal["zsl", "gzsl"]
 #: A run's identity: benchmark id, benchmark version, submission name, submission version.
 RunKey = tuple[str, int, str, str]
+_STATE_HASH = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class Interval(BaseModel):
@@ -350,8 +352,23 @@ class RunRecord(BaseModel):
         description="fit ('main', 'validation') -> what the model chose and exposed after that "
         "fit (harness.hyperparameters); empty when it exposed nothing",
     )
+    model_state: dict[str, str] = Field(
+        default_factory=dict,
+        description="fit ('main', 'validation') -> content hash of the state the fit saved and "
+        "every prediction pass loaded (harness.runners.state); empty for prediction files and "
+        "runs stored before fits were separate runs",
+    )
     scores: list[ScoreEntry]
     created_at: datetime
+
+    @field_validator("model_state")
+    @classmethod
+    def _state_hashes(cls, value: dict[str, str]) -> dict[str, str]:
+        # A record is untrusted input too: fits by name, hashes by form.
+        for fit, digest in value.items():
+            if fit not in ("main", "validation") or not _STATE_HASH.fullmatch(digest):
+                raise ValueError(f"model_state[{fit[:40]!r}]: not a fit and a sha256 hash")
+        return value
 
     @field_validator("hyperparameters")
     @classmethod

@@ -9,11 +9,9 @@ A bundle is a directory::
     classes/train.npy val.npy      class index sets
     embeddings/<name>.npy          class embeddings, one row per class
     hierarchy/*.npy                the frozen hierarchy (if any)
-    test/features.npy              every test image of the fit (the union over its settings), in
-                                   a fresh random order; no labels, and nothing says which
-                                   setting (or class) an image belongs to. Not there for the
-                                   main fit of a model bundle written with ``test_features``
-                                   (task.json ``"test_features": "descriptor"``): see below
+    test/features.npy              generator bundles only: every test image of the fit (the union
+                                   over its settings), in a fresh random order; no labels.
+                                   Model bundles hold no test image (see below)
     test/<setting>/candidates.npy  the candidate class indices, in prediction-column order
     test/<setting>/rows.npy        generator bundles only (see below): which rows of
                                    test/features.npy, in prediction-file order
@@ -23,29 +21,30 @@ A bundle is a directory::
 
 The harness writes it; the worker reads it. Test labels stay in the frozen benchmark.
 
-Why every setting sees the same images (since format ``zsl-bundle/2``; ``/3`` only renamed the
-second fit from *calibration* to *validation*): in GZSL the unseen-class test
-images are a subset of the images of the ZSL setting. A bundle that listed each setting's rows
-(``zsl-bundle/1``) told model code which GZSL images belong to unseen classes, and a model that
-remembered them could push them to unseen candidates without reading a label. A *model bundle*
-(:func:`write_model_bundle`) therefore holds one shuffled set of test images per fit; the worker
-predicts every row for every setting's candidates, and the harness, which keeps the
-:class:`RowMap` outside the bundle, picks each setting's rows afterwards. The random order is
-drawn from a fresh ``secrets`` seed per bundle, so it is not derivable from anything in it.
+Why every setting sees the same images (since format ``zsl-bundle/2``; ``/3`` renamed the
+second fit from *calibration* to *validation*, ``/4`` took the test images out of model
+bundles): in GZSL the unseen-class test images are a subset of the images of the ZSL setting. A
+bundle that listed each setting's rows (``zsl-bundle/1``) told model code which GZSL images
+belong to unseen classes, and a model that remembered them could push them to unseen candidates
+without reading a label. Each fit therefore has one shuffled set of test images
+(:func:`write_model_bundles`); every setting's calls predict rows of that set, and the harness,
+which keeps the :class:`RowMap` outside the bundles, picks each setting's rows afterwards. The
+random order is drawn from a fresh ``secrets`` seed per bundle, so nothing in it can undo it.
 
 A *generator bundle* (:func:`write_bundle`) additionally holds ``test/<setting>/rows.npy``, so a
 prediction-file generator (trusted code the submitter runs on their own machine, which holds the
 whole benchmark anyway) can write files in the contract's row order with :meth:`Bundle.test`.
 Never hand a generator bundle to untrusted model code.
 
-Why the main fit's test images live outside the bundle: a model that could read them during
-``fit`` could use statistics of the whole test set (transductive), which no partition of the
-predict calls can see. :func:`write_model_bundle` with ``test_features`` writes them to a file
-outside the bundle directory, which the runner opens read-only and hands to the worker as an
-inherited descriptor (``--test-features-fd``; containers, which cannot pass descriptors, bind the
-file and pass ``--test-features-path``), and the worker serves them to ``predict`` only. The
-validation fit's test images are training and validation images, not secret: they stay in the
-bundle.
+Why a model bundle holds no test image at all (since ``zsl-bundle/4``): a model that could read
+test images during ``fit`` could use statistics of the whole test set (transductive), which no
+partition of the predict calls can see. :func:`write_model_bundles` writes one bundle per fit
+(``<root>/main``, ``<root>/validation``), each holding that fit's training and validation data
+only, and each fit's shuffled test images to a file of the harness's outside every bundle
+(:attr:`RowMap.test_features`). The fit runs in its own sandbox on its bundle and ends by saving
+its state (:meth:`Model.save`); each predict pass runs in a fresh sandbox that loads that state
+(:meth:`Model.load`) and gets the test rows one chunk at a time from the harness, which never
+hands the file itself to model code (:mod:`harness.runners.judge`).
 
 Why a validation fit: calibrated stacking and DARTS choose a parameter on *validation*
 predictions, which must come from a model that never saw the validation classes. The worker
@@ -59,30 +58,31 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from harness.errors import RunnerError
-from harness.hierarchy import Hierarchy
 
 if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark
+    from harness.hierarchy import Hierarchy
 
 __all__ = [
     "BUNDLE_FORMAT",
     "FITS",
+    "SAVE_LOAD_LINES",
     "Bundle",
     "Model",
     "RowMap",
     "TrainTask",
     "write_bundle",
-    "write_model_bundle",
+    "write_model_bundles",
 ]
 
-BUNDLE_FORMAT = "zsl-bundle/3"
+BUNDLE_FORMAT = "zsl-bundle/4"
 #: The model fits of a bundle: ``main`` (training + validation classes; predicts the test
 #: settings) and ``validation`` (training classes only; predicts the ``<setting>_val`` settings).
 FITS = ("main", "validation")
@@ -130,18 +130,44 @@ class Model(Protocol):
     setting of a fit: which images are seen-class or unseen-class ones is never said, so a
     setting's candidates are the only thing that differs between its calls.
 
+    ``fit`` runs in a sandbox of its own with no test image, then ``save(directory)`` writes the
+    fitted state into an empty folder: arrays (``.npy``, ``.npz``, ``.safetensors``) and JSON only,
+    nothing executable, bounded in size (:mod:`harness.runners.state`). Each prediction pass runs
+    in a fresh sandbox that rebuilds the model with ``Class.load(directory)`` from a read-only copy
+    of that state, so nothing of one pass reaches the next but the state itself.
+
     Unless the package declares ``declarations.transductive: true``, a score must depend only on
-    its own image: the worker predicts every image twice, in two independent random partitions
-    into chunks of varying sizes and orders (on CPU each pass in a fresh fork of the fitted
-    process, with file writes blocked), and refuses the run when the two disagree beyond float
-    tolerance. Caches, running statistics and batch normalisation over test images are therefore
-    refused unless declared. Declared transductive models get each setting's images in one call
-    (top-K benchmarks: in row chunks bounded by memory).
+    its own image: the harness predicts every image twice, in two independent random partitions
+    into chunks of varying sizes and orders, each pass in its own fresh sandbox, and refuses the
+    run when the two disagree beyond float tolerance. Caches, running statistics and batch
+    normalisation over test images are therefore refused unless declared. Declared transductive
+    models get each setting's images in one call (top-K benchmarks: in row chunks bounded by
+    memory), in one pass.
     """
 
     def fit(self, task: TrainTask) -> None: ...
 
+    def save(self, directory: Path) -> None: ...
+
+    @classmethod
+    def load(cls, directory: Path) -> Model: ...
+
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray: ...
+
+
+#: What a model class without ``save``/``load`` is shown: the lines that make its fitted
+#: attributes (names ending in ``_``) a state of arrays and numbers, nothing executable.
+SAVE_LOAD_LINES = """\
+    def save(self, directory):
+        fitted = {k: v for k, v in vars(self).items() if k.endswith("_")}
+        np.savez(directory / "state.npz", **fitted)
+
+    @classmethod
+    def load(cls, directory):
+        model = cls()
+        model.__dict__.update(np.load(directory / "state.npz"))
+        return model
+"""
 
 
 def _save(root: Path, name: str, array: np.ndarray) -> None:
@@ -203,8 +229,10 @@ class RowMap:
     """
 
     fits: dict[str, str]  # setting -> "main" | "validation"
-    n_rows: dict[str, int]  # fit -> rows of its test/features.npy
-    rows: dict[str, np.ndarray]  # setting -> row of test/features.npy per prediction-file row
+    n_rows: dict[str, int]  # fit -> rows of its shuffled test images
+    rows: dict[str, np.ndarray]  # setting -> shuffled test row of each prediction-file row
+    # fit -> the .npy file of its shuffled test images (model bundles: outside every bundle)
+    test_features: dict[str, Path] = field(default_factory=dict)
 
 
 def write_bundle(bench: PreparedBenchmark, out: Path, *, validation: bool | None = None) -> Path:
@@ -220,23 +248,79 @@ def write_bundle(bench: PreparedBenchmark, out: Path, *, validation: bool | None
     return out
 
 
-def write_model_bundle(
+def write_model_bundles(
     bench: PreparedBenchmark,
-    out: Path,
+    root: Path,
+    secret: Path,
     *,
     validation: bool | None = None,
-    test_features: Path | None = None,
 ) -> RowMap:
-    """Write the bundle model code runs on into the empty directory ``out``.
+    """Write one bundle per fit for model code into ``root/<fit>`` (``root`` empty or new).
 
-    Every setting of a fit sees the same shuffled test images; the returned :class:`RowMap`,
-    which the caller keeps outside the bundle, says which of them each setting scores.
-    ``test_features`` (a path outside ``out``, never shown to model code) takes the main fit's
-    test images, which the worker then gets by descriptor (see the module docstring).
+    Each holds its fit's training and validation data, classes, embeddings and hierarchy, and no
+    test image: every fit's test images, shuffled, go to ``secret/<fit>.npy`` (a folder outside
+    ``root`` that no runner shows to model code), named in the returned :class:`RowMap`, which
+    also says which of those rows each setting scores. The validation fit's bundle holds the
+    training classes only, so nothing of the validation classes reaches its fit.
     """
-    if test_features is not None and test_features.resolve().is_relative_to(out.resolve()):
-        raise RunnerError(f"{test_features}: the test features must live outside the bundle")
-    return _write(bench, out, validation=validation, row_files=False, test_features=test_features)
+    if secret.resolve().is_relative_to(root.resolve()):
+        raise RunnerError(f"{secret}: the test features must live outside the bundles")
+    root.mkdir(parents=True, exist_ok=True)
+    if any(root.iterdir()):
+        raise RunnerError(f"{root}: model bundles are written into an empty directory")
+    secret.mkdir(parents=True, exist_ok=True)
+    plan = _fit_plans(bench, validation)
+    rowmap = RowMap(fits={}, n_rows={}, rows={})
+    for fit, (settings, images, classes) in plan.items():
+        out = root / fit
+        path = secret / f"{fit}.npy"
+        n, rows = _write_fit(
+            bench,
+            out,
+            images=images,
+            classes=classes,
+            settings=settings,
+            row_files=False,
+            test_features=path,
+        )
+        _write_common(bench, out)
+        _write_task(bench, out, settings, [], n_rows={fit: n}, row_files=False, fit=fit, model=True)
+        rowmap.fits.update({s: fit for s in settings})
+        rowmap.n_rows[fit] = n
+        rowmap.rows.update(rows)
+        rowmap.test_features[fit] = path
+    return rowmap
+
+
+def _fit_plans(
+    bench: PreparedBenchmark, validation: bool | None
+) -> dict[str, tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]]:
+    """Per fit: its prediction settings, its image sets (train, val) and class sets."""
+    a = bench.array
+    settings: list[str] = list(bench.spec.settings)
+    plans: dict[str, tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]] = {
+        "main": (
+            settings,
+            {"train": a("splits/train_images"), "val": a("splits/val_images")},
+            {"train": a("splits/train_classes"), "val": a("splits/val_classes")},
+        )
+    }
+    if validation is None:
+        validation = bool(bench.spec.validation_settings())
+    if validation:
+        labels, fit = a("labels"), a("splits/cal_fit_images")
+        cal_train, cal_val = a("splits/cal_train_classes"), a("splits/cal_val_classes")
+        # The frozen split arrays of this fit keep their ``cal_`` prefix: array names are part
+        # of the benchmark hash, so renaming them would orphan every stored run.
+        plans["validation"] = (
+            [f"{s}_val" for s in settings],
+            {
+                "train": fit[np.isin(labels[fit], cal_train)],
+                "val": fit[np.isin(labels[fit], cal_val)],
+            },
+            {"train": cal_train, "val": cal_val},
+        )
+    return plans
 
 
 def _write(
@@ -245,45 +329,36 @@ def _write(
     *,
     validation: bool | None,
     row_files: bool,
-    test_features: Path | None = None,
 ) -> RowMap:
+    """The generator bundle: the main fit at the top, the validation fit under ``validation/``,
+    test images (and, with ``row_files``, each setting's rows) inside."""
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise RunnerError(f"{out}: a task bundle is written into an empty directory")
-    a = bench.array
-    settings = list(bench.spec.settings)
-    n_main, rows = _write_fit(
-        bench,
-        out,
-        images={"train": a("splits/train_images"), "val": a("splits/val_images")},
-        classes={"train": a("splits/train_classes"), "val": a("splits/val_classes")},
-        settings=settings,
-        row_files=row_files,
-        test_features=test_features,
-    )
-    n_rows = {"main": n_main}
-    fits: dict[str, str] = {s: "main" for s in settings}
-    if validation is None:
-        validation = bool(bench.spec.validation_settings())
-    val_settings = [f"{s}_val" for s in settings] if validation else []
-    if val_settings:
-        labels, fit = a("labels"), a("splits/cal_fit_images")
-        cal_train, cal_val = a("splits/cal_train_classes"), a("splits/cal_val_classes")
-        # The frozen split arrays of this fit keep their ``cal_`` prefix: array names are part
-        # of the benchmark hash, so renaming them would orphan every stored run.
-        n_rows["validation"], val_rows = _write_fit(
+    plans = _fit_plans(bench, validation)
+    rowmap = RowMap(fits={}, n_rows={}, rows={})
+    for fit, (settings, images, classes) in plans.items():
+        n, rows = _write_fit(
             bench,
-            out / "validation",
-            images={
-                "train": fit[np.isin(labels[fit], cal_train)],
-                "val": fit[np.isin(labels[fit], cal_val)],
-            },
-            classes={"train": cal_train, "val": cal_val},
-            settings=val_settings,
+            out if fit == "main" else out / "validation",
+            images=images,
+            classes=classes,
+            settings=settings,
             row_files=row_files,
         )
-        rows.update(val_rows)
-        fits.update({s: "validation" for s in val_settings})
+        rowmap.fits.update({s: fit for s in settings})
+        rowmap.n_rows[fit] = n
+        rowmap.rows.update(rows)
+    _write_common(bench, out)
+    main = plans["main"][0]
+    val = plans["validation"][0] if "validation" in plans else []
+    _write_task(bench, out, main, val, n_rows=rowmap.n_rows, row_files=row_files)
+    return rowmap
+
+
+def _write_common(bench: PreparedBenchmark, out: Path) -> None:
+    """What every fit shares: class ids and names, class embeddings, the hierarchy."""
+    a = bench.array
     _save(out, "classes/ids", a("class_ids"))
     _save(out, "classes/names", a("class_names"))
     for emb in bench.spec.class_embeddings:
@@ -291,6 +366,20 @@ def _write(
     if bench.hierarchy is not None:
         for key, value in bench.hierarchy.to_arrays().items():
             _save(out, f"hierarchy/{key}", value)
+
+
+def _write_task(
+    bench: PreparedBenchmark,
+    out: Path,
+    settings: list[str],
+    val_settings: list[str],
+    *,
+    n_rows: dict[str, int],
+    row_files: bool,
+    fit: str | None = None,
+    model: bool = False,
+) -> None:
+    """``task.json``; ``fit``: the one fit of a model bundle, whose data lie at its top."""
     task = {
         "format": BUNDLE_FORMAT,
         "benchmark": bench.spec.benchmark,
@@ -305,10 +394,11 @@ def _write(
         "has_hierarchy": bench.hierarchy is not None,
         "test_rows": n_rows,
         "row_files": row_files,
-        "test_features": "bundle" if test_features is None else "descriptor",
+        "test_features": "harness" if model else "bundle",
     }
+    if fit is not None:
+        task["fit"] = fit
     (out / "task.json").write_text(json.dumps(task, indent=1, sort_keys=True) + "\n")
-    return RowMap(fits=fits, n_rows=n_rows, rows=rows)
 
 
 class Bundle:
@@ -345,28 +435,43 @@ class Bundle:
     def validation_settings(self) -> list[str]:
         return list(self.info.get("validation_settings", []))
 
+    @property
+    def single_fit(self) -> str | None:
+        """The one fit of a model bundle (:func:`write_model_bundles`), whose data lie at the
+        top; None for a generator bundle, which holds every fit."""
+        fit = self.info.get("fit")
+        return fit if isinstance(fit, str) else None
+
     def fit_of(self, setting: str) -> str:
         """The fit (``main`` or ``validation``) whose model predicts ``setting``."""
         if setting in self.validation_settings:
             return "validation"
         if setting in self.settings:
-            return "main"
+            return self.single_fit or "main"
         raise RunnerError(f"{self.root}/task.json: no setting '{setting}' in this bundle")
 
     def _fit_root(self, fit: str) -> str:
         if fit not in FITS:
             raise RunnerError(f"{self.root}: no fit '{fit}'; fits are {', '.join(FITS)}")
+        if self.single_fit is not None:
+            if fit != self.single_fit:
+                raise RunnerError(f"{self.root}: this bundle holds the {self.single_fit} fit only")
+            return ""
         return "validation/" if fit == "validation" else ""
 
     def settings_of(self, fit: str) -> list[str]:
         """The prediction settings of one fit, in bundle order."""
         self._fit_root(fit)
+        if self.single_fit is not None:
+            return self.settings
         return self.validation_settings if fit == "validation" else self.settings
 
     @property
     def fits(self) -> list[str]:
         """The fits this bundle holds, in the order a model should run them: ``validation``
         (when a metric needs validation predictions), then ``main``."""
+        if self.single_fit is not None:
+            return [self.single_fit]
         return ["validation", "main"] if self.validation_settings else ["main"]
 
     def train_task(self, seed: int = 0, fit: str = "main") -> TrainTask:
@@ -374,6 +479,9 @@ class Bundle:
 
         Its feature arrays are memory-mapped copy-on-write (:meth:`map_features`): writable,
         and what a model writes into them stays in its own process."""
+        # Imported here: a prediction pass imports this module and needs no graph (scipy).
+        from harness.hierarchy import Hierarchy
+
         r = self._fit_root(fit)
         hierarchy = None
         if self.info["has_hierarchy"]:
@@ -395,19 +503,13 @@ class Bundle:
             seed=seed,
         )
 
-    def supplied_test_features(self, fit: str = "main") -> bool:
-        """Whether ``fit``'s test images are not in the bundle but handed to the worker by the
-        runner (a descriptor, or a file outside the bundle): the main fit of a bundle written
-        with ``test_features``."""
-        self._fit_root(fit)
-        return fit == "main" and self.info.get("test_features") == "descriptor"
-
     def test_features(self, fit: str = "main") -> np.ndarray:
-        """Every test image of ``fit`` (memory-mapped, read-only), in the bundle's random order."""
-        if self.supplied_test_features(fit):
+        """Every test image of ``fit`` (memory-mapped, read-only), in the bundle's random order:
+        generator bundles only (a model bundle holds no test image)."""
+        if self.info.get("test_features") == "harness":
             raise RunnerError(
-                f"{self.root}: the {fit} fit's test features are not in this bundle; the runner"
-                " hands them to the worker (--test-features-fd)"
+                f"{self.root}: a model bundle holds no test image; predict() gets them from the"
+                " harness, one chunk at a time"
             )
         path = self.root / f"{self._fit_root(fit)}test" / "features.npy"
         return np.load(path, allow_pickle=False, mmap_mode="r")

@@ -239,6 +239,13 @@ class Model:
     def fit(self, task):
         pass
 
+    def save(self, directory):
+        (directory / "state.json").write_text("{}")
+
+    @classmethod
+    def load(cls, directory):
+        return cls()
+
     def predict(self, features, candidates):
         return np.full((len(features), len(candidates)), SCALE, np.float32)
 """

@@ -363,6 +363,15 @@ class Picky:
             raise RuntimeError("refusing 10 validation classes")
         self.embedding_ = task.embedding
 
+    def save(self, directory):
+        np.save(directory / "embedding.npy", self.embedding_)
+
+    @classmethod
+    def load(cls, directory):
+        model = cls()
+        model.embedding_ = np.load(directory / "embedding.npy")
+        return model
+
     def predict(self, features, candidates):
         return np.asarray(features[:, :1] * 0 + self.embedding_[candidates, 0], dtype=np.float32)
 """

@@ -455,7 +455,8 @@ def test_ci_config_of_the_repository_lists_existing_specs() -> None:
     [
         (
             "specs: [specs/demo.yaml]\nrunner: local\n",
-            r"ci\.yaml:2: runner: unknown key 'runner'\. Allowed keys: specs",
+            r"ci\.yaml:2: runner: unknown key 'runner'\. Allowed keys: allowed_data_suffixes,"
+            r" max_resources, specs",
         ),
         ("specs: []\n", r"ci\.yaml:1: specs: List should have at least 1 item"),
         ("- specs/demo.yaml\n", r"ci\.yaml:1: must be a mapping with the key 'specs'"),
@@ -479,7 +480,8 @@ def test_ci_config_lists_every_problem_at_its_line_like_a_spec(tmp_path: Path) -
         load_ci_config(path)
     assert str(err.value) == (
         f"3 problems in {path}:\n"
-        f"  {path}:2: specz: unknown key 'specz'. Did you mean 'specs'? Allowed keys: specs\n"
+        f"  {path}:2: specz: unknown key 'specz'. Did you mean 'specs'? Allowed keys:"
+        " allowed_data_suffixes, max_resources, specs\n"
         f"  {path}:5: specs[0]: Input should be a valid string; got 3\n"
         f"  {path}:6: specs[1]: Input should be a valid string"
     )

@@ -9,6 +9,9 @@
 - 12: a pull request that edits harness/ is not scored by that harness: `zsl ci pr` refuses to
   run from a harness inside the scanned checkout that differs from the base, and `--repo` lets
   the base's harness score a separate PR checkout.
+- 18 (tests/README.md): a record leaves the board only with its package: deleting, moving or
+  overwriting the record file of a package still in the tree fails the job and the vetted record
+  is exported again; deleting it with (or after) its package passes and says so.
 
 Most tests replace ``harness.pipeline.run_submission`` with a stand-in that returns records of
 one real run of ESZSL on the demo (made once per module), so the comparison, not the model, is
@@ -664,3 +667,206 @@ def test_a_link_above_the_results_folder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match=r"repo/leaderboard: is a symbolic link"):
         pr(repo, config_path=elsewhere / "ci.yaml")
     assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before
+
+
+# -- item 18: a run record leaves the board only with its package ---------------------------------
+
+
+def _scored_on_main(repo: Path, base_run: RunRecord) -> Path:
+    """ESZSL and the record CI exported for it on main; the branch ``removal`` is checked out.
+    Returns the record's file."""
+    add_package(repo, "eszsl")
+    write_records([base_run], repo / RESULTS)
+    commit_all(repo, "eszsl, scored by CI")
+    git(repo, "checkout", "--quiet", "-b", "removal")
+    return record_path(repo / RESULTS, base_run)
+
+
+def _removal_refused(repo: Path, run: RunRecord, folders: str) -> str:
+    return (
+        f"{shown(repo, run)}: deleted in this pull request, but its package {folders} is still "
+        "there (eszsl@1.0 on demo v1): a run record leaves the board only with its package "
+        "(delete the package folder in the same pull request) or by a maintainer's `zsl results "
+        "delete` on main; restore the file (it was exported again)"
+    )
+
+
+def test_deleting_the_record_of_a_present_package_fails_and_restores_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_run: RunRecord, fresh_run: RunRecord
+) -> None:
+    """Attack: a pull request whose only change deletes another package's record passed with
+    "1 removed run". Rule: a record leaves only with its package (or by a maintainer's
+    ``zsl results delete`` on main); the vetted record is exported again."""
+    repo = _board_repo(tmp_path / "repo")
+    path = _scored_on_main(repo, base_run)
+    vetted = path.read_bytes()
+    path.unlink()
+    commit_all(repo, "drop a rival's record")
+    runs = fake_runs(monkeypatch, {"eszsl": fresh_run})
+
+    result = pr(repo)
+
+    assert not result.ok
+    assert result.problems == [_removal_refused(repo, base_run, "submissions/eszsl")]
+    assert runs.calls == []  # nothing to re-make: the record is the vetted one
+    assert path.read_bytes() == vetted
+    text = report(result)
+    assert f"❌ {escape_markdown(result.problems[0], limit=1000)}" in text
+    assert "No change to the leaderboard." in text
+
+
+def test_deleting_a_package_with_its_records_passes_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_run: RunRecord
+) -> None:
+    repo = _board_repo(tmp_path / "repo")
+    path = _scored_on_main(repo, base_run)
+    shutil.rmtree(repo / "submissions" / "eszsl")
+    path.unlink()
+    commit_all(repo, "withdraw eszsl")
+    fake_runs(monkeypatch, {})
+
+    result = pr(repo)
+
+    assert result.ok, result.problems
+    (outcome,) = result.outcomes
+    assert (outcome.package, outcome.status, outcome.detail) == (
+        "submissions/eszsl",
+        "deleted",
+        "package removed, with its 1 run record",
+    )
+    assert not path.exists()
+    text = report(result)
+    assert "| submissions/eszsl | deleted: package removed, with its 1 run record |" in text
+    assert "0 new, 0 updated, 1 removed run on 1 benchmark." in text
+
+
+def test_deleting_the_record_of_a_package_gone_before_passes_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package deleted earlier left its record (the report said to delete it): deleting it
+    now takes it off the board."""
+    repo = _board_repo(tmp_path / "repo")
+    gone = record("gone", top1=0.3)
+    write_records([gone], repo / RESULTS)
+    commit_all(repo, "a record whose package was removed since")
+    git(repo, "checkout", "--quiet", "-b", "tidy")
+    record_path(repo / RESULTS, gone).unlink()
+    commit_all(repo, "its record too")
+    fake_runs(monkeypatch, {})
+
+    result = pr(repo)
+
+    assert result.ok, result.problems
+    text = report(result)
+    assert (
+        "Removed 1 run record whose package is no longer under submissions/: "
+        f"{escape_markdown(shown(repo, gone))}."
+    ) in text
+    assert "| 2 → — | gone 1.0 | removed |" in text
+
+
+@pytest.mark.parametrize("forged", [False, True], ids=["as-is", "forged"])
+def test_moving_a_record_file_is_a_removal_plus_an_addition(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_run: RunRecord,
+    fresh_run: RunRecord,
+    forged: bool,
+) -> None:
+    """The file at the run's path is removed (refused while the package is there), the file
+    added elsewhere is re-made by its package like any changed record, and the run is exported
+    at its own path."""
+    repo = _board_repo(tmp_path / "repo")
+    path = _scored_on_main(repo, base_run)
+    moved = path.with_name("eszsl-renamed.json")
+    committed = forge(base_run, _set("scores.0.value", 0.999)) if forged else base_run
+    write_records([committed], tmp_path / "export")
+    path.unlink()
+    shutil.copy(record_path(tmp_path / "export", committed), moved)
+    commit_all(repo, "move the record")
+    runs = fake_runs(monkeypatch, {"eszsl": fresh_run})
+
+    result = pr(repo)
+
+    assert runs.calls == ["eszsl"]
+    assert not result.ok
+    removal = _removal_refused(repo, base_run, "submissions/eszsl")
+    if forged:
+        flag, refused = result.problems
+        assert flag.startswith(
+            f"{moved.relative_to(repo).as_posix()}: ⚠ the committed record differed from a "
+            "fresh run in: scores[0].value;"
+        )
+        assert refused == removal
+        assert exported(repo, "eszsl") == fresh_run
+    else:
+        assert result.problems == [removal]
+        assert exported(repo, "eszsl") == base_run  # reproduced: the committed record is kept
+    assert path.is_file() and not moved.exists()
+
+
+def test_overwriting_the_record_file_with_another_run_is_a_removal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base_run: RunRecord
+) -> None:
+    """Attack variant: the path stays, its content becomes another run's (here the board's
+    ``ale``, moved over it): ESZSL's run is gone all the same."""
+    repo = _board_repo(tmp_path / "repo")
+    path = _scored_on_main(repo, base_run)
+    vetted = path.read_bytes()
+    (ale,) = (repo / RESULTS).rglob("ale@*.json")
+    ale_vetted = ale.read_bytes()
+    path.write_bytes(ale_vetted)
+    ale.unlink()
+    commit_all(repo, "ale over eszsl")
+    fake_runs(monkeypatch, {})
+
+    result = pr(repo)
+
+    assert not result.ok
+    unreproduced, removal = result.problems
+    assert unreproduced.startswith(f"{shown(repo, base_run)}: changed in this pull request, but")
+    assert removal == _removal_refused(repo, base_run, "submissions/eszsl")
+    assert (path.read_bytes(), ale.read_bytes()) == (vetted, ale_vetted)  # both as vetted
+
+
+@pytest.mark.parametrize("how", ["folder-renamed", "submission-renamed"])
+def test_deleting_the_record_of_a_package_under_another_folder_or_name_fails(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    base_run: RunRecord,
+    fresh_run: RunRecord,
+    how: str,
+) -> None:
+    """The package is the folder whose manifest has the record's submission name now, or had
+    it at the fork point: moving the folder, or renaming the submission, keeps it present."""
+    repo = _board_repo(tmp_path / "repo")
+    path = _scored_on_main(repo, base_run)
+    if how == "folder-renamed":
+        shutil.move(repo / "submissions" / "eszsl", repo / "submissions" / "eszsl-v2")
+        folder, made = "submissions/eszsl-v2", fresh_run
+    else:
+        manifest = repo / "submissions" / "eszsl" / "submission.yaml"
+        manifest.write_text(
+            manifest.read_text(encoding="utf-8").replace("name: eszsl\n", "name: eszsl-x\n"),
+            encoding="utf-8",
+        )
+        folder = "submissions/eszsl"
+        renamed = fresh_run.submission.model_copy(
+            update={
+                "name": "eszsl-x",
+                "package_hash": harness.submission.unpack.open_package(
+                    repo / folder, tmp_path / "work"
+                ).hash(),
+            }
+        )
+        made = fresh_run.model_copy(update={"submission": renamed})
+    path.unlink()
+    commit_all(repo, f"{how}, and its old record deleted")
+    runs = fake_runs(monkeypatch, {Path(folder).name: made})
+
+    result = pr(repo)
+
+    assert runs.calls == [Path(folder).name]
+    assert not result.ok
+    assert result.problems == [_removal_refused(repo, base_run, folder)]
+    assert path.is_file()  # exported again (or, moved folder: re-made by its fresh run)

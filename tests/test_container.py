@@ -26,7 +26,7 @@ DEMO = SPECS / "demo.yaml"
 JOB = RunJob(Path("/b"), Path("/p"), "model:M", Path("/o"), seed=3, memory_gb=2.5, cpus=2)
 
 COMMON = [
-    "run", "--init", "--network", "none", "--read-only", "--cap-drop", "ALL",
+    "run", "--init", "--network", "none", "--ipc", "private", "--read-only", "--cap-drop", "ALL",
     "--security-opt", "no-new-privileges", "--pids-limit", "256", "--memory", "2.5g",
     "--memory-swap", "2.5g", "--cpus", "2", "--ulimit", "nofile=1024:1024",
     "--user", "10001:10001",
@@ -41,7 +41,7 @@ ENV = [
 MOUNTS_AND_COMMAND = [
     "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw",
     "--tmpfs", f"/tmp:size={int(2.5 * (1 << 30))}", "--workdir", "/out", "--name", "zsl-x",
-    "--", "img:1", "python", "-m", "harness.worker",
+    "--", "img:1", "python", "-m", "harness.worker", "fit",
     "/bundle", "/package", "model:M", "/out", "--seed", "3",
 ]  # fmt: skip
 
@@ -58,16 +58,20 @@ def test_cpus_are_capped_at_the_hosts() -> None:
     assert argv[argv.index("--cpus") + 1] == "1" and "OMP_NUM_THREADS=2" in argv
 
 
-def test_test_features_are_bound_read_only_and_passed_by_path() -> None:
-    """Engines cannot pass descriptors: the file is bound, and the model can read it (weaker
-    than the sandbox; the module docstring and the outcome's details say so)."""
-    job = replace(JOB, test_features=Path("/w/secret/test-features.npy"))
+def test_a_prediction_pass_gets_its_state_and_the_protocol_on_stdin_and_stdout() -> None:
+    """Issue 26: no test feature is ever mounted (a fit reading /bundle-test/features.npy scored
+    H 96.6); a pass gets the fitted state read-only, no bundle, and talks to the harness over
+    the container's standard streams (``-i``), which the worker moves off before model code."""
+    job = replace(JOB, phase="predict", state=Path("/w/state"), conversation=lambda r, w: True)
     argv = container_argv(job, "img:1", "docker", name="zsl-x")
-    assert argv[argv.index("/p:/package:ro") + 1 : argv.index("/p:/package:ro") + 3] == [
-        "-v",
-        "/w/secret/test-features.npy:/bundle-test/features.npy:ro",
-    ]
-    assert argv[-2:] == ["--test-features-path", "/bundle-test/features.npy"]
+    assert "-i" in argv and "/w/state:/state:ro" in argv
+    assert not any(a.endswith(":/bundle:ro") or "features" in a for a in argv)
+    assert argv[argv.index("img:1") + 1 :] == [
+        "python", "-m", "harness.worker", "predict", "/package", "model:M", "/state",
+        "--requests", "0", "--replies", "1", "--seed", "3",
+    ]  # fmt: skip
+    fit = container_argv(JOB, "img:1", "docker", name="zsl-x")
+    assert "-i" not in fit and "/b:/bundle:ro" in fit and not any("state" in a for a in fit)
 
 
 def test_gpu_argv_docker_and_podman() -> None:
@@ -117,12 +121,18 @@ def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_pa
     assert boxed.runner == "container"
     assert boxed.predictions_hashes == local.predictions_hashes
     assert boxed.environment["image"] == f"zsl:1@{IMAGE_ID}" and "image" not in local.environment
-    inspect, run, state, rm = _calls(fake_docker)
-    assert inspect == ["image", "inspect", "--format", "{{json .}}", "--", "zsl:1"]
-    assert run[:3] == ["run", "--init", "--network"] and run[run.index("--") + 1] == IMAGE_ID
-    name = run[run.index("--name") + 1]
-    assert state[:2] == ["container", "inspect"] and state[-1] == name
-    assert rm == ["rm", "-f", name]
+    calls = _calls(fake_docker)
+    # Per phase (two fits, then each fit's two prediction passes): inspect, run, state, rm.
+    assert len(calls) == 4 * 6
+    phases = []
+    for inspect, run, state, rm in zip(*[iter(calls)] * 4, strict=True):
+        assert inspect == ["image", "inspect", "--format", "{{json .}}", "--", "zsl:1"]
+        assert run[:3] == ["run", "--init", "--network"] and run[run.index("--") + 1] == IMAGE_ID
+        name = run[run.index("--name") + 1]
+        assert state[:2] == ["container", "inspect"] and state[-1] == name
+        assert rm == ["rm", "-f", name]
+        phases.append(run[run.index("harness.worker") + 1])
+    assert phases == ["fit", "predict", "predict", "fit", "predict", "predict"]
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ from harness.runners.sandbox import SandboxRunner
 from harness.spec import load_spec
 from harness.store import create_tables, load_runs, make_engine
 from harness.submission.package import load_package
-from harness.tasks import write_bundle
+from harness.tasks import write_model_bundles
 from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
 from tests.test_sandbox import _package
 
@@ -126,7 +126,9 @@ os.wait()
 
 
 def _bundle(tmp_path: Path) -> Path:
-    return write_bundle(load_benchmark(load_spec(DEMO)), tmp_path / "bundle")
+    """The main fit's model bundle of the demo (what a fit run gets)."""
+    write_model_bundles(load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "s")
+    return tmp_path / "bundles" / "main"
 
 
 def _alive(token: str) -> list[int]:

@@ -186,8 +186,8 @@ def test_validate_names_the_import_error_and_its_line(tmp_path: Path) -> None:
 def test_validate_refuses_a_class_without_fit(tmp_path: Path) -> None:
     _refused(
         _package(tmp_path, NO_FIT),
-        "model.py:4: class 'RidgeModel' has no fit() method; a model class defines fit(task)"
-        " and predict(features, candidates)",
+        "model.py:4: class 'RidgeModel' has no fit() method; a model class defines fit(task),"
+        " save(directory), load(directory) (a classmethod) and predict(features, candidates)",
     )
 
 
@@ -223,8 +223,9 @@ def test_validate_passes_a_good_package_and_says_which_runner_checked(tmp_path: 
     runner = default_runner(load_package(package))
     assert code == 0, output
     assert (
-        "  entrypoint model:RidgeModel: imports, builds with RidgeModel() and has fit(task) and"
-        f" predict(features, candidates) (checked in runner '{runner}')\n"
+        "  entrypoint model:RidgeModel: imports, builds with RidgeModel() and has fit(task),"
+        " save(directory), load(directory) and predict(features, candidates) (checked in"
+        f" runner '{runner}')\n"
     ) in output
 
 

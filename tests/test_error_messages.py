@@ -23,9 +23,10 @@ from harness.pipeline import prediction_settings, run_submission
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.failure import explain_failure, traceback_location
 from harness.runners.outputs import WORKER_JSON
+from harness.runners.protocol import nonfinite_message
 from harness.spec import load_spec
 from harness.submission.predictions import read_predictions, write_predictions
-from harness.worker import nonfinite_message, raised_at
+from harness.worker import raised_at
 from tests.conftest import SPECS, stored_runs
 from tests.tiny_packages import RUNNERS, use_runner, write_tiny_package
 
@@ -211,9 +212,40 @@ def test_missing_method_names_the_class(
     said, _ = _refused(tmp_path, NO_PREDICT, runner, db)
     assert said == (
         "exited with code 4; protocol violation: model:Tiny has no predict() method; a model"
-        " class defines fit(task) and predict(features, candidates)"
-        " (model.py:4, where Tiny is defined)"
+        " class defines fit(task), save(directory), load(directory) (a classmethod) and"
+        " predict(features, candidates) (model.py:4, where Tiny is defined)"
     )
+
+
+NO_SAVE = """\
+import numpy as np
+
+
+class Tiny:
+    def fit(self, task):
+        pass
+
+    def predict(self, features, candidates):
+        return np.zeros((len(features), len(candidates)))
+"""
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_class_without_save_and_load_is_shown_the_lines_to_add(
+    runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
+) -> None:
+    """Fit and each prediction pass are separate runs (issue 26): a model class must save its
+    fitted state and load it back; one that cannot is refused before it is fitted, and told
+    the lines that do it (arrays in state.npz)."""
+    use_runner(runner, request)
+    package = write_tiny_package(tmp_path, NO_SAVE, save_load=False)
+    with pytest.raises(RunnerError) as info:
+        run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    message = str(info.value)
+    assert "model:Tiny has no save() method and no load() method" in message
+    assert 'np.savez(directory / "state.npz", **fitted)' in message
+    assert "def load(cls, directory):" in message
+    assert stored_runs(db) == 0
 
 
 @pytest.mark.slow

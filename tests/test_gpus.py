@@ -143,8 +143,8 @@ def test_runners_refuse_before_anything_starts(
 
     monkeypatch.setattr(sandbox_module, "available", lambda bwrap="bwrap": True)
     monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: "/usr/bin/bwrap")
-    monkeypatch.setattr(sandbox_module, "run_with_test_features", started)
-    monkeypatch.setattr("harness.runners.local.run_with_test_features", started)
+    monkeypatch.setattr(sandbox_module, "run_job", started)
+    monkeypatch.setattr("harness.runners.local.run_job", started)
     (tmp_path / "o").mkdir()
     with pytest.raises(RunnerError, match=r"asks for 4 GPU\(s\).*offers 3 GPU\(s\): 0, 1, 2"):
         runner.run(_job(tmp_path, gpus=4))

@@ -66,18 +66,27 @@ def _refused(package: Path, db: str, error: type[Exception], message: str) -> No
 # --- prediction files ----------------------------------------------------------------------
 
 
+#: How package validation refuses an object array, by content (test_package_content.py).
+OBJECT_ARRAY = (
+    "{what} of dtype object (pickled Python objects), recognised by its content whatever its"
+    " name: loading it runs code that the package's source does not show. Store arrays as"
+    " .npy/.npz of numeric dtypes (np.save(path, array, allow_pickle=False)) or .safetensors,"
+    " settings as .json or .yaml"
+)
+
+
 def test_pickle_in_npy_prediction_file(tmp_path: Path, bench: PreparedBenchmark, db: str) -> None:
     marker = tmp_path / "pwned"
     package, bad = hostile.predictions_package(
         tmp_path, bench, "zsl", lambda p, s, m: hostile.pickle_npy(p, marker), suffix="npy"
     )
+    # Validation refuses the package before any file is read as predictions...
+    what = OBJECT_ARRAY.format(what="a .npy array")
     _refused(
-        package,
-        db,
-        PredictionError,
-        f"{_in_package(package, bad)}: prediction files end in .safetensors or .npz",
+        package, db, SubmissionError, f"{package.resolve()}: {_in_package(package, bad)} is {what}"
     )
-    with pytest.raises(PredictionError):
+    # ...and the reader refuses the file on its own.
+    with pytest.raises(PredictionError, match=r"prediction files end in \.safetensors or \.npz"):
         read_predictions(bad, **_meta(bench, "zsl"))
     assert not marker.exists()
 
@@ -90,12 +99,15 @@ def test_pickle_in_npz_prediction_file(tmp_path: Path, bench: PreparedBenchmark,
         "zsl",
         lambda p, s, m: hostile.write_npz(p, hostile.pickled_object_array(marker), m),
     )
+    what = OBJECT_ARRAY.format(what="a .npz whose member 'scores.npy' is an array")
     _refused(
-        package,
-        db,
-        PredictionError,
-        f"{_in_package(package, bad)}: refused (Object arrays cannot be loaded when allow_pickle=False);"
-        " object arrays and pickles are never loaded",
+        package, db, SubmissionError, f"{package.resolve()}: {_in_package(package, bad)} is {what}"
+    )
+    with pytest.raises(PredictionError) as info:
+        read_predictions(bad, **_meta(bench, "zsl"))
+    assert str(info.value) == (
+        f"{bad}: refused (Object arrays cannot be loaded when allow_pickle=False);"
+        " object arrays and pickles are never loaded"
     )
     assert not marker.exists()
 

@@ -193,48 +193,48 @@ def test_missing_file_and_linked_folder(out: Path, tmp_path: Path) -> None:
         _read(link)
 
 
-# --- mapping the worker's rows back into each setting's frozen order ---------------------
+# --- mapping the passes' rows back into each setting's frozen order -----------------------
 
 
-def test_collect_maps_shuffled_rows_into_the_frozen_order(tmp_path: Path) -> None:
-    """Raw row j holds j in every column: the file of a setting must list, row by row, the
-    bundle rows of that setting's images in the frozen test order."""
-    from harness.runners.outputs import collect_predictions, raw_names
-    from harness.tasks import write_model_bundle
+def test_prediction_files_map_shuffled_rows_into_the_frozen_order(tmp_path: Path) -> None:
+    """Shuffled row j holds j in every column: the file of a setting must list, row by row, the
+    shuffled rows of that setting's images in the frozen test order."""
+    from harness.runners.judge import _Outputs, _prediction_files, pass_settings
+    from harness.tasks import write_model_bundles
 
     bench = load_benchmark(load_spec(DEMO))
-    rowmap = write_model_bundle(bench, tmp_path / "bundle")
-    out = tmp_path / "out"
-    out.mkdir()
+    rowmap = write_model_bundles(bench, tmp_path / "bundles", tmp_path / "secret")
     settings = prediction_settings(bench.spec)
-    for setting in settings:
-        n = rowmap.n_rows[rowmap.fits[setting]]
-        raw = np.repeat(np.arange(n, dtype=np.float64)[:, None], len(bench.columns(setting)), 1)
-        (name,) = raw_names(setting, topk=False)
-        np.save(out / name, raw)
-    paths = collect_predictions(out, rowmap, bench, tmp_path / "predictions", settings)
+    outputs = {}
+    for fit in rowmap.n_rows:
+        for s in pass_settings(bench, [x for x in settings if rowmap.fits[x] == fit]):
+            n = rowmap.n_rows[fit]
+            raw = np.repeat(np.arange(n, dtype=np.float64)[:, None], len(s.candidates), 1)
+            outputs[s.name] = _Outputs(s, (raw,))
+    paths = _prediction_files(outputs, rowmap, bench, tmp_path / "predictions")
     predictions = read_all(bench, paths)
-    features = np.load(tmp_path / "bundle" / "test" / "features.npy")
     for setting in settings:
         scores = predictions[setting].scores
         assert scores is not None
         np.testing.assert_array_equal(scores[:, 0], rowmap.rows[setting])
-        if rowmap.fits[setting] == "main":  # the rows hold exactly the setting's images
-            np.testing.assert_array_equal(
-                features[rowmap.rows[setting]], bench.array("features")[bench.rows(setting)]
-            )
+        # the rows hold exactly the setting's images
+        features = np.load(rowmap.test_features[rowmap.fits[setting]])
+        np.testing.assert_array_equal(
+            features[rowmap.rows[setting]], bench.array("features")[bench.rows(setting)]
+        )
 
 
-# --- the pipeline: a run whose outputs were tampered with after the worker ----------------
+# --- the pipeline: a fit whose outputs were tampered with after the worker ----------------
 
 
 def _worker_files(out: Path) -> list[Path]:
-    """Every prediction output of the worker, in any layout (old: .safetensors, new: .npy)."""
-    return sorted(p for p in out.iterdir() if p.suffix in (".npy", ".safetensors"))
+    """Every file of the state the fit saved (``out/state``)."""
+    return sorted(p for p in (out / "state").iterdir() if p.suffix in (".npy", ".npz"))
 
 
 class _Tamper:
-    """The local runner, then ``action`` on the output folder, as a lingering process would."""
+    """The local runner, then ``action`` on a fit's output folder, as a lingering process
+    would."""
 
     name = "local"
 
@@ -243,7 +243,8 @@ class _Tamper:
 
     def run(self, job):  # type: ignore[no-untyped-def]
         outcome = LocalRunner().run(job)
-        self.action(job.out)
+        if job.phase == "fit":
+            self.action(job.out)
         return outcome
 
 
@@ -307,7 +308,7 @@ def test_tampered_outputs_are_refused_and_nothing_is_stored(
     monkeypatch.setattr(pipeline.runners, "get", lambda name: _Tamper(action))
     with pytest.raises(RunnerError) as info:
         run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", database_url=db, quiet=True)
-    assert "/out/" in str(info.value) and "Traceback" not in str(info.value)
+    assert "/state" in str(info.value) and "Traceback" not in str(info.value)
     assert stored_runs(db) == 0
 
 
@@ -322,6 +323,6 @@ def test_tampered_worker_json_is_refused(
         _replace(out / "worker.json", make)
 
     monkeypatch.setattr(pipeline.runners, "get", lambda name: _Tamper(action))
-    with pytest.raises(RunnerError, match=r"/out/worker\.json: is a symbolic link"):
+    with pytest.raises(RunnerError, match=r"/worker\.json: is a symbolic link"):
         run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", database_url=db, quiet=True)
     assert stored_runs(db) == 0

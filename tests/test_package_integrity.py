@@ -38,7 +38,7 @@ from harness.spec import load_spec
 from harness.submission.loader import check_entrypoint
 from harness.submission.package import Package, load_package
 from harness.submission.unpack import open_package
-from harness.tasks import write_bundle
+from harness.tasks import write_model_bundles
 from tests import hostile
 from tests.conftest import REPO, SPECS, SUBMISSIONS, stored_runs
 
@@ -237,8 +237,8 @@ def test_validate_lists_what_a_reviewer_should_look_at(tmp_path: Path) -> None:
     words = " ".join(result.output.split())  # the console wraps long lines at its width
     assert words == (
         f"ok {root}: source-only 1.0 (model) {load_package(root).hash()}"
-        " entrypoint model:Model: imports, builds with Model() and has fit(task) and"
-        " predict(features, candidates) (checked in runner"
+        " entrypoint model:Model: imports, builds with Model() and has fit(task),"
+        " save(directory), load(directory) and predict(features, candidates) (checked in runner"
         f" '{default_runner(load_package(root))}')"
         " 8 files hashed"
         " review: helpers/fast.pyx (neither .py source nor plain data)"
@@ -250,7 +250,9 @@ def test_validate_lists_what_a_reviewer_should_look_at(tmp_path: Path) -> None:
 
 
 def _bundle(bench: PreparedBenchmark, tmp_path: Path) -> Path:
-    return write_bundle(bench, tmp_path / "bundle")
+    """The main fit's model bundle (what a fit run gets)."""
+    write_model_bundles(bench, tmp_path / "bundles", tmp_path / "secret")
+    return tmp_path / "bundles" / "main"
 
 
 def _worker(bundle: Path, package: Path, entrypoint: str, out: Path) -> dict[str, object]:
@@ -259,7 +261,16 @@ def _worker(bundle: Path, package: Path, entrypoint: str, out: Path) -> dict[str
     out.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(out), "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.worker", str(bundle), str(package), entrypoint, str(out)],
+        [
+            sys.executable,
+            "-m",
+            "harness.worker",
+            "fit",
+            str(bundle),
+            str(package),
+            entrypoint,
+            str(out),
+        ],
         env=env,
         cwd=out,
         capture_output=True,

@@ -78,6 +78,8 @@ def test_failing_model_stores_nothing(tmp_path: Path, db: str) -> None:
         "class ESZSL:\n"
         "    def fit(self, task):\n        raise RuntimeError('diverged at epoch 3')\n"
         "    def predict(self, features, candidates):\n        return None\n"
+        "    def save(self, directory):\n        pass\n"
+        "    @classmethod\n    def load(cls, directory):\n        return cls()\n"
     )
     with pytest.raises(
         RunnerError,
@@ -97,6 +99,8 @@ def test_wrong_prediction_shape_is_a_protocol_error(tmp_path: Path, db: str) -> 
         "class ESZSL:\n"
         "    def fit(self, task):\n        pass\n"
         "    def predict(self, features, candidates):\n        return np.zeros((len(features), 2))\n"
+        "    def save(self, directory):\n        (directory / 'state.json').write_text('{}')\n"
+        "    @classmethod\n    def load(cls, directory):\n        return cls()\n"
     )
     with pytest.raises(RunnerError, match="exited with code 4"):
         run_submission(package, DEMO, database_url=db, quiet=True)

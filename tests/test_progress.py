@@ -45,6 +45,14 @@ class Tiny:
 
     def predict(self, features, candidates):
         return features[:, :1] + candidates[None, :] / self.offset
+    def save(self, directory):
+        np.save(directory / "offset.npy", np.float64(self.offset))
+
+    @classmethod
+    def load(cls, directory):
+        model = cls()
+        model.offset = float(np.load(directory / "offset.npy"))
+        return model
 """
 
 # Writes to the progress channel: broken JSON, a well-formed object with a negative duration,
@@ -68,6 +76,14 @@ class Tiny:
 
     def predict(self, features, candidates):
         return features[:, :1] + candidates[None, :] / self.offset
+    def save(self, directory):
+        np.save(directory / "offset.npy", np.float64(self.offset))
+
+    @classmethod
+    def load(cls, directory):
+        model = cls()
+        model.offset = float(np.load(directory / "offset.npy"))
+        return model
 """
 
 

@@ -40,6 +40,10 @@ EXPECTED = {
     "seen-classifier": {"conse", "flat-seen-classifier", "trivial-hierarchy"},
     "nearest-seen": {"flat-seen-classifier", "trivial-hierarchy"},
     "psd-eigh": {"eszsl", "sae"},
+    "state-files": {
+        "ale", "conse", "dap", "devise", "eszsl", "flat-seen-classifier", "sae", "sje",
+        "trivial-hierarchy", "template",
+    },
 }  # fmt: skip
 
 

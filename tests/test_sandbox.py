@@ -205,12 +205,12 @@ def test_huge_stdout_is_truncated_and_the_run_still_judged(tmp_path: Path, db: s
     )
     record = run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
     assert record.scores and stored_runs(db) == 1
-    bundle = tmp_path / "bundle"
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_bundle
+    from harness.tasks import write_model_bundles
 
-    write_bundle(load_benchmark(load_spec(DEMO)), bundle)
+    write_model_bundles(load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "s")
+    bundle = tmp_path / "bundles" / "main"
     out = tmp_path / "out"
     out.mkdir()
     outcome = SandboxRunner().run(RunJob(bundle, package, "model:Hostile", out, timeout_s=60))

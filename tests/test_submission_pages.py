@@ -344,6 +344,15 @@ class Tiny:
         self.embedding_ = task.embedding
         self.hyperparameters_ = {HYPER}
 
+    def save(self, directory):
+        np.save(directory / "embedding.npy", self.embedding_)
+
+    @classmethod
+    def load(cls, directory):
+        model = cls()
+        model.embedding_ = np.load(directory / "embedding.npy")
+        return model
+
     def predict(self, features, candidates):
         return np.asarray(features[:, :1] * 0 + self.embedding_[candidates, 0], dtype=np.float32)
 """

@@ -80,37 +80,51 @@ def test_bundle_without_validation_fit(bench, tmp_path: Path) -> None:  # type: 
 # --- since zsl-bundle/2: every setting of a fit sees the same shuffled images -------------------
 
 
-def test_model_bundle_does_not_say_which_images_belong_to_which_setting(
-    bench, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+def test_model_bundles_hold_no_test_image_and_say_no_setting_rows(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """GZSL membership leak: in zsl-bundle/1 the ZSL rows were exactly the unseen-class test
-    images. A model bundle holds one shuffled set per fit and no per-setting rows."""
-    from harness.tasks import write_model_bundle
+    images; since /4 a model bundle holds no test image at all (a fit could compute test-set
+    statistics from them). Each fit's shuffled test images lie outside every bundle, and the
+    harness's row map picks each setting's images from them."""
+    from harness.tasks import write_model_bundles
 
-    rowmap = write_model_bundle(bench, tmp_path / "b")
-    bundle = Bundle(tmp_path / "b")
-    assert bundle.info["format"] == "zsl-bundle/3" and not bundle.has_row_files
-    assert not list(bundle.root.rglob("rows.npy"))
+    rowmap = write_model_bundles(bench, tmp_path / "b", tmp_path / "secret")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["main", "validation"]
     for fit, settings in (("main", ["zsl", "gzsl"]), ("validation", ["zsl_val", "gzsl_val"])):
+        bundle = Bundle(tmp_path / "b" / fit)
+        assert bundle.info["format"] == "zsl-bundle/4" and not bundle.has_row_files
+        assert bundle.fits == [fit] and bundle.settings_of(fit) == settings
+        assert not list(bundle.root.rglob("rows.npy"))
+        assert {p.parent.name for p in bundle.root.rglob("features.npy")} == {"train", "val"}
+        with pytest.raises(RunnerError, match=r"a model bundle holds no test image"):
+            bundle.test_features(fit)
+        with pytest.raises(RunnerError, match=r"holds the \w+ fit only"):
+            bundle.train_task(fit="validation" if fit == "main" else "main")
         union = np.unique(np.concatenate([bench.rows(s) for s in settings]))
-        images = _labels_of(bench, bundle.test_features(fit))
+        images = _labels_of(bench, np.load(rowmap.test_features[fit]))
+        assert not rowmap.test_features[fit].is_relative_to(tmp_path / "b")
         assert sorted(images) == sorted(union)  # every test image of the fit, once
         assert rowmap.n_rows[fit] == len(union)
         for setting in settings:
             # The harness's row map picks the setting's images, in the frozen test order.
             np.testing.assert_array_equal(images[rowmap.rows[setting]], bench.rows(setting))
             np.testing.assert_array_equal(bundle.candidates(setting), bench.columns(setting))
-    with pytest.raises(RunnerError, match=r"a model bundle does not say which test images"):
-        bundle.test("gzsl")
+        with pytest.raises(RunnerError, match=r"a model bundle does not say which test images"):
+            bundle.test(settings[0])
+    # The validation fit's bundle knows the training classes only (its own train/val split).
+    val_task = Bundle(tmp_path / "b" / "validation").train_task(fit="validation")
+    main_task = Bundle(tmp_path / "b" / "main").train_task(fit="main")
+    assert not np.isin(val_task.seen_classes, main_task.val_classes).any()
+    with pytest.raises(RunnerError, match=r"outside the bundles"):
+        write_model_bundles(bench, tmp_path / "c", tmp_path / "c" / "secret")
 
 
 def test_the_order_is_fresh_per_bundle_and_blind_to_class(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from harness.tasks import write_model_bundle
+    from harness.tasks import write_model_bundles
 
     orders = []
     for name in ("a", "b"):
-        write_model_bundle(bench, tmp_path / name)
-        orders.append(_labels_of(bench, Bundle(tmp_path / name).test_features("main")))
+        rowmap = write_model_bundles(bench, tmp_path / name, tmp_path / f"{name}-secret")
+        orders.append(_labels_of(bench, np.load(rowmap.test_features["main"])))
     assert sorted(orders[0]) == sorted(orders[1]) and not np.array_equal(*orders)
     # Unseen-class images are spread over the whole file, not in a block.
     labels = bench.array("labels")[orders[0]]
@@ -133,32 +147,11 @@ def test_old_bundles_and_unknown_settings_are_refused(bench, tmp_path: Path) -> 
     with pytest.raises(RunnerError, match=r"no setting 'transductive'"):
         Bundle(root).candidates("transductive")
     info = json.loads((root / "task.json").read_text())
-    for old in ("zsl-bundle/1", "zsl-bundle/2"):  # /2 named the validation fit "calibration"
+    # /2 named the validation fit "calibration"; /3 model bundles held test images
+    for old in ("zsl-bundle/1", "zsl-bundle/2", "zsl-bundle/3"):
         (root / "task.json").write_text(json.dumps({**info, "format": old}))
-        with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/3' bundle"):
+        with pytest.raises(RunnerError, match=r"task\.json: not a 'zsl-bundle/4' bundle"):
             Bundle(root)
-
-
-def test_main_test_features_can_live_outside_the_bundle(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The main fit's test images go to a file outside the bundle (the runner hands them to the
-    worker by descriptor); the validation fit's, training and validation images, stay."""
-    from harness.tasks import write_model_bundle
-
-    secret = tmp_path / "secret" / "test-features.npy"
-    rowmap = write_model_bundle(bench, tmp_path / "b", test_features=secret)
-    bundle = Bundle(tmp_path / "b")
-    assert bundle.info["test_features"] == "descriptor"
-    assert not (bundle.root / "test" / "features.npy").exists()
-    assert bundle.supplied_test_features("main") and not bundle.supplied_test_features("validation")
-    with pytest.raises(RunnerError, match=r"not in this bundle"):
-        bundle.test_features("main")
-    images = _labels_of(bench, np.load(secret))
-    union = np.unique(np.concatenate([bench.rows(s) for s in ("zsl", "gzsl")]))
-    assert sorted(images) == sorted(union) and rowmap.n_rows["main"] == len(union)
-    np.testing.assert_array_equal(images[rowmap.rows["zsl"]], bench.rows("zsl"))
-    assert len(bundle.test_features("validation")) == rowmap.n_rows["validation"]
-    with pytest.raises(RunnerError, match=r"outside the bundle"):
-        write_model_bundle(bench, tmp_path / "c", test_features=tmp_path / "c" / "x.npy")
 
 
 def test_train_features_are_mapped_copy_on_write(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

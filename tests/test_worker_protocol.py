@@ -1,43 +1,54 @@
-"""The worker's protocol against models that try to move a score they did not earn.
+"""The harness's verdicts against models that try to move a score they did not earn.
 
-Every hostile model is a copy of ESZSL generated in ``tmp_path`` whose ``predict`` (or ``fit``)
-cheats in one way:
+Fit and every prediction pass are separate runs (issue 26, :mod:`harness.runners.judge`): fit
+sees no test image and ends by saving its state; each pass is a fresh run that loads a private
+copy of that state and gets the test rows one chunk at a time; the harness, outside every run,
+orders the rows, compares two passes and decides. Every hostile model is a copy of ESZSL
+generated in ``tmp_path`` whose ``predict`` (or ``fit``, ``load``) cheats in one way:
 
 - GZSL membership: remember the images seen with the smaller (ZSL) candidate set and push them
   to unseen classes in GZSL. Rule: every predict call of a fit sees the same shuffled images.
 - Batch dependence (centring on the batch mean): refused unless declared transductive. Rule: a
   score may not depend on the other images of its batch (two independent partitions agree).
-- Adaptive variants of batch dependence that try to make both partitions agree: a per-image
-  cache in a module global, a running mean across calls, a cache file in /tmp, a cache in shared
-  memory, a helper thread or process serving a cache, a thread started at fork. Rule: each pass
-  runs in a fresh fork of the fitted process, alone, without files, shared memory or helpers.
-- Planting links where the worker writes its outputs (to /etc/shadow, /proc/self/environ, fake
-  predictions): refused, naming the file. Rule: the harness never follows links out of /out.
+- Adaptive variants that try to make both partitions agree: a per-image cache in a module
+  global, a running mean across calls, a cache file in /tmp, a cache written through a shared
+  file mapping, anonymous shared memory, a helper thread or process serving a cache. Rule: each
+  pass is a fresh run with nothing writable that outlives it.
+- Channels between passes and between runs (keyring, file access times of the state, /tmp,
+  /dev/shm, System V shared memory): the attack of issue 26 that beat the forked passes.
+  Rule: private copies of the state per pass, private namespaces, and a syscall filter that
+  denies the kernel keyring (:mod:`harness.runners.seccomp`).
+- The package swapped during the run, links planted where the harness reads the fit's outputs,
+  and a fit that searches the machine for the test features.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness.errors import PredictionError, RunnerError
+from harness.errors import RunnerError
 from harness.pipeline import run_submission
+from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
 DEMO = SPECS / "demo.yaml"
 RUNNERS = [pytest.param("local"), pytest.param("sandbox", marks=needs_bwrap)]
-NOT_INDUCTIVE = r"predict is not inductive: .*declarations\.transductive: true"
+# The runners for untrusted code, each run for real (the container one on a real engine).
+ISOLATING = [pytest.param("sandbox", marks=needs_bwrap), pytest.param("container")]
+NOT_INDUCTIVE = (
+    r"refused by the harness; protocol violation: predict is not inductive: .*"
+    r"declarations\.transductive: true"
+)
 
 
 def _package(tmp_path: Path, code: str, *, transductive: bool = False, name: str = "pkg") -> Path:
@@ -52,6 +63,13 @@ def _package(tmp_path: Path, code: str, *, transductive: bool = False, name: str
         text = text.replace("transductive: false", "transductive: true")
     manifest.write_text(text)
     return dest
+
+
+def _use(runner: str, request: pytest.FixtureRequest) -> None:
+    """The container runner on the session's real engine (skipped without one, failed under
+    ZSL_REQUIRE_DOCKER=1)."""
+    if runner == "container":
+        request.getfixturevalue("docker")
 
 
 def _h(record) -> float:  # type: ignore[no-untyped-def]
@@ -71,7 +89,7 @@ def eszsl_h(tmp_path_factory: pytest.TempPathFactory) -> float:
     return _h(record)
 
 
-# --- item 1: GZSL membership --------------------------------------------------------------
+# --- GZSL membership -----------------------------------------------------------------------
 
 MEMBERSHIP = '''
 import hashlib
@@ -84,7 +102,17 @@ class Hostile(ESZSL):
     def fit(self, task):
         super().fit(task)
         self.seen_ = task.seen_classes
-        self.small_, self.rows_ = None, set()
+
+    def save(self, directory):
+        super().save(directory)
+        np.save(directory / "seen.npy", self.seen_)
+
+    @classmethod
+    def load(cls, directory):
+        model = super().load(directory)
+        model.seen_ = np.load(directory / "seen.npy")
+        model.small_, model.rows_ = None, set()
+        return model
 
     def predict(self, features, candidates):
         scores = super().predict(features, candidates)
@@ -127,7 +155,7 @@ def test_gzsl_membership_model_undeclared_earns_nothing(
         assert _h(record) <= eszsl_h + 0.01, (_h(record), eszsl_h)
 
 
-# --- item 2: batch dependence -------------------------------------------------------------
+# --- batch dependence ----------------------------------------------------------------------
 
 BATCH_MEAN = """
 class Hostile(ESZSL):
@@ -144,12 +172,10 @@ def test_batch_statistics_are_refused_with_the_declaration_to_make(
     runner: str, tmp_path: Path, db: str
 ) -> None:
     package = _package(tmp_path, BATCH_MEAN)
-    with pytest.raises(RunnerError, match=r"exited with code 4") as info:
+    with pytest.raises(RunnerError, match=NOT_INDUCTIVE) as info:
         run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
     message = str(info.value)
-    assert "predict is not inductive" in message
-    assert "declarations.transductive: true" in message and "submission.yaml" in message
-    assert "first: row" in message
+    assert "submission.yaml" in message and "first: shuffled test row" in message
     assert stored_runs(db) == 0
 
 
@@ -162,16 +188,22 @@ def test_declared_transductive_model_runs_and_is_scored(
     assert record.logs["inductive_check"] == "skipped: declared transductive"
     assert record.submission.declarations["transductive"] is True
     assert _h(record) > 0 and stored_runs(db) == 1
+    assert "check_main" not in record.timings
 
 
 @pytest.mark.parametrize("runner", RUNNERS)
-def test_honest_model_records_an_isolated_check(runner: str) -> None:
+def test_honest_model_records_separate_runs_and_its_states(runner: str) -> None:
     record = run_submission(SUBMISSIONS / "eszsl", DEMO, runner=runner, store=False, quiet=True)
-    assert record.logs["inductive_check"] == "isolated"
+    assert record.logs["inductive_check"] == "separate runs"
     assert {"fit_main", "fit_validation", "check_main", "check_validation"} <= set(record.timings)
+    assert set(record.model_state) == {"main", "validation"}
+    assert all(h.startswith("sha256:") and len(h) == 71 for h in record.model_state.values())
+    # The state is a content hash: the same fit saved again (np.savez stamps times) hashes alike.
+    again = run_submission(SUBMISSIONS / "eszsl", DEMO, runner="local", store=False, quiet=True)
+    assert again.model_state == record.model_state
 
 
-# --- item 2: models that adapt to the check -----------------------------------------------
+# --- models that adapt to the check --------------------------------------------------------
 
 GLOBAL_CACHE = """
 _CACHE = {}
@@ -235,17 +267,15 @@ SLOTS, WIDTH = 1 << 14, 64
 
 
 class Hostile(ESZSL):
-    \"\"\"A cache in a file made in fit (writes allowed then) and written through a shared
-    mapping in predict: no write() that a file-size limit stops, and SIGXFSZ ignored.\"\"\"
-
-    def fit(self, task):
-        super().fit(task)
-        with open(PATH, "wb") as handle:
-            handle.truncate(SLOTS * WIDTH * 4 + SLOTS)
+    \"\"\"A cache in a file under /tmp written through a shared mapping: no write() a file-size
+    limit stops, and SIGXFSZ ignored.\"\"\"
 
     def predict(self, features, candidates):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         fresh = super().predict(features - features.mean(axis=0) + self.mean_, candidates)
+        if not os.path.exists(PATH):
+            with open(PATH, "wb") as handle:
+                handle.truncate(SLOTS * WIDTH * 4 + SLOTS)
         fd = os.open(PATH, os.O_RDWR)
         memory = mmap.mmap(fd, 0)
         os.close(fd)
@@ -271,11 +301,14 @@ SLOTS, WIDTH = 1 << 14, 64
 
 
 class Hostile(ESZSL):
-    \"\"\"A cache in anonymous shared memory mapped in fit: both forked passes would map it.\"\"\"
+    \"\"\"A cache in anonymous shared memory mapped when the model is loaded: forked passes
+    of one process would all have mapped it; fresh runs each map their own.\"\"\"
 
-    def fit(self, task):
-        super().fit(task)
-        self.memory_ = mmap.mmap(-1, SLOTS * WIDTH * 4 + SLOTS)
+    @classmethod
+    def load(cls, directory):
+        model = super().load(directory)
+        model.memory_ = mmap.mmap(-1, SLOTS * WIDTH * 4 + SLOTS)
+        return model
 
     def predict(self, features, candidates):
         fresh = super().predict(features - features.mean(axis=0) + self.mean_, candidates)
@@ -337,11 +370,17 @@ def _ask(message, answer=True):
 
 
 class Hostile(ESZSL):
-    \"\"\"Batch-centred scores cached by a helper (HELPER: thread or process) started in fit and
-    reached through an abstract unix socket, which no file, fd or memory map shows.\"\"\"
+    \"\"\"Batch-centred scores cached by a helper (HELPER: thread or process) started when the
+    model is built for a pass and reached through an abstract unix socket, which no file, fd or
+    memory map shows.\"\"\"
 
-    def fit(self, task):
-        super().fit(task)
+    @classmethod
+    def load(cls, directory):
+        model = super().load(directory)
+        model._helper()
+        return model
+
+    def _helper(self):
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(ADDRESS)
         listener.listen(64)
@@ -368,183 +407,302 @@ class Hostile(ESZSL):
         return out
 """
 
-FORK_HOOK = """
-import os, threading, time
-
-
-class Hostile(ESZSL):
-    \"\"\"Starts a thread in every forked child (os.register_at_fork): a pass with a companion.\"\"\"
-
-    def fit(self, task):
-        super().fit(task)
-        os.register_at_fork(
-            after_in_child=lambda: threading.Thread(target=time.sleep, args=(3,)).start()
-        )
-"""
-
 
 @pytest.mark.parametrize(
-    ("code", "match"),
+    "code",
     [
-        pytest.param(GLOBAL_CACHE, NOT_INDUCTIVE, id="module-global-cache"),
-        pytest.param(RUNNING_MEAN, NOT_INDUCTIVE, id="running-mean"),
-        pytest.param(FILE_CACHE, r"SIGXFSZ: predict wrote to a file", id="tmp-file-cache"),
-        pytest.param(SHARED_MEMORY, r"anonymous shared memory", id="shared-memory"),
-        pytest.param(HELPER_CACHE.replace("HELPER", '"thread"'), NOT_INDUCTIVE, id="thread"),
-        pytest.param(HELPER_CACHE.replace("HELPER", '"process"'), NOT_INDUCTIVE, id="daemon"),
-        pytest.param(FORK_HOOK, r"started 1 thread\(s\) in the forked", id="fork-hook-thread"),
+        pytest.param(GLOBAL_CACHE, id="module-global-cache"),
+        pytest.param(RUNNING_MEAN, id="running-mean"),
+        pytest.param(FILE_CACHE, id="tmp-file-cache"),
+        pytest.param(MMAP_FILE_CACHE, id="mmap-file-cache"),
+        pytest.param(SHARED_MEMORY, id="shared-memory"),
+        pytest.param(HELPER_CACHE.replace("HELPER", '"thread"'), id="thread"),
+        pytest.param(HELPER_CACHE.replace("HELPER", '"process"'), id="daemon"),
     ],
 )
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_models_that_adapt_to_the_check_are_refused(
-    runner: str, code: str, match: str, tmp_path: Path, db: str
+    runner: str, code: str, tmp_path: Path, db: str
 ) -> None:
-    # A cache file name of this test only: under the local runner it lands in the host's /tmp.
-    name = f"zsl-score-cache-{uuid.uuid4().hex}.pkl"
+    # A cache file name of this test only (local runs keep temporary files in the pass's folder).
+    name = f"zsl-score-cache-{tmp_path.name}.pkl"
     package = _package(tmp_path, code.replace("CACHE_NAME", repr(name)))
+    with pytest.raises(RunnerError, match=NOT_INDUCTIVE):
+        run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    assert stored_runs(db) == 0
+
+
+# --- issue 26: channels between passes and between runs ------------------------------------
+
+CHANNELS = """
+import ctypes, ctypes.util, os, struct
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+NR = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[os.uname().machine]
+KEY_SPEC_USER_KEYRING, KEYCTL_READ = -4, 11
+SIZE = 8 * 4096
+
+
+def _keyring_put(data):
+    _LIBC.syscall(NR[0], b"user", b"zsl-stat", data, len(data), KEY_SPEC_USER_KEYRING)
+
+
+def _keyring_get():
+    key = _LIBC.syscall(NR[1], b"user", b"zsl-stat", None, KEY_SPEC_USER_KEYRING)
+    if key < 0:
+        return None
+    buf = ctypes.create_string_buffer(SIZE)
+    n = _LIBC.syscall(NR[2], KEYCTL_READ, key, buf, SIZE)
+    return buf.raw[:n] if n > 0 else None
+
+
+def _file_put(path, data):
     try:
-        with pytest.raises(RunnerError, match=r"exited with code 4") as info:
-            run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
-    finally:
-        (Path(tempfile.gettempdir()) / name).unlink(missing_ok=True)
-    assert re.search(match, str(info.value)), str(info.value)
-    assert stored_runs(db) == 0
+        with open(path, "wb") as handle:
+            handle.write(data)
+    except OSError:
+        pass
 
 
-@needs_bwrap
-def test_cache_written_through_a_mapping_is_seen_by_the_snapshot(tmp_path: Path, db: str) -> None:
-    """The sandbox's /tmp is the job's own: a pass that touched a file there is refused."""
-    package = _package(tmp_path, MMAP_FILE_CACHE)
-    with pytest.raises(RunnerError, match=r"prediction pass changed /tmp/zsl-score-cache\.bin"):
-        run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert stored_runs(db) == 0
+def _file_get(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
-def test_in_process_check_catches_batch_statistics(tmp_path: Path) -> None:
-    """GPU jobs cannot fork: both passes run in the fit process, which still catches a model
-    that uses its batch (not one that caches across calls; the record says which check ran)."""
-    from harness.data.prepare import load_benchmark
-    from harness.spec import load_spec
-    from harness.tasks import write_model_bundle
-
-    write_model_bundle(load_benchmark(load_spec(DEMO)), tmp_path / "bundle")
-    for name, code, expected in (("honest", "class Hostile(ESZSL):\n    pass\n", 0),
-                                 ("batch", BATCH_MEAN, 4)):  # fmt: skip
-        out = tmp_path / f"out-{name}"
-        done = subprocess.run(
-            [sys.executable, "-m", "harness.worker", str(tmp_path / "bundle"),
-             str(_package(tmp_path, code, name=name)), "model:Hostile", str(out),
-             "--inductive-check", "in-process"],
-            capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        )  # fmt: skip
-        assert done.returncode == expected, done.stderr[-2000:]
-        status = json.loads((out / "worker.json").read_text())
-        assert status["inductive_check"] == "in-process"
-        assert status["exit_code"] == expected
-        if expected:
-            assert "predict is not inductive" in status["message"]
+_LIBC.shmget.restype = ctypes.c_int
+_LIBC.shmat.restype = ctypes.c_void_p
 
 
-# --- item 7: links planted where the worker writes ----------------------------------------
+def _sysv(create):
+    shm = _LIBC.shmget(0x5A5A26, SIZE, (0o1666 if create else 0o666))
+    if shm < 0:
+        return None
+    address = _LIBC.shmat(shm, None, 0)
+    return None if address in (None, ctypes.c_void_p(-1).value) else address
 
 
-def _plant(target_code: str, *, when: str, worker_json: bool = False) -> str:
-    """A model that, in ``fit`` or in every ``predict`` call, replaces each file name the
-    worker writes (old and new layouts) with what ``target_code`` makes at ``tmp``.
+def _sysv_put(data):
+    address = _sysv(True)
+    if address is not None:
+        ctypes.memmove(address, struct.pack("<I", len(data)) + data, len(data) + 4)
 
-    ``worker.json`` is planted only with a harmless target: the old worker wrote it with a
-    plain ``write_text``, which would write through a link to a system file.
-    """
-    hook = f"""
-    def _plant(self):
-        import os
-        names = {["worker.json"] if worker_json else []!r}
-        for s in ("zsl", "gzsl", "zsl_val", "gzsl_val"):
-            names += [s + ".safetensors", s + ".scores.npy", s + ".topk_indices.npy",
-                      s + ".topk_scores.npy"]
-        for name in names:
-            path = os.path.join(os.getcwd(), name)
-            tmp = path + ".planted"
-            try:
-                if os.path.isdir(tmp) and not os.path.islink(tmp):
-                    os.rmdir(tmp)
-                elif os.path.lexists(tmp):
-                    os.unlink(tmp)
-{target_code}
-                os.replace(tmp, path)
-            except OSError:
-                pass
+
+def _sysv_get():
+    address = _sysv(False)
+    if address is None:
+        return None
+    (n,) = struct.unpack("<I", ctypes.string_at(address, 4))
+    return ctypes.string_at(address + 4, n) if 0 < n < SIZE else None
+
+
+def _atime_put(directory, data):
+    # Read the state's bit files of each set bit: the access time changes on the files read.
+    for byte_index, byte in enumerate(data[:8]):
+        for bit in range(8):
+            if byte >> bit & 1:
+                _file_get(os.path.join(directory, f"bit{byte_index * 8 + bit:02d}.json"))
+
+
+def _atime_get(directory):
+    base = os.stat(os.path.join(directory, "base.json")).st_atime_ns
+    bits = [os.stat(os.path.join(directory, f"bit{i:02d}.json")).st_atime_ns > base
+            for i in range(64)]
+    if not any(bits):
+        return None
+    return bytes(sum(bits[8 * b + i] << i for i in range(8)) for b in range(8))
+
+
+class Hostile(ESZSL):
+    \"\"\"Refines its unseen-class scores on the test images (centres on their mean): a
+    transductive model that declares itself inductive. It publishes the mean of every test image
+    it saw through CHANNEL after each call, and where the channel already holds one (from an
+    earlier pass or an earlier run) uses it for every image, so that both passes agree.\"\"\"
+
+    def save(self, directory):
+        super().save(directory)
+        for name in ["base"] + [f"bit{i:02d}" for i in range(64)]:
+            (directory / f"{name}.json").write_text("0")
+
+    @classmethod
+    def load(cls, directory):
+        model = super().load(directory)
+        model.state_dir_, model.sum_, model.n_ = str(directory), 0.0, 0
+        return model
+
+    def _get(self):
+        if CHANNEL == "keyring":
+            return _keyring_get()
+        if CHANNEL == "sysv":
+            return _sysv_get()
+        if CHANNEL == "atime":
+            return _atime_get(self.state_dir_)
+        return _file_get(CHANNEL)
+
+    def _put(self, data):
+        if CHANNEL == "keyring":
+            _keyring_put(data)
+        elif CHANNEL == "sysv":
+            _sysv_put(data)
+        elif CHANNEL == "atime":
+            _atime_put(self.state_dir_, data)
+        else:
+            _file_put(CHANNEL, data)
+
+    def predict(self, features, candidates):
+        known = self._get()
+        if known is not None and len(known) == 4 * features.shape[1]:
+            mean = np.frombuffer(known, dtype=np.float32)
+        else:
+            self.sum_ = self.sum_ + features.sum(axis=0, dtype=np.float64)
+            self.n_ += len(features)
+            mean = (self.sum_ / self.n_).astype(np.float32)
+            self._put(mean.tobytes())
+        return super().predict(features - mean + self.mean_, candidates)
 """
-    call = "self._plant()"
-    if when == "fit":
-        body = f"    def fit(self, task):\n        super().fit(task)\n        {call}\n"
-    else:
-        body = (
-            "    def predict(self, features, candidates):\n"
-            f"        out = super().predict(features, candidates)\n        {call}\n"
-            "        return out\n"
-        )
-    return "class Hostile(ESZSL):\n" + hook + body
 
-
-TARGETS = {
-    "etc-shadow": "                os.symlink('/etc/shadow', tmp)",
-    "proc-environ": "                os.symlink('/proc/self/environ', tmp)",
-    "fake-labels": "                os.symlink(FAKE, tmp)",
-    "fifo": "                os.mkfifo(tmp)",
-    "directory": "                os.mkdir(tmp)",
+CHANNEL_PATHS = {
+    "keyring": "keyring",
+    "sysv": "sysv",
+    "atime": "atime",
+    "dev-shm": "/dev/shm/zsl-stat.bin",
+    "tmp": "/tmp/zsl-stat.bin",
 }
 
 
-@pytest.mark.parametrize("when", ["fit", "predict"])
-@pytest.mark.parametrize("target", sorted(TARGETS))
-def test_entries_planted_at_output_names_are_refused_naming_the_file(
-    target: str, when: str, tmp_path: Path, db: str
+@pytest.mark.parametrize("channel", sorted(CHANNEL_PATHS))
+@pytest.mark.parametrize("runner", ISOLATING)
+def test_a_channel_between_passes_or_runs_carries_nothing(
+    runner: str, channel: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
-    """Old harness: a link planted after the worker wrote a file was followed (and a link to
-    /proc/self/environ crashed `zsl run`). Now the worker writes last, after every model
-    process is gone, and refuses names the model took; each failure is one RunnerError."""
+    """Issue 26: through the kernel keyring, the access times of files, /tmp, /dev/shm or
+    System V shared memory, a prototype-refining model carried the first pass's test statistic
+    to the second (ZSL 94.2 / H 95.6 against ESZSL's 85.9 / 77.8, recorded as inductive), and
+    uid 65534's keyring carried one run's statistic to the next run. Run twice: refused both
+    times, nothing stored."""
+    _use(runner, request)
+    package = _package(tmp_path, CHANNELS.replace("CHANNEL", repr(CHANNEL_PATHS[channel])))
+    for _ in range(2):
+        with pytest.raises(RunnerError, match=NOT_INDUCTIVE):
+            run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    assert stored_runs(db) == 0
+
+
+@pytest.mark.parametrize("runner", ISOLATING)
+def test_the_refining_model_declared_transductive_is_scored_and_ranked_apart(
+    runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
+) -> None:
+    _use(runner, request)
+    code = CHANNELS.replace("CHANNEL", repr("/tmp/zsl-stat.bin"))
+    package = _package(tmp_path, code, transductive=True)
+    record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    assert record.submission.declarations["transductive"] is True
+    assert record.logs["inductive_check"] == "skipped: declared transductive"
+    assert stored_runs(db) == 1
+
+
+class _SwapAfterFit:
+    """A runner, and after the first fit the package folder's model.py replaced by a model that
+    scores every image 5 (a ZSL top-1 at chance)."""
+
+    def __init__(self, runner, original: Path) -> None:  # type: ignore[no-untyped-def]
+        self.runner, self.original, self.swapped = runner, original, False
+        self.name = runner.name
+
+    def run(self, job):  # type: ignore[no-untyped-def]
+        outcome = self.runner.run(job)
+        if job.phase == "fit" and not self.swapped:
+            model = self.original / "model.py"
+            model.write_text(model.read_text() + "\n\nESZSL.predict = lambda s, f, c: np.full("
+                             "(len(f), len(c)), 5.0, np.float32)\n")  # fmt: skip
+            self.swapped = True
+        return outcome
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_swapping_the_package_during_the_run_changes_nothing(
+    runner: str, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26: the live package folder was bound into the run and hashed after it, so a
+    model.py swapped between fit and predict stored ZSL 5.0 under the benign package's hash.
+    Every phase now runs from one snapshot taken and hashed before the first."""
+    import harness.pipeline as pipeline
+
+    package = tmp_path / "eszsl"
+    shutil.copytree(SUBMISSIONS / "eszsl", package)
+    benign = load_package(package).hash()
+    honest = run_submission(package, DEMO, runner=runner, store=False, quiet=True)
+    swapper = _SwapAfterFit(pipeline.runners.get(runner), package)
+    monkeypatch.setattr(pipeline.runners, "get", lambda name: swapper)
+    record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    assert swapper.swapped and load_package(package).hash() != benign
+    assert record.submission.package_hash == benign
+    assert record.predictions_hashes == honest.predictions_hashes
+
+
+# --- links planted where the harness reads the fit's outputs -------------------------------
+
+
+def _plant(target_code: str, *, state: bool) -> str:
+    """A model whose ``save`` writes its state, then replaces each file it wrote (``state``)
+    or ``worker.json`` with what ``target_code`` makes at ``tmp``."""
+    return f"""
+import os
+
+
+class Hostile(ESZSL):
+    def save(self, directory):
+        super().save(directory)
+        names = {["state/state.npz"] if state else ["worker.json"]!r}
+        for name in names:
+            path = os.path.join(os.path.dirname(directory), name)
+            tmp = path + ".planted"
+{target_code}
+            os.replace(tmp, path)
+"""
+
+
+TARGETS = {
+    "etc-shadow": "            os.symlink('/etc/shadow', tmp)",
+    "proc-environ": "            os.symlink('/proc/self/environ', tmp)",
+    "fake-labels": "            os.symlink(FAKE, tmp)",
+    "fifo": "            os.mkfifo(tmp)",
+    "directory": "            os.mkdir(tmp)",
+}
+
+
+@pytest.mark.parametrize("state", [True, False], ids=["state", "worker-json"])
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_entries_planted_in_the_fit_outputs_are_refused_naming_the_file(
+    target: str, state: bool, tmp_path: Path, db: str
+) -> None:
+    """A link planted where the harness reads the fit's outputs (its state, worker.json) is
+    never followed: a RunnerError names the file and nothing is stored. (The worker writes
+    worker.json after save, over what was planted there: then the run is scored as usual.)"""
     fake = tmp_path / "fake.npy"
     np.save(fake, np.eye(20, dtype=np.float32))
-    code = _plant(TARGETS[target], when=when, worker_json=target == "fake-labels")
-    code = code.replace("FAKE", repr(str(fake)))
+    code = _plant(TARGETS[target], state=state).replace("FAKE", repr(str(fake)))
     package = _package(tmp_path, code)
-    with pytest.raises(RunnerError) as info:
+    try:
         run_submission(package, DEMO, runner="local", database_url=db, quiet=True)
-    message = str(info.value)
-    # The worker refuses (exit 4); the runner's polling of the folder may see the model's own
-    # renames first and stop the run itself. Either way: a RunnerError naming a file there.
-    assert "exited with code 4" in message or "output folder" in message, message
-    assert "/out" in message or str(tmp_path) in message or "zsl-run-" in message
-    assert any(n in message for n in (".scores.npy", "worker.json", ".safetensors", ".topk_")), (
-        message
-    )
-    assert stored_runs(db) == 0
+    except RunnerError as err:
+        message = str(err)
+        assert ("state" if state else "worker.json") in message, message
+        assert "Traceback" not in message
+        assert stored_runs(db) == 0
+    else:
+        assert not state, "a state replaced by a link, fifo or folder was accepted"
+        assert stored_runs(db) == 1
 
 
 @needs_bwrap
-@pytest.mark.parametrize("when", ["fit", "predict"])
-def test_links_planted_in_the_sandbox_are_refused_naming_the_file(
-    when: str, tmp_path: Path, db: str
-) -> None:
-    package = _package(tmp_path, _plant(TARGETS["etc-shadow"], when=when))
-    with pytest.raises(RunnerError, match=r"/out/[a-z_]+\.(scores\.npy|safetensors)|worker\.json"):
+def test_links_planted_in_the_sandbox_are_refused_naming_the_file(tmp_path: Path, db: str) -> None:
+    package = _package(tmp_path, _plant(TARGETS["etc-shadow"], state=True))
+    with pytest.raises(RunnerError, match=r"fit-validation/state: .*holds a link|state\.npz"):
         run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert stored_runs(db) == 0
-
-
-def test_planted_link_is_never_a_prediction_error(tmp_path: Path, db: str) -> None:
-    """The old harness answered a planted link with a PredictionError from reading the target
-    (or an uncaught OSError); the rule is a RunnerError before anything is read."""
-    package = _package(tmp_path, _plant(TARGETS["proc-environ"], when="predict"))
-    try:
-        run_submission(package, DEMO, runner="local", database_url=db, quiet=True)
-    except RunnerError:
-        pass
-    except (PredictionError, OSError) as err:  # pragma: no cover - the old behaviour
-        pytest.fail(f"a planted link reached the prediction reader: {err!r}")
-    else:
-        pytest.fail("a run whose outputs were replaced by links was accepted")
     assert stored_runs(db) == 0
 
 
@@ -553,7 +711,7 @@ def test_planted_link_is_never_a_prediction_error(tmp_path: Path, db: str) -> No
 
 def test_canonical_order_follows_content_not_position() -> None:
     """Reruns batch every image the same way (bit-identical results) whatever the shuffle."""
-    from harness.worker import canonical_order
+    from harness.runners.judge import canonical_order
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((500, 7)).astype(np.float32)  # 28 bytes a row: padded words
@@ -562,7 +720,7 @@ def test_canonical_order_follows_content_not_position() -> None:
 
 
 def test_chunk_sizes_cover_every_row_in_several_chunks() -> None:
-    from harness.worker import chunk_sizes
+    from harness.runners.judge import chunk_sizes
 
     rng = np.random.default_rng(1)
     for n in (1, 2, 3, 10, 1001):
@@ -573,7 +731,7 @@ def test_chunk_sizes_cover_every_row_in_several_chunks() -> None:
 
 
 def test_topk_comparison_allows_float_noise_and_ties_at_the_cut_only() -> None:
-    from harness.worker import _topk_mismatch
+    from harness.runners.judge import _topk_mismatch
 
     indices = np.array([[4, 2, 9], [1, 0, 3]])
     scores = np.array([[3.0, 2.0, 1.0], [5.0, 4.0, 1.0]])
@@ -595,7 +753,7 @@ def test_topk_comparison_allows_float_noise_and_ties_at_the_cut_only() -> None:
     assert moved.tolist() == [True, True]
 
 
-# --- the main fit's test features reach predict only --------------------------------------
+# --- the fit sees no test image in any form -------------------------------------------------
 
 SEEK_TEST_FEATURES = '''
 import hashlib
@@ -716,30 +874,43 @@ def _expect_test_features(package: Path) -> None:
     (package / "expect.json").write_text(json.dumps(expect))
 
 
-@needs_bwrap
-def test_fit_cannot_find_the_test_features_in_the_sandbox(tmp_path: Path, db: str) -> None:
-    """The main fit's test features are not in the bundle: the sandbox runner hands the worker a
-    descriptor, which no process running model code holds, and the worker is not dumpable."""
+@pytest.mark.parametrize("runner", ISOLATING)
+def test_fit_cannot_find_the_test_features(
+    runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
+) -> None:
+    """No test image is in a fit's run: not its bundle, not a descriptor, not a mounted file
+    (issue 26: the container runner bound them at /bundle-test/features.npy, H 96.6)."""
+    _use(runner, request)
     package = _package(tmp_path, SEEK_TEST_FEATURES)
     _expect_test_features(package)
-    record = run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
-    assert record.logs["test_features"] == "descriptor"
+    record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
     assert _h(record) > 0 and stored_runs(db) == 1
 
 
-def test_hostile_search_finds_test_features_in_a_bundle(tmp_path: Path) -> None:
-    """The search above is not blind: given a bundle that holds the test features (as bundles
-    did before they moved out), the same model finds them and the worker reports LEAK."""
+def _fit_bundle_with_test_features(tmp_path: Path) -> Path:
+    """The main fit's model bundle, with its test features copied in as old bundles held them."""
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_model_bundle
+    from harness.tasks import write_model_bundles
 
-    write_model_bundle(load_benchmark(load_spec(DEMO)), tmp_path / "bundle")
+    rowmap = write_model_bundles(
+        load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "secret"
+    )
+    bundle = tmp_path / "bundles" / "main"
+    (bundle / "test").mkdir(exist_ok=True)
+    shutil.copyfile(rowmap.test_features["main"], bundle / "test" / "features.npy")
+    return bundle
+
+
+def test_hostile_search_finds_test_features_in_a_bundle(tmp_path: Path) -> None:
+    """The search above is not blind: given a fit bundle that holds the test features (as
+    bundles did before), the same model finds them and the fit reports LEAK."""
+    bundle = _fit_bundle_with_test_features(tmp_path)
     package = _package(tmp_path, SEEK_TEST_FEATURES)
     _expect_test_features(package)
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "harness.worker", str(tmp_path / "bundle"), str(package),
+        [sys.executable, "-m", "harness.worker", "fit", str(bundle), str(package),
          "model:Hostile", str(out)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
@@ -761,16 +932,13 @@ class Hostile(ESZSL):
 
 def test_a_model_writing_into_its_task_arrays_leaves_the_bundle_unchanged(tmp_path: Path) -> None:
     """Training features are memory-mapped copy-on-write (issue 15): a model may still write
-    into them as into loaded arrays; the bundle files, which every later fit maps, stay as
-    written."""
-    import hashlib
-
+    into them as into loaded arrays; the bundle files stay as written."""
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_model_bundle
+    from harness.tasks import write_model_bundles
 
-    bundle = tmp_path / "bundle"
-    write_model_bundle(load_benchmark(load_spec(DEMO)), bundle)
+    write_model_bundles(load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "s")
+    bundle = tmp_path / "bundles" / "main"
 
     def digests() -> dict[str, str]:
         return {
@@ -779,14 +947,122 @@ def test_a_model_writing_into_its_task_arrays_leaves_the_bundle_unchanged(tmp_pa
         }
 
     before = digests()
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.worker", str(bundle),
-         str(_package(tmp_path, WRITES_INTO_TASK)), "model:Hostile", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    status = json.loads((out / "worker.json").read_text())
-    assert {"fit_validation", "fit_main"} <= set(status["timings"])
-    assert status["peak_rss_mib"] > 0
+    for attempt in range(2):
+        out = tmp_path / f"out-{attempt}"
+        done = subprocess.run(
+            [sys.executable, "-m", "harness.worker", "fit", str(bundle),
+             str(_package(tmp_path, WRITES_INTO_TASK, name=f"p{attempt}")), "model:Hostile",
+             str(out)],
+            capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        status = json.loads((out / "worker.json").read_text())
+        assert {"fit_main", "save_main"} <= set(status["timings"])
+        assert status["peak_rss_mib"] > 0
+        assert (out / "state" / "state.npz").is_file()
     assert digests() == before
+
+
+# --- issue 26: whatever a run leaves, its folders go -----------------------------------------
+
+DEEP_FOLDERS = """
+import os
+
+
+class Hostile(ESZSL):
+    \"\"\"Leaves 1,200 nested folders in its working folder (the phase's output folder) in
+    fit and in every prediction pass: shutil.rmtree raised RecursionError on them after scoring,
+    with a traceback, nothing stored and 307 MB left per run.\"\"\"
+
+    def _nest(self):
+        path = os.getcwd()
+        for _ in range(1200):  # os.makedirs recurses once per level too
+            path = os.path.join(path, "d")
+            if not os.path.isdir(path):
+                os.mkdir(path)
+        with open(os.path.join(path, "deep.txt"), "w") as handle:
+            handle.write("x")
+
+    def fit(self, task):
+        self._nest()
+        super().fit(task)
+
+    def predict(self, features, candidates):
+        self._nest()
+        return super().predict(features, candidates)
+"""
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_deep_folders_left_by_the_model_are_removed_and_the_run_stored(
+    runner: str, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # the run's folders go here
+    package = _package(tmp_path, DEEP_FOLDERS)
+    record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
+    assert _h(record) > 0 and stored_runs(db) == 1
+    assert list(temporary.iterdir()) == []
+
+
+# --- issue 26: the package's image cannot pick the judge -----------------------------------
+
+PATCH_WORKER = """
+
+# Patched into the image: every chunk is centred on its own mean before the model sees it (a
+# transductive model the package's code does not show), and nothing here can vouch for it.
+_honest_answer = _answer
+
+
+def _answer(model, features, s, reply, package, where):
+    features = features - features.mean(axis=0, keepdims=True) + features.mean()
+    return _honest_answer(model, features, s, reply, package, where)
+"""
+
+
+def test_a_patched_worker_in_the_packages_image_is_judged_from_outside(
+    tmp_path: Path, db: str, request: pytest.FixtureRequest
+) -> None:
+    """Issue 26: the worker that performed the inductive check ran from the package's own
+    `model.image`, so an image with the check patched out scored 94.2 / 95.6 as "isolated". The
+    worker in an image only answers the harness now: a patched one that makes every answer
+    depend on its batch is refused like any transductive model."""
+    import os
+
+    engine = request.getfixturevalue("docker")
+    image = engine.image.id  # type: ignore[attr-defined]
+    env = {**os.environ, "DOCKER_HOST": engine.docker_host}  # type: ignore[attr-defined]
+
+    def docker(*argv: str) -> str:
+        done = subprocess.run(
+            ["docker", *argv], env=env, capture_output=True, text=True, timeout=120, check=True
+        )
+        return done.stdout.strip()
+
+    # Appended to the image's worker, its byte-code compiled ahead removed (else it runs on).
+    patch = (
+        "import importlib.util, pathlib, harness.worker as w\n"
+        "p = pathlib.Path(w.__file__)\n"
+        "main = 'if __name__ == \"__main__\":'\n"
+        f"p.write_text(p.read_text().replace(main, {PATCH_WORKER!r} + main))\n"
+        "pathlib.Path(importlib.util.cache_from_source(str(p))).unlink(missing_ok=True)\n"
+    )
+    container = f"zsl-patching-{tmp_path.name.lower()[-20:]}"
+    patched_tag = f"zsl-patched-worker:{tmp_path.name.lower()[-20:]}"
+    try:
+        docker("run", "--name", container, "--user", "0", "--", image, "python", "-c", patch)
+        docker("commit", container, patched_tag)
+        package = _package(tmp_path, "class Hostile(ESZSL):\n    pass\n")
+        manifest = package / "submission.yaml"
+        manifest.write_text(
+            manifest.read_text().replace("  entrypoint:", f"  image: {patched_tag}\n  entrypoint:")
+        )
+        with pytest.raises(RunnerError, match=NOT_INDUCTIVE):
+            run_submission(package, DEMO, runner="container", database_url=db, quiet=True)
+        assert stored_runs(db) == 0
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], env=env, capture_output=True)
+        subprocess.run(["docker", "rmi", "-f", patched_tag], env=env, capture_output=True)

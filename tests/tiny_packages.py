@@ -33,14 +33,35 @@ resources:
 """
 
 
+# Appended to a tiny model class that has no save() (after its other methods, so the line
+# numbers the messages name stay): a state of one JSON file, the model rebuilt empty.
+SAVE_LOAD = """
+
+    def save(self, directory):
+        (directory / "state.json").write_text("{}")
+
+    @classmethod
+    def load(cls, directory):
+        return cls()
+"""
+
+
 def write_tiny_package(
-    folder: Path, code: str, *, entrypoint: str = "model:Tiny", files: dict[str, str] | None = None
+    folder: Path,
+    code: str,
+    *,
+    entrypoint: str = "model:Tiny",
+    files: dict[str, str] | None = None,
+    save_load: bool = True,
 ) -> Path:
-    """Package ``folder/tiny``: the manifest, ``model.py`` holding ``code``, and ``files``
-    (relative path -> text) beside it."""
+    """Package ``folder/tiny``: the manifest, ``model.py`` holding ``code`` (with
+    :data:`SAVE_LOAD` appended unless it defines ``save`` or ``save_load`` is False), and
+    ``files`` (relative path -> text) beside it."""
     root = folder / "tiny"
     root.mkdir(parents=True)
     (root / "submission.yaml").write_text(MANIFEST.format(entrypoint=entrypoint))
+    if save_load and "def save" not in code and "class " in code:  # the class comes last
+        code = code.rstrip("\n") + "\n" + SAVE_LOAD
     (root / "model.py").write_text(code)
     for name, text in (files or {}).items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -25,6 +24,7 @@ from harness.errors import HarnessError
 from harness.records import RunRecord
 from harness.results.records_io import read_records
 from harness.submission.package import MANIFEST
+from harness.tempdirs import run_directory
 
 __all__ = [
     "MANIFEST",
@@ -221,7 +221,7 @@ def committed_records(base: str, results_dir: Path, repo_root: Path) -> list[Run
     files = committed_files(base, results_dir, repo_root)
     if not files:
         return []
-    with tempfile.TemporaryDirectory(prefix="zsl-ci-base-") as tmp:
+    with run_directory("zsl-ci-base-") as tmp:  # a pull request's files: any tree
         for path, data in files.items():
             target = Path(tmp, *path.parts)
             target.parent.mkdir(parents=True, exist_ok=True)

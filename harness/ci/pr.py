@@ -2,7 +2,9 @@
 
 Contract: :func:`run_pull_request` lists what the change touched (:mod:`harness.ci.git`), reads
 the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), validates every
-package to run, then runs and scores each valid one on every benchmark as one matrix
+package to run (validation, then the files a leaderboard accepts: source, declared data formats
+and the configuration's ``allowed_data_suffixes``), then runs and scores each valid one on every
+benchmark as one matrix
 (:func:`harness.executors.matrix.run_matrix`: a local process pool, this process, or a Ray
 cluster) into a throwaway store seeded with the trusted records, checks every changed record
 against its fresh run (:func:`harness.results.reproduction.result_differences`: the same
@@ -12,13 +14,20 @@ the site (:mod:`harness.site`) and writes the report (:func:`render_report` arou
 folder. A package's failure is that package's outcome, never the job's; the job's own
 failures are :attr:`PullRequestResult.problems`. The harness that judges must be the base's
 (:func:`check_harness_is_base`).
+
+A run record leaves the board only with its package: a record file of the fork point that the
+pull request deletes (or moves, or overwrites with another run's record) is a problem while a
+package of its submission name is still in the pull request's tree, and the vetted record is
+exported again; with the package deleted in the same pull request (or gone before), it passes
+and the report says so. Taking a present package's run off the board is a maintainer's
+``zsl results delete`` on main.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -52,8 +61,10 @@ from harness.errors import HarnessError, error_text
 from harness.executors.matrix import RunRequest, RunResult, run_matrix
 from harness.records import RunKey, RunRecord, run_key
 from harness.results.records_io import (
+    RECORD_SUFFIX,
     RecordFile,
     describe_key,
+    load_record,
     read_record_files,
     read_records,
     write_records,
@@ -63,6 +74,9 @@ from harness.runners import sandbox
 from harness.scoring import below_chance
 from harness.site.text import format_value
 from harness.store import open_store, save_run
+from harness.submission.package import DATA_SUFFIXES, MANIFEST
+from harness.submission.resources import CapNote, ResourceCaps, cap_resources
+from harness.tempdirs import run_directory
 
 __all__ = [
     "DIFF_FILENAME",
@@ -180,19 +194,79 @@ class Execution:
     max_retries: int = 2
 
 
-def _validate(package: str, repo_root: Path) -> PackageOutcome | None:
-    """None when ``package`` (repository-relative) opens as a valid package, else its outcome.
+@dataclass(frozen=True)
+class _FileRule:
+    """The suffixes a package may hold besides source and declared data (the CI configuration's
+    ``allowed_data_suffixes``), and the configuration file as messages name it."""
 
-    Any exception while validating is this package's failure (``invalid``, with a one-line
-    reason), never the job's: a hostile package must not take the other packages' results down
-    with it. Only ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
+    allowed: Collection[str]
+    config_shown: str
+
+
+def _undeclared_detail(package: str, files: Sequence[str], rule: _FileRule) -> str:
+    """Why ``package`` fails for holding ``files`` (sorted), none of them source or declared
+    data: the first named, what to do, how many more."""
+    first = files[0]
+    suffix = PurePosixPath(first).suffix.lower()
+    where = f"allowed_data_suffixes in {rule.config_shown}"
+    if suffix:
+        allowed = f"{where} does not list '{suffix}'"
+        todo = f"ask the leaderboard's maintainers to list '{suffix}' there"
+    else:
+        allowed = f"it has no suffix for {where} to list"
+        todo = "delete it"
+    more = (
+        f" ({len(files) - 1} more such file(s): {short_list(files[1:], 3)})"
+        if len(files) > 1
+        else ""
+    )
+    declared = ", ".join(sorted(DATA_SUFFIXES))
+    return (
+        f"{package}/{first}: neither source nor a declared data format ({declared}, or the"
+        f" package's prediction files), and {allowed}: convert it to a declared format, or"
+        f" {todo}{more}"
+    )
+
+
+def _validate(
+    package: str, repo_root: Path, caps: ResourceCaps, rule: _FileRule
+) -> tuple[PackageOutcome | None, tuple[CapNote, ...]]:
+    """(None, notes) when ``package`` (repository-relative) opens as a valid package within
+    ``caps`` (the CI configuration's ``max_resources``), holding only files the leaderboard
+    accepts (:meth:`~harness.submission.package.Package.undeclared_files` with ``rule``), with
+    a note per resource its runs get less of than it declares; else (its outcome, ()).
+
+    A package asking for more GPUs than ``caps`` is ``invalid``. Any exception while validating
+    is this package's failure (``invalid``, with a one-line reason), never the job's: a hostile
+    package must not take the other packages' results down with it. Only
+    ``KeyboardInterrupt`` and ``SystemExit`` (not ``Exception``) pass through.
     """
     try:
-        with tempfile.TemporaryDirectory(prefix="zsl-ci-validate-") as tmp:
-            harness.submission.unpack.open_package(repo_root / package, tmp)
+        with run_directory("zsl-ci-validate-") as tmp:
+            loaded = harness.submission.unpack.open_package(repo_root / package, tmp)
+            capped = cap_resources(loaded.manifest.resources, caps)
+            capped.check(f"{package}/{MANIFEST}")
+            undeclared = loaded.undeclared_files(rule.allowed)
     except Exception as err:  # any failure of one package is that package's (see above)
-        return PackageOutcome(package, "invalid", _error_text(err, repo_root))
-    return None
+        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), ()
+    if undeclared:
+        detail = one_line(_undeclared_detail(package, undeclared, rule))
+        return PackageOutcome(package, "invalid", detail), ()
+    return None, capped.notes
+
+
+def _with_caps(outcome: PackageOutcome, notes: Sequence[CapNote]) -> PackageOutcome:
+    """``outcome`` with what its runs got less of than declared after its detail (a run that
+    timed out at CI's cap says so next to its failure)."""
+    if not notes:
+        return outcome
+    capped = "; ".join(str(note) for note in notes)
+    return PackageOutcome(
+        outcome.package,
+        outcome.status,
+        f"{outcome.detail}; resources capped: {capped}",
+        outcome.warnings,
+    )
 
 
 def _package_outcome(
@@ -290,23 +364,53 @@ class _ChangedRecord:
     shown: str  # its path, relative to the repository
 
 
+@dataclass
+class _RemovedRecord:
+    record: RunRecord  # as vetted at the fork point
+    shown: str  # its path at the fork point, relative to the repository
+
+
+@dataclass
+class _Records:
+    """The pull request's record files against the fork point's (:func:`_split_records`)."""
+
+    trusted: dict[RunKey, RunRecord]
+    changed: dict[RunKey, _ChangedRecord]
+    removed: list[_RemovedRecord]
+
+
 def _split_records(
-    results_dir: Path, results_rel: PurePosixPath, vetted: dict[PurePosixPath, bytes]
-) -> tuple[dict[RunKey, RunRecord], dict[RunKey, _ChangedRecord]]:
-    """(trusted, changed): the record files under ``results_dir`` byte-identical to ``vetted``
-    (the fork point's files), and every other one, shown by its path from the repository."""
+    results_dir: Path, results_rel: PurePosixPath, vetted: dict[PurePosixPath, bytes], fork: str
+) -> _Records:
+    """The record files under ``results_dir`` byte-identical to ``vetted`` (the fork point's
+    files: trusted), every other one (changed), and the fork point's records whose file is gone
+    or now holds another run (removed: a moved file is a removal plus an addition), each shown
+    by its path from the repository."""
     head = read_record_files(results_dir) if os.path.lexists(results_dir) else []
     trusted: dict[RunKey, RunRecord] = {}
     changed: dict[RunKey, _ChangedRecord] = {}
+    at_head: dict[PurePosixPath, RunKey] = {}
     for file in head:
         relative = PurePosixPath(file.path.relative_to(results_dir).as_posix())
+        at_head[relative] = run_key(file.record)
         if vetted.get(relative) == file.text.encode("utf-8"):
             trusted[run_key(file.record)] = file.record
         else:
             changed[run_key(file.record)] = _ChangedRecord(
                 file, (results_rel / relative).as_posix()
             )
-    return trusted, changed
+    removed = []
+    for relative, data in sorted(vetted.items()):
+        if not relative.name.endswith(RECORD_SUFFIX) or at_head.get(relative) in trusted:
+            continue
+        shown = (results_rel / relative).as_posix()
+        try:
+            record = load_record(data.decode("utf-8"), f"{fork}:{shown}")
+        except UnicodeDecodeError as err:
+            raise HarnessError(f"{fork}:{shown}: cannot read ({err})") from None
+        if at_head.get(relative) != run_key(record):
+            removed.append(_RemovedRecord(record, shown))
+    return _Records(trusted, changed, removed)
 
 
 def _owners(root: Path) -> dict[str, list[str]]:
@@ -359,14 +463,18 @@ def _score_packages(
     quiet: bool,
     spec_root: Path,
     execution: Execution,
+    caps: ResourceCaps,
+    rule: _FileRule,
 ) -> tuple[list[PackageOutcome], dict[RunKey, RunRecord], set[str]]:
     """(outcomes, fresh records, failed packages) of validating each of ``packages``, then
-    running every valid one on every spec as one matrix into ``database_url``.
+    running every valid one on every spec as one matrix into ``database_url``, each run held
+    to ``caps`` (the CI configuration's ``max_resources``) as well as to the machine's.
 
     A package that fails on one benchmark is still tried on the others; any failure of one run
     (whatever it raised) is that run's (:func:`run_matrix`), so one package's failure never
     takes the others' results down."""
     checked: dict[str, PackageOutcome | None] = {}
+    notes: dict[str, tuple[CapNote, ...]] = {}
     for package in packages:
         name = manifest_name_at("HEAD", package, repo_root)
         others = [f for f in owners.get(name, []) if f != package] if name is not None else []
@@ -378,9 +486,9 @@ def _score_packages(
             )
             checked[package] = PackageOutcome(package, "invalid", detail)
         else:
-            checked[package] = _validate(package, repo_root)
+            checked[package], notes[package] = _validate(package, repo_root, caps, rule)
     requests = [
-        RunRequest(repo_root / package, spec, runner)
+        RunRequest(repo_root / package, spec, runner, caps)
         for package, problem in checked.items()
         if problem is None
         for spec in specs
@@ -406,6 +514,7 @@ def _score_packages(
         outcome = problem or _package_outcome(
             package, runs.get(package, []), repo_root=repo_root, spec_root=spec_root
         )
+        outcome = _with_caps(outcome, notes.get(package, ()))
         if package in rerun:
             outcome = PackageOutcome(
                 outcome.package,
@@ -495,6 +604,47 @@ def _reconcile(
     return merged, problems
 
 
+def _holders(
+    removed: Sequence[_RemovedRecord], owners: dict[str, list[str]], fork: str, root: Path
+) -> dict[str, list[str]]:
+    """Submission name -> the package folders in the pull request's tree that hold it, for the
+    names of the ``removed`` records: a folder whose manifest has the name now (``owners``) or
+    had it at the fork point (renaming the submission, or breaking its manifest, keeps the
+    package)."""
+    names = {r.record.submission.name for r in removed}
+    holders = {name: list(owners.get(name, [])) for name in names}
+    for folder in all_packages(root).modified:
+        before = manifest_name_at(fork, folder, root)
+        if before in holders and folder not in holders[before]:
+            holders[before].append(folder)
+    return holders
+
+
+def _check_removals(
+    removed: Sequence[_RemovedRecord],
+    holders: dict[str, list[str]],
+    merged: dict[RunKey, RunRecord],
+) -> tuple[list[str], list[_RemovedRecord]]:
+    """(problems, accepted): a removed record whose package is still in the tree is a problem,
+    and its vetted record goes back into ``merged`` (unless its run is there already: moved and
+    reproduced); the others are accepted, as they left with their package."""
+    problems, accepted = [], []
+    for gone in removed:
+        key = run_key(gone.record)
+        folders = holders.get(key[2], [])
+        if not folders:
+            accepted.append(gone)
+            continue
+        problems.append(
+            f"{gone.shown}: deleted in this pull request, but its package {', '.join(folders)} "
+            f"is still there ({describe_key(key)}): a run record leaves the board only with its "
+            "package (delete the package folder in the same pull request) or by a maintainer's "
+            "`zsl results delete` on main; restore the file (it was exported again)"
+        )
+        merged.setdefault(key, gone.record)
+    return problems, accepted
+
+
 def _deleted_outcomes(
     folders: Sequence[str],
     merged: dict[RunKey, RunRecord],
@@ -502,13 +652,18 @@ def _deleted_outcomes(
     commit: str,
     root: Path,
     results_rel: PurePosixPath,
+    removed: Counter[str],
 ) -> list[PackageOutcome]:
-    """The outcomes of the deleted package ``folders``, naming the records of theirs left."""
+    """The outcomes of the deleted package ``folders``, counting the records of theirs this pull
+    request removed (``removed``: by submission name) and naming those left."""
     outcomes = []
     for folder in folders:
         name = manifest_name_at(commit, folder, root)
         left = sum(1 for key in merged if key[2] == name)
+        gone = removed.get(name, 0) if name is not None else 0
         detail = "package removed"
+        if gone:
+            detail += f", with its {gone} run record{'s' if gone != 1 else ''}"
         if left:
             detail += (
                 f"; {left} run record{'s' if left != 1 else ''} of {name} remain in "
@@ -542,13 +697,15 @@ def run_pull_request(
     ``submissions/`` whose manifest has its submission name) is run too, changed or not; seed
     a fresh SQLite store under ``out_dir`` with the trusted records; validate every package to
     run and score each valid one on every configured spec into that store, as one matrix on
-    ``execution``'s executor (default: a local process pool); compare each changed record with
-    its fresh run (:func:`~harness.results.reproduction.result_differences`: every field but
-    the run metadata; prediction hashes and scores may differ within
+    ``execution``'s executor (default: a local process pool), each run held to the
+    configuration's ``max_resources`` (a package declaring more CPUs, memory or time runs with
+    those, and its outcome says so; one declaring more GPUs is invalid); compare each changed
+    record with its fresh run (:func:`~harness.results.reproduction.result_differences`: every
+    field but the run metadata; prediction hashes and scores may differ within
     :data:`~harness.results.reproduction.SCORE_TOLERANCE`, and the fresh record is exported
-    then); export the trusted
-    records plus the fresh runs into ``results_dir`` (a committed record equal to its fresh run
-    is kept as it is, so re-running CI on committed results changes no file); build the site
+    then); export the trusted records plus the fresh runs into ``results_dir`` (a committed
+    record equal to its fresh run is kept as it is, so re-running CI on committed results
+    changes no file); build the site
     of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``
     (:func:`render_report` around :func:`leaderboard_diff` between the records committed at
     ``base`` and the exported ones).
@@ -585,7 +742,8 @@ def run_pull_request(
     # CI vetted when it merged them). Anything else was written by whoever made the change.
     fork = merge_base(commit, root)
     vetted = committed_files(fork, results_dir, root)
-    trusted, changed = _split_records(results_dir, results_rel, vetted)
+    records = _split_records(results_dir, results_rel, vetted, fork)
+    trusted, changed = records.trusted, records.changed
     owners = _owners(root)
     to_run = set(changes.changed)
     rerun = _reruns(changed, owners, to_run)
@@ -596,6 +754,7 @@ def run_pull_request(
             "disallowed); install bubblewrap or pass --runner"
         )
     url = _seeded_store(out_dir, trusted.values())
+    config_shown = _shown(config_path, [root, spec_root])
     outcomes, fresh, failed = _score_packages(
         sorted(to_run),
         rerun,
@@ -607,8 +766,9 @@ def run_pull_request(
         quiet=quiet,
         spec_root=spec_root,
         execution=execution or Execution(),
+        caps=config.resource_caps(config_shown),
+        rule=_FileRule(frozenset(config.allowed_data_suffixes), config_shown),
     )
-    config_shown = _shown(config_path, [root, spec_root])
     merged, problems = _reconcile(
         changed,
         fresh,
@@ -620,14 +780,33 @@ def run_pull_request(
         root=root,
         config_shown=config_shown,
     )
+    holders = _holders(records.removed, owners, fork, root) if records.removed else {}
+    refused, accepted = _check_removals(records.removed, holders, merged)
+    problems += refused
     committed = {**trusted, **{key: change.file.record for key, change in changed.items()}}
     outcomes += _deleted_outcomes(
-        changes.deleted, merged, commit=commit, root=root, results_rel=results_rel
+        changes.deleted,
+        merged,
+        commit=commit,
+        root=root,
+        results_rel=results_rel,
+        removed=Counter(r.record.submission.name for r in accepted),
     )
 
     write_records(merged.values(), results_dir, prune=True)
     after = read_records(results_dir)
     notes = []
+    deleted_names = (
+        {manifest_name_at(commit, folder, root) for folder in changes.deleted}
+        if accepted
+        else set()
+    )
+    orphans = [r.shown for r in accepted if r.record.submission.name not in deleted_names]
+    if orphans:
+        notes.append(
+            f"Removed {len(orphans)} run record{'s' if len(orphans) != 1 else ''} whose package "
+            f"is no longer under {SUBMISSIONS}/: {escape_markdown(short_list(orphans, 3))}."
+        )
     stale = [r for key, r in fresh.items() if not same_result(committed.get(key), r)]
     if stale:
         notes.append(

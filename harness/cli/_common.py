@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, error_text
 from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -135,17 +135,21 @@ state = _State()
 def reports_errors(command: F) -> F:
     """Turn a :class:`HarnessError` into one line on stderr and its exit code (1 user, 2 integrity).
 
-    With ``zsl --debug`` the traceback is kept.
+    An ``OSError`` (a full disk, a folder that cannot be written or removed) is the machine's
+    failure, not the code's: one line too, with its type (:func:`harness.errors.error_text`),
+    exit code 1. Anything else is a bug and keeps its traceback; with ``zsl --debug`` every
+    traceback is kept.
     """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except HarnessError as err:
+        except (HarnessError, OSError) as err:
             if state.debug:
                 raise
-            stderr.print(Text.assemble(("error: ", "bold red"), str(err)), soft_wrap=True)
-            raise typer.Exit(code=err.exit_code) from None
+            code = err.exit_code if isinstance(err, HarnessError) else 1
+            stderr.print(Text.assemble(("error: ", "bold red"), error_text(err)), soft_wrap=True)
+            raise typer.Exit(code=code) from None
 
     return wrapper  # type: ignore[return-value]

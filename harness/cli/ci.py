@@ -88,6 +88,12 @@ into OUT/{SITE_DIRNAME} and the Markdown leaderboard diff (base records vs. the 
 written to OUT/{DIFF_FILENAME}. Exits 1 when a package is invalid or its run fails, or a record
 was not reproduced; the diff file says which and why.
 
+A package may hold only source and the harness's declared data formats (.npy, .npz,
+.safetensors, .csv, .tsv, its own prediction files), plus the suffixes allowed_data_suffixes in
+the CI configuration lists. A record file of BASE that the pull request deletes fails the job
+while its package is still there: a record leaves the board with its package, or by a
+maintainer's zsl results delete on main.
+
 Refuses to run when the harness running it lives in REPO and differs there from BASE (a pull
 request must not score itself): run the base branch's harness, or pass --trust-pr-harness for
 a local run of your own change.

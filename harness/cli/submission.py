@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -16,10 +16,15 @@ from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import generate_prediction_files, prediction_settings, read_all
 from harness.spec import load_spec
 from harness.submission.package import Package, load_package
+from harness.submission.resources import CappedResources, cap_resources, effective_caps
 from harness.submission.scaffold import write_template
 from harness.submission.unpack import open_package
+from harness.tempdirs import run_directory
 
-__all__ = ["app"]
+if TYPE_CHECKING:
+    from harness.runners.entrypoint_check import EntrypointCheck
+
+__all__ = ["PackageValidation", "app", "validate_package"]
 
 app = typer.Typer(
     help="Start and validate submission packages; write their prediction files.",
@@ -51,24 +56,38 @@ def init(
     stdout.print(f"created {root} ({kind}); next: zsl submission validate {root}")
 
 
-@app.command()
-@reports_errors
-def validate(
-    package: Annotated[
-        Path,
-        typer.Argument(help="submission folder, or a .zip / .tar.gz archive of one", exists=True),
-    ],
-    spec: Annotated[
-        Path | None,
-        typer.Option(
-            help="also check a predictions package's files against this benchmark",
-            exists=True,
-            dir_okay=False,
-        ),
-    ] = None,
-) -> None:
-    """Check a package (folder or archive): its submission.yaml and files; print its hash."""
-    with tempfile.TemporaryDirectory(prefix="zsl-validate-") as tmp:
+@dataclass(frozen=True)
+class PackageValidation:
+    """What ``zsl submission validate`` found in a valid package.
+
+    ``files``: how many files the hash covers; ``review``: those that are neither ``.py``
+    source nor plain data (a reviewer should look at them); ``entrypoint``: a model package's
+    check (None for predictions); ``resources``: its ``resources`` capped by this machine
+    (:func:`~harness.submission.resources.effective_caps`), one note per field a run here gets
+    less of than declared (or, for GPUs, is refused).
+    """
+
+    name: str
+    version: str
+    kind: str
+    package_hash: str
+    files: int
+    review: tuple[str, ...]
+    entrypoint: EntrypointCheck | None
+    resources: CappedResources
+
+
+def validate_package(package: Path, spec: Path | None = None) -> PackageValidation:
+    """Check a package (folder or archive): its ``submission.yaml`` and files, a model's
+    entrypoint (in a runner), a predictions package's files against ``spec``'s benchmark, and
+    its resources against this machine's caps.
+
+    Raises
+    ------
+    SubmissionError
+        The package is invalid or hostile, or its entrypoint check found problems (each listed).
+    """
+    with run_directory("zsl-validate-") as tmp:
         loaded = open_package(package, tmp)
         m = loaded.manifest
         if spec is not None and m.kind == "predictions":
@@ -93,15 +112,50 @@ def validate(
                     f" '{checked.runner}'): {count} problem{'s' if count > 1 else ''}\n  "
                     + "\n  ".join(describe(checked))
                 )
-        stdout.print(f"ok {package}: {m.name} {m.version} ({m.kind}) {loaded.hash()}")
-        if checked is not None:
-            for line in describe(checked):
-                stdout.print(f"  {line}", soft_wrap=True)
-        # What the hash covers, for the reviewer: the count, and every file that is neither .py
-        # source nor plain data (docs, configs, arrays), since those deserve a look.
-        stdout.print(f"  {len(loaded.files())} files hashed")
-        for rel in loaded.files_to_review():
-            stdout.print(f"  review: {rel} (neither .py source nor plain data)")
+        return PackageValidation(
+            name=m.name,
+            version=m.version,
+            kind=m.kind,
+            package_hash=loaded.hash(),
+            files=len(loaded.files()),
+            review=tuple(loaded.files_to_review()),
+            entrypoint=checked,
+            resources=cap_resources(m.resources, effective_caps()),
+        )
+
+
+@app.command()
+@reports_errors
+def validate(
+    package: Annotated[
+        Path,
+        typer.Argument(help="submission folder, or a .zip / .tar.gz archive of one", exists=True),
+    ],
+    spec: Annotated[
+        Path | None,
+        typer.Option(
+            help="also check a predictions package's files against this benchmark",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """Check a package (folder or archive): its submission.yaml and files; print its hash, and
+    each resource a run on this machine gets less of than declared."""
+    found = validate_package(package, spec)
+    stdout.print(f"ok {package}: {found.name} {found.version} ({found.kind}) {found.package_hash}")
+    if found.entrypoint is not None:
+        from harness.runners.entrypoint_check import describe
+
+        for line in describe(found.entrypoint):
+            stdout.print(f"  {line}", soft_wrap=True)
+    for note in found.resources.notes:
+        stdout.print(f"  {note}", soft_wrap=True)
+    # What the hash covers, for the reviewer: the count, and every file that is neither .py
+    # source nor plain data (docs, configs, arrays), since those deserve a look.
+    stdout.print(f"  {found.files} files hashed")
+    for rel in found.review:
+        stdout.print(f"  review: {rel} (neither .py source nor plain data)")
 
 
 def _in_package_terms(

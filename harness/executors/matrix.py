@@ -44,6 +44,8 @@ from harness.executors import (
 )
 from harness.executors.task import FamilyTask, RunTask, check_record
 from harness.records import RunRecord
+from harness.submission.resources import ResourceCaps, cap_resources
+from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.data.artifacts import FrozenBenchmark
@@ -72,11 +74,18 @@ StoredKey = tuple[str, int, str, str, str, str, str]
 @dataclass(frozen=True)
 class RunRequest:
     """One run of the matrix: a package (folder or archive) on a spec, in a runner (None: the
-    strongest the executing machine offers)."""
+    strongest the executing machine offers).
+
+    ``caps``: the most resources the run gets beyond the executing machine's own caps (CI's
+    ``max_resources``, :meth:`harness.ci.config.CIConfig.resource_caps`); the job asks the
+    executor for the package's resources capped by them, and the worker holds the run to them
+    (:func:`harness.submission.resources.limited_to`).
+    """
 
     package: Path
     spec: Path
     runner: str | None = None
+    caps: ResourceCaps | None = None
 
     @property
     def label(self) -> str:
@@ -134,10 +143,12 @@ class MatrixReport:
 
 
 def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun | RunResult]:
-    """Resolve every request (spec hash, prepared benchmark, package hash), in order; a request
-    that cannot be resolved, whatever the exception, becomes a failed result."""
+    """Resolve every request (spec hash, prepared benchmark, package hash, its resources capped
+    by the request's ``caps``), in order; a request that cannot be resolved, whatever the
+    exception, becomes a failed result (so does one asking for more GPUs than ``caps``)."""
     from harness.data.prepare import prepare
     from harness.spec import load_spec
+    from harness.submission.package import MANIFEST
     from harness.submission.unpack import open_package
 
     specs: dict[Path, tuple[Spec, FrozenBenchmark] | Exception] = {}
@@ -170,6 +181,22 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
         assert not isinstance(spec_entry, Exception) and not isinstance(package, Exception)
         spec, frozen = spec_entry
         manifest = package.manifest
+        resources = manifest.resources
+        if request.caps is not None:  # a GPU count above the caps fails here, before any work
+            try:
+                capped = cap_resources(resources, request.caps)
+                resources = capped.check(f"{request.package / MANIFEST}")
+            except HarnessError as err:
+                planned.append(
+                    RunResult(
+                        request,
+                        "failed",
+                        request.label,
+                        error=error_text(err),
+                        exit_code=err.exit_code,
+                    )
+                )
+                continue
         task = RunTask(
             package=str(package_path),
             spec=str(spec_path),
@@ -177,6 +204,7 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
             package_hash=package.hash(),
             benchmark_hash=frozen.hash,
             spec_hash=spec.spec_hash(),
+            caps=request.caps,
         )
         key: StoredKey = (
             spec.benchmark,
@@ -189,7 +217,7 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
         )
         submission = f"{manifest.name}@{manifest.version}"
         label = f"{submission} on {spec.benchmark} v{spec.version}"
-        job = Job("run", task.to_json(), label, manifest.resources, benchmark=frozen.root)
+        job = Job("run", task.to_json(), label, resources, benchmark=frozen.root)
         family = spec.family
         planned.append(
             PlannedRun(
@@ -261,7 +289,7 @@ def run_matrix(
     start = time.perf_counter()
     engine = open_store(database_url)
     results: dict[int, RunResult] = {}
-    with tempfile.TemporaryDirectory(prefix="zsl-matrix-") as tmp:
+    with run_directory("zsl-matrix-") as tmp:
         planned = plan_runs(requests, Path(tmp))
         benchmarks = {p.key[0] for p in planned if isinstance(p, PlannedRun)}
         done_before = set() if rerun else stored_keys(engine, benchmarks)
@@ -427,7 +455,7 @@ def store_result(
     record_path(Path(), record)
     shipped = result.get("predictions") or []
     if shipped:
-        with tempfile.TemporaryDirectory(prefix="zsl-returned-") as tmp:
+        with run_directory("zsl-returned-") as tmp:
             for entry in shipped:
                 setting, suffix = str(entry["setting"]), str(entry["suffix"])
                 data = base64.b64decode(str(entry["data"]), validate=True)

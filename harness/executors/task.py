@@ -8,10 +8,11 @@ benchmark's files and the task's input files. Two kinds:
 - ``run`` (:class:`RunTask`): one package on one spec. The worker checks that the spec it loads
   has the spec hash the driver saw, makes sure its node's frozen benchmark is the one the
   driver prepared (:func:`ensure_benchmark`), runs :func:`harness.pipeline.run_submission`
-  with ``store=False`` (archiving the prediction files into the shared archive, or into a
-  temporary folder whose files go back with the record), checks the record against the
-  driver's hashes and returns the record as its JSON export
-  (:func:`harness.results.records_io.dump_record`).
+  held to the task's resource caps (:func:`harness.submission.resources.limited_to`: CI's
+  ``max_resources``, beyond the node's own caps) with ``store=False`` (archiving the
+  prediction files into the shared archive, or into a temporary folder whose files go back
+  with the record), checks the record against the driver's hashes and returns the record as
+  its JSON export (:func:`harness.results.records_io.dump_record`).
 - ``family`` (:class:`FamilyTask`): one package on several members of a benchmark family,
   one ``run`` after another on this worker; back comes each member's outcome, as a ``run``
   task's, in order (a failed member does not fail the others).
@@ -36,7 +37,7 @@ import shutil
 import socket
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -45,6 +46,8 @@ from harness.data.artifacts import MANIFEST, FrozenBenchmark, benchmark_dir
 from harness.errors import HarnessError, IntegrityError, error_text
 from harness.hashing import file_sha256
 from harness.records import RunRecord
+from harness.submission.resources import ResourceCaps, limited_to
+from harness.tempdirs import run_directory
 
 __all__ = [
     "TASKS",
@@ -81,7 +84,11 @@ TRANSIENT_ERRNOS = frozenset(
 
 @dataclass(frozen=True)
 class RunTask:
-    """What a worker needs to run one package on one spec, and the hashes it must reproduce."""
+    """What a worker needs to run one package on one spec, and the hashes it must reproduce.
+
+    ``caps``: the most resources the run gets beyond the worker machine's own caps (CI's,
+    :class:`~harness.submission.resources.ResourceCaps`; as JSON, its fields).
+    """
 
     package: str
     spec: str
@@ -89,6 +96,11 @@ class RunTask:
     package_hash: str
     benchmark_hash: str
     spec_hash: str
+    caps: ResourceCaps | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.caps, Mapping):  # read back from JSON
+            object.__setattr__(self, "caps", ResourceCaps.from_json(self.caps))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -319,13 +331,19 @@ def _run(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
         task.benchmark_hash,
         shipment.benchmark if shipment is not None else None,
     )
-    with tempfile.TemporaryDirectory(prefix="zsl-task-") as tmp:
+    with run_directory("zsl-task-") as tmp:
         # Sharing the driver's disk, the files go straight into its archive; else they go
         # back with the record.
         root = predictions_dir() if shipment is None else Path(tmp) / "archive"
-        record = run_submission(
-            task.package, task.spec, runner=task.runner, store=False, quiet=True, archive_to=root
-        )
+        with limited_to(task.caps):  # the driver's caps (CI's), beyond this machine's own
+            record = run_submission(
+                task.package,
+                task.spec,
+                runner=task.runner,
+                store=False,
+                quiet=True,
+                archive_to=root,
+            )
         check_record(record, task, where=f"node {node_name()}")
         result: dict[str, Any] = {"record": dump_record(record)}
         if shipment is not None:
@@ -387,7 +405,7 @@ def _rescore(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any
         shipment.benchmark if shipment is not None else None,
     )
     bench = _loaded_benchmark(spec, task.benchmark_hash)
-    with tempfile.TemporaryDirectory(prefix="zsl-rescore-") as tmp:
+    with run_directory("zsl-rescore-") as tmp:
         root = Path(task.archive_root)
         if shipment is not None:  # the driver's archive is not here: rebuild its files
             root = Path(tmp) / "archive"

@@ -171,7 +171,8 @@ def result_differences(
     """Every field where ``fresh`` gives another result than ``committed``, each marked within
     tolerance or not, in document order; empty when the results are identical.
 
-    What a run on another platform may change (``within_tolerance``): the prediction hashes;
+    What a run on another platform may change (``within_tolerance``): the prediction hashes and
+    the fitted states' hashes (a float kernel of another CPU moves a weight by an ulp);
     a floating-point number anywhere under ``scores`` (value, interval, details, class values)
     by at most ``tolerance * max(1, |committed|)`` (:data:`SCORE_TOLERANCE`); and anything in a
     score's curve points (:data:`CURVE_FIELDS`) while its value stays within tolerance. A curve
@@ -190,7 +191,7 @@ def result_differences(
         two = None if leaf.fresh is _ABSENT else leaf.fresh
         setting = metric = None
         within = False
-        if leaf.parts[:1] == ("predictions_hashes",):
+        if leaf.parts[:1] in (("predictions_hashes",), ("model_state",)):
             within = leaf.committed is not _ABSENT and leaf.fresh is not _ABSENT
         elif leaf.parts[:1] == ("scores",) and len(leaf.parts) > 1:
             index = leaf.parts[1]

@@ -1,46 +1,35 @@
-"""Isolation backends for model code, behind one interface (see ``base``)."""
+"""Isolation backends for model code, behind one interface (see ``base``).
+
+The backends (``local``, ``sandbox``, ``container``) register themselves when imported, and they
+import much of the harness (GPU leases, images, the data layer). Code that runs inside a sandbox
+imports modules of this package too (:mod:`harness.runners.protocol`), so nothing is imported
+here until a name of this module is used: ``runners`` and ``default_runner`` then import every
+backend first, so each name resolves to a registered runner.
+"""
 
 from __future__ import annotations
 
-import shutil
-import sys
-from typing import TYPE_CHECKING
-
-from harness.errors import RunnerError
-from harness.runners import container as _container  # (registers 'container')
-from harness.runners import local as _local  # noqa: F401  (registers 'local')
-from harness.runners import sandbox as _sandbox  # (registers 'sandbox')
-from harness.runners.base import RunJob, Runner, RunOutcome, runners
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from harness.submission.package import Package
+    from harness.runners.base import RunJob, Runner, RunOutcome, runners
+    from harness.runners.choice import default_runner
 
 __all__ = ["RunJob", "RunOutcome", "Runner", "default_runner", "runners"]
 
-LOCAL_WARNING = (
-    "warning: neither bubblewrap (runner 'sandbox') nor, for a package with model.image, a"
-    " container engine (runner 'container') is usable here: running with runner 'local', which"
-    " does not isolate the code from your files, network and user; use it only for code you"
-    " trust (install bubblewrap, or pass --runner)"
-)
+_FROM = {
+    "RunJob": "harness.runners.base",
+    "RunOutcome": "harness.runners.base",
+    "Runner": "harness.runners.base",
+    "runners": "harness.runners.base",
+    "default_runner": "harness.runners.choice",
+}
 
 
-def default_runner(package: Package | None = None) -> str:
-    """The strongest runner this machine offers for ``package``: the one a run uses by default.
-
-    ``sandbox`` where bubblewrap can create a sandbox; else ``container`` when a docker/podman
-    engine is on PATH and the package names ``model.image``; else ``local``, with a warning on
-    stderr, since ``local`` is only for trusted code.
-    """
-    if _sandbox.available():
-        return "sandbox"
-    model = package.manifest.model if package is not None else None
-    if model is not None and model.image:
-        try:
-            engine = _container.ContainerRunner().engine
-        except RunnerError:
-            engine = None
-        if engine is not None and shutil.which(engine) is not None:
-            return "container"
-    print(LOCAL_WARNING, file=sys.stderr, flush=True)
-    return "local"
+def __getattr__(name: str) -> Any:
+    if name not in _FROM:
+        raise AttributeError(f"module 'harness.runners' has no attribute {name!r}")
+    for backend in ("local", "sandbox", "container"):  # each registers itself
+        importlib.import_module(f"harness.runners.{backend}")
+    return getattr(importlib.import_module(_FROM[name]), name)

@@ -1,9 +1,10 @@
-"""The runner interface: run the worker on a job inside some isolation, report what happened.
+"""The runner interface: run one phase of a job inside some isolation, report what happened.
 
-Every backend builds a command around the same worker entrypoint (``python -m harness.worker``)
-or, for a predictions package's generator, around its script (``python SCRIPT BUNDLE OUT``, see
-:func:`job_argv`), and returns a :class:`RunOutcome`. A runner never reads test labels (it only
-sees the bundle) and never scores; the harness reads the prediction files it leaves behind.
+Every backend builds a command around the same worker entrypoint (``python -m harness.worker``:
+a ``fit`` phase, one ``predict`` pass, or the ``--check`` of ``zsl submission validate``) or, for
+a predictions package's generator, around its script (``python SCRIPT BUNDLE OUT``, see
+:func:`job_argv`), and returns a :class:`RunOutcome`. A runner never reads test labels and never
+scores; what a phase produced is read by the harness (:mod:`harness.runners.judge`).
 
 :func:`run_process` is what every backend runs its command with. It reads the child's output as
 it comes and keeps only the head and the tail of each stream (a model printing gigabytes costs
@@ -12,23 +13,27 @@ the harness :data:`LOG_LIMIT_BYTES` or so per stream), holds the run's processes
 the run started, daemons included, when it ends), and polls the size of the output folder,
 which lives on the host's disk, against its bound. The worker's progress events on stderr
 (:mod:`harness.runners.progress`) go to the sink of :func:`harness.runners.progress.reporting`
-as they come.
+as they come. A prediction pass also talks to the harness while it runs: the job's
+:attr:`RunJob.conversation` gets the harness's ends of two pipes and runs in a thread beside the
+polling loop (:mod:`harness.runners.protocol`), so limits, logs and the wall clock hold during
+the conversation as at any other time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Literal, Protocol
 
 from harness.registry import Registry
 from harness.runners.cgroup import POLL_S, Containment
@@ -39,6 +44,7 @@ __all__ = [
     "LOG_LIMIT_BYTES",
     "OUT_MAX_ENTRIES",
     "PIDS_LIMIT",
+    "Conversation",
     "HeadTail",
     "RunJob",
     "RunLimits",
@@ -46,9 +52,8 @@ __all__ = [
     "Runner",
     "folder_size",
     "job_argv",
-    "open_test_features",
+    "run_job",
     "run_process",
-    "run_with_test_features",
     "runners",
     "truncate",
     "worker_argv",
@@ -62,6 +67,15 @@ PIDS_LIMIT = 256
 DRAIN_S = 2.0
 # Entries the output folder may hold (a model filling it with empty files costs inodes and scans).
 OUT_MAX_ENTRIES = 10_000
+
+
+class Conversation(Protocol):
+    """What a prediction pass says with the harness while it runs: called in a thread with the
+    harness's ends of the two pipes (``requests``: written, ``replies``: read); returns True when
+    the pass ended as the protocol says (the process should exit by itself), False when the
+    harness stopped talking (the run's processes are then killed)."""
+
+    def __call__(self, requests: int, replies: int) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -78,12 +92,13 @@ class RunJob:
     # A predictions package's generator (a path inside ``package``) instead of the worker:
     # ``python SCRIPT BUNDLE OUT`` (see ``job_argv``).
     script: str | None = None
-    # The package declares itself transductive: the worker skips its inductive check.
-    transductive: bool = False
-    # The main fit's test features, outside the bundle (``harness.tasks``): the runner opens it
-    # read-only and hands the worker the descriptor (``--test-features-fd``), or, where it cannot
-    # (containers), binds the file and passes its path (``--test-features-path``).
-    test_features: Path | None = None
+    # The worker's phase: ``fit`` (on ``bundle``, a model bundle of one fit, saving into
+    # ``out/state``) or ``predict`` (one pass over ``state``, talking through ``conversation``).
+    phase: Literal["fit", "predict"] = "fit"
+    # A prediction pass: the fitted state (shown read-only at /state by isolating runners) and
+    # the harness's side of the protocol (harness.runners.protocol).
+    state: Path | None = None
+    conversation: Conversation | None = field(default=None, compare=False, repr=False)
     # Check mode: the worker imports ``entrypoint`` and checks it against the model protocol,
     # without data (``zsl submission validate``; ``bundle`` is an empty folder then).
     check: bool = False
@@ -124,38 +139,26 @@ runners: Registry[Runner] = Registry("runner")
 
 
 def worker_argv(
-    job: RunJob, python: str = sys.executable, *, test_features_fd: int | None = None
+    job: RunJob, python: str = sys.executable, *, channel: tuple[int, int] | None = None
 ) -> list[str]:
-    """The worker's command line. A transductive job says so (``--inductive-check skip``);
-    otherwise the worker reads the check from the package's manifest (isolated passes on CPU,
-    in-process ones for GPU jobs, which cannot fork; see ``harness.worker``).
+    """The worker's command line for the job's phase (see :mod:`harness.worker`).
 
-    A job with ``test_features`` gets ``--test-features-fd N`` when the runner passes the open
-    file as descriptor ``test_features_fd``, else ``--test-features-path`` (the job's path, as
-    the worker sees it). A ``check`` job runs the worker's check mode
+    ``channel``: the descriptors (requests, replies) of a prediction pass as the worker sees
+    them (the runner's ``pass_fds``, or 0 and 1 where the protocol rides on the standard
+    streams, as in containers). A ``check`` job runs the worker's check mode
     (``--check PACKAGE ENTRYPOINT OUT``, see :func:`harness.worker.check`)."""
     if job.check:
         return [python, "-m", "harness.worker", "--check", str(job.package), job.entrypoint,
                 str(job.out)]  # fmt: skip
-    argv = [
-        python,
-        "-m",
-        "harness.worker",
-        str(job.bundle),
-        str(job.package),
-        job.entrypoint,
-        str(job.out),
-        "--seed",
-        str(job.seed),
-    ]
-    if job.transductive:
-        argv += ["--inductive-check", "skip"]
-    if job.test_features is not None:
-        if test_features_fd is not None:
-            argv += ["--test-features-fd", str(test_features_fd)]
-        else:
-            argv += ["--test-features-path", str(job.test_features)]
-    return argv
+    head = [python, "-m", "harness.worker", job.phase]
+    if job.phase == "fit":
+        return [*head, str(job.bundle), str(job.package), job.entrypoint, str(job.out),
+                "--seed", str(job.seed)]  # fmt: skip
+    if job.state is None or channel is None:
+        raise ValueError("a prediction pass needs a state folder and a channel")
+    requests, replies = channel
+    return [*head, str(job.package), job.entrypoint, str(job.state), "--requests",
+            str(requests), "--replies", str(replies), "--seed", str(job.seed)]  # fmt: skip
 
 
 def worker_env(job: RunJob, *, home: str) -> dict[str, str]:
@@ -177,26 +180,12 @@ def worker_env(job: RunJob, *, home: str) -> dict[str, str]:
 
 
 def job_argv(
-    job: RunJob, python: str = sys.executable, *, test_features_fd: int | None = None
+    job: RunJob, python: str = sys.executable, *, channel: tuple[int, int] | None = None
 ) -> list[str]:
     """The command a runner starts for ``job``: the worker, or the package's generator script."""
     if job.script is not None:
         return [python, str(job.package / job.script), str(job.bundle), str(job.out)]
-    return worker_argv(job, python=python, test_features_fd=test_features_fd)
-
-
-@contextmanager
-def open_test_features(job: RunJob) -> Iterator[int | None]:
-    """The job's test features file opened read-only (``O_CLOEXEC``: only a child it is passed
-    to with ``run_process(pass_fds=...)`` inherits it), closed after the block; None without."""
-    if job.test_features is None or job.script is not None:
-        yield None
-        return
-    fd = os.open(job.test_features, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+    return worker_argv(job, python=python, channel=channel)
 
 
 def truncate(data: bytes, limit: int = LOG_LIMIT_BYTES) -> str:
@@ -325,6 +314,84 @@ def _exit_reason(code: int) -> str:
     return "ok" if code == 0 else f"exited with code {code}"
 
 
+#: After a conversation ended, how long the pass's processes may take to exit by themselves.
+CONVERSATION_EXIT_S = 10.0
+#: ... and after the harness stopped it (a refused answer, a broken protocol).
+REFUSAL_EXIT_S = 2.0
+
+
+class _Talk:
+    """A job's conversation in a thread, on the harness's ends of its two pipes."""
+
+    def __init__(
+        self, conversation: Conversation, requests: int, replies: int, child: tuple[int, int]
+    ) -> None:
+        self.conversation = conversation
+        self.fds = (requests, replies)
+        self.child = child  # the child's ends: closed here once it holds them
+        self.ended_at: float | None = None
+        self.finished = False
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="zsl-conversation", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.finished = bool(self.conversation(*self.fds))
+        except BaseException as err:  # kept for the caller: the harness's own failure
+            self.error = err
+        finally:
+            self.close()
+            self.ended_at = time.perf_counter()
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = (-1, -1)
+
+    def close_child_ends(self) -> None:
+        """After the child started: only its processes hold these, so its exit is our EOF."""
+        for fd in self.child:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.child = (-1, -1)
+
+    def overdue(self, now: float) -> bool:
+        """The conversation ended (or failed) and the processes had their time to exit: a pass
+        that refused a chunk exits with its code at once, one the harness stopped talking to
+        gets :data:`REFUSAL_EXIT_S`."""
+        if self.ended_at is None:
+            return False
+        grace = CONVERSATION_EXIT_S if self.finished else REFUSAL_EXIT_S
+        return now - self.ended_at > grace
+
+
+@dataclass
+class _Watch:
+    """What stops a run early, polled by :func:`run_process` between reads of its output."""
+
+    start: float
+    timeout_s: float
+    limits: RunLimits
+    box: Containment
+    talk: _Talk | None
+    next_out_check: float = 0.0
+
+    def stop_reason(self) -> str | None:
+        now = time.perf_counter()
+        if now - self.start > self.timeout_s:
+            return f"timed out after {self.timeout_s:g} s; process group killed"
+        if self.talk is not None and self.talk.overdue(now):
+            return "stopped by the harness: the conversation ended"
+        stop = self.box.check()
+        if stop is None and now >= self.next_out_check:
+            began = time.perf_counter()
+            stop = _out_problem(self.limits)
+            # A folder with many entries is scanned less often (at most ~5% of the time).
+            self.next_out_check = now + max(POLL_S, 20 * (time.perf_counter() - began))
+        return stop
+
+
 def run_process(
     argv: list[str],
     *,
@@ -334,6 +401,7 @@ def run_process(
     limits: RunLimits | None = None,
     log_limit: int = LOG_LIMIT_BYTES,
     pass_fds: tuple[int, ...] = (),
+    talk: _Talk | None = None,
 ) -> RunOutcome:
     """Run ``argv`` in its own session under ``limits``; kill everything it started at the end.
 
@@ -342,6 +410,9 @@ def run_process(
     its output folder passes ``limits.out_bytes``. A run that ended by itself has its leftover
     processes (daemons) killed too; ``details["killed_after_exit"]`` counts them.
     ``pass_fds``: descriptors the child inherits (``subprocess.Popen``'s), at the same numbers.
+    ``talk``: a conversation (see :func:`run_job`) started once the child runs; when it ends
+    the child has :data:`CONVERSATION_EXIT_S` to exit (none when it failed) before it is killed.
+    An exception raised by the conversation itself is raised here once the run is over.
     """
     limits = limits or RunLimits()
     start = time.perf_counter()
@@ -361,25 +432,23 @@ def run_process(
         )
     except BaseException:
         box.close()
+        if talk is not None:
+            talk.close_child_ends()
+            talk.close()
         raise
+    if talk is not None:
+        talk.close_child_ends()
     try:
         box.attach(proc.pid, proc.stdin)
         progress = ProgressReader(current_sink(), start)
         logs = _Logs(proc, log_limit, progress)
+        if talk is not None:
+            talk.thread.start()
         stop: str | None = None
-        next_out_check = 0.0
+        watch = _Watch(start, timeout_s, limits, box, talk)
         while proc.poll() is None:
             logs.pump(POLL_S)
-            now = time.perf_counter()
-            if now - start > timeout_s:
-                stop = f"timed out after {timeout_s:g} s; process group killed"
-            else:
-                stop = box.check()
-                if stop is None and now >= next_out_check:
-                    began = time.perf_counter()
-                    stop = _out_problem(limits)
-                    # A folder with many entries is scanned less often (at most ~5% of the time).
-                    next_out_check = now + max(POLL_S, 20 * (time.perf_counter() - began))
+            stop = watch.stop_reason()
             if stop is not None:
                 box.kill()
                 proc.wait()
@@ -399,9 +468,16 @@ def run_process(
             box.kill()
             proc.wait()
         box.close()
+        if talk is not None:
+            # Every process holding the other ends is gone: the thread sees end of file.
+            if talk.thread.is_alive() or talk.thread.ident is not None:
+                talk.thread.join(timeout=DRAIN_S + CONVERSATION_EXIT_S)
+            talk.close()
     details: dict[str, object] = {"containment": box.describe(), **progress.summary()}
     if killed_after:
         details["killed_after_exit"] = killed_after
+    if talk is not None and talk.error is not None:
+        raise talk.error
     return RunOutcome(
         exit_code=code,
         reason=reason,
@@ -412,29 +488,47 @@ def run_process(
     )
 
 
-def run_with_test_features(
+def run_job(
     job: RunJob,
-    argv: Callable[[int | None], list[str]],
+    argv: Callable[[tuple[int, int] | None], list[str]],
     *,
     env: dict[str, str],
     limits: RunLimits,
+    extra_fds: tuple[int, ...] = (),
 ) -> RunOutcome:
-    """:func:`run_process` on the command ``argv(fd)`` in ``job.out`` under the job's wall clock,
-    the job's test features open as descriptor ``fd`` (None without) and passed to the child.
-
-    A run that got the descriptor records ``details["test_features"] = "descriptor"``."""
-    with open_test_features(job) as fd:
-        outcome = run_process(
-            argv(fd),
+    """:func:`run_process` on the command ``argv(channel)`` in ``job.out`` under the job's wall
+    clock. A prediction pass (``job.conversation``) gets two fresh pipes: ``channel`` is the
+    child's ends (requests read, replies written), passed to it at the same numbers, and the
+    conversation runs on the harness's ends; other jobs get ``channel`` None. ``extra_fds``
+    are passed to the child as well (a seccomp program for bwrap)."""
+    if job.conversation is None:
+        return run_process(
+            argv(None),
             env=env,
             cwd=job.out,
             timeout_s=job.timeout_s,
             limits=limits,
-            pass_fds=() if fd is None else (fd,),
+            pass_fds=extra_fds,
         )
-    if fd is not None:
-        outcome.details["test_features"] = "descriptor"
-    return outcome
+    requests_r, requests_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    child = (requests_r, replies_w)
+    talk = _Talk(job.conversation, requests_w, replies_r, child)
+    try:
+        command = argv(child)
+    except BaseException:
+        talk.close_child_ends()
+        talk.close()
+        raise
+    return run_process(
+        command,
+        env=env,
+        cwd=job.out,
+        timeout_s=job.timeout_s,
+        limits=limits,
+        pass_fds=(*child, *extra_fds),
+        talk=talk,
+    )
 
 
 class _Logs:

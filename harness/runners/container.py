@@ -12,7 +12,9 @@ user (:data:`~harness.images.CONTAINER_UID` when the harness is root, which hand
 folder; else the harness's own uid, which owns it) under a minimal init (``--init``), so it is
 not PID 1 and signals and orphans behave as in the sandbox; its environment is the sandbox's
 (``PYTHONHASHSEED`` from the seed, BLAS threads from ``resources.cpus``), so a package scores
-bit-identically in both.
+bit-identically in both. Its system calls pass the sandbox's filter
+(:mod:`harness.runners.seccomp`), as a seccomp profile that replaces the engine's default one
+(``--security-opt seccomp=…``).
 
 The image is the package's ``model.image`` (checked against the OCI reference grammar when the
 manifest is loaded) or the harness's default worker image for its kind
@@ -27,12 +29,12 @@ package's ``model.requirements`` likewise. The container is started from the ima
 the container itself (``kill``), since it runs in the engine, not under us; every container is
 removed (``rm -f``) once its state (exit code, out-of-memory kill) has been read.
 
-Weaker than ``sandbox`` on one point: the main fit's test features. An engine cannot hand the
-container an open descriptor, so their file (outside the bundle, see ``harness.tasks``) is bound
-read-only at ``/bundle-test/features.npy`` and the worker gets ``--test-features-path``; model
-code running as the same user in the container can read that file during ``fit`` and so use
-statistics of the whole test set. The record says so (``"test_features": "file"`` in the
-outcome's details, where ``sandbox`` and ``local`` say ``"descriptor"``).
+Phases as in ``sandbox`` (:mod:`harness.runners.judge`): a fit container gets its one-fit bundle
+at ``/bundle`` (no test image), a prediction pass a fresh container with a private copy of the
+fitted state at ``/state`` (read-only), the protocol on its stdin and stdout (``-i``; an engine
+cannot pass descriptors), and its own IPC namespace (``--ipc private``: a private ``/dev/shm``).
+Nothing in the image judges: the worker in it only serves the harness's requests, so a package
+whose ``model.image`` carries a patched worker gains nothing by it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -63,17 +66,18 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
-    run_process,
+    run_job,
     runners,
     worker_env,
 )
 from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, container_gpu_args, lease
+from harness.runners.seccomp import profile_path
 from harness.submission.package import check_requirement, default_worker_image, load_package
 
 __all__ = [
     "ENGINES",
-    "INSIDE_TEST_FEATURES",
+    "INSIDE_STATE",
     "NOFILE_LIMIT",
     "PIDS_LIMIT",
     "ContainerRunner",
@@ -83,8 +87,8 @@ __all__ = [
 
 PIDS_LIMIT = 256
 NOFILE_LIMIT = 1024  # as the sandbox's
-# Where the main fit's test features file is bound (read-only; see the module docstring).
-INSIDE_TEST_FEATURES = "/bundle-test/features.npy"
+# Where a prediction pass's state is bound (read-only).
+INSIDE_STATE = "/state"
 
 
 def container_env(job: RunJob) -> dict[str, str]:
@@ -101,6 +105,7 @@ def container_argv(
     user: str = f"{CONTAINER_UID}:{CONTAINER_UID}",
     host_cpus: int | None = None,
     assigned: Sequence[Gpu] = (),
+    seccomp_profile: Path | None = None,
 ) -> list[str]:
     """The ``ENGINE run …`` command line for ``job`` (pure: runs nothing).
 
@@ -109,21 +114,27 @@ def container_argv(
     ``host_cpus`` caps ``--cpus`` (engines refuse more CPUs than the host has); ``assigned``
     are the GPUs the run holds (:func:`harness.runners.gpus.lease`), exactly ``job.gpus`` of
     them: the container gets those and no other (:func:`~harness.runners.gpus.container_gpu_args`).
+    ``seccomp_profile``: a seccomp profile file for the engine
+    (:func:`harness.runners.seccomp.write_docker_profile`), instead of its default one.
     """
     if len(assigned) != job.gpus:
         raise RunnerError(f"the run asks for {job.gpus} GPU(s) but holds {len(assigned)}")
     name = name or f"zsl-{uuid.uuid4().hex}"
     cpus = job.cpus if host_cpus is None else min(job.cpus, host_cpus)
     inner = replace(
-        job,
-        bundle=Path("/bundle"),
-        package=Path("/package"),
-        out=Path("/out"),
-        test_features=None if job.test_features is None else Path(INSIDE_TEST_FEATURES),
-    )
-    test_mount: list[str] = []
-    if job.test_features is not None:
-        test_mount = ["-v", f"{job.test_features}:{INSIDE_TEST_FEATURES}:ro"]
+        job, bundle=Path("/bundle"), package=Path("/package"), out=Path("/out"),
+        state=Path(INSIDE_STATE),
+    )  # fmt: skip
+    if job.phase == "predict" and not job.check:
+        if job.state is None:
+            raise RunnerError("a prediction pass needs its state folder")
+        # The protocol rides on the container's stdin and stdout (an engine cannot pass
+        # descriptors); the worker moves it off them before any model code runs.
+        phase_mount = ["-i", "-v", f"{job.state}:{INSIDE_STATE}:ro"]
+        command = job_argv(inner, python="python", channel=(0, 1))
+    else:
+        phase_mount = ["-v", f"{job.bundle}:/bundle:ro"]
+        command = job_argv(inner, python="python")
     gpus = container_gpu_args(engine, assigned)
     env = [a for k, v in container_env(job).items() for a in ("--env", f"{k}={v}")]
     return [
@@ -132,11 +143,14 @@ def container_argv(
         "--init",
         "--network",
         "none",
+        "--ipc",
+        "private",
         "--read-only",
         "--cap-drop",
         "ALL",
         "--security-opt",
         "no-new-privileges",
+        *([] if seccomp_profile is None else ["--security-opt", f"seccomp={seccomp_profile}"]),
         "--pids-limit",
         str(PIDS_LIMIT),
         "--memory",
@@ -151,11 +165,9 @@ def container_argv(
         user,
         *gpus,
         *env,
-        "-v",
-        f"{job.bundle}:/bundle:ro",
+        *phase_mount,
         "-v",
         f"{job.package}:/package:ro",
-        *test_mount,
         "-v",
         f"{job.out}:/out:rw",
         "--tmpfs",
@@ -167,7 +179,7 @@ def container_argv(
         # The end of the options: whatever the image reference is, it is not read as one.
         "--",
         image,
-        *job_argv(inner, python="python"),
+        *command,
     ]
 
 
@@ -255,7 +267,7 @@ class ContainerRunner:
         # The engine bounds the container's memory and processes; the harness bounds /out.
         limits = RunLimits(out_dir=job.out, out_bytes=job.out_bytes)
         # GPUs are held until the container is gone: a concurrent run gets other ones.
-        with lease(job.gpus) as assigned:
+        with lease(job.gpus) as assigned, profile_path() as seccomp_profile:
             argv = container_argv(
                 job,
                 info.id,
@@ -264,10 +276,14 @@ class ContainerRunner:
                 user=user,
                 host_cpus=os.cpu_count() or 1,
                 assigned=assigned,
+                seccomp_profile=seccomp_profile,
             )
             try:
-                outcome = run_process(
-                    argv, env=env, cwd=job.out, timeout_s=job.timeout_s, limits=limits
+                outcome = run_job(
+                    job,
+                    lambda channel: _on_channel(argv, channel),
+                    env=env,
+                    limits=limits,
                 )
                 stopped = outcome.reason.startswith(("timed out", "output folder"))
                 if stopped:
@@ -276,8 +292,6 @@ class ContainerRunner:
             finally:
                 removed = self._call([path, "rm", "-f", name])
         outcome.details.update(container=name, image=info.pinned, removed=removed == 0)
-        if job.test_features is not None:
-            outcome.details["test_features"] = "file"
         if stopped:
             outcome.reason += f"; container {name} killed and removed"
         else:
@@ -305,6 +319,20 @@ class ContainerRunner:
         except (OSError, subprocess.SubprocessError, ValueError):
             return {}
         return state if isinstance(state, dict) else {}
+
+
+def _on_channel(argv: list[str], channel: tuple[int, int] | None) -> list[str]:
+    """The engine client started with a prediction pass's pipes as its stdin and stdout (the
+    container's, with ``-i``), or ``argv`` as it is without a channel."""
+    if channel is None:
+        return argv
+    requests, replies = channel
+    # Python, not sh: dash cannot redirect descriptors above 9.
+    code = (
+        f"import os, sys; os.dup2({requests}, 0); os.dup2({replies}, 1); os.close({requests});"
+        f" os.close({replies}); os.execvp(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-I", "-c", code, *argv]
 
 
 def _explain(outcome: RunOutcome, state: dict[str, object], job: RunJob) -> None:

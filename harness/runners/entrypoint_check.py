@@ -19,7 +19,6 @@ finding about ``submission.yaml`` gets the line of its ``model.entrypoint`` key.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 from harness.errors import HarnessError, RunnerError
 from harness.runners.base import RunJob
 from harness.runners.outputs import OutputDir
+from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.submission.package import Package
@@ -116,14 +116,17 @@ def check_entrypoint(package: Package, runner: str | None = None) -> EntrypointC
     finish (an import that hangs past the wall clock, a crash) is a problem too."""
     from harness.runners import default_runner, runners
     from harness.submission.package import MANIFEST
+    from harness.submission.resources import cap_resources, effective_caps
 
     model = package.manifest.model
     if model is None:
         raise ValueError(f"{package.root}: a predictions package has no entrypoint to check")
     runner = runner or default_runner(package)
-    resources = package.manifest.resources
-    with tempfile.TemporaryDirectory(prefix="zsl-check-") as tmp:
-        bundle, out = Path(tmp) / "bundle", Path(tmp) / "out"
+    # Capped like a run's (this machine's caps): a declared 100000 GB must not size the check's
+    # sandbox either. Its GPUs do not matter here (none is given), so they are not checked.
+    resources = cap_resources(package.manifest.resources, effective_caps()).resources
+    with run_directory("zsl-check-") as tmp:  # the check's out folder: whatever the model left
+        bundle, out = tmp / "bundle", tmp / "out"
         bundle.mkdir()
         out.mkdir()
         job = RunJob(
@@ -158,7 +161,7 @@ def describe(check: EntrypointCheck) -> list[str]:
     if check.ok:
         name = check.entrypoint.split(":")[1]
         return [
-            f"entrypoint {check.entrypoint}: imports, builds with {name}() and has fit(task)"
-            f" and predict(features, candidates) ({where})"
+            f"entrypoint {check.entrypoint}: imports, builds with {name}() and has fit(task),"
+            f" save(directory), load(directory) and predict(features, candidates) ({where})"
         ]
     return [str(p) for p in check.problems]

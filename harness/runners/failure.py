@@ -1,10 +1,11 @@
 """Why a run failed, in words a submitter can act on: one explanation for every runner.
 
 A worker that refuses a run says why in ``worker.json`` (``message``, and ``location``: the
-package file and line the failure comes from, see :mod:`harness.worker`), and exits 3 (model
-error) or 4 (protocol violation). A bare "exited with code 4" throws that away, so every runner
-(``local``, ``sandbox``, ``container``) ends its ``run`` with :func:`explain_failure`, which for
-a failed run
+package file and line the failure comes from, see :mod:`harness.worker`), or, in a prediction
+pass, in its answer to the harness, and exits 3 (model error) or 4 (protocol violation). A bare
+"exited with code 4" throws that away, so every runner (``local``, ``sandbox``, ``container``)
+ends its ``run`` with :func:`explain_failure` (a prediction pass's is left to the harness,
+which holds its answers: :mod:`harness.runners.judge`), which for a failed run
 
 - writes the run's log (what the worker said, its stderr and stdout, as the runner kept them)
   to a file under ``ZSL_HOME/logs`` that outlives the run's temporary folders,
@@ -103,13 +104,24 @@ def _write_log(
     return path
 
 
-def explain_failure(job: RunJob, outcome: RunOutcome, *, logs: Path | None = None) -> RunOutcome:
+def explain_failure(
+    job: RunJob,
+    outcome: RunOutcome,
+    *,
+    logs: Path | None = None,
+    status: dict[str, Any] | None = None,
+) -> RunOutcome:
     """``outcome`` of ``job``, its ``reason`` extended for a failed run (see the module
     docstring) and ``details["log"]`` set to the log written under ``logs`` (default
-    :func:`log_dir`). A successful run is returned as it is."""
+    :func:`log_dir`). A successful run is returned as it is. ``status``: the verdict in
+    ``worker.json``'s terms where it comes from elsewhere (a prediction pass's answer, or the
+    harness itself: :mod:`harness.runners.judge`); default: the job's ``worker.json``."""
     if outcome.ok:
         return outcome
-    status = _worker_status(job)
+    if status is None:
+        if job.conversation is not None:
+            return outcome  # the harness explains it, with the pass's answers
+        status = _worker_status(job)
     said = ""
     location: str | None = None
     # The worker's own verdict, when the exit code is the one it reported.

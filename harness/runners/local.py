@@ -17,10 +17,9 @@ What it does hold:
   ``/proc/<harness pid>/environ`` (or its memory). Root is exempt from that check (it holds
   ``CAP_SYS_PTRACE``): a harness run as root hands a ``local`` model everything, which is one
   more reason ``local`` is for trusted code only.
-- **the test features**: the main fit's test images come as an inherited read-only descriptor
-  (``--test-features-fd``, see ``harness.tasks``) to the worker, which is not dumpable and closes
-  it in every process that runs model code. Their file still lies next to the bundle on the
-  host's disk, where a ``local`` model can read it: this only holds for the sandbox.
+- **the test features**: no phase is given them (see ``harness.runners.judge``), but their file
+  lies in the run's temporary folder on the host's disk, where a ``local`` model, running as
+  the harness's user, can read it: only the isolating runners keep them out of reach.
 - **limits and the process tree**: the run's total memory (``resources.memory_gb``), its
   processes and the size of its output folder, and at the end every process it started,
   daemons included, is killed (see ``base.run_process`` and ``harness.runners.cgroup``).
@@ -43,7 +42,7 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
-    run_with_test_features,
+    run_job,
     runners,
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
@@ -58,7 +57,7 @@ __all__ = [
 ]
 
 # Only what Python and BLAS need; the caller's secrets and settings stay out.
-PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR")
+PASSED_ENV = ("PATH", "LANG", "LC_ALL")
 
 
 def local_env(
@@ -75,6 +74,9 @@ def local_env(
         env["PYTHONPATH"] = source
     env.update(
         HOME=str(job.out),
+        # The phase's own folder (a fresh one per prediction pass, removed after it): what a
+        # model keeps in its temporary files does not outlive the pass.
+        TMPDIR=str(job.out),
         PYTHONHASHSEED=str(job.seed),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONNOUSERSITE="1",
@@ -106,9 +108,9 @@ class LocalRunner:
 
     def run(self, job: RunJob) -> RunOutcome:
         with lease(job.gpus) as assigned, not_dumpable() as dumpable:
-            outcome = run_with_test_features(
+            outcome = run_job(
                 job,
-                lambda fd: job_argv(job, test_features_fd=fd),
+                lambda channel: job_argv(job, channel=channel),
                 env=local_env(job, assigned=assigned),
                 limits=RunLimits.for_job(job),
             )

@@ -1,27 +1,20 @@
-"""What the worker leaves in a run's output folder, and how the harness reads it without trust.
+"""What a fit phase leaves in its output folder, and how the harness reads it without trust.
 
-The output folder is writable by model code for the whole run, so everything in it is treated as
-hostile input. The harness never follows a link out of it: every file is opened with
+The output folder is writable by model code for the whole phase, so everything in it is treated
+as hostile input. The harness never follows a link out of it: every file is opened with
 ``O_NOFOLLOW`` relative to a directory descriptor of the folder (itself opened ``O_NOFOLLOW``),
-must be a regular file with one link, is bounded in size by what its expected shape needs (plus a
-little headroom for the header), and is read through that descriptor only. Every failure (a link,
-a fifo, a folder, a device, too big, unreadable, malformed) is a :class:`RunnerError` naming the
-file, never a traceback; nothing of the run is stored then.
+must be a regular file with one link, is bounded in size, and is read through that descriptor
+only. Every failure (a link, a fifo, a folder, a device, too big, unreadable, malformed) is a
+:class:`RunnerError` naming the file, never a traceback; nothing of the run is stored then.
 
-Files (rows are the fit's ``test/features.npy`` rows, in the bundle's shuffled order)::
+Files::
 
-    worker.json                        status, exit code, message, location (the package file
-                                       and line a failure comes from), timings and peak memory
-                                       (:func:`worker_timings`), inductive check,
-                                       hyperparameters the model exposed per fit
-                                       (:func:`worker_hyperparameters`)
-    <setting>.scores.npy               dense [n_rows, n_candidates] float16/32/64
-    <setting>.topk_indices.npy         top-K settings: [n_rows, K] int64 candidate columns
-    <setting>.topk_scores.npy          top-K settings: [n_rows, K] float16/32/64
+    worker.json     status, exit code, message, location (the package file and line a failure
+                    comes from), timings and peak memory (:func:`worker_timings`),
+                    hyperparameters the model exposed (:func:`worker_hyperparameters`)
+    state/          what ``Model.save`` wrote (:mod:`harness.runners.state` reads it)
 
-:func:`collect_predictions` maps them through the harness's :class:`harness.tasks.RowMap` into
-the contract's prediction files (rows in each setting's frozen test order), written into a
-folder of the harness, outside the run's reach.
+Prediction passes leave nothing: their answers come over a pipe (:mod:`harness.runners.judge`).
 """
 
 from __future__ import annotations
@@ -34,47 +27,35 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from harness.errors import RunnerError
 from harness.hyperparameters import HyperparameterError, Hyperparameters, check_hyperparameters
-from harness.submission.predictions import write_predictions
-
-if TYPE_CHECKING:
-    from harness.data.prepare import PreparedBenchmark
-    from harness.tasks import RowMap
 
 __all__ = [
     "BLOCK_BYTES",
     "FLOATS",
     "HEADER_LIMIT",
     "INDICES",
+    "STATE_DIR",
     "WORKER_JSON",
     "WORKER_JSON_LIMIT",
     "OutputDir",
-    "collect_predictions",
-    "raw_names",
     "read_worker_status",
     "worker_hyperparameters",
     "worker_timings",
 ]
 
 WORKER_JSON = "worker.json"
+STATE_DIR = "state"
 WORKER_JSON_LIMIT = 1 << 20
 # An .npy header is at most a few hundred bytes (format 1.0 caps it at 64 KiB).
 HEADER_LIMIT = 1 << 16
 BLOCK_BYTES = 64 << 20
 FLOATS = (np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"))
 INDICES = (np.dtype("<i8"),)
-
-
-def raw_names(setting: str, topk: bool) -> tuple[str, ...]:
-    """The worker's output files for one setting (see the module docstring)."""
-    if topk:
-        return (f"{setting}.topk_indices.npy", f"{setting}.topk_scores.npy")
-    return (f"{setting}.scores.npy",)
 
 
 def _kind(mode: int) -> str:
@@ -271,9 +252,9 @@ def read_worker_status(out: Path) -> dict[str, Any]:
         return folder.read_json(WORKER_JSON)
 
 
-#: Worker timing names a record keeps: each fit, each setting's prediction pass, each fit's
-#: inductive check (the worker's ``fit_<fit>``, ``predict_<setting>``, ``check_<fit>``).
-_TIMING_NAME = re.compile(r"(fit|predict|check)_[\w.-]{1,80}")
+#: Timing names a record keeps: each fit and its save, each setting's prediction pass, each
+#: fit's inductive check (``fit_<fit>``, ``save_<fit>``, ``predict_<setting>``, ``check_<fit>``).
+_TIMING_NAME = re.compile(r"(fit|save|predict|check)_[\w.-]{1,80}")
 
 
 def worker_timings(status: dict[str, Any], out: Path) -> dict[str, float]:
@@ -327,76 +308,3 @@ def worker_hyperparameters(status: dict[str, Any], out: Path) -> dict[str, Hyper
         if checked:
             chosen[fit] = checked
     return chosen
-
-
-def _gather(
-    folder: OutputDir,
-    name: str,
-    *,
-    n_rows: int,
-    width: int,
-    dtypes: tuple[np.dtype[Any], ...],
-    rows: np.ndarray,
-) -> np.ndarray:
-    """The rows ``rows`` (in that order) of an all-row output file, read block by block.
-
-    Only the selected rows are kept: memory is the result plus one block.
-    """
-    # where[j]: position in the result of bundle row j (-1: not in this setting).
-    where = np.full(n_rows, -1, dtype=np.int64)
-    where[rows] = np.arange(len(rows))
-    result: np.ndarray | None = None
-    for start, block in folder.array_blocks(name, shape=(n_rows, width), dtypes=dtypes):
-        if result is None:
-            result = np.empty((len(rows), width), dtype=block.dtype)
-        target = where[start : start + len(block)]
-        keep = target >= 0
-        result[target[keep]] = block[keep]
-    if result is None:  # no rows at all
-        result = np.empty((len(rows), width), dtype=dtypes[0])
-    return result
-
-
-def collect_predictions(
-    out: Path, rowmap: RowMap, bench: PreparedBenchmark, dest: Path, settings: list[str]
-) -> dict[str, Path]:
-    """Turn the worker's all-row outputs into the contract's prediction files under ``dest``.
-
-    Each setting's rows are picked through ``rowmap`` (kept by the harness, never in the
-    bundle) into its frozen test order, and written with the benchmark and class-order hashes;
-    :func:`harness.pipeline.read_all` then checks them like any prediction file.
-    """
-    fmt = bench.spec.predictions
-    dest.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-    with OutputDir(out) as folder:
-        for setting in settings:
-            n_rows = rowmap.n_rows[rowmap.fits[setting]]
-            rows = rowmap.rows[setting]
-            n_candidates = len(bench.columns(setting))
-            topk = fmt.format == "topk" and not setting.endswith("_val")
-            hashes: dict[str, Any] = {
-                "benchmark_hash": bench.hash,
-                "class_order_hash": bench.class_order_hash(setting),
-                "setting": setting,
-            }
-            path = dest / f"{setting}.safetensors"
-            if topk:
-                assert fmt.k is not None
-                k = min(int(fmt.k), n_candidates)
-                idx_name, score_name = raw_names(setting, topk=True)
-                indices = _gather(
-                    folder, idx_name, n_rows=n_rows, width=k, dtypes=INDICES, rows=rows
-                )
-                scores = _gather(
-                    folder, score_name, n_rows=n_rows, width=k, dtypes=FLOATS, rows=rows
-                )
-                write_predictions(path, topk_indices=indices, topk_scores=scores, **hashes)
-            else:
-                (name,) = raw_names(setting, topk=False)
-                scores = _gather(
-                    folder, name, n_rows=n_rows, width=n_candidates, dtypes=FLOATS, rows=rows
-                )
-                write_predictions(path, scores, **hashes)
-            paths[setting] = path
-    return paths

@@ -51,6 +51,7 @@ __all__ = [
     "ProgressReader",
     "ProgressSink",
     "current_sink",
+    "current_start",
     "event_line",
     "reporting",
     "strip_events",
@@ -161,7 +162,19 @@ class ConsoleProgress:
         self.console.print(f"{_stamp(elapsed_s)} zsl: warning: {message}", soft_wrap=True)
 
 
+@dataclass
+class _Tally:
+    """What every reader of one :func:`reporting` block shares: a run is several processes
+    (a fit, then prediction passes), reported on one clock, malformed lines counted once."""
+
+    start: float
+    rejects: int = 0
+    events: int = 0
+    dropped: int = 0
+
+
 _SINK: ContextVar[ProgressSink | None] = ContextVar("zsl_progress_sink", default=None)
+_TALLY: ContextVar[_Tally | None] = ContextVar("zsl_progress_tally", default=None)
 
 
 def current_sink() -> ProgressSink | None:
@@ -169,18 +182,43 @@ def current_sink() -> ProgressSink | None:
     return _SINK.get()
 
 
+def current_start() -> float | None:
+    """When the current :func:`reporting` block began (``time.perf_counter``), or None."""
+    tally = _TALLY.get()
+    return None if tally is None else tally.start
+
+
 @contextmanager
 def reporting(sink: ProgressSink | None) -> Iterator[None]:
-    """Runs started inside the block report their progress to ``sink``; None leaves the sink
-    as it is (``run_submission(quiet=True)`` inside a caller's own ``reporting``)."""
+    """Runs started inside the block report their progress to ``sink``, on one clock from the
+    block's start; None leaves the sink as it is (``run_submission(quiet=True)`` inside a
+    caller's own ``reporting``). At the end, the malformed lines not shown are counted."""
     if sink is None:
         yield
         return
-    token = _SINK.set(sink)
+    tally = _Tally(time.perf_counter())
+    token, tally_token = _SINK.set(sink), _TALLY.set(tally)
     try:
         yield
     finally:
         _SINK.reset(token)
+        _TALLY.reset(tally_token)
+        _summarise(sink, tally)
+
+
+def _summarise(sink: ProgressSink, tally: _Tally) -> None:
+    elapsed = time.perf_counter() - tally.start
+    hidden = tally.rejects - REJECTS_SHOWN
+    try:
+        if hidden > 0:
+            sink.rejected(f"{hidden} more malformed progress line{'s' if hidden > 1 else ''}"
+                          " ignored", elapsed)  # fmt: skip
+        if tally.dropped:
+            sink.rejected(
+                f"{tally.dropped} progress events beyond the first {EVENTS_LIMIT} ignored", elapsed
+            )
+    except Exception:  # a broken terminal must not break the run
+        return
 
 
 def strip_events(text: str) -> str:
@@ -208,11 +246,14 @@ class ProgressReader:
 
     def __init__(self, sink: ProgressSink | None, start: float | None = None) -> None:
         self.sink = sink
-        self.start = time.perf_counter() if start is None else start
+        shared = _TALLY.get()
+        # Inside a reporting block: its clock and counts; else this reader's own.
+        self.tally = shared or _Tally(time.perf_counter() if start is None else start)
+        self.owns_tally = shared is None
+        self.start = self.tally.start
         self.partial = bytearray()
         self.events: list[ProgressEvent] = []
         self.rejects = 0
-        self.dropped = 0
 
     def feed(self, data: bytes) -> None:
         self.partial += data
@@ -224,16 +265,13 @@ class ProgressReader:
             self._line(line)
 
     def close(self) -> None:
-        """The stream ended: an unended last line is read too; the count of rejects beyond
-        those shown is reported."""
+        """The stream ended: an unended last line is read too; a reader outside a reporting
+        block reports the count of rejects beyond those shown (inside one, the block does)."""
         if self.partial:
             self._line(bytes(self.partial))
             self.partial.clear()
-        hidden = self.rejects - REJECTS_SHOWN
-        if hidden > 0 and self.sink is not None:
-            self._tell(f"{hidden} more malformed progress line{'s' if hidden > 1 else ''} ignored")
-        if self.dropped and self.sink is not None:
-            self._tell(f"{self.dropped} progress events beyond the first {EVENTS_LIMIT} ignored")
+        if self.owns_tally and self.sink is not None:
+            _summarise(self.sink, self.tally)
 
     def summary(self) -> dict[str, object]:
         """What the run's details record: events passed on, malformed lines ignored."""
@@ -255,16 +293,18 @@ class ProgressReader:
             event = ProgressEvent.parse(json.loads(text))
         except (ValueError, RecursionError) as err:  # json's errors are ValueErrors too
             self.rejects += 1
-            if self.rejects <= REJECTS_SHOWN and self.sink is not None:
+            self.tally.rejects += 1
+            if self.tally.rejects <= REJECTS_SHOWN and self.sink is not None:
                 shown = text if len(text) <= 60 else text[:57] + "..."
                 self._tell(
                     f"ignored a malformed progress line ({str(err)[:80]}): {shown!r}; the"
                     " worker writes well-formed ones, so the model wrote it"
                 )
             return
-        if len(self.events) >= EVENTS_LIMIT:
-            self.dropped += 1
+        if self.tally.events >= EVENTS_LIMIT:
+            self.tally.dropped += 1
             return
+        self.tally.events += 1
         self.events.append(event)
         if self.sink is not None:
             try:

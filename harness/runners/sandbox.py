@@ -2,11 +2,15 @@
 
 What the model sees: a read-only system (``/usr`` and the ``/lib*``, ``/bin`` links, a few files
 of ``/etc``), the Python installation and the ``harness`` package read-only at their own paths,
-the task bundle at ``/bundle`` and the package at ``/package`` (both read-only), the output
-folder at ``/out`` (the only writable place besides a private tmpfs ``/tmp``), a fresh ``/proc``
-and a minimal ``/dev``. It has no network (a new, empty network namespace), its own PID, IPC and
-UTS namespaces, a new session (no terminal injection), a cleared environment, and rlimits on
-address space (``resources.memory_gb``), CPU time, processes, file size and open files.
+the package's snapshot at ``/package`` read-only, and per phase: for ``fit``, its one-fit task
+bundle at ``/bundle`` (read-only; no test image) and the output folder at ``/out`` where it
+saves its state; for a ``predict`` pass, a private copy of that state at ``/state`` (read-only)
+and an empty ``/out`` the harness removes after the pass, the test rows arriving one chunk at a
+time over two inherited pipes (:mod:`harness.runners.protocol`). Besides ``/out`` only a
+private tmpfs ``/tmp`` is writable; a fresh ``/proc`` and a minimal ``/dev`` (its ``/dev/shm``
+inside the sandbox's own tmpfs). It has no network (a new, empty network namespace), its own
+PID, IPC and UTS namespaces, a new session (no terminal injection), a cleared environment, and
+rlimits on address space (``resources.memory_gb``), CPU time, processes, file size and open files.
 
 GPUs (``resources.gpus``, see ``harness.runners.gpus``): a run holds a lease on that many GPUs of
 the machine, and its ``/dev`` gets the driver's control nodes (``nvidiactl``, ``nvidia-uvm``,
@@ -40,6 +44,9 @@ the model runs as that user. As root (a CI container), a user namespace would ma
 the real root, which the kernel exempts from ``RLIMIT_NPROC`` and which could read root-only
 files; so bwrap runs without one and the launcher drops to ``nobody`` (65534) before the model
 starts, with the output folder handed to that user.
+
+Model code also runs under the system-call filter of :mod:`harness.runners.seccomp`, which
+bwrap (``--seccomp``) applies just before it starts the launcher.
 """
 
 from __future__ import annotations
@@ -63,12 +70,13 @@ from harness.runners.base import (
     RunLimits,
     RunOutcome,
     job_argv,
-    run_with_test_features,
+    run_job,
     runners,
     worker_env,
 )
 from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, lease
+from harness.runners.seccomp import program_fd
 
 __all__ = [
     "ETC_FILES",
@@ -76,6 +84,7 @@ __all__ = [
     "INSIDE_BUNDLE",
     "INSIDE_OUT",
     "INSIDE_PACKAGE",
+    "INSIDE_STATE",
     "LAUNCHER",
     "NOBODY",
     "NOFILE_LIMIT",
@@ -90,6 +99,7 @@ __all__ = [
 INSIDE_BUNDLE = Path("/bundle")
 INSIDE_PACKAGE = Path("/package")
 INSIDE_OUT = Path("/out")
+INSIDE_STATE = Path("/state")
 NOBODY = 65534
 NPROC_LIMIT = PIDS_LIMIT
 FSIZE_LIMIT = 1 << 30
@@ -206,25 +216,30 @@ def sandbox_argv(
     *,
     bwrap: str = "bwrap",
     as_root: bool | None = None,
-    test_features_fd: int | None = None,
+    channel: tuple[int, int] | None = None,
     assigned: tuple[Gpu, ...] = (),
     devices: Path | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The full command line that runs ``job``'s worker inside bubblewrap (pure: runs nothing,
     except, for a GPU job, asking the loader's cache where the driver's libraries are).
 
     ``as_root`` (default: whether this process is root) chooses between a user namespace (normal
     users) and a drop to ``nobody`` inside the sandbox (root); see the module docstring.
-    ``test_features_fd``: the descriptor of the job's test features, which bwrap and the
-    launcher pass on to the worker (the file itself is never bound into the sandbox).
+    ``channel``: a prediction pass's descriptors (requests, replies), which bwrap and the
+    launcher pass on to the worker at the same numbers.
     ``assigned``: the ``job.gpus`` GPUs the job holds (``harness.runners.gpus.lease``), whose
     nodes are bound from ``devices`` (default ``ZSL_DEV_DIR`` or ``/dev``).
+    ``seccomp_fd``: a descriptor holding the system-call filter
+    (:func:`harness.runners.seccomp.program_fd`), which bwrap reads and applies.
     """
     if len(assigned) != job.gpus:
         raise ValueError(f"job asks for {job.gpus} GPU(s) but {len(assigned)} are assigned")
     if as_root is None:
         as_root = os.geteuid() == 0
-    inner = replace(job, bundle=INSIDE_BUNDLE, package=INSIDE_PACKAGE, out=INSIDE_OUT)
+    inner = replace(
+        job, bundle=INSIDE_BUNDLE, package=INSIDE_PACKAGE, out=INSIDE_OUT, state=INSIDE_STATE
+    )
     python = sys.executable
     if as_root:
         # No user namespace (see the module docstring); keep only what the uid drop needs.
@@ -279,9 +294,7 @@ def sandbox_argv(
         "--dev",
         "/dev",
         *gpu_binds,
-        "--ro-bind",
-        str(job.bundle),
-        str(INSIDE_BUNDLE),
+        *_phase_binds(job),
         "--ro-bind",
         str(job.package),
         str(INSIDE_PACKAGE),
@@ -290,6 +303,7 @@ def sandbox_argv(
         str(INSIDE_OUT),
         "--chdir",
         str(INSIDE_OUT),
+        *([] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]),
         "--",
         python,
         "-I",
@@ -297,8 +311,18 @@ def sandbox_argv(
         LAUNCHER,
         *limits,
         "--",
-        *job_argv(inner, python=python, test_features_fd=test_features_fd),
+        *job_argv(inner, python=python, channel=channel),
     ]
+
+
+def _phase_binds(job: RunJob) -> list[str]:
+    """What a phase sees besides the package: a prediction pass its state (never a bundle),
+    any other job its bundle."""
+    if job.phase == "predict" and not job.check:
+        if job.state is None:
+            raise ValueError("a prediction pass needs its state folder")
+        return ["--ro-bind", str(job.state), str(INSIDE_STATE)]
+    return ["--ro-bind", str(job.bundle), str(INSIDE_BUNDLE)]
 
 
 def _outside(dirs: list[str]) -> list[str]:
@@ -340,14 +364,21 @@ class SandboxRunner:
         as_root = os.geteuid() == 0
         if as_root:
             os.chown(job.out, NOBODY, NOBODY)
-        with lease(job.gpus) as assigned:  # refuses a job asking for more GPUs than there are
-            outcome = run_with_test_features(
+        # lease refuses a job asking for more GPUs than there are.
+        with lease(job.gpus) as assigned, program_fd() as seccomp_fd:
+            outcome = run_job(
                 job,
-                lambda fd: sandbox_argv(
-                    job, bwrap=bwrap, as_root=as_root, test_features_fd=fd, assigned=assigned
+                lambda channel: sandbox_argv(
+                    job,
+                    bwrap=bwrap,
+                    as_root=as_root,
+                    channel=channel,
+                    assigned=assigned,
+                    seccomp_fd=seccomp_fd,
                 ),
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 limits=RunLimits.for_job(job, sandbox_tmp=True),
+                extra_fds=(seccomp_fd,),
             )
         if assigned:
             outcome.details["gpus"] = ",".join(g.cuda_id for g in assigned)

@@ -133,6 +133,12 @@ class RunRow(SQLModel, table=True):
         sa_column=Column(JSON, nullable=False, server_default=text("'{}'")),
         description="fit -> the hyperparameters the model chose (RunRecord.hyperparameters)",
     )
+    # 0008: runs stored before it kept none ('{}').
+    model_state: dict[str, str] = Field(
+        default_factory=dict,
+        sa_column=Column(JSON, nullable=False, server_default=text("'{}'")),
+        description="fit -> content hash of its saved state (RunRecord.model_state)",
+    )
     created_at: datetime = Field(
         sa_column=Column(DateTime(timezone=True), nullable=False),
         description="when the run was scored (RunRecord.created_at), UTC",

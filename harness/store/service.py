@@ -563,6 +563,7 @@ def _upsert_run(
         "leakage": record.leakage.model_dump(mode="json") if record.leakage else {},
         "logs": dict(record.logs),
         "hyperparameters": {fit: dict(v) for fit, v in record.hyperparameters.items()},
+        "model_state": dict(record.model_state),
         "created_at": _to_utc(record.created_at),
         "updated_at": now,
     }
@@ -708,7 +709,7 @@ def _check_record(record: RunRecord) -> None:
                 entry.class_values.model_dump(mode="json"),
                 f"{where}: class values of {entry.setting}/{entry.metric}",
             )
-    for name in ("environment", "timings", "predictions_hashes", "logs"):
+    for name in ("environment", "timings", "predictions_hashes", "logs", "model_state"):
         _check_json(getattr(record, name), f"{where}: {name}")
     if record.leakage is not None:
         _check_json(record.leakage.model_dump(mode="json"), f"{where}: leakage")
@@ -788,6 +789,7 @@ def _record(
         leakage=LeakageAudit.model_validate(run.leakage) if run.leakage else None,
         logs=dict(run.logs or {}),
         hyperparameters=dict(run.hyperparameters or {}),
+        model_state=dict(run.model_state or {}),
         scores=scores,
         created_at=_to_utc(run.created_at),
     )

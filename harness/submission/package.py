@@ -10,10 +10,20 @@ every file Python could import or run in place of the package's ``.py`` source: 
 (``.pyc``, ``.pyo``, ``__pycache__`` folders, which Python prefers to the source), compiled
 extension modules and shared libraries (every suffix in ``importlib.machinery.EXTENSION_SUFFIXES``,
 plus ``.so``, ``.pyd``, ``.dylib``, ``.dll``), and ``.pth`` files; and the package hash covers every
-other file. Nothing is silently left out: editor and tool folders (``.pytest_cache``,
+other file. Names are not enough: a package's code can load any file as it likes (an ELF
+library saved as ``calib.dat`` through ``ctypes``, marshalled code saved as ``weights.bin``), so
+validation also refuses, by content and whatever the file is called, native code, Python
+byte-code and marshalled code, pickles (object arrays in ``.npy``/``.npz`` included) and
+archives other than a plain ``.npz`` (:mod:`harness.submission.content` has the rules).
+Nothing is silently left out: editor and tool folders (``.pytest_cache``,
 ``.ipynb_checkpoints``, ``.git``) are hashed like any other file, so delete them before
 submitting if they should not be part of the package. The worker imports through
 :mod:`harness.submission.loader`, which finds only ``.py`` source even if this check were bypassed.
+
+What a leaderboard accepts is narrower (:meth:`Package.undeclared_files`, checked by
+``zsl ci pr``): source a reviewer reads in the diff (:data:`SOURCE_SUFFIXES`,
+:data:`SOURCE_NAMES`) and the data formats the harness declares (:data:`DATA_SUFFIXES`, the
+package's own prediction files), plus the suffixes the leaderboard's configuration allows.
 """
 
 from __future__ import annotations
@@ -22,8 +32,8 @@ import hashlib
 import importlib.machinery
 import os
 import re
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -38,10 +48,13 @@ from pydantic import (
 
 from harness import yamlio
 from harness.errors import PredictionError, SubmissionError
+from harness.submission.content import content_problem
+from harness.submission.resources import Resources
 
 __all__ = [
     "BIBTEX_MAX_CHARS",
     "BYTECODE_SUFFIXES",
+    "DATA_SUFFIXES",
     "DIGEST_HEX",
     "IMAGE_REFERENCE",
     "MANIFEST",
@@ -50,6 +63,8 @@ __all__ = [
     "PLAIN_SUFFIXES",
     "README_MAX_CHARS",
     "README_NAMES",
+    "SOURCE_NAMES",
+    "SOURCE_SUFFIXES",
     "WORKER_REPOSITORY",
     "Declarations",
     "ModelCode",
@@ -81,6 +96,18 @@ PLAIN_SUFFIXES = frozenset(
     | {".bib", ".npy", ".npz", ".safetensors", ".png", ".jpg", ".jpeg", ".svg", ".pdf"}
 )
 PLAIN_NAMES = frozenset({"LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS", "CITATION"})
+#: Source a reviewer reads in a pull request's diff: what ``zsl ci pr`` accepts as source
+#: (:meth:`Package.undeclared_files`). No ``.sh``: nothing in the harness runs a shell script
+#: (entry points and generators are Python), so a leaderboard that wants them allows the suffix.
+SOURCE_SUFFIXES = frozenset(
+    {".py", ".md", ".rst", ".txt", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".bib"}
+)
+#: Source files without a suffix (licence, authors, a bare README).
+SOURCE_NAMES = PLAIN_NAMES | {"README"}
+#: The data formats the harness declares: arrays without pickles (``.npy``/``.npz`` headers are
+#: checked for object dtypes by validation), safetensors, and tables. A package's prediction
+#: files are accepted in their declared format too.
+DATA_SUFFIXES = frozenset({".npy", ".npz", ".safetensors", ".csv", ".tsv"})
 #: The largest prediction file a package may hold. Prediction files travel with the package in
 #: the leaderboard's git repository (that is how they reach CI), and git hosts refuse files
 #: over 100 MB; a benchmark whose dense scores are larger declares the top-K format.
@@ -233,13 +260,6 @@ class PredictionFiles(_Strict):
     )
 
 
-class Resources(_Strict):
-    gpus: int = Field(0, ge=0)
-    memory_gb: float = Field(4.0, gt=0)
-    time_s: int = Field(1800, gt=0)
-    cpus: int = Field(1, gt=0)
-
-
 class Declarations(_Strict):
     class_embedding: str = Field("default", description="which class embedding the method uses")
     features: str = Field(
@@ -323,9 +343,11 @@ class Package:
     def files(self) -> list[Path]:
         """Every file of the package, sorted by path; each one is covered by :meth:`hash`.
 
-        Refuses symbolic links, special files (FIFOs, sockets, devices) and every file Python
-        could import or run instead of the ``.py`` source (see the module docstring), naming
-        the first offender in path order and saying what to do.
+        Refuses symbolic links, special files (FIFOs, sockets, devices), every file Python
+        could import or run instead of the ``.py`` source (by name), and every file whose
+        content is code, a pickle or an archive whatever its name
+        (:func:`harness.submission.content.content_problem`), naming the first offender in path
+        order and saying what to do.
         """
         found: list[tuple[tuple[str, ...], Path]] = []
         problems: list[tuple[tuple[str, ...], str]] = []
@@ -349,6 +371,8 @@ class Package:
                         problems.append((rel.parts, problem))
                 elif entry.is_file(follow_symlinks=False):
                     problem = _runs_instead_of_source(entry.name, folder=False)
+                    if problem is None:
+                        problem = content_problem(path)
                     if problem is None:
                         found.append((rel.parts, path))
                     else:
@@ -400,6 +424,26 @@ class Package:
             if path.suffix != ".py"
             and path.suffix.lower() not in PLAIN_SUFFIXES
             and path.name not in PLAIN_NAMES
+        ]
+
+    def undeclared_files(self, allowed_suffixes: Collection[str] = ()) -> list[str]:
+        """Hashed files (relative POSIX paths, sorted) that are neither source
+        (:data:`SOURCE_SUFFIXES`, :data:`SOURCE_NAMES`, :data:`README_NAMES`) nor a declared data
+        format (:data:`DATA_SUFFIXES`, or the suffix of ``predictions.files`` for a predictions
+        package), and whose suffix is not in ``allowed_suffixes`` (lowercase, with the dot).
+
+        ``zsl ci pr`` fails a package that holds any: a leaderboard accepts what its reviewers
+        can read in the diff and formats the harness declares, and lists the rest in its
+        configuration (``allowed_data_suffixes``). Suffixes compare case-insensitively.
+        """
+        accepted = SOURCE_SUFFIXES | DATA_SUFFIXES | {s.lower() for s in allowed_suffixes}
+        if self.manifest.kind == "predictions":
+            accepted |= {PurePosixPath(self.manifest.prediction_files.files).suffix.lower()}
+        names = SOURCE_NAMES | set(README_NAMES)
+        return [
+            path.relative_to(self.root).as_posix()
+            for path in self.files()
+            if path.name not in names and path.suffix.lower() not in accepted
         ]
 
     def prediction_path(self, benchmark: str, setting: str) -> Path:

@@ -97,7 +97,9 @@ A submission package made by `zsl submission init` (kind: {kind}).
   keeps it and the submission page shows it.
 - **Paper**: none yet — put yours in `submission.yaml` (`paper:`) and here.
 
-Replace the method, keep the protocol (`fit(task)`, `predict(features, candidates)`), then:
+Replace the method, keep the protocol (`fit(task)`, `save(directory)`, the classmethod
+`load(directory)`, `predict(features, candidates)`: fit and each prediction pass run apart, and
+`load` rebuilds the fitted model from what `save` wrote), then:
 
 ```bash
 zsl submission validate {path}

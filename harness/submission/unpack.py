@@ -24,7 +24,6 @@ import gzip
 import io
 import os
 import posixpath
-import shutil
 import stat
 import tarfile
 import tempfile
@@ -36,6 +35,7 @@ from typing import Any, Protocol, cast
 
 from harness.errors import SubmissionError
 from harness.submission.package import MANIFEST, Package, load_package
+from harness.tempdirs import discard_tree
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -47,6 +47,7 @@ __all__ = [
     "SKIPPED_TOP",
     "MiB",
     "open_package",
+    "snapshot_package",
     "unpack_package",
 ]
 
@@ -350,7 +351,7 @@ def unpack_package(
             dest.rmdir()
         os.rename(tmp, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_tree(tmp)  # any tree the archive made; the refusal is what the caller sees
         raise
     return _package_root(dest)
 
@@ -372,3 +373,30 @@ def open_package(path: str | Path, workdir: str | Path) -> Package:
             stem = stem[: -len(suffix)]
     holder = Path(tempfile.mkdtemp(prefix=f"{stem or 'package'}-", dir=workdir))
     return load_package(unpack_package(path, holder / "package"))
+
+
+def snapshot_package(package: Package, dest: Path) -> Package:
+    """A private copy of ``package`` at ``dest`` (a new folder), loaded from there.
+
+    Every phase of a run runs from this copy and the record hashes it, so what ran is what is
+    recorded: a package folder changed during the run (``model.py`` swapped between the fit and
+    the prediction passes) changes nothing. Only the package's files are copied
+    (:meth:`Package.files`: no links, no special files, nothing Python would run instead of the
+    source), each opened without following links; the copy is read-only.
+    """
+    dest.mkdir(parents=True)
+    for path in package.files():
+        rel = path.relative_to(package.root)
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            raise SubmissionError(f"{path}: cannot be read ({err.strerror})") from None
+        with os.fdopen(fd, "rb") as source, open(target, "xb") as copy:
+            if not stat.S_ISREG(os.fstat(source.fileno()).st_mode):
+                raise SubmissionError(f"{path}: changed into something not a file during the run")
+            while block := source.read(1 << 20):
+                copy.write(block)
+        os.chmod(target, 0o444)
+    return load_package(dest)

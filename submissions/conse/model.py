@@ -24,9 +24,26 @@ from __future__ import annotations
 
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import scipy.optimize
+
+
+# >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
+def write_state(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The fitted state, named arrays in one ``state.npz`` (``Model.save``: data, never code)."""
+    np.savez(directory / "state.npz", **arrays)  # type: ignore[arg-type]
+
+
+def read_state(directory: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`write_state` wrote, read whole (``allow_pickle=False``: no object)."""
+    with np.load(directory / "state.npz", allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
+# <<< copied block "state-files"
+
 
 C_GRID = (0.01, 0.1, 1.0, 10.0)
 T_GRID = (1, 3, 5, 10)
@@ -302,6 +319,27 @@ class SeenClassifier:
         params = (d + 1) * free
         return 8 * (25 * params + 5 * n * free)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """What :meth:`proba` needs, as named arrays (the package's ``save``)."""
+        return {
+            "scaler_mean": self.scaler.mean,
+            "scaler_centre": self.scaler.centre,
+            "scaler_scale": self.scaler.scale,
+            "classes": self.classes,
+            "coef": self.coef,
+            "intercept": self.intercept,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> SeenClassifier:
+        """The classifier :meth:`state` describes, ready to :meth:`proba` (not to refit)."""
+        clf = cls.__new__(cls)
+        clf.scaler = Standardiser(
+            state["scaler_mean"], state["scaler_centre"], state["scaler_scale"]
+        )
+        clf.classes, clf.coef, clf.intercept = state["classes"], state["coef"], state["intercept"]
+        return clf
+
     def log_proba(self, features: np.ndarray) -> np.ndarray:
         """``log p(y | x)`` ``[n, len(self.classes)]``, columns in ``self.classes`` order."""
         logits = self.scaler(features) @ self.coef + self.intercept
@@ -364,6 +402,17 @@ class ConSE:
             (self.c_,),
         )[0]
         self.embedding_ = emb
+
+    def save(self, directory: Path) -> None:
+        arrays = {**self.clf_.state(), "t": np.asarray(self.t_), "embedding": self.embedding_}
+        write_state(directory, arrays)
+
+    @classmethod
+    def load(cls, directory: Path) -> ConSE:
+        state, model = read_state(directory), cls()
+        model.clf_ = SeenClassifier.from_state(state)
+        model.t_, model.embedding_ = int(state["t"]), state["embedding"]
+        return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         proba = self.clf_.proba(features)

@@ -37,9 +37,26 @@ Choices (the benchmark's class embedding plays the role of the attribute table):
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import _lbfgsb
+
+
+# >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
+def write_state(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The fitted state, named arrays in one ``state.npz`` (``Model.save``: data, never code)."""
+    np.savez(directory / "state.npz", **arrays)  # type: ignore[arg-type]
+
+
+def read_state(directory: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`write_state` wrote, read whole (``allow_pickle=False``: no object)."""
+    with np.load(directory / "state.npz", allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
+# <<< copied block "state-files"
+
 
 GRID = (0.0001, 0.001, 0.01, 0.1, 1.0)
 EPS = 1e-6  # probability clipping
@@ -315,6 +332,27 @@ class _AttributeModel:
             self.coefs[c], self.intercepts[c] = params[:d], params[d]
             self.n_iter[c] = [int(fit.nit) for fit in of_c]
 
+    def state(self, c: float) -> dict[str, np.ndarray]:
+        """What :meth:`scores` needs for ``C = c``, as named arrays (``DAP.save``)."""
+        return {
+            "mean": self.standardise.mean,
+            "centre": self.standardise.centre,
+            "scale": self.standardise.scale,
+            "binary": self.binary,
+            "prior": self.prior,
+            "coef": self.coefs[c],
+            "intercept": self.intercepts[c],
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray], c: float) -> _AttributeModel:
+        """The model :meth:`state` describes, ready to score with ``C = c`` (not to refit)."""
+        model = cls.__new__(cls)
+        model.standardise = _Standardiser(state["mean"], state["centre"], state["scale"])
+        model.binary, model.prior = state["binary"], state["prior"]
+        model.coefs, model.intercepts = {c: state["coef"]}, {c: state["intercept"]}
+        return model
+
     def attribute_proba(self, features: np.ndarray, c: float) -> np.ndarray:
         """``p(a_m = 1 | x)`` ``[n, n_kept]`` from the classifiers of ``C = c``, clipped."""
         logits = self.standardise(features) @ self.coefs[c] + self.intercepts[c]
@@ -355,6 +393,16 @@ class DAP:
             seen,
             (self.c_,),
         )
+
+    def save(self, directory: Path) -> None:
+        write_state(directory, {**self.model_.state(self.c_), "c": np.asarray(self.c_)})
+
+    @classmethod
+    def load(cls, directory: Path) -> DAP:
+        state, model = read_state(directory), cls()
+        model.c_ = float(state["c"])
+        model.model_ = _AttributeModel.from_state(state, model.c_)
+        return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         return self.model_.scores(features, candidates, self.c_).astype(np.float32)

@@ -30,9 +30,26 @@ specificity for accuracy on honest, calibrated posteriors.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import scipy.optimize
+
+
+# >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
+def write_state(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The fitted state, named arrays in one ``state.npz`` (``Model.save``: data, never code)."""
+    np.savez(directory / "state.npz", **arrays)  # type: ignore[arg-type]
+
+
+def read_state(directory: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`write_state` wrote, read whole (``allow_pickle=False``: no object)."""
+    with np.load(directory / "state.npz", allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
+# <<< copied block "state-files"
+
 
 C_GRID = (0.01, 0.1, 1.0, 10.0)
 
@@ -266,6 +283,27 @@ class SeenClassifier:
         params = (d + 1) * free
         return 8 * (25 * params + 5 * n * free)
 
+    def state(self) -> dict[str, np.ndarray]:
+        """What :meth:`proba` needs, as named arrays (the package's ``save``)."""
+        return {
+            "scaler_mean": self.scaler.mean,
+            "scaler_centre": self.scaler.centre,
+            "scaler_scale": self.scaler.scale,
+            "classes": self.classes,
+            "coef": self.coef,
+            "intercept": self.intercept,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, np.ndarray]) -> SeenClassifier:
+        """The classifier :meth:`state` describes, ready to :meth:`proba` (not to refit)."""
+        clf = cls.__new__(cls)
+        clf.scaler = Standardiser(
+            state["scaler_mean"], state["scaler_centre"], state["scaler_scale"]
+        )
+        clf.classes, clf.coef, clf.intercept = state["classes"], state["coef"], state["intercept"]
+        return clf
+
     def log_proba(self, features: np.ndarray) -> np.ndarray:
         """``log p(y | x)`` ``[n, len(self.classes)]``, columns in ``self.classes`` order."""
         logits = self.scaler(features) @ self.coef + self.intercept
@@ -337,6 +375,15 @@ class FlatSeenClassifier:
             (self.c_,),
         )[0]
         self.weights_ = nearest_seen(task, self.clf_.classes)
+
+    def save(self, directory: Path) -> None:
+        write_state(directory, {**self.clf_.state(), "weights": self.weights_})
+
+    @classmethod
+    def load(cls, directory: Path) -> FlatSeenClassifier:
+        state, model = read_state(directory), cls()
+        model.clf_, model.weights_ = SeenClassifier.from_state(state), state["weights"]
+        return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         log_q = log_posteriors(self.clf_.log_proba(features), self.weights_[candidates])

@@ -37,8 +37,25 @@ validation classes as candidates), then W is refitted on training + validation i
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
+
+
+# >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
+def write_state(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The fitted state, named arrays in one ``state.npz`` (``Model.save``: data, never code)."""
+    np.savez(directory / "state.npz", **arrays)  # type: ignore[arg-type]
+
+
+def read_state(directory: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`write_state` wrote, read whole (``allow_pickle=False``: no object)."""
+    with np.load(directory / "state.npz", allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
+# <<< copied block "state-files"
+
 
 GRID = tuple(10.0**p for p in range(-2, 5))
 
@@ -169,6 +186,15 @@ class SAE:
         x = centre_and_normalise(rows, self.mean_)
         self.w_ = ClosedForm(x, emb[labels]).w(self.lambda_)
         self.embedding_ = normalise(emb)
+
+    def save(self, directory: Path) -> None:
+        write_state(directory, {"mean": self.mean_, "w": self.w_, "embedding": self.embedding_})
+
+    @classmethod
+    def load(cls, directory: Path) -> SAE:
+        state, model = read_state(directory), cls()
+        model.mean_, model.w_, model.embedding_ = state["mean"], state["w"], state["embedding"]
+        return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         s_hat = normalise(preprocess(features, self.mean_) @ self.w_.T)

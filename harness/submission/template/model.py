@@ -11,12 +11,29 @@ Test classes are never looked at.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:  # for the annotation only: nothing of the harness is imported at run time
     from harness.tasks import TrainTask
+
+
+# >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
+def write_state(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """The fitted state, named arrays in one ``state.npz`` (``Model.save``: data, never code)."""
+    np.savez(directory / "state.npz", **arrays)  # type: ignore[arg-type]
+
+
+def read_state(directory: Path) -> dict[str, np.ndarray]:
+    """The arrays :func:`write_state` wrote, read whole (``allow_pickle=False``: no object)."""
+    with np.load(directory / "state.npz", allow_pickle=False) as saved:
+        return {name: saved[name] for name in saved.files}
+
+
+# <<< copied block "state-files"
+
 
 ALPHAS = tuple(10.0**p for p in range(-2, 4))
 
@@ -104,6 +121,17 @@ class RidgeToEmbedding:
         self.mean_ = x.mean(axis=0)
         self.w_ = _ridge(_normalise(x, self.mean_), emb[y], self.alpha_)
         self.embedding_ = emb
+
+    # fit runs in a sandbox of its own; each prediction pass in a fresh one that rebuilds the
+    # model from what save wrote (arrays and JSON only: harness.tasks.Model).
+    def save(self, directory: Path) -> None:
+        write_state(directory, {"mean": self.mean_, "w": self.w_, "embedding": self.embedding_})
+
+    @classmethod
+    def load(cls, directory: Path) -> RidgeToEmbedding:
+        state, model = read_state(directory), cls()
+        model.mean_, model.w_, model.embedding_ = state["mean"], state["w"], state["embedding"]
+        return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         projected = _unit(_normalise(features, self.mean_) @ self.w_)
