@@ -45,6 +45,7 @@ DEMO = SPECS / "demo.yaml"
 RUNNERS = [pytest.param("local"), pytest.param("sandbox", marks=needs_bwrap)]
 # The runners for untrusted code, each run for real (the container one on a real engine).
 ISOLATING = [pytest.param("sandbox", marks=needs_bwrap), pytest.param("container")]
+EVERY_RUNNER = [pytest.param("local"), *ISOLATING]
 NOT_INDUCTIVE = (
     r"refused by the harness; protocol violation: predict is not inductive: .*"
     r"declarations\.transductive: true"
@@ -167,10 +168,11 @@ class Hostile(ESZSL):
 """
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", EVERY_RUNNER)
 def test_batch_statistics_are_refused_with_the_declaration_to_make(
-    runner: str, tmp_path: Path, db: str
+    runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
+    _use(runner, request)
     package = _package(tmp_path, BATCH_MEAN)
     with pytest.raises(RunnerError, match=NOT_INDUCTIVE) as info:
         run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
@@ -179,10 +181,11 @@ def test_batch_statistics_are_refused_with_the_declaration_to_make(
     assert stored_runs(db) == 0
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", EVERY_RUNNER)
 def test_declared_transductive_model_runs_and_is_scored(
-    runner: str, tmp_path: Path, db: str
+    runner: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
+    _use(runner, request)
     package = _package(tmp_path, BATCH_MEAN, transductive=True)
     record = run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
     assert record.logs["inductive_check"] == "skipped: declared transductive"
@@ -420,10 +423,11 @@ class Hostile(ESZSL):
         pytest.param(HELPER_CACHE.replace("HELPER", '"process"'), id="daemon"),
     ],
 )
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", EVERY_RUNNER)
 def test_models_that_adapt_to_the_check_are_refused(
-    runner: str, code: str, tmp_path: Path, db: str
+    runner: str, code: str, tmp_path: Path, db: str, request: pytest.FixtureRequest
 ) -> None:
+    _use(runner, request)
     # A cache file name of this test only (local runs keep temporary files in the pass's folder).
     name = f"zsl-score-cache-{tmp_path.name}.pkl"
     package = _package(tmp_path, code.replace("CACHE_NAME", repr(name)))
@@ -622,13 +626,18 @@ class _SwapAfterFit:
         return outcome
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", EVERY_RUNNER)
 def test_swapping_the_package_during_the_run_changes_nothing(
-    runner: str, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    runner: str,
+    tmp_path: Path,
+    db: str,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Issue 26: the live package folder was bound into the run and hashed after it, so a
     model.py swapped between fit and predict stored ZSL 5.0 under the benign package's hash.
     Every phase now runs from one snapshot taken and hashed before the first."""
+    _use(runner, request)
     import harness.pipeline as pipeline
 
     package = tmp_path / "eszsl"
@@ -993,10 +1002,15 @@ class Hostile(ESZSL):
 """
 
 
-@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("runner", EVERY_RUNNER)
 def test_deep_folders_left_by_the_model_are_removed_and_the_run_stored(
-    runner: str, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    runner: str,
+    tmp_path: Path,
+    db: str,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
+    _use(runner, request)
     import tempfile
 
     temporary = tmp_path / "tmp"
