@@ -1080,3 +1080,24 @@ def test_a_patched_worker_in_the_packages_image_is_judged_from_outside(
     finally:
         subprocess.run(["docker", "rm", "-f", container], env=env, capture_output=True)
         subprocess.run(["docker", "rmi", "-f", patched_tag], env=env, capture_output=True)
+
+
+@needs_bwrap
+def test_a_family_carries_nothing_from_one_member_to_the_next(tmp_path: Path, db: str) -> None:
+    """Issue 26: with ``--family``, member 1's test statistic reached member 2's fit through
+    uid 65534's keyring (H 96.6): the members of a family run one after the other in one job.
+    The keyring is behind the syscall filter, so every member is refused, none stored."""
+    from harness.executors.matrix import RunRequest, run_matrix
+    from tests.test_benchmark_family import write_family
+
+    family = write_family(tmp_path / "specs")
+    package = _package(tmp_path, CHANNELS.replace("CHANNEL", repr("keyring")))
+    report = run_matrix(
+        [RunRequest(package, spec, "sandbox") for spec in family],
+        database_url=db,
+        executor="inline",
+        progress=False,
+    )
+    assert report.count("failed") == len(family) and report.count("done") == 0, report.results
+    assert all("predict is not inductive" in str(r.error) for r in report.results)
+    assert stored_runs(db) == 0

@@ -43,7 +43,7 @@ import numpy as np
 from harness.errors import RunnerError
 from harness.hyperparameters import Hyperparameters
 from harness.runners import runners
-from harness.runners.base import RunJob, RunOutcome
+from harness.runners.base import RunJob, RunOutcome, truncate
 from harness.runners.failure import explain_failure
 from harness.runners.outputs import (
     STATE_DIR,
@@ -683,7 +683,7 @@ class _Phases:
 
     def record_logs(self) -> dict[str, str]:
         """The record's logs: every phase's stdout and stderr, each headed by its phase where
-        there is anything to show."""
+        there is anything to show, the whole kept as one run's log is (head and tail)."""
         streams = {}
         for stream in ("stdout", "stderr"):
             parts = [
@@ -691,7 +691,7 @@ class _Phases:
                 for label, outcome in self.logs
                 if (text := getattr(outcome, stream).strip("\n"))
             ]
-            streams[stream] = "\n".join(parts)
+            streams[stream] = truncate("\n".join(parts).encode("utf-8", "replace"))
         return {"reason": "ok", **streams}
 
 
