@@ -114,6 +114,14 @@ class _Accumulator:
             )
         combined = concatenate([p for p in parts if p is not None])
         details: dict[str, Any] = {"n_images": int(combined.values.shape[0]), "streamed": True}
+        # The parameters a metric records in its details (k, lca_distance, ...) are the same in
+        # every chunk: they stay, so a streamed record says what it was computed with.
+        first = self.results[0].details
+        for name in self.metric.params.model_fields:
+            if name in first and all(
+                name in r.details and r.details[name] == first[name] for r in self.results
+            ):
+                details[name] = first[name]
         aux_names = set().union(*(r.details.get("_aux", {}).keys() for r in self.results))
         for name in sorted(aux_names):
             arrays = [np.asarray(r.details["_aux"][name]) for r in self.results]

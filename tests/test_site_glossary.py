@@ -113,7 +113,9 @@ def test_opaque_columns_are_defined_with_their_parameters() -> None:
     assert share.columns == ("semantic",)
     assert [(p.name, p.default) for p in share.parameters] == [("relation", "'semantic_upper'")]
     hret = next(e for e in entries if e.term == "hierarchical_retrieval_precision_at_k")
-    assert "S(a, b) = 1 − h(LCA(a, b)) / h(root)" in hret.formula
+    assert "S(a, b) = 1 − d(a, b) / h(root)" in hret.formula
+    assert "by default h(LCA(a, b))" in hret.formula  # Deng's LCA height unless a spec says
+    assert [p.name for p in hret.parameters] == ["k", "lca_distance"]
     assert "CVPR 2011" in hret.reference
     ahd = next(e for e in entries if e.term == "average_hierarchical_distance_at_k")
     assert ahd.direction == "lower is better" and "hierarchy levels" in ahd.unit

@@ -4,7 +4,8 @@ One module per job:
 
 - :mod:`harness.hierarchy.dag` -- :class:`Hierarchy`, the frozen DAG, its JSON and array forms,
   and every graph query: parents, children and adjacency, ancestors and descendants, depth and
-  height, LCA heights, hop distances. Derived data is cached on the (immutable) instance.
+  height, LCA distances (Deng's LCA height, Bertinetto's max leaf depth minus the LCA's depth),
+  hop distances. Derived data is cached on the (immutable) instance.
 - :mod:`harness.hierarchy.hops` -- the one breadth-first search behind every hop query, and
   the :class:`HopBalls` of :meth:`Hierarchy.hop_balls` (DeViSE's hCorrectSets).
 - Sources, each building a :class:`Hierarchy`: :mod:`harness.hierarchy.wordnet` (WordNet 3.0
@@ -17,7 +18,7 @@ Importing this package loads the DAG and its queries only; a source is imported 
 data adapters.
 """
 
-from harness.hierarchy.dag import FORMAT, Hierarchy
+from harness.hierarchy.dag import FORMAT, LCA_DISTANCES, Hierarchy, LcaDistance
 from harness.hierarchy.hops import BallRadii, HopBalls
 
-__all__ = ["FORMAT", "BallRadii", "Hierarchy", "HopBalls"]
+__all__ = ["FORMAT", "LCA_DISTANCES", "BallRadii", "Hierarchy", "HopBalls", "LcaDistance"]

@@ -26,21 +26,39 @@ max_depth
 height
     The longest number of edges on a path from the node down to a leaf. Leaves have height 0, and
     ``height[parent] >= height[child] + 1`` for every edge.
-LCA height
-    For nodes ``a`` and ``b``: the minimum height over their common ancestors-or-self. In a tree
-    this is the height of their lowest common ancestor. In a DAG two nodes may have several
-    lowest common ancestors; the minimum height is that of the most specific one, measured from
-    the bottom. ``lca_height(a, a) == height[a]``, and it is ``-1`` when ``a`` and ``b`` share no
-    ancestor (they hang below disjoint roots).
+max leaf depth
+    The largest ``max_depth`` of a leaf: the number of edges of the longest root-to-leaf path,
+    which is also the largest height of a root (:attr:`~Hierarchy.root_height`).
+LCA distances
+    Two distances between nodes ``a`` and ``b`` through their common ancestors-or-self ``c``
+    (:data:`LCA_DISTANCES`, :meth:`~Hierarchy.lca_distance`), both ``-1`` when ``a`` and ``b``
+    share no ancestor (they hang below disjoint roots):
+
+    ``lca_height``
+        The *LCA height* (Deng et al. 2010's cost): ``min height[c]``. In a tree this is the
+        height of the lowest common ancestor, the longest path from it down to one of *its*
+        leaves. In a DAG two nodes may have several lowest common ancestors; the minimum height
+        is that of the most specific one, measured from the bottom. ``lca_height(a, a) ==
+        height[a]``.
+    ``max_leaf_depth_minus_lca_depth``
+        The *height of the LCA* of Bertinetto et al. 2020 ("Making Better Mistakes"): the levels
+        from the LCA down to the deepest leaf level of the whole hierarchy, ``max leaf depth -
+        max(max_depth[c])``. A node's depth is its ``max_depth`` (longest path from a root), so
+        the LCA that maximises the depth is always a lowest common ancestor (a child is deeper
+        than each of its parents), the distance is never negative, and on a tree it is
+        Bertinetto's distance exactly. Equal to ``lca_height`` on a tree whose leaves all lie at
+        the same depth; otherwise at least as large (``max_depth[c] + height[c]`` never exceeds
+        the max leaf depth).
 hop
     One edge traversed in either direction (hypernym or hyponym). The *hop distance* between two
     nodes is the fewest hops on an undirected path between them, ``inf`` when there is none.
 
-Derived arrays (ancestor matrix, depths, heights, the undirected adjacency, hop balls) are
-computed on first use and cached on the instance, which is immutable: nothing outside it keeps
-facts about it. The ancestor matrix is built level by level (nodes grouped by ``max_depth``) with
-one sparse product per level, so the ~82,000 WordNet noun synsets take a few seconds. Every hop
-query runs the one breadth-first search of :mod:`harness.hierarchy.hops`.
+Derived arrays (ancestor matrix, depths, heights, levels above the deepest leaf, the undirected
+adjacency, hop balls) are computed on first use and cached on the instance, which is immutable:
+nothing outside it keeps facts about it. The ancestor matrix is built level by level (nodes
+grouped by ``max_depth``) with one sparse product per level, so the ~82,000 WordNet noun synsets
+take a few seconds. Every hop query runs the one breadth-first search of
+:mod:`harness.hierarchy.hops`.
 
 Examples
 --------
@@ -64,7 +82,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -75,10 +93,16 @@ from harness.errors import HierarchyError
 from harness.hierarchy.hops import CHUNK_ENTRIES, HopBalls, ball_search, bfs, bfs_chunks
 from harness.textio import read_text_file
 
-__all__ = ["FORMAT", "Hierarchy"]
+__all__ = ["FORMAT", "LCA_DISTANCES", "Hierarchy", "LcaDistance"]
 
 #: The ``format`` tag of a hierarchy JSON file.
 FORMAT = "zsl-hierarchy/1"
+
+#: The names of the LCA distances (module docstring, "LCA distances"): Deng et al.'s LCA height,
+#: and Bertinetto et al.'s max leaf depth minus the LCA's depth.
+LcaDistance = Literal["lca_height", "max_leaf_depth_minus_lca_depth"]
+#: Every :data:`LcaDistance`, the first (the LCA height) being the default wherever one is chosen.
+LCA_DISTANCES: tuple[LcaDistance, ...] = get_args(LcaDistance)
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -215,8 +239,11 @@ class Hierarchy:
     * ancestry: :attr:`ancestor_matrix`, :attr:`descendant_matrix`, :meth:`ancestors`,
       :meth:`descendants`, :meth:`is_ancestor_or_self`, :meth:`ancestor_pairs`,
       :meth:`restrict_to_ancestors`;
-    * levels: :attr:`depth`, :attr:`max_depth`, :attr:`height`, :attr:`root_height`;
-    * LCA heights: :meth:`lca_height`, :meth:`lca_height_matrix`, :meth:`lca_height_counts`;
+    * levels: :attr:`depth`, :attr:`max_depth`, :attr:`height`, :attr:`root_height`,
+      :attr:`max_leaf_depth`, :attr:`levels_above_deepest_leaf`;
+    * LCA distances (either of :data:`LCA_DISTANCES`): :meth:`lca_distance`,
+      :meth:`lca_distance_matrix`, :meth:`lca_distance_counts`, and the LCA height's own
+      :meth:`lca_height`, :meth:`lca_height_matrix`, :meth:`lca_height_counts`;
     * hops (one search, :mod:`harness.hierarchy.hops`): :meth:`hop_distance`,
       :meth:`nearest_hops`, :meth:`nearest_other_hops`, :meth:`hop_balls`.
 
@@ -598,6 +625,59 @@ class Hierarchy:
         """
         return int(self.height[self.roots].max())
 
+    @cached_property
+    def max_leaf_depth(self) -> int:
+        """The largest :attr:`max_depth` of a leaf: the longest root-to-leaf path, in edges.
+
+        It equals :attr:`root_height`, since a longest path of the DAG runs from a root to a leaf;
+        Bertinetto et al.'s distance (:meth:`lca_distance`) measures from this level.
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> h.max_leaf_depth, h.root_height
+        (2, 2)
+        """
+        return int(self._level[self.leaves].max())
+
+    @cached_property
+    def levels_above_deepest_leaf(self) -> IntArray:
+        """``max_leaf_depth - max_depth`` per node: how far above the deepest leaf level it sits.
+
+        Bertinetto et al.'s height of a node (read-only int64 array of shape ``(n_nodes,)``). At
+        least :attr:`height` (a root-to-node path followed by a node-to-leaf path is a
+        root-to-leaf path), and equal to it exactly where a longest root-to-leaf path runs
+        through the node (in a tree: where the node's deepest leaf lies at the deepest level).
+
+        Examples
+        --------
+        The leaf ``c`` sits one level above the deepest leaf ``b`` (height 0, but 1 here):
+
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> h.node_ids.tolist(), h.levels_above_deepest_leaf.tolist(), h.height.tolist()
+        (['a', 'b', 'c', 'r'], [1, 0, 1, 2], [1, 0, 0, 2])
+        """
+        return _readonly(self.max_leaf_depth - self._level)
+
+    def lca_levels(self, kind: LcaDistance) -> IntArray:
+        """The per-node level whose minimum over common ancestors-or-self is the distance ``kind``.
+
+        :attr:`height` for ``"lca_height"``, :attr:`levels_above_deepest_leaf` for
+        ``"max_leaf_depth_minus_lca_depth"`` (read-only; both cached).
+
+        Raises
+        ------
+        HierarchyError
+            If ``kind`` is not one of :data:`LCA_DISTANCES`.
+        """
+        if kind == "lca_height":
+            return self.height
+        if kind == "max_leaf_depth_minus_lca_depth":
+            return self.levels_above_deepest_leaf
+        raise HierarchyError(
+            f"Expected the LCA distance `kind` to be one of {list(LCA_DISTANCES)}, but got {kind!r}"
+        )
+
     # ------------------------------------------------------------------ ancestry
 
     @cached_property
@@ -776,12 +856,82 @@ class Hierarchy:
         pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
         return np.asarray(keys[pos] == query)
 
+    def lca_distance(self, a: Any, b: Any, kind: LcaDistance = "lca_height") -> IntArray:
+        """The LCA distance ``kind`` between ``a`` and ``b``, elementwise.
+
+        The minimum of :meth:`lca_levels` over the common ancestors-or-self of ``a`` and ``b``
+        (module docstring, "LCA distances"): their LCA height (``"lca_height"``), or the max
+        leaf depth minus the largest :attr:`max_depth` of a common ancestor-or-self
+        (``"max_leaf_depth_minus_lca_depth"``, Bertinetto et al. 2020); ``-1`` where they share
+        no ancestor. Vectorized: the ancestor rows of ``a`` are gathered in chunks and tested
+        for membership in the rows of ``b``.
+
+        Parameters
+        ----------
+        a, b : int or array of int
+            Node indices; broadcast against each other.
+        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+            Which distance (:data:`LCA_DISTANCES`).
+
+        Returns
+        -------
+        ndarray of int64, the broadcast shape
+
+        Raises
+        ------
+        HierarchyError
+            If an index is out of range or ``kind`` is not one of :data:`LCA_DISTANCES`.
+
+        Examples
+        --------
+        A DAG whose leaves lie at depths 3 (``c``) and 2 (``e``, below ``a`` and ``d``), so the
+        max leaf depth is 3. From ``e`` to ``d`` the LCA is ``d``: height 1, but depth 1, so
+        3 - 1 = 2 levels above the deepest leaf; ``e`` to itself: height 0, depth 2, so 1:
+
+        >>> h = Hierarchy(["r", "a", "b", "c", "d", "e"],
+        ...               [("r", "a"), ("a", "b"), ("b", "c"), ("r", "d"), ("d", "e"),
+        ...                ("a", "e")])
+        >>> i = h.indices(["e", "d", "c", "b"])
+        >>> h.lca_distance(i[0], i, "lca_height").tolist()  # e with e, d, c, b
+        [0, 1, 2, 2]
+        >>> h.lca_distance(i[0], i, "max_leaf_depth_minus_lca_depth").tolist()
+        [1, 2, 2, 2]
+        """
+        level = self.lca_levels(kind)
+        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
+        shape = aa.shape
+        flat_a = aa.reshape(-1).astype(np.int64)
+        flat_b = bb.reshape(-1).astype(np.int64)
+        out = np.full(flat_a.size, -1, dtype=np.int64)
+        if flat_a.size == 0:
+            return out.reshape(shape)
+        matrix = self.ancestor_matrix
+        indptr = matrix.indptr.astype(np.int64)
+        keys = self._ancestor_keys
+        sentinel = np.iinfo(np.int64).max
+        lengths = np.diff(indptr)[flat_a]
+        cum = np.cumsum(lengths)
+        start = 0
+        while start < flat_a.size:
+            done = int(cum[start - 1]) if start else 0
+            stop = int(np.searchsorted(cum, done + _CHUNK_ENTRIES, side="right"))
+            stop = max(stop, start + 1)
+            owner, anc = _gather_rows(indptr, matrix.indices, flat_a[start:stop])
+            query = flat_b[start:stop][owner] * self._n + anc
+            pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+            common = keys[pos] == query
+            h = np.where(common, level[anc], sentinel)
+            seg = np.concatenate([[0], np.cumsum(lengths[start:stop])[:-1]])
+            best = np.minimum.reduceat(h, seg)  # every row holds at least the node itself
+            out[start:stop] = np.where(best == sentinel, -1, best)
+            start = stop
+        return out.reshape(shape)
+
     def lca_height(self, a: Any, b: Any) -> IntArray:
         """Height of a lowest common ancestor of ``a`` and ``b``, elementwise.
 
         The minimum :attr:`height` over the common ancestors-or-self of ``a`` and ``b``; ``-1``
-        where they share no ancestor. Vectorized: the ancestor rows of ``a`` are gathered in
-        chunks and tested for membership in the rows of ``b``.
+        where they share no ancestor: :meth:`lca_distance` of kind ``"lca_height"``.
 
         Parameters
         ----------
@@ -799,46 +949,21 @@ class Hierarchy:
         >>> h.lca_height(i[0], i).tolist()  # b with b, c, a, z
         [0, 2, 1, -1]
         """
-        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
-        shape = aa.shape
-        flat_a = aa.reshape(-1).astype(np.int64)
-        flat_b = bb.reshape(-1).astype(np.int64)
-        out = np.full(flat_a.size, -1, dtype=np.int64)
-        if flat_a.size == 0:
-            return out.reshape(shape)
-        matrix = self.ancestor_matrix
-        indptr = matrix.indptr.astype(np.int64)
-        keys = self._ancestor_keys
-        height = self.height
-        sentinel = np.iinfo(np.int64).max
-        lengths = np.diff(indptr)[flat_a]
-        cum = np.cumsum(lengths)
-        start = 0
-        while start < flat_a.size:
-            done = int(cum[start - 1]) if start else 0
-            stop = int(np.searchsorted(cum, done + _CHUNK_ENTRIES, side="right"))
-            stop = max(stop, start + 1)
-            owner, anc = _gather_rows(indptr, matrix.indices, flat_a[start:stop])
-            query = flat_b[start:stop][owner] * self._n + anc
-            pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
-            common = keys[pos] == query
-            h = np.where(common, height[anc], sentinel)
-            seg = np.concatenate([[0], np.cumsum(lengths[start:stop])[:-1]])
-            best = np.minimum.reduceat(h, seg)  # every row holds at least the node itself
-            out[start:stop] = np.where(best == sentinel, -1, best)
-            start = stop
-        return out.reshape(shape)
+        return self.lca_distance(a, b, "lca_height")
 
-    def lca_height_matrix(self, idx: Any) -> IntArray:
-        """Pairwise :meth:`lca_height` of the nodes ``idx``, an int64 array ``[m, m]``.
+    def lca_distance_matrix(self, idx: Any, kind: LcaDistance = "lca_height") -> IntArray:
+        """Pairwise :meth:`lca_distance` ``kind`` of the nodes ``idx``, an int64 array ``[m, m]``.
 
-        Computed by height: for ``h = 0, 1, ...`` one sparse product finds the pairs that share
-        an ancestor-or-self of height ``h``; the first ``h`` that appears is the answer.
+        Computed by level: for each value ``v`` of :meth:`lca_levels` in ascending order, one
+        sparse product finds the pairs that share an ancestor-or-self at level ``v``; the first
+        ``v`` that appears is the answer.
 
         Parameters
         ----------
         idx : array of int, shape (m,)
             Node indices (for instance the candidate classes of a benchmark).
+        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+            Which distance (:data:`LCA_DISTANCES`).
 
         Returns
         -------
@@ -847,10 +972,14 @@ class Hierarchy:
 
         Examples
         --------
+        Leaf ``c`` hangs one level above the deepest leaf ``b``, so its distance to itself is 1
+        (and its LCA height 0):
+
         >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
-        >>> h.lca_height_matrix(h.indices(["b", "c"])).tolist()
-        [[0, 2], [2, 0]]
+        >>> h.lca_distance_matrix(h.indices(["b", "c"]), "max_leaf_depth_minus_lca_depth").tolist()
+        [[0, 2], [2, 1]]
         """
+        level = self.lca_levels(kind)
         rows = self._index_array(idx, "idx")
         if rows.ndim != 1:
             raise HierarchyError(f"idx must be 1-D; got shape {rows.shape}")
@@ -861,29 +990,43 @@ class Hierarchy:
         sub = self.ancestor_matrix[rows].astype(np.int32)
         used = np.unique(sub.indices)
         sub = sub[:, used].tocsc()
-        heights = self.height[used]
+        levels = level[used]
         chunk = max(1, _CHUNK_ENTRIES // max(m, 1))
-        for h in np.unique(heights):
-            cols = np.flatnonzero(heights == h)
+        for v in np.unique(levels):
+            cols = np.flatnonzero(levels == v)
             part = sub[:, cols].tocsr()
             part_t = part.T.tocsr()
             for s in range(0, m, chunk):
                 block = out[s : s + chunk]
                 shared = (part[s : s + chunk] @ part_t).toarray() > 0
-                block[(block < 0) & shared] = h
+                block[(block < 0) & shared] = v
         return out
 
-    def lca_height_counts(
-        self, sources: Any, targets: Any, *, limit: int
-    ) -> tuple[IntArray, IntArray]:
-        """How many ``targets`` meet each source at an LCA height of at most ``h``, per height.
+    def lca_height_matrix(self, idx: Any) -> IntArray:
+        """Pairwise :meth:`lca_height` of the nodes ``idx``, an int64 array ``[m, m]``.
 
-        :math:`N_i(h)`, the number of targets ``t`` with ``0 <= lca_height(s_i, t) <= h``, is the
-        size of the union of the target sets below the source's ancestors-or-self of height
-        ``<= h`` (a union, since a target may hang below several of them in a DAG): one sparse
-        product per height, over the sources whose count is still below ``limit``, in row
-        groups of about :data:`~harness.hierarchy.hops.CHUNK_ENTRIES` product entries. No dense
-        ``sources x targets`` matrix is built.
+        :meth:`lca_distance_matrix` of kind ``"lca_height"``: ``-1`` where two nodes share no
+        ancestor.
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> h.lca_height_matrix(h.indices(["b", "c"])).tolist()
+        [[0, 2], [2, 0]]
+        """
+        return self.lca_distance_matrix(idx, "lca_height")
+
+    def lca_distance_counts(
+        self, sources: Any, targets: Any, *, limit: int, kind: LcaDistance = "lca_height"
+    ) -> tuple[IntArray, IntArray]:
+        """How many ``targets`` lie within LCA distance ``v`` of each source, per distance ``v``.
+
+        :math:`N_i(v)`, the number of targets ``t`` with ``0 <= lca_distance(s_i, t, kind) <=
+        v``, is the size of the union of the target sets below the source's ancestors-or-self of
+        :meth:`lca_levels` ``<= v`` (a union, since a target may hang below several of them in a
+        DAG): one sparse product per level, over the sources whose count is still below
+        ``limit``, in row groups of about :data:`~harness.hierarchy.hops.CHUNK_ENTRIES` product
+        entries. No dense ``sources x targets`` matrix is built.
 
         Parameters
         ----------
@@ -893,24 +1036,38 @@ class Hierarchy:
             Distinct node indices (for instance the candidate classes).
         limit : int
             A source's count stops being updated once it reaches ``limit``.
+        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+            Which distance (:data:`LCA_DISTANCES`).
 
         Returns
         -------
-        heights : ndarray of int64, shape (L,)
-            The distinct heights of the sources' ancestors-or-self, ascending, up to the first
-            at which every source has reached ``limit``.
+        levels : ndarray of int64, shape (L,)
+            The distinct levels of the sources' ancestors-or-self, ascending, up to the first at
+            which every source has reached ``limit``.
         counts : ndarray of int64, shape (m, L)
-            ``counts[i, j]`` is :math:`N_i(h_j)` until source ``i`` reaches ``limit``, and the
+            ``counts[i, j]`` is :math:`N_i(v_j)` until source ``i`` reaches ``limit``, and the
             count it reached with after that. Targets that share no ancestor with a source are
             never counted.
 
         Examples
         --------
-        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
-        >>> heights, counts = h.lca_height_counts(h.indices(["b"]), h.indices(["b", "c"]), limit=2)
-        >>> heights.tolist(), counts.tolist()
-        ([0, 1, 2], [[1, 1, 2]])
+        The deepest leaf is ``c`` (depth 3, below ``d`` and ``x``). From ``b``: itself at
+        height 0 but 1 level above ``c``; ``e`` through ``a``, 1 high but 2 levels above ``c``;
+        ``c`` through the root, 3 either way:
+
+        >>> h = Hierarchy(["r", "a", "b", "e", "d", "x", "c"],
+        ...               [("r", "a"), ("a", "b"), ("a", "e"), ("r", "d"), ("d", "x"),
+        ...                ("x", "c")])
+        >>> targets = h.indices(["b", "e", "c"])
+        >>> levels, counts = h.lca_distance_counts(h.indices(["b"]), targets, limit=3)
+        >>> levels.tolist(), counts.tolist()
+        ([0, 1, 3], [[1, 2, 3]])
+        >>> levels, counts = h.lca_distance_counts(
+        ...     h.indices(["b"]), targets, limit=3, kind="max_leaf_depth_minus_lca_depth")
+        >>> levels.tolist(), counts.tolist()
+        ([1, 2, 3], [[1, 2, 3]])
         """
+        level = self.lca_levels(kind)
         src = self._index_array(sources, "sources")
         tgt = self._index_array(targets, "targets")
         if src.ndim != 1 or tgt.ndim != 1:
@@ -924,15 +1081,15 @@ class Hierarchy:
         rows = ancestors[src]
         owner = np.repeat(np.arange(m, dtype=np.int64), np.diff(rows.indptr))
         nodes = rows.indices.astype(np.int64)
-        heights = self.height[nodes]
+        levels = level[nodes]
         found = np.zeros(m, dtype=np.int64)
-        levels: list[int] = []
+        reached: list[int] = []
         columns: list[IntArray] = []
-        for h in np.unique(heights):
+        for v in np.unique(levels):
             active = np.flatnonzero(found < limit)
             if active.size == 0:
                 break
-            selected = (found[owner] < limit) & (heights <= h)
+            selected = (found[owner] < limit) & (levels <= v)
             estimate = np.bincount(
                 owner[selected], weights=below_counts[nodes[selected]], minlength=m
             )[active]
@@ -957,11 +1114,30 @@ class Hierarchy:
                 counts[start:stop] = np.diff((pick @ below).indptr)
                 start = stop
             found[active] = counts
-            levels.append(int(h))
+            reached.append(int(v))
             columns.append(found.copy())
         if not columns:
             return np.zeros(0, dtype=np.int64), np.zeros((m, 0), dtype=np.int64)
-        return np.asarray(levels, dtype=np.int64), np.stack(columns, axis=1)
+        return np.asarray(reached, dtype=np.int64), np.stack(columns, axis=1)
+
+    def lca_height_counts(
+        self, sources: Any, targets: Any, *, limit: int
+    ) -> tuple[IntArray, IntArray]:
+        """How many ``targets`` meet each source at an LCA height of at most ``h``, per height.
+
+        :meth:`lca_distance_counts` of kind ``"lca_height"``: returns the distinct heights of the
+        sources' ancestors-or-self (ascending, up to the first at which every source has reached
+        ``limit``) and ``counts[i, j]``, the number of targets ``t`` with ``0 <=
+        lca_height(s_i, t) <= heights[j]`` (frozen once source ``i`` reaches ``limit``).
+
+        Examples
+        --------
+        >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
+        >>> heights, counts = h.lca_height_counts(h.indices(["b"]), h.indices(["b", "c"]), limit=2)
+        >>> heights.tolist(), counts.tolist()
+        ([0, 1, 2], [[1, 1, 2]])
+        """
+        return self.lca_distance_counts(sources, targets, limit=limit, kind="lca_height")
 
     # ------------------------------------------------------------------ hops
 

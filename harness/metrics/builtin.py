@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from harness.errors import MetricError
-from harness.hierarchy import Hierarchy
+from harness.hierarchy import Hierarchy, LcaDistance
 from harness.metrics.base import (
     MetricInput,
     MetricParams,
@@ -319,6 +319,27 @@ class HierarchicalKParams(MetricParams):
     k: int = Field(1, ge=1, le=1000, description="Number of top predictions considered.")
 
 
+class LcaDistanceParams(MetricParams):
+    """Parameters of the metrics built on a distance through the lowest common ancestor."""
+
+    lca_distance: LcaDistance = Field(
+        "lca_height",
+        description=(
+            "the distance between the true and the predicted class through their lowest common"
+            " ancestor (LCA), in hierarchy levels. lca_height (default): the LCA's height, the"
+            " longest path from it down to one of its own leaves (Deng et al. 2010)."
+            " max_leaf_depth_minus_lca_depth: the hierarchy's max leaf depth minus the LCA's"
+            " depth (longest path from a root), the 'height of the LCA' of Bertinetto et al."
+            " 2020, Making Better Mistakes; compare with their numbers only under this one."
+            " The two differ wherever leaves lie at different depths"
+        ),
+    )
+
+
+class HierarchicalKDistanceParams(LcaDistanceParams, HierarchicalKParams):
+    """Parameters of the top-k metrics built on an LCA distance: ``k`` and which distance."""
+
+
 class HPrecisionParams(HierarchicalKParams):
     valid: Literal["candidates", "hierarchy"] = Field(
         "candidates",
@@ -355,11 +376,23 @@ def _on_ranked(fn: Callable[..., Out], data: MetricInput, k: int, name: str, **o
     return fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, **options)
 
 
-def _at_k(fn: Callable[..., AtK], data: MetricInput, k: int) -> tuple[AtK, MetricResult]:
-    """Run a per-k hierarchical function at one k; value, {k}, per-image image-mean."""
-    out = _on_ranked(fn, data, k, fn.__name__, ks=[k])
+def _distance_details(params: LcaDistanceParams) -> dict[str, Any]:
+    """``{"lca_distance": ...}`` unless it is the default LCA height: a result without the key
+    used the LCA height, as every record made before the parameter existed did (so theirs and
+    the default's details stay identical)."""
+    return {} if params.lca_distance == "lca_height" else {"lca_distance": params.lca_distance}
+
+
+def _at_k(
+    fn: Callable[..., AtK], data: MetricInput, params: HierarchicalKDistanceParams
+) -> tuple[AtK, MetricResult]:
+    """Run a per-k hierarchical function at ``params.k`` under ``params.lca_distance``; value,
+    {k, lca_distance unless the default}, per-image image-mean."""
+    k = params.k
+    out = _on_ranked(fn, data, k, fn.__name__, ks=[k], lca_distance=params.lca_distance)
     per_image = out.per_image[:, 0]
-    return out, MetricResult(float(out.values[k]), {"k": k}, _image_mean(per_image, data))
+    details = {"k": k, **_distance_details(params)}
+    return out, MetricResult(float(out.values[k]), details, _image_mean(per_image, data))
 
 
 #: The k of the top-k and hp@k curves a run's details hold (and the site draws), where the
@@ -467,12 +500,23 @@ _register_distance = partial(
 )
 
 
+def _lca_formula(a: str, b: str) -> str:
+    """How the glossary formulas of the distance metrics define ``d(a, b)``."""
+    lca = f"LCA({a}, {b})"
+    return (
+        f"d({a}, {b}): the LCA distance the parameter lca_distance names, in hierarchy levels: "
+        f"by default h({lca}), the LCA's height (longest path down to one of its own leaves, "
+        f"Deng et al.); or the hierarchy's max leaf depth − depth({lca}), depth = longest path "
+        "from a root (the height of the LCA of Bertinetto et al., Making Better Mistakes, CVPR "
+        "2020)"
+    )
+
+
 @_register_distance(
     "hierarchical_cost",
     formula=(
         "hcost = (1/|C|) Σ_{c∈C} mean_{i∈I_c} cost(ŷ_i, c); cost(p, t) = 0 if p = t or p descends "
-        "from t, else h(LCA(p, t)), h: a node's height (longest path down to a leaf), in hierarchy "
-        "levels"
+        f"from t, else d(t, p); {_lca_formula('t', 'p')}"
     ),
     reference=(
         "Deng, Berg, Li, Fei-Fei: What Does Classifying More Than 10,000 Image Categories Tell "
@@ -480,15 +524,25 @@ _register_distance = partial(
     ),
     averaged_over="classes",
     averaging_note="each class's mean cost, then the mean of those",
+    params=LcaDistanceParams,
 )
-def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
-    """Deng et al. hierarchical cost (LCA height of mistakes), mean per class then over classes."""
+def _hierarchical_cost(data: MetricInput, params: LcaDistanceParams) -> MetricResult:
+    """Deng et al. hierarchical cost (LCA distance of mistakes), per class, then over classes."""
     out = _on_ranked(
-        hierarchical_cost, data, 1, "hierarchical_cost", classes=np.arange(data.n_candidates)
+        hierarchical_cost,
+        data,
+        1,
+        "hierarchical_cost",
+        classes=np.arange(data.n_candidates),
+        lca_distance=params.lca_distance,
     )
     return MetricResult(
         out.value,
-        {"n_images": out.n_images, "n_excluded_classes": len(out.excluded_classes)},
+        {
+            "n_images": out.n_images,
+            "n_excluded_classes": len(out.excluded_classes),
+            **_distance_details(params),
+        },
         _class_mean(out.per_image, data),
     )
 
@@ -496,8 +550,8 @@ def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
 @_register_distance(
     "mistake_severity",
     formula=(
-        "severity = mean over the images whose top-1 prediction ŷ_i is wrong of h(LCA(ŷ_i, y_i)), "
-        "in hierarchy levels"
+        "severity = mean over the images whose top-1 prediction ŷ_i is wrong of d(y_i, ŷ_i) (0 "
+        f"when ŷ_i descends from y_i); {_lca_formula('y_i', 'ŷ_i')}"
     ),
     reference=(
         "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
@@ -506,10 +560,13 @@ def _hierarchical_cost(data: MetricInput, params: MetricParams) -> MetricResult:
     version="2",  # 2: class values as a ratio over every image (paired tests between runs)
     averaged_over="images",
     averaging_note="only images whose top-1 prediction is wrong",
+    params=LcaDistanceParams,
 )
-def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
-    """Mean LCA height of top-1 mistakes only (Bertinetto et al. 2020)."""
-    out = _on_ranked(mistake_severity, data, 1, "mistake_severity")
+def _mistake_severity(data: MetricInput, params: LcaDistanceParams) -> MetricResult:
+    """Mean LCA distance of top-1 mistakes only (Bertinetto et al. 2020)."""
+    out = _on_ranked(
+        mistake_severity, data, 1, "mistake_severity", lca_distance=params.lca_distance
+    )
     # Runs make their mistakes on different images, so their paired tests need a summary over
     # every image: per image the cost (0 when correct) and whether it is a mistake; severity is
     # the ratio of their means.
@@ -519,21 +576,19 @@ def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
         n_classes=data.n_candidates,
         combine="image_mean",
     )
+    details = {"n_mistakes": out.n_mistakes, "n_images": out.n_images, **_distance_details(params)}
     if out.value is None:  # no mistake has a severity: report 0 rather than stop the run
-        return MetricResult(0.0, {"n_mistakes": 0, "n_images": out.n_images}, ratio=ratio)
+        return MetricResult(0.0, details, ratio=ratio)
     return MetricResult(
-        out.value,
-        {"n_mistakes": out.n_mistakes, "n_images": out.n_images},
-        _image_mean(out.per_image, data, out.mistakes),
-        ratio=ratio,
+        out.value, details, _image_mean(out.per_image, data, out.mistakes), ratio=ratio
     )
 
 
 @_register_distance(
     "average_hierarchical_distance_at_k",
     formula=(
-        "AHD@k = (1/N) Σ_i (1/k) Σ_{r≤k} h(LCA(y_i, ŷ_{i,r})), in hierarchy levels (0 for a "
-        "correct prediction)"
+        "AHD@k = (1/N) Σ_i (1/k) Σ_{r≤k} d(y_i, ŷ_{i,r}) (0 for the true class or a descendant); "
+        f"{_lca_formula('y_i', 'ŷ')}"
     ),
     reference=(
         "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
@@ -541,20 +596,20 @@ def _mistake_severity(data: MetricInput, params: MetricParams) -> MetricResult:
     ),
     averaged_over="images",
     averaging_note="each image counts the mean distance of its top k predictions",
-    params=HierarchicalKParams,
+    params=HierarchicalKDistanceParams,
 )
 def _average_hierarchical_distance_at_k(
-    data: MetricInput, params: HierarchicalKParams
+    data: MetricInput, params: HierarchicalKDistanceParams
 ) -> MetricResult:
-    """Mean LCA-height distance between the truth and each top-k prediction (Bertinetto et al.)."""
-    return _at_k(average_hierarchical_distance_at_k, data, params.k)[1]
+    """Mean LCA distance between the truth and each top-k prediction (Bertinetto et al.)."""
+    return _at_k(average_hierarchical_distance_at_k, data, params)[1]
 
 
 @register_metric(
     "hierarchical_retrieval_precision_at_k",
     formula=(
         "hPrec@k = (1/N) Σ_i Σ_{r≤k} S(y_i, ŷ_{i,r}) / max_{|A|=k} Σ_{c∈A} S(y_i, c); S(a, b) = 1 "
-        "− h(LCA(a, b)) / h(root)"
+        f"− d(a, b) / h(root), h(root) = max leaf depth; {_lca_formula('a', 'b')}"
     ),
     reference=(
         "Deng, Berg, Fei-Fei: Hierarchical Semantic Indexing for Large Scale Image Retrieval, CVPR "
@@ -562,14 +617,14 @@ def _average_hierarchical_distance_at_k(
     ),
     version="1",
     averaged_over="images",
-    params=HierarchicalKParams,
+    params=HierarchicalKDistanceParams,
     needs_hierarchy=True,
 )
 def _hierarchical_retrieval_precision_at_k(
-    data: MetricInput, params: HierarchicalKParams
+    data: MetricInput, params: HierarchicalKDistanceParams
 ) -> MetricResult:
-    """Ranking precision@k under similarity 1 - h(LCA)/h(root), relative to the best (Deng)."""
-    out, result = _at_k(hierarchical_retrieval_precision_at_k, data, params.k)
+    """Ranking precision@k under similarity 1 - d(LCA)/h(root), relative to the best (Deng)."""
+    out, result = _at_k(hierarchical_retrieval_precision_at_k, data, params)
     result.details["root_height"] = out.root_height
     return result
 

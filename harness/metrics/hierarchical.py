@@ -28,14 +28,36 @@ The hierarchy is a DAG, never assumed to be a tree.
 
 * Hop distance :math:`d(a, b)`: fewest undirected (hypernym or hyponym) edges between ``a`` and
   ``b`` (DESIGN, "Hops"); used by hp@k.
-* LCA height :math:`h(a, b)`: :meth:`~harness.hierarchy.Hierarchy.lca_height`, the minimum height
-  over the common ancestors-or-self of ``a`` and ``b`` (height = longest path down to a leaf).
-  Two nodes without a common ancestor (below disjoint roots) are treated as meeting at a virtual
-  super-root of height :math:`H + 1`, where :math:`H` is the largest height of any root.
+* LCA distance :math:`d_{\mathrm{LCA}}(a, b)` (written :math:`d` where no hop distance is
+  about): :meth:`~harness.hierarchy.Hierarchy.lca_distance`, a minimum over the common
+  ancestors-or-self :math:`c` of ``a`` and ``b``. Every metric that reads it takes the keyword
+  ``lca_distance`` (the spec parameter of the same name) naming one of two:
+
+  - ``"lca_height"`` (default): the *LCA height*
+    :math:`d_{\mathrm{LCA}}(a, b) = \min_c \mathrm{height}(c)`, the longest path from the LCA
+    down to one of its own leaves. The cost of Deng et al. 2010, and the harness's only
+    distance before the option existed.
+  - ``"max_leaf_depth_minus_lca_depth"``:
+    :math:`d_{\mathrm{LCA}}(a, b) = D - \max_c \mathrm{depth}(c)`, the *height of the LCA* of
+    Bertinetto et al. 2020 ("Making Better Mistakes", whose released distances are max leaf
+    depth minus LCA depth): the levels from the LCA down to the deepest leaf level of the
+    whole hierarchy. :math:`\mathrm{depth}` is the longest path from a root
+    (:attr:`~harness.hierarchy.Hierarchy.max_depth`; Bertinetto et al. made their trees from
+    WordNet by keeping each class's longest path to the root), and :math:`D` the max leaf depth
+    of the hierarchy, not of the candidates, so a pair's distance does not depend on the split.
+    With this depth the deepest common ancestor is always a lowest one, and :math:`D = H`.
+
+  The two agree on a tree whose leaves all lie at one depth; elsewhere the second is never
+  smaller (:math:`\mathrm{depth}(c) + \mathrm{height}(c) \le D`), and values computed with one
+  are not comparable with values computed with the other. Two nodes without a common ancestor
+  (below disjoint roots) are treated as meeting at a virtual super-root:
+  :math:`d_{\mathrm{LCA}} = H + 1` under both, where :math:`H` is the largest height of any root.
 * Hierarchical distance :math:`\delta(t, p)` of a prediction ``p`` for a true class ``t``: 0 when
-  ``p`` is ``t`` or one of its descendants, otherwise :math:`h(t, p)` (the cost of Deng et al.
-  2010). Cost, mistake severity and average hierarchical distance all use it; on a tree whose
-  candidates are leaves it is the "height of the LCA" of Bertinetto et al. 2020.
+  ``p`` is ``t`` or one of its descendants, otherwise :math:`d_{\mathrm{LCA}}(t, p)`. With the
+  LCA height it is the cost of Deng et al. 2010; with ``"max_leaf_depth_minus_lca_depth"`` and
+  leaf candidates it is the distance of Bertinetto et al. 2020 (0 for a correct prediction, as
+  theirs). Cost, mistake severity and average hierarchical distance all use it, and
+  hierarchical retrieval precision the similarity :math:`1 - d_{\mathrm{LCA}} / H`.
 
 Scale
 -----
@@ -49,16 +71,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from harness.hierarchy import BallRadii, Hierarchy
+from harness.hierarchy import LCA_DISTANCES, BallRadii, Hierarchy, LcaDistance
 from harness.metrics._validation import (
     BoolArray,
     FloatArray,
     IntArray,
+    check_choice,
     check_classes,
     check_hierarchy,
     check_k,
@@ -74,6 +97,7 @@ from harness.metrics._validation import (
 from harness.metrics.flat import mean_of_class_means
 
 __all__ = [
+    "LCA_DISTANCES",
     "RELATIONS",
     "AverageHierarchicalDistance",
     "HierarchicalCost",
@@ -172,7 +196,9 @@ class HierarchicalRetrievalPrecision:
     ks : tuple of int
     n_images : int
     root_height : int
-        :math:`H`, the largest height of a root.
+        :math:`H`, the largest height of a root (also the max leaf depth).
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
+        The LCA distance :math:`d` of the similarity :math:`1 - d / H` (module docstring).
     """
 
     values: dict[int, float]
@@ -180,6 +206,7 @@ class HierarchicalRetrievalPrecision:
     ks: tuple[int, ...]
     n_images: int
     root_height: int
+    lca_distance: LcaDistance = "lca_height"
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,6 +256,8 @@ class HierarchicalCost:
         Images of listed classes.
     per_image : ndarray of int64 of shape (n_images_all,)
         The cost of every image.
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
+        The LCA distance the cost used (module docstring).
     """
 
     value: float
@@ -237,11 +266,12 @@ class HierarchicalCost:
     excluded_classes: tuple[int, ...]
     n_images: int
     per_image: IntArray
+    lca_distance: LcaDistance = "lca_height"
 
 
 @dataclass(frozen=True, eq=False)
 class MistakeSeverity:
-    """Mean hierarchical distance of the top-1 mistakes (:func:`mistake_severity`).
+    r"""Mean hierarchical distance of the top-1 mistakes (:func:`mistake_severity`).
 
     Attributes
     ----------
@@ -252,6 +282,8 @@ class MistakeSeverity:
     per_image : ndarray of int64 of shape (n_images,)
         The hierarchical distance of every image's top-1 prediction, 0 where correct.
     mistakes : ndarray of bool of shape (n_images,)
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
+        The LCA distance of :math:`\delta` (module docstring).
     """
 
     value: float | None
@@ -259,11 +291,12 @@ class MistakeSeverity:
     n_images: int
     per_image: IntArray
     mistakes: BoolArray
+    lca_distance: LcaDistance = "lca_height"
 
 
 @dataclass(frozen=True, eq=False)
 class AverageHierarchicalDistance:
-    """AHD@k per image and averaged (:func:`average_hierarchical_distance_at_k`).
+    r"""AHD@k per image and averaged (:func:`average_hierarchical_distance_at_k`).
 
     Attributes
     ----------
@@ -272,12 +305,15 @@ class AverageHierarchicalDistance:
     per_image : ndarray of float64 of shape (n_images, len(ks))
     ks : tuple of int
     n_images : int
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
+        The LCA distance of :math:`\delta` (module docstring).
     """
 
     values: dict[int, float]
     per_image: FloatArray
     ks: tuple[int, ...]
     n_images: int
+    lca_distance: LcaDistance = "lca_height"
 
 
 # --------------------------------------------------------------------------- shared steps
@@ -698,26 +734,44 @@ def per_class_hierarchical_precision_at_k(
 # --------------------------------------------------------------------------- LCA distances
 
 
-def _lca_distance(hierarchy: Hierarchy, a: IntArray, b: IntArray) -> IntArray:
-    """LCA height of node pairs, ``H + 1`` where they share no ancestor (virtual super-root)."""
-    height = hierarchy.lca_height(a, b)
-    return np.where(height < 0, hierarchy.root_height + 1, height)
+def _check_lca_distance(lca_distance: Any) -> LcaDistance:
+    """The ``lca_distance`` option, one of :data:`LCA_DISTANCES` (MetricError naming them)."""
+    check_choice(lca_distance, "lca_distance", LCA_DISTANCES)
+    return cast(LcaDistance, lca_distance)
 
 
-def _hierarchical_distance(hierarchy: Hierarchy, true: IntArray, pred: IntArray) -> IntArray:
-    """Deng's cost: 0 if ``pred`` is ``true`` or below it, else the LCA distance."""
+def _lca_distance(
+    hierarchy: Hierarchy, a: IntArray, b: IntArray, lca_distance: LcaDistance
+) -> IntArray:
+    """LCA distance of node pairs, ``H + 1`` where they share no ancestor (virtual super-root).
+
+    Under ``"max_leaf_depth_minus_lca_depth"`` the super-root sits one level above the roots, at
+    depth -1, so the distance is again :math:`D + 1 = H + 1`.
+    """
+    distance = hierarchy.lca_distance(a, b, lca_distance)
+    return np.where(distance < 0, hierarchy.root_height + 1, distance)
+
+
+def _hierarchical_distance(
+    hierarchy: Hierarchy, true: IntArray, pred: IntArray, lca_distance: LcaDistance
+) -> IntArray:
+    r""":math:`\delta`: 0 if ``pred`` is ``true`` or below it, else the LCA distance."""
     below = hierarchy.is_ancestor_or_self(true, pred)
-    return np.where(below, 0, _lca_distance(hierarchy, true, pred))
+    return np.where(below, 0, _lca_distance(hierarchy, true, pred, lca_distance))
 
 
 def _top1_distances(
-    y_true: IntArray, top1: IntArray, hierarchy: Hierarchy, nodes: IntArray
+    y_true: IntArray,
+    top1: IntArray,
+    hierarchy: Hierarchy,
+    nodes: IntArray,
+    lca_distance: LcaDistance,
 ) -> IntArray:
     out = np.empty(y_true.shape[0], dtype=np.int64)
     # ~64 ancestor entries per pair at most, typically
     for start, stop in row_chunks(y_true.shape[0], 64):
         out[start:stop] = _hierarchical_distance(
-            hierarchy, nodes[y_true[start:stop]], nodes[top1[start:stop]]
+            hierarchy, nodes[y_true[start:stop]], nodes[top1[start:stop]], lca_distance
         )
     return out
 
@@ -729,6 +783,7 @@ def hierarchical_cost(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     classes: npt.ArrayLike,
+    lca_distance: LcaDistance = "lca_height",
 ) -> HierarchicalCost:
     r"""Mean hierarchical cost of the top-1 predictions (Deng et al. 2010); lower is better.
 
@@ -736,13 +791,15 @@ def hierarchical_cost(
 
         \mathrm{cost}(p, t) = \begin{cases}
             0 & \text{if } p = t \text{ or } p \text{ is a descendant of } t \\
-            h(\mathrm{LCA}(p, t)) & \text{otherwise}
+            d(p, t) & \text{otherwise}
         \end{cases}, \qquad
         \mathrm{cost} = \frac{1}{|C'|} \sum_{c \in C'} \frac{1}{|I_c|}
             \sum_{i \in I_c} \mathrm{cost}(\hat{y}_i, c)
 
-    with :math:`h` the height (longest path down to a leaf), :math:`I_c` the images of class
-    :math:`c` and :math:`C'` the listed classes that have images.
+    with :math:`d` the LCA distance ``lca_distance`` (module docstring): by default the LCA
+    height :math:`h(\mathrm{LCA}(p, t))`, height being the longest path down to a leaf, as Deng
+    et al. define the cost. :math:`I_c` are the images of class :math:`c` and :math:`C'` the
+    listed classes that have images.
 
     Parameters
     ----------
@@ -756,6 +813,9 @@ def hierarchical_cost(
         Distinct hierarchy node of each candidate column.
     classes : array-like of int of shape (n_classes,)
         Distinct candidate columns to average over. Required; never inferred from ``y_true``.
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+        The LCA distance :math:`d`: Deng et al.'s LCA height, or Bertinetto et al.'s max leaf
+        depth minus the LCA's depth (module docstring, "Distances on the hierarchy").
 
     Returns
     -------
@@ -763,21 +823,22 @@ def hierarchical_cost(
         ``value`` (float >= 0): mean over listed classes with images of their mean cost;
         ``per_class`` (aligned with ``classes``; None without images); ``classes``;
         ``excluded_classes`` (listed but without images); ``n_images`` (images of listed
-        classes); ``per_image`` (the cost of every image).
+        classes); ``per_image`` (the cost of every image); ``lca_distance``.
 
     Raises
     ------
     MetricError
-        If the inputs are malformed, or no listed class has a test image.
+        If the inputs are malformed, ``lca_distance`` is not one of :data:`LCA_DISTANCES`, or
+        no listed class has a test image.
 
     Notes
     -----
     In a DAG, :math:`h(\mathrm{LCA})` is the minimum height over the common ancestors
-    (:meth:`~harness.hierarchy.Hierarchy.lca_height`). Two nodes without a common ancestor cost
+    (:meth:`~harness.hierarchy.Hierarchy.lca_distance`). Two nodes without a common ancestor cost
     :math:`H + 1` (a virtual super-root above the highest root, height :math:`H`). Predicting an
-    ancestor :math:`a` of the true class costs :math:`h(a)`. On a tree whose candidates are
-    leaves, the cost is 0 exactly for correct predictions and at least 1 otherwise. Defined in
-    [1]_.
+    ancestor :math:`a` of the true class costs :math:`d(a, t)` (:math:`h(a)` by default). On a
+    tree whose candidates are leaves, the cost is 0 exactly for correct predictions and at least
+    1 otherwise. Defined in [1]_.
 
     References
     ----------
@@ -799,12 +860,26 @@ def hierarchical_cost(
     ...                            classes=[0, 1, 2])
     >>> result.value, result.per_class, result.excluded_classes
     (1.25, (0.5, None, 2.0), (1,))
+
+    Every leaf of that tree lies at depth 2, so both LCA distances agree there. With a deeper
+    branch elsewhere they differ: below entity -> {animal, plant}, animal -> {dog, cat},
+    plant -> tree -> {oak, pine}, the max leaf depth is 3. Dog predicted cat meets at animal,
+    of height 1 but depth 1, so 3 - 1 = 2 levels above the deepest leaf:
+
+    >>> g = Hierarchy(["entity", "animal", "plant", "tree", "dog", "cat", "oak", "pine"],
+    ...               [("entity", "animal"), ("entity", "plant"), ("plant", "tree"),
+    ...                ("animal", "dog"), ("animal", "cat"), ("tree", "oak"), ("tree", "pine")])
+    >>> leaves = g.indices(["dog", "cat", "oak", "pine"])
+    >>> [hierarchical_cost([0], [1], hierarchy=g, candidate_nodes=leaves, classes=[0],
+    ...                    lca_distance=d).value for d in LCA_DISTANCES]
+    [1.0, 2.0]
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
     top1 = check_top1(ranked_top1, checked_y.shape[0], n_candidates)
     checked_classes = check_classes(classes, n_candidates)
-    cost = _top1_distances(checked_y, top1, checked_hierarchy, nodes)
+    distance = _check_lca_distance(lca_distance)
+    cost = _top1_distances(checked_y, top1, checked_hierarchy, nodes, distance)
     value, per_class, present, n_images = _class_means(
         cost, checked_y, checked_classes, n_candidates, "costs"
     )
@@ -815,6 +890,7 @@ def hierarchical_cost(
         excluded_classes=tuple(checked_classes[~present].tolist()),
         n_images=n_images,
         per_image=cost,
+        lca_distance=distance,
     )
 
 
@@ -824,6 +900,7 @@ def mistake_severity(
     *,
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
+    lca_distance: LcaDistance = "lca_height",
 ) -> MistakeSeverity:
     r"""Mean hierarchical distance of the top-1 mistakes (Bertinetto et al. 2020); lower is better.
 
@@ -833,29 +910,36 @@ def mistake_severity(
         \mathrm{severity} = \frac{1}{|M|} \sum_{i \in M} \delta(y_i, \hat{y}_i)
 
     with :math:`\delta` the hierarchical distance of the module docstring (the cost of
-    :func:`hierarchical_cost`: LCA height, 0 for a descendant of the true class).
+    :func:`hierarchical_cost`: the LCA distance ``lca_distance``, 0 for a descendant of the true
+    class).
 
     Parameters
     ----------
     y_true, ranked_top1, hierarchy, candidate_nodes
         As in :func:`hierarchical_cost`.
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+        The LCA distance of :math:`\delta`. ``"max_leaf_depth_minus_lca_depth"`` is the
+        distance of [1]_ (max leaf depth minus the LCA's depth); the default, the LCA height,
+        is smaller wherever the hierarchy's leaves lie at different depths.
 
     Returns
     -------
     result : MistakeSeverity
         ``value`` (float >= 0, or None when there is no mistake: the mean is undefined);
         ``n_mistakes``; ``n_images``; ``per_image`` (:math:`\delta` of every image's top-1, 0
-        where correct); ``mistakes`` (which images are mistakes).
+        where correct); ``mistakes`` (which images are mistakes); ``lca_distance``.
 
     Raises
     ------
     MetricError
-        If the inputs are malformed.
+        If the inputs are malformed or ``lca_distance`` is not one of :data:`LCA_DISTANCES`.
 
     Notes
     -----
     A mistake is any top-1 prediction other than the true class; a prediction below the true
-    class is a mistake of distance 0. Averaged over images (as in [1]_), not per class.
+    class is a mistake of distance 0. Averaged over images (as in [1]_), not per class. Only
+    with ``lca_distance="max_leaf_depth_minus_lca_depth"`` are values comparable with those
+    published with [1]_'s distances.
 
     References
     ----------
@@ -877,7 +961,8 @@ def mistake_severity(
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
-    distance = _top1_distances(checked_y, top1, checked_hierarchy, nodes)
+    kind = _check_lca_distance(lca_distance)
+    distance = _top1_distances(checked_y, top1, checked_hierarchy, nodes, kind)
     mistakes = top1 != checked_y
     n_mistakes = int(mistakes.sum())
     return MistakeSeverity(
@@ -886,6 +971,7 @@ def mistake_severity(
         n_images=int(checked_y.shape[0]),
         per_image=distance,
         mistakes=mistakes,
+        lca_distance=kind,
     )
 
 
@@ -896,6 +982,7 @@ def average_hierarchical_distance_at_k(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
+    lca_distance: LcaDistance = "lca_height",
 ) -> AverageHierarchicalDistance:
     r"""Average hierarchical distance of the top-k predictions (Bertinetto et al. 2020).
 
@@ -904,7 +991,8 @@ def average_hierarchical_distance_at_k(
         \mathrm{AHD@k}_i = \frac{1}{k} \sum_{r=1}^{k} \delta(y_i, \hat{y}_{i,r}), \qquad
         \mathrm{AHD@k} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{AHD@k}_i
 
-    with :math:`\delta` the hierarchical distance of the module docstring. Lower is better.
+    with :math:`\delta` the hierarchical distance of the module docstring (the LCA distance
+    ``lca_distance``, 0 for the true class or a descendant). Lower is better.
 
     Parameters
     ----------
@@ -913,17 +1001,21 @@ def average_hierarchical_distance_at_k(
     ks : int or sequence of int
         Distinct ``k`` values, ``1 <= k <= K`` (the distances of missing predictions are
         unknown, so ``k`` may not exceed the ranked columns).
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+        The LCA distance of :math:`\delta`; ``"max_leaf_depth_minus_lca_depth"`` is [1]_'s
+        (:func:`mistake_severity`).
 
     Returns
     -------
     result : AverageHierarchicalDistance
-        ``values`` (``{k: AHD@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks`` and
-        ``n_images``.
+        ``values`` (``{k: AHD@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks``,
+        ``n_images`` and ``lca_distance``.
 
     Raises
     ------
     MetricError
-        If the inputs are malformed or a ``k`` is outside ``[1, K]``.
+        If the inputs are malformed, a ``k`` is outside ``[1, K]`` or ``lca_distance`` is not
+        one of :data:`LCA_DISTANCES`.
 
     Notes
     -----
@@ -950,12 +1042,13 @@ def average_hierarchical_distance_at_k(
     checked_ranked = check_ranked(ranked, checked_y.shape[0], nodes.shape[0])
     n_images, n_ranked = checked_ranked.shape
     checked_ks = check_ks(ks, n_ranked=n_ranked)
+    kind = _check_lca_distance(lca_distance)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     used = max(checked_ks)
     for start, stop in row_chunks(n_images, 64 * used):
         true = np.repeat(nodes[checked_y[start:stop]], used)
         pred = nodes[checked_ranked[start:stop, :used]].reshape(-1)
-        distance = _hierarchical_distance(checked_hierarchy, true, pred).reshape(-1, used)
+        distance = _hierarchical_distance(checked_hierarchy, true, pred, kind).reshape(-1, used)
         cumulative = np.cumsum(distance, axis=1)
         for j, k in enumerate(checked_ks):
             per_image[start:stop, j] = cumulative[:, k - 1] / k
@@ -964,6 +1057,7 @@ def average_hierarchical_distance_at_k(
         per_image=per_image,
         ks=checked_ks,
         n_images=int(n_images),
+        lca_distance=kind,
     )
 
 
@@ -976,19 +1070,23 @@ def _similarity(distance: npt.NDArray[Any], root_height: int) -> FloatArray:
 
 
 def _ideal_similarity_sums(
-    hierarchy: Hierarchy, sources: IntArray, candidate_nodes: IntArray, ks: tuple[int, ...]
+    hierarchy: Hierarchy,
+    sources: IntArray,
+    candidate_nodes: IntArray,
+    ks: tuple[int, ...],
+    lca_distance: LcaDistance,
 ) -> FloatArray:
     """Largest sum of similarities to each source over any ``k`` candidates, ``[m, len(ks)]``.
 
-    With :math:`N(h)` the number of candidates whose LCA height with the source is at most
-    ``h`` (:meth:`~harness.hierarchy.Hierarchy.lca_height_counts`, counted until ``max(ks)``
-    are found), the ``N(h) - N(h - 1)`` candidates first reached at height ``h`` have
+    With :math:`N(h)` the number of candidates whose LCA distance with the source is at most
+    ``h`` (:meth:`~harness.hierarchy.Hierarchy.lca_distance_counts`, counted until ``max(ks)``
+    are found), the ``N(h) - N(h - 1)`` candidates first reached at distance ``h`` have
     similarity :math:`1 - h / H`, and the best ``k`` are taken in that order. Candidates sharing
     no ancestor with the source add 0.
     """
     k_values = np.asarray(ks, dtype=np.int64)
-    heights, counts = hierarchy.lca_height_counts(
-        sources, candidate_nodes, limit=int(k_values.max())
+    heights, counts = hierarchy.lca_distance_counts(
+        sources, candidate_nodes, limit=int(k_values.max()), kind=lca_distance
     )
     ideal = np.zeros((sources.size, len(ks)), dtype=np.float64)
     found = np.zeros(sources.size, dtype=np.int64)
@@ -1008,11 +1106,13 @@ def hierarchical_retrieval_precision_at_k(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
+    lca_distance: LcaDistance = "lca_height",
 ) -> HierarchicalRetrievalPrecision:
     r"""Hierarchical precision@k of a ranking (Deng, Berg, Fei-Fei 2011), per image, averaged.
 
-    With the semantic similarity :math:`S(i, j) = 1 - h(\mathrm{LCA}(i, j)) / H` and
-    :math:`H` the largest height of a root:
+    With the semantic similarity :math:`S(i, j) = 1 - d(i, j) / H`, :math:`d` the LCA distance
+    ``lca_distance`` (by default the LCA height :math:`h(\mathrm{LCA}(i, j))`, as Deng et al.
+    define it) and :math:`H` the largest height of a root (which is also the max leaf depth):
 
     .. math::
 
@@ -1027,30 +1127,38 @@ def hierarchical_retrieval_precision_at_k(
     ----------
     y_true, ranked, hierarchy, candidate_nodes, ks
         As in :func:`hierarchical_precision_at_k`.
+    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
+        The LCA distance :math:`d` of the similarity (module docstring): Deng et al.'s LCA
+        height, or Bertinetto et al.'s max leaf depth minus the LCA's depth.
 
     Returns
     -------
     result : HierarchicalRetrievalPrecision
         ``values`` (``{k: hPrec@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks``,
-        ``n_images`` and ``root_height`` (:math:`H`).
+        ``n_images``, ``root_height`` (:math:`H`) and ``lca_distance``.
 
     Raises
     ------
     MetricError
-        If the inputs are malformed or a ``k`` is outside ``[1, n_candidates]``.
+        If the inputs are malformed, a ``k`` is outside ``[1, n_candidates]`` or
+        ``lca_distance`` is not one of :data:`LCA_DISTANCES`.
 
     Notes
     -----
-    * :math:`h(\mathrm{LCA})` is the minimum height over common ancestors-or-self (a DAG). With
-      several roots, :math:`H` is the largest root height; pairs without a common ancestor get
-      similarity 0. :math:`S` is clipped to [0, 1], and with :math:`H = 0` (no edges)
-      :math:`S(i, j) = [i = j]`.
+    * :math:`d` is a minimum over common ancestors-or-self (a DAG); both distances lie in
+      :math:`[0, H]`, so :math:`H` normalises either. With several roots, :math:`H` is the
+      largest root height; pairs without a common ancestor get similarity 0. :math:`S` is
+      clipped to [0, 1], and with :math:`H = 0` (no edges) :math:`S(i, j) = [i = j]`.
+    * A class's similarity to itself is :math:`1 - d(i, i) / H`: 1 for a leaf under the LCA
+      height, but under ``"max_leaf_depth_minus_lca_depth"`` only for a leaf at the deepest
+      level (a shallower one sits :math:`d(i, i) > 0` levels above it). No other class is more
+      similar, so the ideal ranking still starts with the true class.
     * If ``K < k``, the missing predictions add 0 similarity.
-    * If every candidate has similarity 0 to the true class (possible only when it is the
-      highest root), every ranking is ideal and the image scores 1.
+    * If every candidate has similarity 0 to the true class (possible only when it is a root:
+      the highest root, under the LCA height), every ranking is ideal and the image scores 1.
     * The ideal sums are computed once per distinct true class without any dense
-      ``classes x candidates`` matrix: for each height h, one sparse product counts the
-      candidates whose LCA with the class has height at most h, until ``max(ks)`` are found.
+      ``classes x candidates`` matrix: for each distance h, one sparse product counts the
+      candidates whose LCA distance to the class is at most h, until ``max(ks)`` are found.
 
     References
     ----------
@@ -1076,16 +1184,17 @@ def hierarchical_retrieval_precision_at_k(
     n_candidates = nodes.shape[0]
     checked_ranked = check_ranked(ranked, checked_y.shape[0], n_candidates)
     checked_ks = check_ks(ks, n_candidates)
+    kind = _check_lca_distance(lca_distance)
     n_images, n_ranked = checked_ranked.shape
     root_height = checked_hierarchy.root_height
     sources, inverse = np.unique(nodes[checked_y], return_inverse=True)
-    ideal = _ideal_similarity_sums(checked_hierarchy, sources, nodes, checked_ks)
+    ideal = _ideal_similarity_sums(checked_hierarchy, sources, nodes, checked_ks, kind)
     per_image = np.empty((n_images, len(checked_ks)), dtype=np.float64)
     used = min(max(checked_ks), n_ranked)
     for start, stop in row_chunks(n_images, 64 * used):
         true = np.repeat(nodes[checked_y[start:stop]], used)
         pred = nodes[checked_ranked[start:stop, :used]].reshape(-1)
-        gained = _similarity(_lca_distance(checked_hierarchy, true, pred), root_height)
+        gained = _similarity(_lca_distance(checked_hierarchy, true, pred, kind), root_height)
         cumulative = np.cumsum(gained.reshape(-1, used), axis=1)
         for j, k in enumerate(checked_ks):
             numerator = cumulative[:, min(k, used) - 1]
@@ -1100,6 +1209,7 @@ def hierarchical_retrieval_precision_at_k(
         ks=checked_ks,
         n_images=int(n_images),
         root_height=int(root_height),
+        lca_distance=kind,
     )
 
 

@@ -52,7 +52,7 @@ ALL_METRICS = {
 }
 
 # Lower is better, values in [0, inf) (registered bounds (0, inf), higher_is_better False): mean
-# LCA heights of predictions.
+# LCA distances of predictions.
 LOWER_IS_BETTER = {"hierarchical_cost", "mistake_severity", "average_hierarchical_distance_at_k"}
 
 # Values lie in [0, 1] (and the registered bounds say so).
