@@ -15,6 +15,7 @@ import shutil
 import socket
 import stat
 import tempfile
+import threading
 import time
 import traceback
 import zipfile
@@ -119,19 +120,33 @@ def test_5000_levels_beyond_path_max_are_removed_with_few_descriptors(
     deep = scratch / "out"
     _nest(deep, 5000, files=True)  # "d/" * 5000: 10,000 bytes, over PATH_MAX
     before = _open_fds()
+    # Descriptors are tracked by what remove_tree itself opens and closes in this thread:
+    # the process-wide count also moves with other threads' files (a CI run saw 88 -> 84).
+    caller = threading.get_ident()
+    live: set[int] = set()
     peak = [0]
-    real_open = os.open
+    real_open, real_close = os.open, os.close
 
     def counting_open(*args: object, **kwargs: object) -> int:
         fd = real_open(*args, **kwargs)  # type: ignore[arg-type]
-        peak[0] = max(peak[0], _open_fds())
+        if threading.get_ident() == caller:
+            live.add(fd)
+            peak[0] = max(peak[0], len(live))
         return fd
 
+    def counting_close(fd: int) -> None:
+        real_close(fd)
+        if threading.get_ident() == caller:
+            live.discard(fd)
+
     monkeypatch.setattr(harness.tempdirs.os, "open", counting_open)
+    monkeypatch.setattr(harness.tempdirs.os, "close", counting_close)
     remove_tree(deep)
+    monkeypatch.undo()
     assert not deep.exists()
-    assert _open_fds() == before  # none leaked
-    assert peak[0] <= before + OPEN_LIMIT + 4  # not one per level
+    assert live == set()  # none leaked
+    assert peak[0] <= OPEN_LIMIT + 4  # not one per level
+    assert _open_fds() <= before
 
 
 def test_20000_files_in_one_folder_are_removed(scratch: Path) -> None:
