@@ -12,6 +12,12 @@ same argmax on every test image, so the same per-class top-1 and GZSL H, on the 
 dimensions than images, duplicated feature columns, more attributes than classes) are covered:
 ESZSL's regularisers keep its system invertible; SAE's equation is then singular where both
 Gram matrices vanish, and the package returns the minimum-norm solution there.
+
+Since issue 27 the grid search grows a grid past an end the choice lands on, and SAE predicts
+with W's rows L2-normalised in the direction validation chooses (F -> S or S -> F); the oracles
+search the grids the package reports (``grids_``) and SAE's oracle scores as the original code
+does (tests/test_reference_grid_edges.py tests the growth, both directions and ESZSL's
+preprocessings against independent re-implementations).
 """
 
 from __future__ import annotations
@@ -80,9 +86,21 @@ def naive_sae_w(x: np.ndarray, s: np.ndarray, lam: float) -> np.ndarray:
     return np.asarray(solve_sylvester(s.T @ s, lam * (x.T @ x), (1.0 + lam) * (s.T @ x)))
 
 
+def naive_sae_scores(
+    direction: str, x: np.ndarray, w: np.ndarray, embeddings: np.ndarray
+) -> np.ndarray:
+    """The original code's cosines with ``W_n`` (W's rows L2-normalised): F -> S compares
+    ``x W_n^T`` with each class embedding, S -> F compares ``x`` with ``s_c W_n``."""
+    w_n = naive_normalise(w)
+    s = naive_normalise(embeddings)
+    if direction == "F->S":
+        return naive_normalise(x @ w_n.T) @ s.T
+    return naive_normalise(x) @ naive_normalise(s @ w_n).T
+
+
 @dataclass(frozen=True)
 class NaiveFit:
-    hyperparameters: dict[str, float]
+    hyperparameters: dict[str, Any]
     val_accuracy: float
     mean: np.ndarray
     weights: np.ndarray  # ESZSL: V [d, k]; SAE: W [k, d]
@@ -93,9 +111,10 @@ class NaiveFit:
         return (x @ self.weights @ self.embedding[candidates].T).astype(np.float32)
 
     def sae_predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        s_hat = naive_normalise(naive_preprocess(features, self.mean) @ self.weights.T)
-        emb = naive_normalise(self.embedding)
-        return (s_hat @ emb[candidates].T).astype(np.float32)
+        x = naive_preprocess(features, self.mean)
+        direction = str(self.hyperparameters["direction"])
+        scores = naive_sae_scores(direction, x, self.weights, self.embedding[candidates])
+        return scores.astype(np.float32)
 
 
 def _refit_data(task: TrainTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,7 +124,8 @@ def _refit_data(task: TrainTask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return naive_preprocess(x, mean), labels, mean
 
 
-def naive_eszsl(task: TrainTask) -> NaiveFit:
+def naive_eszsl(task: TrainTask, grids: dict[str, tuple[Any, ...]]) -> NaiveFit:
+    """602e80c's ESZSL, searching ``grids`` (the package's, grown or not)."""
     emb = task.embedding
     train_cls, val_cls = task.train_classes, task.val_classes
     mean = task.train_features.mean(axis=0)
@@ -113,7 +133,7 @@ def naive_eszsl(task: TrainTask) -> NaiveFit:
     x_val = naive_preprocess(task.val_features, mean)
     tr_pos = np.searchsorted(train_cls, task.train_labels)
     results = []
-    for gamma, lam in itertools.product(ESZSL_GRID, ESZSL_GRID):
+    for gamma, lam in itertools.product(grids["gamma"], grids["lambda"]):
         v = naive_eszsl_v(x_train, tr_pos, emb[train_cls], gamma, lam)
         acc = ESZSL.per_class_top1(x_val @ v @ emb[val_cls].T, task.val_labels, classes=val_cls)
         results.append((acc, -gamma, -lam))
@@ -121,23 +141,27 @@ def naive_eszsl(task: TrainTask) -> NaiveFit:
     seen = np.union1d(train_cls, val_cls)
     x, labels, mean = _refit_data(task)
     v = naive_eszsl_v(x, np.searchsorted(seen, labels), emb[seen], -gamma, -lam)
-    return NaiveFit({"gamma": -gamma, "lambda": -lam}, acc, mean, v, emb)
+    chosen = {"gamma": -gamma, "lambda": -lam, "preprocessing": "centre-l2"}
+    return NaiveFit(chosen, acc, mean, v, emb)
 
 
-def naive_sae(task: TrainTask) -> NaiveFit:
+def naive_sae(task: TrainTask, grids: dict[str, tuple[Any, ...]]) -> NaiveFit:
+    """SAE by ``solve_sylvester`` per lambda, scored as the original code scores (W's rows
+    L2-normalised, both directions), searching ``grids`` (the package's)."""
     emb = task.embedding.astype(np.float64)
     mean = task.train_features.mean(axis=0)
     x_train = naive_preprocess(task.train_features, mean)
     x_val = naive_preprocess(task.val_features, mean)
-    val_emb = naive_normalise(emb[task.val_classes])
     results = []
-    for lam in SAE_GRID:
+    for direction, lam in itertools.product(grids["direction"], grids["lambda"]):
         w = naive_sae_w(x_train, emb[task.train_labels], lam)
-        scores = naive_normalise(x_val @ w.T) @ val_emb.T
-        results.append((SAE.per_class_top1(scores, task.val_labels, classes=task.val_classes), lam))
-    acc, lam = max(results)
+        scores = naive_sae_scores(direction, x_val, w, emb[task.val_classes])
+        acc = SAE.per_class_top1(scores, task.val_labels, classes=task.val_classes)
+        results.append((acc, direction == "F->S", lam, direction))
+    acc, _, lam, direction = max(results)
     x, labels, mean = _refit_data(task)
-    return NaiveFit({"lambda": lam}, acc, mean, naive_sae_w(x, emb[labels], lam), emb)
+    w = naive_sae_w(x, emb[labels], lam)
+    return NaiveFit({"lambda": lam, "direction": direction}, acc, mean, w, emb)
 
 
 # --- tasks -----------------------------------------------------------------------------------
@@ -187,12 +211,15 @@ SYNTHETIC = {
 def _fit(method: str, task: TrainTask) -> tuple[Any, NaiveFit]:
     model = ESZSL.ESZSL() if method == "eszsl" else SAE.SAE()
     model.fit(task)
-    naive = naive_eszsl(task) if method == "eszsl" else naive_sae(task)
-    assert model.hyperparameters_ == naive.hyperparameters, method
+    naive = (naive_eszsl if method == "eszsl" else naive_sae)(task, model.grids_)
+    edges = {key: value for key, value in model.hyperparameters_.items() if "_at_grid_edge" in key}
+    assert model.hyperparameters_ == {**naive.hyperparameters, **edges}, method
     assert model.val_accuracy_ == naive.val_accuracy, method
     np.testing.assert_array_equal(model.mean_, naive.mean)
-    weights = model.v_ if method == "eszsl" else model.w_
-    _assert_close(weights, naive.weights, f"{method} refit")
+    if method == "eszsl":
+        _assert_close(model.v_, naive.weights, "eszsl refit")
+    else:  # the package keeps W_n, W with its rows normalised
+        _assert_close(model.w_, naive_normalise(naive.weights), "sae refit")
     return model, naive
 
 
@@ -292,12 +319,27 @@ def test_same_choice_scores_top1_and_h_as_the_previous_code(
 
 @pytest.mark.parametrize(
     ("method", "chosen"),
-    [("eszsl", {"gamma": 0.001, "lambda": 0.001}), ("sae", {"lambda": 10000.0})],
+    [
+        (
+            "eszsl",
+            {
+                "gamma": 1e-06,
+                "lambda": 1e-06,
+                "preprocessing": "centre-l2",
+                "gamma_at_grid_edge": True,
+                "lambda_at_grid_edge": True,
+            },
+        ),
+        ("sae", {"lambda": 1e7, "direction": "F->S", "lambda_at_grid_edge": True}),
+    ],
 )
-def test_ties_are_broken_as_before(method: str, chosen: dict[str, float]) -> None:
+def test_ties_are_broken_as_before_and_a_flat_score_ends_at_the_grid_edge(
+    method: str, chosen: dict[str, Any]
+) -> None:
     """One validation class: every grid point scores 1.0. ESZSL has always taken the smallest
     gamma, then the smallest lambda (its max over (accuracy, -gamma, -lambda)); SAE the
-    largest lambda."""
+    largest lambda (and F -> S). That choice is an end of each grid, so each grid grows 3
+    values past it (issue 27), ties all the way, and the record says the choice is at the edge."""
     task = _synthetic_task(np.random.default_rng(7), **SYNTHETIC["full-rank"])
     one_class = task.val_labels == 5
     task = replace(
@@ -306,6 +348,6 @@ def test_ties_are_broken_as_before(method: str, chosen: dict[str, float]) -> Non
         val_labels=task.val_labels[one_class],
         val_classes=np.array([5]),
     )
-    model, naive = _fit(method, task)
+    model, _ = _fit(method, task)
     assert model.val_accuracy_ == 1.0
-    assert model.hyperparameters_ == naive.hyperparameters == chosen
+    assert model.hyperparameters_ == chosen

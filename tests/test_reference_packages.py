@@ -34,6 +34,10 @@ END = re.compile(r'^# <<< copied block "(?P<name>[a-z0-9-]+)"$')
 # block -> the packages ("template": the submission template) that carry a copy of it
 EXPECTED = {
     "bilinear": {"ale", "devise", "sje"},
+    "grid-search": {
+        "ale", "conse", "dap", "devise", "eszsl", "flat-seen-classifier", "sae", "sje",
+        "trivial-hierarchy",
+    },
     "per-class-top1": {
         "ale", "conse", "dap", "devise", "eszsl", "sae", "sje", "trivial-hierarchy", "template"
     },

@@ -18,13 +18,21 @@ the validation classes as candidates, after fitting the classifier on the traini
 only; ties go to the smaller ``C``, then the larger ``T``. The ``C`` grid shares one
 standardisation of the features, and each ``T`` takes a prefix of one ranking of the seen
 classes. The classifier is then refitted on training + validation images with the chosen ``C``.
+A choice at an end of its grid grows that grid past it (:func:`grid_search`: ``C`` 10x apart,
+``T`` 2x apart, up to 3 values per end; ``T`` stops at 1 and at the number of training classes,
+the ends of its range); one still at an end is recorded (``"C_at_grid_edge": true`` or
+``"T_at_grid_edge": true`` in ``hyperparameters_``).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -43,6 +51,101 @@ def read_state(directory: Path) -> dict[str, np.ndarray]:
 
 
 # <<< copied block "state-files"
+
+
+# >>> copied block "grid-search": keep byte-identical (tests/test_reference_packages.py)
+#: At most this many values are added past each end of a hyperparameter's grid (issue 27).
+MAX_EXTENSIONS = 3
+
+
+class Axis(NamedTuple):
+    """One hyperparameter's grid for :func:`grid_search`: ``values``, ascending.
+
+    A numeric grid of two or more values grows past an end the validation choice lands on, one
+    geometric step of its own spacing at a time (``values[1] / values[0]`` below,
+    ``values[-1] / values[-2]`` above; rounded to an integer on an ``integer`` axis, to 12
+    significant digits otherwise), at most ``extensions`` (below, above) values per end, never
+    outside ``[lowest, highest]``, the values the hyperparameter can take: an end there is the
+    range's, not the grid's. A grid of one value (a fixed hyperparameter) or of strings (a
+    choice between variants) never grows.
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    lowest: float = 0.0
+    highest: float = math.inf
+    integer: bool = False
+    extensions: tuple[int, int] = (MAX_EXTENSIONS, MAX_EXTENSIONS)
+
+    def beyond(self, grid: list[Any], end: int) -> Any:
+        """The next value past ``grid``'s low (``end`` 0) or high (-1) end; None where the grid
+        cannot grow (fixed, strings, or the end of the range reached)."""
+        if len(self.values) < 2 or isinstance(self.values[0], str):
+            return None
+        if (end == 0 and grid[0] <= self.lowest) or (end == -1 and grid[-1] >= self.highest):
+            return None
+        step = self.values[0] / self.values[1] if end == 0 else self.values[-1] / self.values[-2]
+        value = min(max(grid[end] * step, self.lowest), self.highest)
+        value = round(value) if self.integer else float(f"{value:.12g}")
+        return None if value == grid[end] else value
+
+
+class Search(NamedTuple):
+    """What :func:`grid_search` found: the best ``point`` (one value per axis), its ``merit``,
+    the ``grids`` searched (by axis name, ascending) and the axes whose choice is still at an
+    end of its grid that is not the end of its range (``at_edge``)."""
+
+    point: tuple[Any, ...]
+    merit: Any
+    grids: dict[str, tuple[Any, ...]]
+    at_edge: tuple[str, ...]
+
+    def edge_flags(self) -> dict[str, bool]:
+        """``{"<name>_at_grid_edge": True}`` per axis in ``at_edge`` (for ``hyperparameters_``:
+        the record then says the choice is at the edge of its grid); empty otherwise."""
+        return {f"{name}_at_grid_edge": True for name in self.at_edge}
+
+
+def grid_search(
+    axes: tuple[Axis, ...], evaluate: Callable[[list[tuple[Any, ...]]], list[Any]]
+) -> Search:
+    """The point of the product of the ``axes``' grids with the greatest merit, each grid grown
+    until the choice is inside it (issue 27).
+
+    ``evaluate(points)`` gives one merit per point (a point: one value per axis, in ``axes``
+    order), compared with ``max``: the validation score first, then the package's tie-breaks.
+    Whenever the best point so far lies on an end of an axis's grid, that grid gains the next
+    value past that end (:meth:`Axis.beyond`), and the new points of the product are evaluated;
+    until the best point is inside every grid, at the end of an axis's range, or at an end that
+    has grown ``extensions`` times. A choice inside the given grids costs one evaluation of
+    those grids, in product order, and nothing else.
+    """
+    grids = [list(axis.values) for axis in axes]
+    grown = [[0, 0] for _ in axes]
+    merits: dict[tuple[Any, ...], Any] = {}
+    points = list(itertools.product(*grids))
+    while points:
+        merits.update(zip(points, evaluate(points), strict=True))
+        best = max(merits, key=merits.__getitem__)
+        for axis, grid, count, chosen in zip(axes, grids, grown, best, strict=True):
+            for side, end in enumerate((0, -1)):
+                value = axis.beyond(grid, end)
+                if chosen != grid[end] or value is None or count[side] >= axis.extensions[side]:
+                    continue
+                grid.insert(0 if end == 0 else len(grid), value)
+                count[side] += 1
+        points = [point for point in itertools.product(*grids) if point not in merits]
+    best = max(merits, key=merits.__getitem__)
+    at_edge = tuple(
+        axis.name
+        for axis, grid, value in zip(axes, grids, best, strict=True)
+        if any(value == grid[end] and axis.beyond(grid, end) is not None for end in (0, -1))
+    )
+    searched = {axis.name: tuple(grid) for axis, grid in zip(axes, grids, strict=True)}
+    return Search(best, merits[best], searched, at_edge)
+
+
+# <<< copied block "grid-search"
 
 
 C_GRID = (0.01, 0.1, 1.0, 10.0)
@@ -379,23 +482,44 @@ def conse_scores(
 
 class ConSE:
     def __init__(self, c_grid: tuple[float, ...] = C_GRID, t_grid: tuple[int, ...] = T_GRID):
-        self.c_grid = c_grid
-        self.t_grid = t_grid
+        self.c_grid = tuple(sorted(c_grid))
+        self.t_grid = tuple(sorted(t_grid))
 
     def fit(self, task) -> None:  # task: harness.tasks.TrainTask
         emb = normalise(task.embedding)
-        results = []
-        for clf in SeenClassifier.fit_grid(task.train_features, task.train_labels, self.c_grid):
-            proba = clf.proba(task.val_features)
-            top = top_classes(proba, max(self.t_grid))
-            for t in self.t_grid:
-                scores = conse_scores(proba, top, emb[clf.classes], emb[task.val_classes], t)
+        # Per C: the classifier's classes, its validation probabilities and their ranking.
+        fitted: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+
+        def evaluate(points: list[tuple[Any, ...]]) -> list[Any]:
+            """Per-class top-1 on the validation classes of each (C, T)."""
+            cs = [c for c in dict.fromkeys(c for c, _ in points) if c not in fitted]
+            if cs:
+                grid = SeenClassifier.fit_grid(task.train_features, task.train_labels, tuple(cs))
+                for clf in grid:
+                    fitted[clf.c] = clf.classes, clf.proba(task.val_features), None
+            merits = []
+            for c, t in points:
+                classes, proba, top = fitted[c]
+                if top is None or top.shape[1] < min(t, proba.shape[1]):
+                    # ranked once per C (per round), as far as its largest T
+                    top = top_classes(proba, max(u for other, u in points if other == c))
+                    fitted[c] = classes, proba, top
+                scores = conse_scores(proba, top, emb[classes], emb[task.val_classes], t)
                 acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
-                results.append((acc, -clf.c, t))
-        best = max(results)
-        self.val_accuracy_, self.c_, self.t_ = best[0], -best[1], best[2]
+                merits.append((acc, -c, t))  # ties: the smaller C, then the larger T
+            return merits
+
+        n_classes = len(np.unique(task.train_labels))
+        axes = (
+            Axis("C", self.c_grid),
+            Axis("T", self.t_grid, lowest=1, highest=n_classes, integer=True),
+        )
+        search = grid_search(axes, evaluate)
+        self.c_, self.t_ = search.point
+        self.val_accuracy_ = search.merit[0]
+        self.grids_ = search.grids
         # Shown on the submission page (harness.hyperparameters): what validation chose.
-        self.hyperparameters_ = {"C": self.c_, "T": self.t_}
+        self.hyperparameters_ = {"C": self.c_, "T": self.t_, **search.edge_flags()}
         self.clf_ = SeenClassifier.fit_grid(
             np.concatenate([task.train_features, task.val_features]),
             np.concatenate([task.train_labels, task.val_labels]),

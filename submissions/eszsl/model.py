@@ -7,11 +7,19 @@ embeddings ``s_c``, with the closed-form solution
 
 where ``Y`` holds +1 for the true class and -1 elsewhere. ``gamma`` and ``lambda`` are chosen on
 the validation classes only (train on training classes, per-class top-1 on validation classes
-among validation candidates), then V is refitted on training + validation images.
+among validation candidates), then V is refitted on training + validation images. When a chosen
+value is an end of its grid, that grid grows past it (:func:`grid_search`, up to 3 values, 10x
+apart, per end); a choice still at an end after that is recorded (``"gamma_at_grid_edge": true``
+or ``"lambda_at_grid_edge": true`` in ``hyperparameters_``).
 
-Features are centred on the mean of the fitting images and L2-normalised per image before the
-solve (the bilinear form has no bias term, so uncentred non-negative features waste capacity on
-the offset); the mean comes from training images only, never from test images.
+Preprocessing (the constructor's ``preprocessing``, recorded in ``hyperparameters_``):
+
+* ``"centre-l2"`` (the default, the paper's): features are centred on the mean of the fitting
+  images and L2-normalised per image before the solve (the bilinear form has no bias term, so
+  uncentred non-negative features waste capacity on the offset), and ``Y`` is in {-1, +1}; the
+  mean comes from training images only, never from test images.
+* ``"raw-01"`` (public re-implementations'): the features as they are and ``Y`` in {0, 1}
+  (``Y S`` has the rows ``s_y``).
 
 How it is computed (:class:`ClosedForm`): one symmetric eigendecomposition each of
 ``X^T X = U diag(a) U^T`` and ``S^T S = Q diag(b) Q^T`` serves every (gamma, lambda) pair,
@@ -30,8 +38,11 @@ solves, cheaper than an eigendecomposition for a single pair.
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,7 +62,104 @@ def read_state(directory: Path) -> dict[str, np.ndarray]:
 # <<< copied block "state-files"
 
 
+# >>> copied block "grid-search": keep byte-identical (tests/test_reference_packages.py)
+#: At most this many values are added past each end of a hyperparameter's grid (issue 27).
+MAX_EXTENSIONS = 3
+
+
+class Axis(NamedTuple):
+    """One hyperparameter's grid for :func:`grid_search`: ``values``, ascending.
+
+    A numeric grid of two or more values grows past an end the validation choice lands on, one
+    geometric step of its own spacing at a time (``values[1] / values[0]`` below,
+    ``values[-1] / values[-2]`` above; rounded to an integer on an ``integer`` axis, to 12
+    significant digits otherwise), at most ``extensions`` (below, above) values per end, never
+    outside ``[lowest, highest]``, the values the hyperparameter can take: an end there is the
+    range's, not the grid's. A grid of one value (a fixed hyperparameter) or of strings (a
+    choice between variants) never grows.
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    lowest: float = 0.0
+    highest: float = math.inf
+    integer: bool = False
+    extensions: tuple[int, int] = (MAX_EXTENSIONS, MAX_EXTENSIONS)
+
+    def beyond(self, grid: list[Any], end: int) -> Any:
+        """The next value past ``grid``'s low (``end`` 0) or high (-1) end; None where the grid
+        cannot grow (fixed, strings, or the end of the range reached)."""
+        if len(self.values) < 2 or isinstance(self.values[0], str):
+            return None
+        if (end == 0 and grid[0] <= self.lowest) or (end == -1 and grid[-1] >= self.highest):
+            return None
+        step = self.values[0] / self.values[1] if end == 0 else self.values[-1] / self.values[-2]
+        value = min(max(grid[end] * step, self.lowest), self.highest)
+        value = round(value) if self.integer else float(f"{value:.12g}")
+        return None if value == grid[end] else value
+
+
+class Search(NamedTuple):
+    """What :func:`grid_search` found: the best ``point`` (one value per axis), its ``merit``,
+    the ``grids`` searched (by axis name, ascending) and the axes whose choice is still at an
+    end of its grid that is not the end of its range (``at_edge``)."""
+
+    point: tuple[Any, ...]
+    merit: Any
+    grids: dict[str, tuple[Any, ...]]
+    at_edge: tuple[str, ...]
+
+    def edge_flags(self) -> dict[str, bool]:
+        """``{"<name>_at_grid_edge": True}`` per axis in ``at_edge`` (for ``hyperparameters_``:
+        the record then says the choice is at the edge of its grid); empty otherwise."""
+        return {f"{name}_at_grid_edge": True for name in self.at_edge}
+
+
+def grid_search(
+    axes: tuple[Axis, ...], evaluate: Callable[[list[tuple[Any, ...]]], list[Any]]
+) -> Search:
+    """The point of the product of the ``axes``' grids with the greatest merit, each grid grown
+    until the choice is inside it (issue 27).
+
+    ``evaluate(points)`` gives one merit per point (a point: one value per axis, in ``axes``
+    order), compared with ``max``: the validation score first, then the package's tie-breaks.
+    Whenever the best point so far lies on an end of an axis's grid, that grid gains the next
+    value past that end (:meth:`Axis.beyond`), and the new points of the product are evaluated;
+    until the best point is inside every grid, at the end of an axis's range, or at an end that
+    has grown ``extensions`` times. A choice inside the given grids costs one evaluation of
+    those grids, in product order, and nothing else.
+    """
+    grids = [list(axis.values) for axis in axes]
+    grown = [[0, 0] for _ in axes]
+    merits: dict[tuple[Any, ...], Any] = {}
+    points = list(itertools.product(*grids))
+    while points:
+        merits.update(zip(points, evaluate(points), strict=True))
+        best = max(merits, key=merits.__getitem__)
+        for axis, grid, count, chosen in zip(axes, grids, grown, best, strict=True):
+            for side, end in enumerate((0, -1)):
+                value = axis.beyond(grid, end)
+                if chosen != grid[end] or value is None or count[side] >= axis.extensions[side]:
+                    continue
+                grid.insert(0 if end == 0 else len(grid), value)
+                count[side] += 1
+        points = [point for point in itertools.product(*grids) if point not in merits]
+    best = max(merits, key=merits.__getitem__)
+    at_edge = tuple(
+        axis.name
+        for axis, grid, value in zip(axes, grids, best, strict=True)
+        if any(value == grid[end] and axis.beyond(grid, end) is not None for end in (0, -1))
+    )
+    searched = {axis.name: tuple(grid) for axis, grid in zip(axes, grids, strict=True)}
+    return Search(best, merits[best], searched, at_edge)
+
+
+# <<< copied block "grid-search"
+
+
 GRID = tuple(10.0**p for p in range(-3, 4))
+#: The preprocessings (module docstring), the default first.
+PREPROCESSING = ("centre-l2", "raw-01")
 
 
 # >>> copied block "psd-eigh": keep byte-identical (tests/test_reference_packages.py)
@@ -71,19 +179,27 @@ def psd_eigh(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def normal_terms(
-    x: np.ndarray, labels: np.ndarray, s: np.ndarray
+    x: np.ndarray, labels: np.ndarray, s: np.ndarray, signed: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``X^T X``, ``X^T Y S`` and ``S^T S`` for images ``x [n, d]`` of classes ``labels`` (rows
-    of ``s``). Row i of ``Y S`` is ``2 s_y - sum_c s_c``: the n x C matrix of +-1 is never made."""
+    of ``s``). ``Y`` in {-1, +1} (``signed``): row i of ``Y S`` is ``2 s_y - sum_c s_c``; in
+    {0, 1}: ``s_y``. The n x C matrix ``Y`` is never made."""
     s = s.astype(np.float64)
-    ys = 2.0 * s[labels] - s.sum(axis=0)
+    ys = 2.0 * s[labels] - s.sum(axis=0) if signed else s[labels]
     return x.T @ x, x.T @ ys, s.T @ s  # x.T @ x: one BLAS call (numpy uses syrk for it)
 
 
-def solve(x: np.ndarray, labels: np.ndarray, s: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+def solve(
+    x: np.ndarray,
+    labels: np.ndarray,
+    s: np.ndarray,
+    gamma: float,
+    lam: float,
+    signed: bool = True,
+) -> np.ndarray:
     """V for one (gamma, lambda): two linear solves, cheaper than :class:`ClosedForm`'s
     eigendecompositions when only one pair is wanted (the refit)."""
-    xtx, xtys, sts = normal_terms(x, labels, s)
+    xtx, xtys, sts = normal_terms(x, labels, s, signed)
     xtx[np.diag_indices_from(xtx)] += gamma
     left = np.linalg.solve(xtx, xtys)
     return np.linalg.solve((sts + lam * np.eye(len(sts))).T, left.T).T
@@ -96,8 +212,10 @@ class ClosedForm:
     then costs an element-wise division of a d x k matrix.
     """
 
-    def __init__(self, x: np.ndarray, labels: np.ndarray, s: np.ndarray) -> None:
-        xtx, xtys, sts = normal_terms(x, labels, s)
+    def __init__(
+        self, x: np.ndarray, labels: np.ndarray, s: np.ndarray, signed: bool = True
+    ) -> None:
+        xtx, xtys, sts = normal_terms(x, labels, s, signed)
         self.a, self.u = psd_eigh(xtx)
         self.b, self.q = psd_eigh(sts)
         self.core = self.u.T @ xtys @ self.q  # U^T X^T Y S Q  [d, k]
@@ -164,54 +282,79 @@ def per_class_top1(scores: np.ndarray, labels: np.ndarray, *, classes: np.ndarra
 
 
 class ESZSL:
-    def __init__(self, grid: tuple[float, ...] = GRID) -> None:
+    def __init__(self, grid: tuple[float, ...] = GRID, preprocessing: str = "centre-l2") -> None:
+        if preprocessing not in PREPROCESSING:
+            raise ValueError(
+                f"preprocessing: expected one of {list(PREPROCESSING)}, got {preprocessing!r}"
+            )
         self.grid = grid
+        self.preprocessing = preprocessing
 
     def fit(self, task) -> None:  # task: harness.tasks.TrainTask
         emb = task.embedding
         train_cls, val_cls = task.train_classes, task.val_classes
+        signed = self.preprocessing == "centre-l2"
         # Relabel to positions within each class subset.
         tr_pos = np.searchsorted(train_cls, task.train_labels)
         # One float64 copy of the fitting images serves the tuning and the refit: a fresh
         # AWA2-size array costs ~0.9 s of page faults, more than the arithmetic on it.
         n_train = len(task.train_features)
         rows = np.concatenate([task.train_features, task.val_features], dtype=np.float64)
-        mean = task.train_features.mean(axis=0)
-        x_train = centre_and_normalise(rows[:n_train], mean)
-        x_val = centre_and_normalise(rows[n_train:], mean)
-        fit = ClosedForm(x_train, tr_pos, emb[train_cls])
-        pairs = list(itertools.product(self.grid, self.grid))
+        x_train, x_val = rows[:n_train], rows[n_train:]
+        if signed:
+            mean = task.train_features.mean(axis=0)
+            x_train = centre_and_normalise(x_train, mean)
+            x_val = centre_and_normalise(x_val, mean)
+        fit = ClosedForm(x_train, tr_pos, emb[train_cls], signed)
         val_emb_q = emb[val_cls].astype(np.float64) @ fit.q  # S_val Q  [C_val, k]
-        # V S_val^T of every pair side by side [d, pairs x C_val]: one product scores them all.
-        v_val = fit.u @ np.hstack([fit.rotated(*pair) @ val_emb_q.T for pair in pairs])
-        scores = (x_val @ v_val).reshape(len(x_val), len(pairs), len(val_cls))
-        results = []
-        for (gamma, lam), pair_scores in zip(pairs, scores.transpose(1, 0, 2), strict=True):
-            acc = per_class_top1(pair_scores, task.val_labels, classes=val_cls)
-            results.append((acc, -gamma, -lam))  # ties: the smaller gamma, then the smaller lambda
-        best = max(results)
-        self.gamma_, self.lambda_ = -best[1], -best[2]
-        self.val_accuracy_ = best[0]
+
+        def evaluate(pairs: list[tuple[Any, ...]]) -> list[Any]:
+            """Per-class top-1 on the validation classes of each (gamma, lambda)."""
+            # V S_val^T of every pair side by side [d, pairs x C_val]: one product scores all.
+            v_val = fit.u @ np.hstack([fit.rotated(*pair) @ val_emb_q.T for pair in pairs])
+            scores = (x_val @ v_val).reshape(len(x_val), len(pairs), len(val_cls))
+            results = []
+            for (gamma, lam), pair_scores in zip(pairs, scores.transpose(1, 0, 2), strict=True):
+                acc = per_class_top1(pair_scores, task.val_labels, classes=val_cls)
+                results.append((acc, -gamma, -lam))  # ties: the smaller gamma, then lambda
+            return results
+
+        search = grid_search((Axis("gamma", self.grid), Axis("lambda", self.grid)), evaluate)
+        self.gamma_, self.lambda_ = search.point
+        self.val_accuracy_ = search.merit[0]
+        self.grids_ = search.grids
         # Shown on the submission page (harness.hyperparameters): what validation chose.
-        self.hyperparameters_ = {"gamma": self.gamma_, "lambda": self.lambda_}
+        self.hyperparameters_ = {
+            "gamma": self.gamma_,
+            "lambda": self.lambda_,
+            "preprocessing": self.preprocessing,
+            **search.edge_flags(),
+        }
         seen = np.union1d(train_cls, val_cls)
         y = np.searchsorted(seen, np.concatenate([task.train_labels, task.val_labels]))
         rows[:n_train], rows[n_train:] = task.train_features, task.val_features  # raw again
-        # float32 accumulation, row by row: bit-identical to the float32 features' own mean
-        self.mean_ = rows.mean(axis=0, dtype=np.float32)
-        x = centre_and_normalise(rows, self.mean_)
-        self.v_ = solve(x, y, emb[seen], self.gamma_, self.lambda_)
+        self.mean_: np.ndarray | None = None
+        if signed:
+            # float32 accumulation, row by row: bit-identical to the float32 features' own mean
+            self.mean_ = rows.mean(axis=0, dtype=np.float32)
+            rows = centre_and_normalise(rows, self.mean_)
+        self.v_ = solve(rows, y, emb[seen], self.gamma_, self.lambda_, signed)
         self.embedding_ = emb
 
     def save(self, directory: Path) -> None:
-        write_state(directory, {"mean": self.mean_, "v": self.v_, "embedding": self.embedding_})
+        arrays = {"v": self.v_, "embedding": self.embedding_}
+        if self.mean_ is not None:
+            arrays["mean"] = self.mean_
+        write_state(directory, {**arrays, "preprocessing": np.asarray(self.preprocessing)})
 
     @classmethod
     def load(cls, directory: Path) -> ESZSL:
-        state, model = read_state(directory), cls()
-        model.mean_, model.v_, model.embedding_ = state["mean"], state["v"], state["embedding"]
+        state = read_state(directory)
+        model = cls(preprocessing=str(state["preprocessing"]))
+        model.mean_, model.v_, model.embedding_ = state.get("mean"), state["v"], state["embedding"]
         return model
 
     def predict(self, features: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-        x = preprocess(features, self.mean_)
+        raw = self.mean_ is None  # "raw-01": the features as they are
+        x = features.astype(np.float64) if raw else preprocess(features, self.mean_)
         return (x @ self.v_ @ self.embedding_[candidates].T).astype(np.float32)

@@ -27,13 +27,20 @@ This submission is that diagnostic, written so that its scores are exact rather 
   validation images with the validation classes as candidates (nearest seen classes taken
   among the training classes), after fitting on the training classes only; ties go to the
   smaller ``C``. The classifier is refitted on training + validation images.
+  A choice at an end of the grid grows it past that end (:func:`grid_search`: 10x apart, up to
+  3 values per end); one still at an end is recorded (``"C_at_grid_edge": true`` in
+  ``hyperparameters_``).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.optimize
@@ -52,6 +59,101 @@ def read_state(directory: Path) -> dict[str, np.ndarray]:
 
 
 # <<< copied block "state-files"
+
+
+# >>> copied block "grid-search": keep byte-identical (tests/test_reference_packages.py)
+#: At most this many values are added past each end of a hyperparameter's grid (issue 27).
+MAX_EXTENSIONS = 3
+
+
+class Axis(NamedTuple):
+    """One hyperparameter's grid for :func:`grid_search`: ``values``, ascending.
+
+    A numeric grid of two or more values grows past an end the validation choice lands on, one
+    geometric step of its own spacing at a time (``values[1] / values[0]`` below,
+    ``values[-1] / values[-2]`` above; rounded to an integer on an ``integer`` axis, to 12
+    significant digits otherwise), at most ``extensions`` (below, above) values per end, never
+    outside ``[lowest, highest]``, the values the hyperparameter can take: an end there is the
+    range's, not the grid's. A grid of one value (a fixed hyperparameter) or of strings (a
+    choice between variants) never grows.
+    """
+
+    name: str
+    values: tuple[Any, ...]
+    lowest: float = 0.0
+    highest: float = math.inf
+    integer: bool = False
+    extensions: tuple[int, int] = (MAX_EXTENSIONS, MAX_EXTENSIONS)
+
+    def beyond(self, grid: list[Any], end: int) -> Any:
+        """The next value past ``grid``'s low (``end`` 0) or high (-1) end; None where the grid
+        cannot grow (fixed, strings, or the end of the range reached)."""
+        if len(self.values) < 2 or isinstance(self.values[0], str):
+            return None
+        if (end == 0 and grid[0] <= self.lowest) or (end == -1 and grid[-1] >= self.highest):
+            return None
+        step = self.values[0] / self.values[1] if end == 0 else self.values[-1] / self.values[-2]
+        value = min(max(grid[end] * step, self.lowest), self.highest)
+        value = round(value) if self.integer else float(f"{value:.12g}")
+        return None if value == grid[end] else value
+
+
+class Search(NamedTuple):
+    """What :func:`grid_search` found: the best ``point`` (one value per axis), its ``merit``,
+    the ``grids`` searched (by axis name, ascending) and the axes whose choice is still at an
+    end of its grid that is not the end of its range (``at_edge``)."""
+
+    point: tuple[Any, ...]
+    merit: Any
+    grids: dict[str, tuple[Any, ...]]
+    at_edge: tuple[str, ...]
+
+    def edge_flags(self) -> dict[str, bool]:
+        """``{"<name>_at_grid_edge": True}`` per axis in ``at_edge`` (for ``hyperparameters_``:
+        the record then says the choice is at the edge of its grid); empty otherwise."""
+        return {f"{name}_at_grid_edge": True for name in self.at_edge}
+
+
+def grid_search(
+    axes: tuple[Axis, ...], evaluate: Callable[[list[tuple[Any, ...]]], list[Any]]
+) -> Search:
+    """The point of the product of the ``axes``' grids with the greatest merit, each grid grown
+    until the choice is inside it (issue 27).
+
+    ``evaluate(points)`` gives one merit per point (a point: one value per axis, in ``axes``
+    order), compared with ``max``: the validation score first, then the package's tie-breaks.
+    Whenever the best point so far lies on an end of an axis's grid, that grid gains the next
+    value past that end (:meth:`Axis.beyond`), and the new points of the product are evaluated;
+    until the best point is inside every grid, at the end of an axis's range, or at an end that
+    has grown ``extensions`` times. A choice inside the given grids costs one evaluation of
+    those grids, in product order, and nothing else.
+    """
+    grids = [list(axis.values) for axis in axes]
+    grown = [[0, 0] for _ in axes]
+    merits: dict[tuple[Any, ...], Any] = {}
+    points = list(itertools.product(*grids))
+    while points:
+        merits.update(zip(points, evaluate(points), strict=True))
+        best = max(merits, key=merits.__getitem__)
+        for axis, grid, count, chosen in zip(axes, grids, grown, best, strict=True):
+            for side, end in enumerate((0, -1)):
+                value = axis.beyond(grid, end)
+                if chosen != grid[end] or value is None or count[side] >= axis.extensions[side]:
+                    continue
+                grid.insert(0 if end == 0 else len(grid), value)
+                count[side] += 1
+        points = [point for point in itertools.product(*grids) if point not in merits]
+    best = max(merits, key=merits.__getitem__)
+    at_edge = tuple(
+        axis.name
+        for axis, grid, value in zip(axes, grids, best, strict=True)
+        if any(value == grid[end] and axis.beyond(grid, end) is not None for end in (0, -1))
+    )
+    searched = {axis.name: tuple(grid) for axis, grid in zip(axes, grids, strict=True)}
+    return Search(best, merits[best], searched, at_edge)
+
+
+# <<< copied block "grid-search"
 
 
 C_GRID = (0.01, 0.1, 1.0, 10.0)
@@ -394,21 +496,29 @@ def log_mean_posterior(log_proba: np.ndarray, weights: np.ndarray) -> np.ndarray
 
 class TrivialHierarchy:
     def __init__(self, c_grid: tuple[float, ...] = C_GRID) -> None:
-        self.c_grid = c_grid
+        self.c_grid = tuple(sorted(c_grid))
 
     def fit(self, task) -> None:  # task: harness.tasks.TrainTask
         self.noise_ = NOISE * np.random.default_rng(task.seed).standard_normal(len(task.class_ids))
         weights = nearest_seen(task, task.train_classes)[task.val_classes]
-        results = []
-        for clf in SeenClassifier.fit_grid(task.train_features, task.train_labels, self.c_grid):
-            scores = log_mean_posterior(clf.log_proba(task.val_features), weights)
-            scores += self.noise_[task.val_classes]
-            acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
-            results.append((acc, -clf.c))
-        best = max(results)
-        self.val_accuracy_, self.c_ = best[0], -best[1]
+
+        def evaluate(points: list[tuple[Any, ...]]) -> list[Any]:
+            """Per-class top-1 on the validation classes of each (C,)."""
+            cs = tuple(c for (c,) in points)
+            merits = []
+            for clf in SeenClassifier.fit_grid(task.train_features, task.train_labels, cs):
+                scores = log_mean_posterior(clf.log_proba(task.val_features), weights)
+                scores += self.noise_[task.val_classes]
+                acc = per_class_top1(scores, task.val_labels, classes=task.val_classes)
+                merits.append((acc, -clf.c))  # ties: the smaller C
+            return merits
+
+        search = grid_search((Axis("C", self.c_grid),), evaluate)
+        (self.c_,) = search.point
+        self.val_accuracy_ = search.merit[0]
+        self.grids_ = search.grids
         # Shown on the submission page (harness.hyperparameters): what validation chose.
-        self.hyperparameters_ = {"C": self.c_}
+        self.hyperparameters_ = {"C": self.c_, **search.edge_flags()}
         self.clf_ = SeenClassifier.fit_grid(
             np.concatenate([task.train_features, task.val_features]),
             np.concatenate([task.train_labels, task.val_labels]),
