@@ -171,15 +171,10 @@ def generate_prediction_files(
         # The generator is untrusted: its files are copied through OutputDir, which follows no
         # link, takes regular files only and bounds their size by the dense contract's.
         made = OutputDir(out)
-        for setting in prediction_settings(bench.spec):
+        for setting in bench.spec.prediction_settings():
             cells = len(bench.rows(setting)) * len(bench.columns(setting))
             target = package.prediction_path(bench.spec.benchmark, setting)
             made.copy_to(f"{setting}.safetensors", target, limit=8 * cells + GENERATED_HEADROOM)
-
-
-def prediction_settings(spec: Spec) -> list[str]:
-    """Every prediction file a run needs: test settings, then validation settings."""
-    return [*spec.settings, *spec.validation_settings()]
 
 
 def read_all(
@@ -201,7 +196,8 @@ def read_all(
             class_order_hash=bench.class_order_hash(setting),
             setting=setting,
             shape=(len(bench.rows(setting)), len(bench.columns(setting))),
-            topk=fmt.k if fmt.format == "topk" and not setting.endswith("_val") else None,
+            # Top-K benchmarks keep the K best of test rows; validation and scale are dense.
+            topk=fmt.k if fmt.format == "topk" and setting in bench.spec.settings else None,
             name=names.get(setting),
         )
         for setting, path in paths.items()
@@ -303,7 +299,7 @@ def run_submission(
                 env["image"] = ran.image
         else:  # missing files are named with the command that writes them
             paths = package.prediction_files(
-                spec.benchmark, prediction_settings(spec), spec=spec_path
+                spec.benchmark, spec.prediction_settings(), spec=spec_path
             )
         with steps("score", "score"):
             predictions = read_all(
@@ -479,7 +475,7 @@ def plan_submission(
     with run_directory("zsl-plan-") as tmp:
         package = open_package(Path(package_path), Path(tmp) / "package")
         manifest = package.manifest
-        settings = prediction_settings(spec)
+        settings = spec.prediction_settings()
         if manifest.kind == "model":
             assert manifest.model is not None
             if runner is not None:

@@ -31,6 +31,7 @@ from harness.metrics import Metric, MetricInput, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
 from harness.metrics.comparison import RunClassValues, class_values, ratio_class_values
 from harness.metrics.decomposition import concatenate, point_estimate
+from harness.metrics.score_scale import score_scale
 from harness.records import BenchmarkInfo, ClassValues, Interval, RunRecord, ScoreEntry
 from harness.spec import MetricSpec, Uncertainty
 from harness.submission.predictions import CHUNK_ROWS, Predictions
@@ -62,6 +63,7 @@ def metric_input(
     rows: slice | None = None,
     topk: tuple[np.ndarray, np.ndarray] | None = None,
     validation: MetricInput | None = None,
+    score_scale: float | None = None,
 ) -> MetricInput:
     """Align the test labels with the prediction columns of ``setting`` (optionally a row chunk)."""
     columns = bench.columns(setting)
@@ -79,19 +81,32 @@ def metric_input(
         topk_scores=None if topk is None else topk[1],
         candidate_nodes=_candidate_nodes(bench, setting),
         validation=validation,
+        score_scale=score_scale,
     )
 
 
 def _chunks(
-    bench: PreparedBenchmark, setting: str, predictions: Predictions, validation: MetricInput | None
+    bench: PreparedBenchmark,
+    setting: str,
+    predictions: Predictions,
+    validation: MetricInput | None,
+    score_scale: float | None,
 ) -> Iterator[MetricInput]:
     if predictions.scores is not None:
-        yield metric_input(bench, setting, predictions.scores, validation=validation)
+        yield metric_input(
+            bench, setting, predictions.scores, validation=validation, score_scale=score_scale
+        )
         return
     for start, indices, scores in predictions.topk_chunks(CHUNK_ROWS):
         rows = slice(start, start + len(indices))
         yield metric_input(
-            bench, setting, None, rows=rows, topk=(indices, scores), validation=validation
+            bench,
+            setting,
+            None,
+            rows=rows,
+            topk=(indices, scores),
+            validation=validation,
+            score_scale=score_scale,
         )
 
 
@@ -219,22 +234,44 @@ def score_setting(
     return out
 
 
+def _dense(
+    bench: PreparedBenchmark, predictions: dict[str, Predictions], name: str, setting: str
+) -> np.ndarray:
+    found = predictions.get(name)
+    if found is None or found.scores is None:
+        raise MetricError(
+            f"{bench.spec.benchmark}/{setting}: metrics tuned on validation need dense"
+            f" '{name}' predictions"
+        )
+    return found.scores
+
+
+def _score_scales(
+    bench: PreparedBenchmark, predictions: dict[str, Predictions], setting: str
+) -> dict[str, float]:
+    """Each fit's score scale, from its predictions on the scale images."""
+    return {
+        name: score_scale(_dense(bench, predictions, name, setting))
+        for name in bench.spec.scale_settings()
+    }
+
+
 def score(bench: PreparedBenchmark, predictions: dict[str, Predictions]) -> list[ScoreEntry]:
     """Every metric the spec declares, per setting, in spec order, each with its interval."""
     entries: list[ScoreEntry] = []
     for setting in bench.spec.settings:
         specs = bench.spec.metrics_for(setting)
-        validation = None
+        validation, scales = None, {}
         if any(metrics.get(e.name).needs_validation for e in specs):
             val_setting = f"{setting}_val"
-            val_predictions = predictions.get(val_setting)
-            if val_predictions is None or val_predictions.scores is None:
-                raise MetricError(
-                    f"{bench.spec.benchmark}/{setting}: metrics tuned on validation need dense"
-                    f" '{val_setting}' predictions"
-                )
-            validation = metric_input(bench, val_setting, val_predictions.scores)
-        chunks = _chunks(bench, setting, predictions[setting], validation)
+            scales = _score_scales(bench, predictions, setting)
+            validation = metric_input(
+                bench,
+                val_setting,
+                _dense(bench, predictions, val_setting, setting),
+                score_scale=scales["scale_val"],
+            )
+        chunks = _chunks(bench, setting, predictions[setting], validation, scales.get("scale"))
         entries.extend(score_setting(setting, chunks, specs, bench.spec.uncertainty))
     return entries
 

@@ -54,6 +54,7 @@ from harness.features.backbones import is_weights_name, named_weights_pretrained
 from harness.features.preprocess import PRESETS, Preprocessing
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
+from harness.metrics.score_scale import SCALE_SETTINGS
 from harness.records import Setting
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=64)]
@@ -487,6 +488,24 @@ class Spec(_Strict):
                 for m in self.metrics_for(s)
             )
         ]
+
+    def scale_settings(self) -> list[str]:
+        """The score-scale prediction settings: ``scale`` (main fit) and ``scale_val``
+        (validation fit), when a metric carries a parameter from the validation fit's scores to
+        the main fit's (:mod:`harness.metrics.score_scale`); else none."""
+        return list(SCALE_SETTINGS) if self.validation_settings() else []
+
+    def fit_settings(self, fit: str) -> list[str]:
+        """The prediction settings one fit (``main`` or ``validation``) predicts, in order."""
+        scale = self.scale_settings()
+        if fit == "main":
+            return [*self.settings, *scale[:1]]
+        return [*self.validation_settings(), *scale[1:]]
+
+    def prediction_settings(self) -> list[str]:
+        """Every prediction file a run needs: the main fit's settings (test, then scale), then
+        the validation fit's (validation, then scale)."""
+        return [*self.fit_settings("main"), *self.fit_settings("validation")]
 
     def hierarchy_path(self) -> Path | None:
         if self.hierarchy is None or self.hierarchy.file is None:

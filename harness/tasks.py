@@ -51,6 +51,12 @@ predictions, which must come from a model that never saw the validation classes.
 therefore fits a second, fresh model on training classes only (split into its own train/val
 classes for tuning) and predicts validation-class images (``zsl_val``) and held-out
 training-class images plus validation-class images (``gzsl_val``).
+
+Why ``scale`` and ``scale_val``: a value chosen on the validation fit's scores reaches the main
+fit's in units of each fit's score scale (:mod:`harness.metrics.score_scale`). Both fits
+therefore also predict the same sample of training images, which both trained on, over the
+training classes, which both have seen: the main fit as setting ``scale``, the validation fit as
+``scale_val``. They are rows of each fit's shuffled prediction images like any other.
 """
 
 from __future__ import annotations
@@ -298,9 +304,10 @@ def _fit_plans(
     """Per fit: its prediction settings, its image sets (train, val) and class sets."""
     a = bench.array
     settings: list[str] = list(bench.spec.settings)
+    scale = bench.spec.scale_settings()
     plans: dict[str, tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]] = {
         "main": (
-            settings,
+            [*settings, *scale[:1]],
             {"train": a("splits/train_images"), "val": a("splits/val_images")},
             {"train": a("splits/train_classes"), "val": a("splits/val_classes")},
         )
@@ -313,7 +320,7 @@ def _fit_plans(
         # The frozen split arrays of this fit keep their ``cal_`` prefix: array names are part
         # of the benchmark hash, so renaming them would orphan every stored run.
         plans["validation"] = (
-            [f"{s}_val" for s in settings],
+            [*(f"{s}_val" for s in settings), *scale[1:]],
             {
                 "train": fit[np.isin(labels[fit], cal_train)],
                 "val": fit[np.isin(labels[fit], cal_val)],

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 
 from harness.data.prepare import PreparedBenchmark
-from harness.pipeline import prediction_settings
 from harness.submission.predictions import write_predictions
 from tests.conftest import SUBMISSIONS
 
@@ -72,7 +71,7 @@ def predictions_package(
     (root / "predictions").mkdir(parents=True)
     (root / "submission.yaml").write_text(PREDICTIONS_MANIFEST.format(suffix=suffix))
     bad = root / "predictions" / f"demo.{setting_to_break}.{suffix}"
-    for setting in prediction_settings(bench.spec):
+    for setting in bench.spec.prediction_settings():
         shape = (len(bench.rows(setting)), len(bench.columns(setting)))
         kwargs: dict[str, object] = {
             "benchmark_hash": bench.hash,

@@ -19,7 +19,7 @@ import pytest
 
 from harness.data.prepare import load_benchmark
 from harness.errors import PredictionError, RunnerError
-from harness.pipeline import prediction_settings, run_submission
+from harness.pipeline import run_submission
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.failure import explain_failure, traceback_location
 from harness.runners.outputs import WORKER_JSON
@@ -148,7 +148,7 @@ def _refused(tmp_path: Path, code: str, runner: str, db: str) -> tuple[str, Path
 
 def _columns() -> dict[str, int]:
     bench = load_benchmark(load_spec(DEMO))
-    return {s: len(bench.columns(s)) for s in prediction_settings(bench.spec)}
+    return {s: len(bench.columns(s)) for s in bench.spec.prediction_settings()}
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 import harness.pipeline as pipeline
 from harness.data.prepare import load_benchmark
 from harness.errors import RunnerError
-from harness.pipeline import prediction_settings, read_all, run_submission
+from harness.pipeline import read_all, run_submission
 from harness.runners.local import LocalRunner
 from harness.spec import load_spec
 from tests.conftest import SPECS, SUBMISSIONS, stored_runs
@@ -204,7 +204,7 @@ def test_prediction_files_map_shuffled_rows_into_the_frozen_order(tmp_path: Path
 
     bench = load_benchmark(load_spec(DEMO))
     rowmap = write_model_bundles(bench, tmp_path / "bundles", tmp_path / "secret")
-    settings = prediction_settings(bench.spec)
+    settings = bench.spec.prediction_settings()
     outputs = {}
     for fit in rowmap.n_rows:
         for s in pass_settings(bench, [x for x in settings if rowmap.fits[x] == fit]):

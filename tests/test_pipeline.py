@@ -10,7 +10,7 @@ import pytest
 
 from harness.data.prepare import load_benchmark
 from harness.errors import PredictionError, RunnerError
-from harness.pipeline import generate_prediction_files, prediction_settings, run_submission
+from harness.pipeline import generate_prediction_files, run_submission
 from harness.spec import load_spec
 from harness.store import count_runs, create_tables, load_runs, make_engine
 from harness.submission.package import load_package
@@ -54,7 +54,10 @@ def test_eszsl_beats_the_baseline_and_reruns_update_one_record(tmp_path: Path, d
         ]
         # every scalar carries a bootstrap interval
         assert all(e.interval is not None and e.interval.n_boot == 1000 for e in record.scores)
-        assert set(record.predictions_hashes) == {"zsl", "gzsl", "zsl_val", "gzsl_val"}
+        assert set(record.predictions_hashes) == {
+            *("zsl", "gzsl", "zsl_val", "gzsl_val"),
+            *("scale", "scale_val"),
+        }
         assert record.benchmark.hash == load_spec(DEMO).data.checksum
     # ESZSL must beat the untuned baseline on unseen classes by far more than noise
     # (20 unseen classes of 40-80 images: a per-class accuracy has a standard error of a few points).
@@ -110,7 +113,7 @@ def test_stale_prediction_files_are_refused(tmp_path: Path, db: str) -> None:
     package_dir = _copy("nearest-seen-class-transfer", tmp_path)
     package = load_package(package_dir)
     bench = load_benchmark(load_spec(DEMO))
-    for setting in prediction_settings(bench.spec):  # every file there, each made for other data
+    for setting in bench.spec.prediction_settings():  # every file there, each made for other data
         shape = (len(bench.rows(setting)), len(bench.columns(setting)))
         write_predictions(
             package.prediction_path("demo", setting),

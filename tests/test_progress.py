@@ -95,7 +95,9 @@ def _events(fit: str, settings: list[str]) -> list[tuple[str, str, str, str | No
 
 
 #: What a CPU run on the demo benchmark reports, in order (the validation fit comes first).
-DEMO_EVENTS = _events("validation", ["zsl_val", "gzsl_val"]) + _events("main", ["zsl", "gzsl"])
+DEMO_EVENTS = _events("validation", ["zsl_val", "gzsl_val", "scale_val"]) + _events(
+    "main", ["zsl", "gzsl", "scale"]
+)
 
 DEMO_LINES = [
     "zsl: calibration fit started",
@@ -104,6 +106,8 @@ DEMO_LINES = [
     "zsl: predict zsl_val done (X s)",
     "zsl: predict gzsl_val started",
     "zsl: predict gzsl_val done (X s)",
+    "zsl: predict scale_val started",
+    "zsl: predict scale_val done (X s)",
     "zsl: inductive check of the calibration fit started",
     "zsl: inductive check of the calibration fit done (X s)",
     "zsl: fit started",
@@ -112,6 +116,8 @@ DEMO_LINES = [
     "zsl: predict zsl done (X s)",
     "zsl: predict gzsl started",
     "zsl: predict gzsl done (X s)",
+    "zsl: predict scale started",
+    "zsl: predict scale done (X s)",
     "zsl: inductive check of the fit started",
     "zsl: inductive check of the fit done (X s)",
 ]

@@ -159,6 +159,8 @@ def test_prediction_hashes_and_scores_within_tolerance_reproduce(eszsl: RunRecor
     assert [d.field for d in found] == [
         "predictions_hashes.gzsl",
         "predictions_hashes.gzsl_val",
+        "predictions_hashes.scale",
+        "predictions_hashes.scale_val",
         "predictions_hashes.zsl",
         "predictions_hashes.zsl_val",
         f"scores[{_index(eszsl, 'zsl', 'severity')}].value",

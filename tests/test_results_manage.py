@@ -15,7 +15,7 @@ from harness.cli.main import app
 from harness.data.artifacts import benchmark_dir
 from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.errors import HarnessError
-from harness.pipeline import prediction_settings, run_submission
+from harness.pipeline import run_submission
 from harness.results.store_io import resolve_runs
 from harness.spec import load_spec
 from harness.store import count_runs, list_runs, load_runs, open_store, save_run
@@ -201,7 +201,7 @@ def _shifted_package(tmp_path: Path) -> tuple[Path, PreparedBenchmark]:
     package = load_package(package_dir)
     bench = load_benchmark(load_spec(DEMO))
     rng = np.random.default_rng(0)
-    for setting in prediction_settings(bench.spec):
+    for setting in bench.spec.prediction_settings():
         labels = _labels(bench, setting)
         n_columns = len(bench.columns(setting))
         scores = rng.uniform(0.0, 0.1, size=(len(labels), n_columns)).astype("float32")
@@ -323,7 +323,7 @@ def test_dry_run_validates_and_plans_without_running(tmp_path: Path, db: str) ->
     assert code == 0, err
     hash_ = load_package(package).hash()
     spec = load_spec(DEMO)
-    files = ", ".join(f"demo.{s}.safetensors" for s in prediction_settings(spec))
+    files = ", ".join(f"demo.{s}.safetensors" for s in spec.prediction_settings())
     assert out.splitlines() == [
         f"dry run of {package} on {DEMO}: nothing run, nothing stored",
         f"  package:   valid: nearest-seen-class-transfer@1.0 (predictions, {hash_})",
@@ -365,7 +365,7 @@ def test_dry_run_of_a_model_names_the_runner_and_an_unprepared_benchmark(
         f"  benchmark: not prepared yet: `zsl run` would prepare it first (or `zsl data prepare "
         f"{DEMO}`) under {root}",
         "  run:       would run model:ESZSL in the local runner (fit, then predict for zsl, gzsl,"
-        " zsl_val, gzsl_val; at most 600 s, 2 GB, 2 CPU, 0 GPU), then score",
+        " scale, zsl_val, gzsl_val, scale_val; at most 600 s, 2 GB, 2 CPU, 0 GPU), then score",
         "  store:     would store nothing (--no-store)",
     ]
     assert not root.exists()

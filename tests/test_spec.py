@@ -42,6 +42,15 @@ def test_demo_spec_is_valid() -> None:
     assert gzsl == ["top1", "seen", "unseen", "H", "AUSUC", "cH"]
     # GZSL-only metrics entries without `settings` apply only where the metric applies.
     assert spec.validation_settings() == ["zsl_val", "gzsl_val"]
+    assert spec.scale_settings() == ["scale", "scale_val"]
+    assert spec.prediction_settings() == [
+        "zsl",
+        "gzsl",
+        "scale",
+        "zsl_val",
+        "gzsl_val",
+        "scale_val",
+    ]
     assert spec.default_embedding == "attributes"
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", spec.spec_hash())
 

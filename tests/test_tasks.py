@@ -44,7 +44,7 @@ def test_bundle_holds_no_test_labels_and_no_test_image_in_training(bench, tmp_pa
 
 def test_validation_fit_sees_only_training_classes(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bundle = Bundle(write_bundle(bench, tmp_path / "b"))
-    assert bundle.validation_settings == ["zsl_val", "gzsl_val"]
+    assert bundle.validation_settings == ["zsl_val", "gzsl_val", "scale_val"]
     cal = bundle.train_task(fit="validation")
     train, val = bench.array("splits/train_classes"), bench.array("splits/val_classes")
     assert set(cal.train_classes) | set(cal.val_classes) == set(train)
@@ -68,6 +68,33 @@ def test_validation_fit_sees_only_training_classes(bench, tmp_path: Path) -> Non
     assert np.array_equal(bench.seen_for("gzsl_val"), train)
 
 
+def test_both_fits_score_the_same_training_images_over_the_training_classes(  # type: ignore[no-untyped-def]
+    bench, tmp_path: Path
+) -> None:
+    """The scale images (harness.metrics.score_scale): images both fits trained on, scored
+    against the classes both fits have seen, the same rows in the same order for each fit."""
+    bundle = Bundle(write_bundle(bench, tmp_path / "b"))
+    assert bundle.settings == ["zsl", "gzsl", "scale"]
+    main_features, main_candidates = bundle.test("scale")
+    val_features, val_candidates = bundle.test("scale_val")
+    train = bench.array("splits/train_classes")
+    assert np.array_equal(main_candidates, train) and np.array_equal(val_candidates, train)
+    assert np.array_equal(main_features, val_features)
+    rows = _labels_of(bench, main_features)  # image indices of the scale rows
+    assert np.array_equal(rows, bench.rows("scale")) and len(set(rows)) == len(rows)
+    main = bundle.train_task(fit="main")
+    val = bundle.train_task(fit="validation")
+    assert set(rows) <= set(_labels_of(bench, main.train_features))
+    assert set(rows) <= set(_labels_of(bench, val.train_features)) | set(
+        _labels_of(bench, val.val_features)
+    )
+    assert not set(rows) & set(bench.array("splits/cal_holdout_images"))
+    test_images = set(bench.rows("zsl")) | set(bench.rows("gzsl"))
+    assert not set(rows) & test_images
+    # every training class is scored (the demo has far fewer than SCALE_IMAGES images)
+    assert set(bench.array("labels")[rows]) == set(train)
+
+
 def test_bundle_without_validation_fit(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bundle = Bundle(write_bundle(bench, tmp_path / "b", validation=False))
     assert bundle.validation_settings == []
@@ -89,7 +116,11 @@ def test_model_bundles_hold_no_test_image_and_say_no_setting_rows(bench, tmp_pat
 
     rowmap = write_model_bundles(bench, tmp_path / "b", tmp_path / "secret")
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["main", "validation"]
-    for fit, settings in (("main", ["zsl", "gzsl"]), ("validation", ["zsl_val", "gzsl_val"])):
+    fits = (
+        ("main", ["zsl", "gzsl", "scale"]),
+        ("validation", ["zsl_val", "gzsl_val", "scale_val"]),
+    )
+    for fit, settings in fits:
         bundle = Bundle(tmp_path / "b" / fit)
         assert bundle.info["format"] == "zsl-bundle/4" and not bundle.has_row_files
         assert bundle.fits == [fit] and bundle.settings_of(fit) == settings

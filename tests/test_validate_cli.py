@@ -130,9 +130,10 @@ def test_validate_with_spec_checks_prediction_files(tmp_path: Path) -> None:
     result = runner.invoke(app, ["submission", "validate", str(root), "--spec", str(spec)])
     assert result.exit_code == 1
     assert result.output == (
-        f"error: {root.resolve()}: 4 prediction file(s) for benchmark 'demo' not found:"
+        f"error: {root.resolve()}: 6 prediction file(s) for benchmark 'demo' not found:"
         " predictions/demo.zsl.safetensors, predictions/demo.gzsl.safetensors,"
-        " predictions/demo.zsl_val.safetensors, predictions/demo.gzsl_val.safetensors; write"
+        " predictions/demo.scale.safetensors, predictions/demo.zsl_val.safetensors,"
+        " predictions/demo.gzsl_val.safetensors, predictions/demo.scale_val.safetensors; write"
         " them with its generator (make_predictions.py): `zsl submission generate"
         f" {root.resolve()} --spec {spec}`\n"
     )

@@ -25,7 +25,6 @@ from harness.errors import HarnessError, PredictionError, SpecError, SubmissionE
 from harness.pipeline import (
     generate_prediction_files,
     plan_submission,
-    prediction_settings,
     read_all,
     replacement_message,
     run_submission,
@@ -273,7 +272,8 @@ def _ensure_predictions(package_dir: Path, spec_path: Path, runner: str) -> None
         return
     bench = load_benchmark(load_spec(spec_path))
     paths: dict[str, Path] = {
-        s: package.prediction_path(bench.spec.benchmark, s) for s in prediction_settings(bench.spec)
+        s: package.prediction_path(bench.spec.benchmark, s)
+        for s in bench.spec.prediction_settings()
     }
     try:
         read_all(bench, paths)

@@ -13,7 +13,7 @@ from harness.cli._common import reports_errors, stdout
 from harness.cli.run import RUNNER_HELP
 from harness.data.prepare import load_benchmark
 from harness.errors import PredictionError, SubmissionError
-from harness.pipeline import generate_prediction_files, prediction_settings, read_all
+from harness.pipeline import generate_prediction_files, read_all
 from harness.spec import load_spec
 from harness.submission.package import Package, load_package
 from harness.submission.resources import CappedResources, cap_resources, effective_caps
@@ -92,7 +92,7 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
         m = loaded.manifest
         if spec is not None and m.kind == "predictions":
             bench = load_benchmark(load_spec(spec))
-            settings = prediction_settings(bench.spec)
+            settings = bench.spec.prediction_settings()
             # Missing files are named with the command that writes them.
             paths = loaded.prediction_files(bench.spec.benchmark, settings, spec=spec)
             try:
@@ -184,5 +184,5 @@ def generate(
     loaded = load_package(package)
     bench = load_benchmark(load_spec(spec))
     generate_prediction_files(loaded, bench, runner=runner)
-    for setting in prediction_settings(bench.spec):
+    for setting in bench.spec.prediction_settings():
         stdout.print(f"wrote {loaded.prediction_path(bench.spec.benchmark, setting)}")

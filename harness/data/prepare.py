@@ -37,6 +37,7 @@ from harness.data.artifacts import (
 from harness.errors import IntegrityError, SpecError
 from harness.hashing import file_sha256, strings_sha256
 from harness.hierarchy import Hierarchy
+from harness.metrics.score_scale import SCALE_SETTINGS, scale_rows
 from harness.registry import RegistryError
 from harness.spec import Spec
 
@@ -362,11 +363,26 @@ class PreparedBenchmark:
 
     def rows(self, setting: str) -> np.ndarray:
         """Image indices of the prediction rows of ``setting``, in file order."""
+        if setting in SCALE_SETTINGS:
+            return self.scale_rows
         return self.array(f"order/{setting}/rows")
 
     def columns(self, setting: str) -> np.ndarray:
         """Class indices of the prediction columns of ``setting``, in file order."""
+        if setting in SCALE_SETTINGS:
+            return self.array("splits/train_classes")
         return self.array(f"order/{setting}/columns")
+
+    @cached_property
+    def scale_rows(self) -> np.ndarray:
+        """The scale images both fits score (:mod:`harness.metrics.score_scale`): drawn from the
+        validation fit's fitting images, which the main fit trains on too, with a seed taken
+        from the benchmark hash (so they are a function of the frozen arrays, not stored)."""
+        images = self.array("splits/cal_fit_images")
+        digest = hashlib.sha256(f"{self.hash}/scale-rows".encode()).digest()
+        return scale_rows(
+            images, self.array("labels")[images], int.from_bytes(digest[:8], "little")
+        )
 
     def class_order_hash(self, setting: str) -> str:
         return strings_sha256(self.class_ids[self.columns(setting)])

@@ -18,6 +18,8 @@ Their supports, one job each:
 - :mod:`~harness.metrics._validation` — every input check, one stock message naming the input;
 - :mod:`~harness.metrics.temperature` — temperature scaling: softmax posteriors from scores, the
   temperature fitted on validation (used by DARTS);
+- :mod:`~harness.metrics.score_scale` — each fit's score scale, the unit in which a value chosen
+  on the validation fit (calibrated stacking's gamma, DARTS's temperature) reaches the main fit;
 - :mod:`~harness.metrics.binomial` — the Clopper-Pearson bound of DARTS's validation guarantee;
 - :mod:`~harness.metrics.decomposition` — a score as a reduction of per-image values by class;
 - :mod:`~harness.metrics.bootstrap` — bootstrap intervals of decomposed (or recomputed) scores;

@@ -44,7 +44,9 @@ class MetricInput:
     ``scores [n, C]`` or top-K ``topk_indices``/``topk_scores [n, K]`` (rows sorted by
     decreasing score). ``candidate_nodes[j]`` is column j's hierarchy node. ``validation``
     holds the validation fit's predictions on the validation split of the same setting, for
-    metrics that choose a parameter there (never on test).
+    metrics that choose a parameter there (never on test). ``score_scale`` is the scale of the
+    fit that made ``scores`` (:mod:`harness.metrics.score_scale`), measured on the scale images;
+    a value chosen on ``validation`` reaches these scores in units of it.
     """
 
     setting: Setting
@@ -57,6 +59,7 @@ class MetricInput:
     topk_scores: np.ndarray | None = None
     candidate_nodes: np.ndarray | None = None
     validation: MetricInput | None = None
+    score_scale: float | None = None
 
     @property
     def kind(self) -> InputKind:

@@ -66,6 +66,7 @@ from harness.metrics.hierarchical import (
     per_class_hierarchical_precision_at_k,
     prediction_relations,
 )
+from harness.metrics.score_scale import carried
 from harness.metrics.temperature import fit_temperature, softmax_posteriors
 
 
@@ -681,6 +682,17 @@ def _validation(data: MetricInput, name: str) -> MetricInput:
     return data.validation
 
 
+def _fit_scales(data: MetricInput, val: MetricInput, name: str) -> tuple[float, float]:
+    """(validation fit's, main fit's) score scale, which carry a value chosen on the validation
+    fit's scores to the main fit's (:mod:`harness.metrics.score_scale`)."""
+    if val.score_scale is None or data.score_scale is None:
+        raise MetricError(
+            f"Expected both fits' score scales for metric '{name}' (their predictions on the"
+            " scale images: settings 'scale' and 'scale_val'), but got none"
+        )
+    return val.score_scale, data.score_scale
+
+
 def _thin(curve: SeenUnseenCurve) -> dict[str, Any]:
     """The curve's operating points for plotting, at most CURVE_POINTS of them (ends kept)."""
     seen, unseen = curve.seen_accuracy, curve.unseen_accuracy
@@ -736,14 +748,26 @@ def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
     )
 
 
-def _calibrated(data: MetricInput, name: str) -> tuple[CalibratedAccuracies, np.ndarray, float]:
+@dataclass(frozen=True)
+class _Calibrated:
+    accuracies: CalibratedAccuracies
+    correct: np.ndarray  # per test image, at the applied gamma
+    gamma_validation: float  # chosen on the validation fit's scores, in its units
+    gamma: float  # the same gamma in the main fit's units, applied to its test scores
+    scale_validation: float
+    scale: float
+
+
+def _calibrated(data: MetricInput, name: str) -> _Calibrated:
     _require_setting(data, name, ("gzsl",))
     val = _validation(data, name)
     assert data.scores is not None and val.scores is not None
-    gamma = select_gamma(val.y_true, val.scores, val_seen=val.seen)
+    scale_val, scale = _fit_scales(data, val, name)
+    chosen = select_gamma(val.y_true, val.scores, val_seen=val.seen)
+    gamma = carried(chosen, chosen_scale=scale_val, applied_scale=scale)
     out = calibrated_harmonic_mean(data.y_true, data.scores, seen=data.seen, gamma=gamma)
     correct = per_image_correct_at_gamma(data.y_true, data.scores, seen=data.seen, gamma=gamma)
-    return out, correct, gamma
+    return _Calibrated(out, correct, chosen, gamma, scale_val, scale)
 
 
 #: The paper calibrated stacking and AUSUC come from (their glossary reference).
@@ -755,25 +779,29 @@ CHAO_2016 = (
 
 def _register_calibrated(key: str, name: str, doc: str, formula: str) -> None:
     def compute(data: MetricInput, params: MetricParams) -> MetricResult:
-        out, correct, gamma = _calibrated(data, name)
+        run = _calibrated(data, name)
+        out, correct = run.accuracies, run.correct
         image_seen = np.asarray(data.seen, dtype=bool)[data.y_true]
         if key == "harmonic_mean":
             decomposition = _gzsl_h(correct, data)
         else:
             decomposition = _class_mean(correct, data, image_seen if key == "seen" else ~image_seen)
         details = {
-            "gamma": gamma,
+            "gamma": run.gamma,
             "seen": float(out.seen),
             "unseen": float(out.unseen),
             "harmonic_mean": float(out.harmonic_mean),
             "gamma_chosen_on": "validation",
+            "gamma_validation": run.gamma_validation,
+            "score_scale": run.scale,
+            "score_scale_validation": run.scale_validation,
         }
         return MetricResult(float(getattr(out, key)), details, decomposition)
 
     compute.__doc__ = doc
     register_metric(
         name,
-        version="1",
+        version="2",  # 2: gamma reaches the main fit in units of each fit's score scale
         averaged_over="classes",
         formula=formula,
         reference=CHAO_2016,
@@ -794,19 +822,21 @@ _register_calibrated(
     "calibrated_harmonic_mean",
     "GZSL H after calibrated stacking with gamma chosen on validation predictions (Chao et al.).",
     "H(γ*), γ* = argmax_γ H on the validation predictions; test images predict"
-    " argmax_c (s_ic − γ*·[c seen])",
+    " argmax_c (s_ic − γ*·(σ_main/σ_val)·[c seen]), σ a fit's score scale on the scale images",
 )
 _register_calibrated(
     "seen",
     "calibrated_seen_accuracy",
     "GZSL seen accuracy after calibrated stacking with gamma chosen on validation predictions.",
-    "acc_S(γ*), γ* = argmax_γ H on the validation predictions",
+    "acc_S(γ*·σ_main/σ_val), γ* = argmax_γ H on the validation predictions, σ a fit's score"
+    " scale on the scale images",
 )
 _register_calibrated(
     "unseen",
     "calibrated_unseen_accuracy",
     "GZSL unseen accuracy after calibrated stacking with gamma chosen on validation predictions.",
-    "acc_U(γ*), γ* = argmax_γ H on the validation predictions",
+    "acc_U(γ*·σ_main/σ_val), γ* = argmax_γ H on the validation predictions, σ a fit's score"
+    " scale on the scale images",
 )
 
 
@@ -841,7 +871,8 @@ class _DartsTarget:
 
 @dataclass(frozen=True)
 class _DartsRun:
-    temperature: float | None
+    temperature: float | None  # fitted on the validation fit's scores
+    test_temperature: float | None  # the same, in the main fit's score units
     targets: tuple[_DartsTarget, ...]
     val_curve: DartsCurve
 
@@ -850,12 +881,17 @@ def _darts(data: MetricInput, params: DartsParams, name: str) -> _DartsRun:
     hierarchy, nodes = _hier(data, name)
     val = _validation(data, name)
     assert data.scores is not None and val.scores is not None
+    temperature = test_temperature = None
     if params.posterior == "softmax":
+        # The temperature is a score unit: chosen on the validation fit, it reaches the main
+        # fit's scores in units of each fit's score scale (harness.metrics.score_scale).
+        scale_val, scale = _fit_scales(data, val, name)
         temperature = fit_temperature(val.scores, val.y_true)
+        test_temperature = carried(temperature, chosen_scale=scale_val, applied_scale=scale)
         val_post = softmax_posteriors(val.scores, temperature)
-        test_post = softmax_posteriors(data.scores, temperature)
+        test_post = softmax_posteriors(data.scores, test_temperature)
     else:
-        temperature, val_post, test_post = None, val.scores, data.scores
+        val_post, test_post = val.scores, data.scores
     val_nodes = _hier(val, name)[1]
     targets = tuple(sorted({*DEFAULT_TARGETS, params.target}))
     # lambda is searched on validation predictions, whose candidates (validation classes) differ
@@ -877,12 +913,13 @@ def _darts(data: MetricInput, params: DartsParams, name: str) -> _DartsRun:
         )
         levels = darts_prediction_levels(test_post, lam, hierarchy=hierarchy, candidate_nodes=nodes)
         per_target.append(_DartsTarget(target, lam, correct, gain, levels))
-    return _DartsRun(temperature, tuple(per_target), val_curve)
+    return _DartsRun(temperature, test_temperature, tuple(per_target), val_curve)
 
 
 def _darts_details(out: _DartsRun) -> dict[str, Any]:
     return {
         "temperature": out.temperature,
+        "test_temperature": out.test_temperature,
         "lambda_chosen_on": "validation",
         "curve": [
             {
@@ -902,7 +939,7 @@ def _darts_details(out: _DartsRun) -> dict[str, Any]:
 #: Registers a DARTS metric: dense scores, hierarchy and validation predictions, one pass.
 _register_darts = partial(
     register_metric,
-    version="1",
+    version="2",  # 2: the softmax temperature reaches the main fit in its score units
     averaged_over="images",
     params=DartsParams,
     inputs=("dense",),
@@ -932,7 +969,9 @@ def _resampling_groups(data: MetricInput) -> np.ndarray | None:
         "Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: Optimizing Accuracy-Specificity "
         "Trade-offs in Large Scale Visual Recognition, CVPR 2012"
     ),
-    version="2",  # 2: per-class hits and gains on the curve's points (paired tests)
+    # 2: per-class hits and gains on the curve's points (paired tests); 3: the softmax
+    # temperature reaches the main fit in its score units
+    version="3",
     averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
 )
 def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:

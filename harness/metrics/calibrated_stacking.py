@@ -670,6 +670,13 @@ def select_gamma(
     validation classes as unseen), so :math:`\gamma` transfers as a number, as in [1]_. It lies
     strictly inside its validation interval unless the two edges are adjacent floats.
 
+    When validation and test predictions come from two fits (the harness's validation and
+    main fits), :math:`\gamma` is in the validation fit's score units. The registered metrics
+    carry it to the main fit as :math:`\gamma^\star \sigma_{\mathrm{main}} /
+    \sigma_{\mathrm{val}}`, each :math:`\sigma` the fit's score scale
+    (:mod:`harness.metrics.score_scale`), so a per-fit affine rescaling of scores changes no
+    calibrated accuracy; [1]_ calibrates a single model, where the two agree.
+
     References
     ----------
     .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of

@@ -9,6 +9,11 @@ A model's scores are not posteriors. Metrics that need posteriors (DARTS,
 
     p(c \mid x_i) = \frac{\exp(s_{ic} / T)}{\sum_{c'} \exp(s_{ic'} / T)}
 
+:math:`T` is in score units. When the validation and the test predictions come from two fits
+(the harness's validation and main fits), the registered DARTS metrics apply
+:math:`T \sigma_{\mathrm{main}} / \sigma_{\mathrm{val}}` to the test scores, each
+:math:`\sigma` the fit's score scale (:mod:`harness.metrics.score_scale`).
+
 References
 ----------
 .. [1] C. Guo, G. Pleiss, Y. Sun, K. Q. Weinberger, "On Calibration of Modern Neural Networks",

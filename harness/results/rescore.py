@@ -162,8 +162,6 @@ def rescorable_hashes(record: RunRecord, spec: Spec, benchmark_hash: str) -> dic
     HarnessError
         The record lacks a prediction hash the spec needs.
     """
-    from harness.pipeline import prediction_settings
-
     run = describe_key(run_key(record))
     if spec.spec_hash() != record.benchmark.spec_hash:
         raise IntegrityError(
@@ -176,7 +174,7 @@ def rescorable_hashes(record: RunRecord, spec: Spec, benchmark_hash: str) -> dic
             f"{run}: was scored on data {record.benchmark.hash}, but the frozen "
             f"{spec.benchmark} v{spec.version} is {benchmark_hash}"
         )
-    settings = prediction_settings(spec)
+    settings = spec.prediction_settings()
     missing = [s for s in settings if s not in record.predictions_hashes]
     if missing:
         raise HarnessError(

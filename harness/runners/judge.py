@@ -135,9 +135,10 @@ def pass_settings(bench: PreparedBenchmark, settings: list[str]) -> list[PassSet
     found = []
     for index, name in enumerate(settings):
         candidates = np.asarray(bench.columns(name), dtype=np.int64)
-        # Top-K benchmarks (huge label spaces) keep the K best per row; validation is dense.
+        # Top-K benchmarks (huge label spaces) keep the K best per test row; validation and
+        # scale rows are dense.
         keep = None
-        if fmt.format == "topk" and not name.endswith("_val"):
+        if fmt.format == "topk" and name in bench.spec.settings:
             assert fmt.k is not None
             keep = min(int(fmt.k), len(candidates))
         cap = max(1, TOPK_CHUNK_CELLS // max(1, len(candidates)))
@@ -775,7 +776,7 @@ def _prediction_files(
     contract's prediction files with the benchmark and class-order hashes."""
     dest.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    for setting in [*bench.spec.settings, *bench.spec.validation_settings()]:
+    for setting in bench.spec.prediction_settings():
         if setting not in outputs:
             continue
         out = outputs[setting]

@@ -149,6 +149,27 @@ TERMS: tuple[tuple[str, str, str], ...] = (
         "(the audit is frozen with the benchmark); zero-shot is then not zero-shot for them.",
     ),
     (
+        "lca-distance",
+        "LCA distance",
+        "How far a prediction lies from the true class through their lowest common ancestor "
+        "(LCA), 0 for the class or one below it. lca_height (the default): the LCA's longest "
+        "path down to one of its own leaves (Deng et al., ECCV 2010). "
+        "max_leaf_depth_minus_lca_depth: the hierarchy's max leaf depth minus the LCA's depth, "
+        "the 'height of the LCA' of Bertinetto et al. (Making Better Mistakes, CVPR 2020); on a "
+        "DAG a depth is the longest path from a root. They differ where leaves lie at unequal "
+        "depths; a score under the second says so in its details.",
+    ),
+    (
+        "score-scale",
+        "Score scale (calibration rule)",
+        "A value chosen on the validation fit's scores (calibrated stacking's γ, DARTS's softmax "
+        "temperature) reaches the main fit's scores as value × σ_main / σ_val, σ a fit's score "
+        "scale: the mean over a fixed sample of training images both fits trained on of the "
+        "standard deviation of an image's scores across the training classes. A fit's scores "
+        "times a > 0 plus b change nothing scored. The harness's rule: Chao et al. (ECCV 2016) "
+        "calibrate one model, whose γ has one unit.",
+    ),
+    (
         "classes",
         "Classes",
         "Number of classes of the benchmark version: seen (training) classes and unseen test "

@@ -114,9 +114,12 @@ the prediction files it holds and runs none of its code.
 
 - **Files**: `predictions/<benchmark>.<setting>.safetensors` (the pattern `predictions.files`
   in `submission.yaml`), one per setting of the benchmark, the validation settings
-  (`<setting>_val`) included. Each holds `scores [n_test, n_candidates]`: rows in the
-  setting's frozen test order, columns in its candidate order, and the benchmark hash and
-  class-order hash of the task bundle it was made from. A file made for other data, of the
+  (`<setting>_val`) and the score-scale settings (`scale`, `scale_val`: each fit's scores on
+  a fixed sample of training images over the training classes, the unit in which a value
+  chosen on validation reaches the test scores) included. Each holds
+  `scores [n_test, n_candidates]`: rows in the setting's frozen test order, columns in its
+  candidate order, and the benchmark hash and class-order hash of the task bundle it was made
+  from. A file made for other data, of the
   wrong shape, or holding NaN or inf is refused.
 - **Generator**: `make_predictions.py BUNDLE_DIR OUT_DIR` writes the files from a benchmark's
   task bundle (no test labels); `zsl submission generate` runs it isolated, like model code,

@@ -299,6 +299,7 @@ def make_validation(setting: str, *, seed: int, ties: bool = False) -> MetricInp
         seen=np.isin(ids, TEST_LEAVES),
         hierarchy=HIERARCHY,
         candidate_nodes=HIERARCHY.indices(ids),
+        score_scale=1.0,  # both fits in the same units (harness.metrics.score_scale)
     )
 
 
@@ -339,6 +340,7 @@ def make_input(
         hierarchy=HIERARCHY if hierarchy else None,
         candidate_nodes=HIERARCHY.indices(TEST_LEAVES) if hierarchy else None,
         validation=make_validation(setting, seed=seed, ties=ties) if validation else None,
+        score_scale=1.0 if validation else None,
     )
 
 

@@ -219,7 +219,7 @@ def test_scored_entries_carry_class_values_that_reproduce_the_score() -> None:
     bench = load_benchmark(load_spec(SPECS / "demo.yaml"))
     rng = np.random.default_rng(0)
     predictions = {}
-    for setting in [*bench.spec.settings, *bench.spec.validation_settings()]:
+    for setting in bench.spec.prediction_settings():
         shape = (len(bench.rows(setting)), len(bench.columns(setting)))
         predictions[setting] = Predictions(
             benchmark_hash=bench.hash,

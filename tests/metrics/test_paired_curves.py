@@ -482,7 +482,7 @@ def test_records_without_curve_class_values_say_why_they_are_not_tested() -> Non
     old_column = columns[("zsl", "darts", "1")]
     assert old_column.tests is None
     assert old_column.no_tests == "no per-class values in these records"
-    for key in (("zsl", "darts", "2"), ("zsl", "severity", "2"), ("gzsl", "AUSUC", "2")):
+    for key in (("zsl", "darts", "3"), ("zsl", "severity", "2"), ("gzsl", "AUSUC", "2")):
         assert columns[key].tests is not None, key
         assert columns[key].tests.keys == ("new-a@1.0", "new-b@1.0")  # type: ignore[union-attr]
 
