@@ -289,7 +289,7 @@ def run_submission(
             )
             # Every phase runs from one private copy, hashed once: what ran is what is recorded.
             package = snapshot_package(package, Path(tmp) / "snapshot")
-            # The phases' progress (fit, calibration fit, predict per setting) as it comes.
+            # The phases' progress (fit, validation fit, predict per setting) as it comes.
             sink = None if quiet else ConsoleProgress(_console)
             with steps("run", f"run {package.name} ({runner} runner)"), reporting(sink):
                 ran = _run_model(bench, package, runner, Path(tmp))

@@ -100,16 +100,16 @@ DEMO_EVENTS = _events("validation", ["zsl_val", "gzsl_val", "scale_val"]) + _eve
 )
 
 DEMO_LINES = [
-    "zsl: calibration fit started",
-    "zsl: calibration fit done (X s)",
+    "zsl: validation fit started",
+    "zsl: validation fit done (X s)",
     "zsl: predict zsl_val started",
     "zsl: predict zsl_val done (X s)",
     "zsl: predict gzsl_val started",
     "zsl: predict gzsl_val done (X s)",
     "zsl: predict scale_val started",
     "zsl: predict scale_val done (X s)",
-    "zsl: inductive check of the calibration fit started",
-    "zsl: inductive check of the calibration fit done (X s)",
+    "zsl: inductive check of the validation fit started",
+    "zsl: inductive check of the validation fit done (X s)",
     "zsl: fit started",
     "zsl: fit done (X s)",
     "zsl: predict zsl started",

@@ -1,13 +1,13 @@
 """Progress of a run, from the worker to the user: what phase runs now, and how long each took.
 
 A long run used to print nothing for minutes (ESZSL on AWA2: 4.5 min of silence). The worker now
-reports each phase as it starts and ends: per fit (``fit``, and ``calibration fit``: the
-validation fit, whose predictions choose calibration parameters), per setting its prediction
+reports each phase as it starts and ends: per fit (``fit``, and ``validation fit``: the fit on
+training classes only, whose predictions choose calibration parameters), per setting its prediction
 pass, and the inductive check's second pass. :func:`zsl run <harness.pipeline.run_submission>`
 prints them on stderr as they come::
 
-    [   0.3 s] zsl: calibration fit started
-    [   2.1 s] zsl: calibration fit done (1.7 s)
+    [   0.3 s] zsl: validation fit started
+    [   2.1 s] zsl: validation fit done (1.7 s)
     [   2.2 s] zsl: predict zsl_val done (0.0 s)
 
 The channel is the worker's stderr: one line per event, :data:`MARKER` then a JSON object
@@ -65,7 +65,7 @@ EVENTS_LIMIT = 10_000
 #: Malformed event lines reported one by one; the rest are counted.
 REJECTS_SHOWN = 3
 #: How the user reads each fit of a bundle (:data:`harness.tasks.FITS`).
-FITS = {"main": "fit", "validation": "calibration fit"}
+FITS = {"main": "fit", "validation": "validation fit"}
 PHASES = ("fit", "predict", "check")
 STATES = ("start", "done")
 _SETTING = re.compile(r"[A-Za-z0-9_.-]{1,64}")
