@@ -455,27 +455,23 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
         BenchmarkRow.benchmark == info.id, BenchmarkRow.version == info.version
     )
     row = session.exec(query).first()
+    # What a later run may update; the hashes are fixed by the first run and checked below.
+    values: dict[str, Any] = {
+        "title": info.title,
+        "primary": dict(info.primary),
+        "n_classes": info.n_classes,
+        "n_seen": info.n_seen,
+        "n_unseen": info.n_unseen,
+        "structure": dict(info.structure),
+        "test_classes": [c.model_dump(mode="json") for c in info.test_classes],
+        "family": info.family,
+        "family_member": info.family_member,
+        "provenance": _provenance_json(info),
+    }
     if row is None:
-        _insert_if_missing(
-            session,
-            BenchmarkRow,
-            {
-                "benchmark": info.id,
-                "version": info.version,
-                "hash": info.hash,
-                "title": info.title,
-                "spec_hash": info.spec_hash,
-                "primary": dict(info.primary),
-                "n_classes": info.n_classes,
-                "n_seen": info.n_seen,
-                "n_unseen": info.n_unseen,
-                "structure": dict(info.structure),
-                "test_classes": [c.model_dump(mode="json") for c in info.test_classes],
-                "family": info.family,
-                "family_member": info.family_member,
-                "provenance": _provenance_json(info),
-            },
-        )
+        identity = {"benchmark": info.id, "version": info.version}
+        hashes = {"hash": info.hash, "spec_hash": info.spec_hash}
+        _insert_if_missing(session, BenchmarkRow, {**identity, **hashes, **values})
         row = session.exec(query).one()
     for field, stored, given in (
         ("hash", row.hash, info.hash),
@@ -488,16 +484,8 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
                 "version in its spec (or score the run against the frozen benchmark)"
             )
     # Unchanged values issue no UPDATE, so writers of one benchmark do not lock its row.
-    row.title = info.title
-    row.primary = dict(info.primary)
-    row.n_classes = info.n_classes
-    row.n_seen = info.n_seen
-    row.n_unseen = info.n_unseen
-    row.structure = dict(info.structure)
-    row.test_classes = [c.model_dump(mode="json") for c in info.test_classes]
-    row.family = info.family
-    row.family_member = info.family_member
-    row.provenance = _provenance_json(info)
+    for field, value in values.items():
+        setattr(row, field, value)
     session.add(row)
     session.flush()
     return row
