@@ -58,13 +58,16 @@ def _note(message: str) -> None:
     stderr.print(Text.assemble(("note: ", "bold yellow"), message), soft_wrap=True)
 
 
-def _warn_below_chance(record: RunRecord) -> None:
-    """Each below-chance score of ``record`` (:func:`below_chance`) as a warning on stderr."""
-    for warning in below_chance(record):
+def _warn_below_chance(record: RunRecord) -> bool:
+    """Each below-chance score of ``record`` (:func:`below_chance`) as a warning on stderr;
+    whether there was any."""
+    warnings = below_chance(record)
+    for warning in warnings:
         stderr.print(
             Text.assemble(("warning: ", "bold red"), f"{describe_key(run_key(record))}: {warning}"),
             soft_wrap=True,
         )
+    return bool(warnings)
 
 
 @reports_errors
@@ -182,8 +185,7 @@ def run(
             stdout.print(_summary(result.record))
             if result.replaced is not None:
                 _note(replacement_message(result.replaced, result.record))
-            _warn_below_chance(result.record)
-            below += bool(below_chance(result.record))
+            below += _warn_below_chance(result.record)
     stdout.print(
         f"{report.count('done')} done, {report.count('failed')} failed,"
         f" {report.count('skipped')} skipped (stored already) in {report.wall_s:.1f} s"
