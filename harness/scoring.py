@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.data.prepare import PreparedBenchmark
 from harness.errors import MetricError
-from harness.metrics import Metric, MetricInput, MetricResult, metrics
+from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
 from harness.metrics.comparison import RunClassValues, class_values, ratio_class_values
 from harness.metrics.decomposition import concatenate, point_estimate
@@ -116,6 +116,7 @@ class _Accumulator:
 
     metric: Metric
     entry: MetricSpec
+    params: MetricParams  # the entry's parameters, parsed once for every chunk
     results: list[MetricResult]
 
     def final(self) -> MetricResult:
@@ -203,7 +204,11 @@ def score_setting(
     uncertainty: Uncertainty,
 ) -> list[ScoreEntry]:
     """Score one setting: every entry on every chunk, reduced once, each with its interval."""
-    accumulators = [_Accumulator(metrics.get(e.name), e, []) for e in entries]
+    accumulators = []
+    for entry in entries:
+        metric = metrics.get(entry.name)
+        params = metric.params.model_validate(entry.params)
+        accumulators.append(_Accumulator(metric, entry, params, []))
     whole: MetricInput | None = None
     for n_chunks, chunk in enumerate(chunks, start=1):
         whole = chunk if n_chunks == 1 else None
@@ -213,8 +218,7 @@ def score_setting(
                     f"metric '{acc.metric.name}' needs all predictions at once; use dense"
                     " predictions for this benchmark"
                 )
-            params = acc.metric.params.model_validate(acc.entry.params)
-            acc.results.append(acc.metric(chunk, params))
+            acc.results.append(acc.metric(chunk, acc.params))
     out = []
     for acc in accumulators:
         result = acc.final()
