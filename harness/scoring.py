@@ -280,10 +280,15 @@ def score(bench: PreparedBenchmark, predictions: dict[str, Predictions]) -> list
     return entries
 
 
-#: The metrics :func:`below_chance` checks: per-class means whose chance level is k / C.
-CHANCE_CHECKED = frozenset(
-    {"per_class_top_k_accuracy", "gzsl_unseen_accuracy", "gzsl_harmonic_mean"}
-)
+def chance_checked(function: str) -> bool:
+    """Whether :func:`below_chance` checks metric ``function``: a per-class mean whose chance
+    level is k / C, registered with ``checked_against_chance``.
+
+    >>> chance_checked("gzsl_harmonic_mean"), chance_checked("gzsl_seen_accuracy")
+    (True, False)
+    """
+    return function in metrics and metrics.get(function).checked_against_chance
+
 
 #: What a below-chance score most likely means; every warning about one says it.
 BELOW_CHANCE_CAUSE = (
@@ -329,14 +334,14 @@ def _percent(value: float) -> str:
 def below_chance(record: RunRecord) -> list[str]:
     """One warning per checked score of ``record`` below chance, in score order.
 
-    Checked: :data:`CHANCE_CHECKED` (ZSL per-class top-k, GZSL unseen accuracy and H), each
+    Checked: :func:`chance_checked` (ZSL per-class top-k, GZSL unseen accuracy and H), each
     against :func:`chance_level` of its setting's candidates and its ``k``. With a bootstrap
     interval the score is below chance when the interval's upper bound is; without one, when
     its value is.
     """
     warnings = []
     for entry in record.scores:
-        if entry.function not in CHANCE_CHECKED:
+        if not chance_checked(entry.function):
             continue
         n = n_candidates(record.benchmark, entry.setting)
         if n is None:
@@ -364,8 +369,8 @@ def below_chance(record: RunRecord) -> list[str]:
 
 __all__ = [
     "BELOW_CHANCE_CAUSE",
-    "CHANCE_CHECKED",
     "below_chance",
+    "chance_checked",
     "chance_level",
     "metric_input",
     "n_candidates",

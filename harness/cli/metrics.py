@@ -40,6 +40,8 @@ def list_metrics(
                 "inputs": sorted(metric.inputs),
                 "higher_is_better": metric.higher_is_better,
                 "averaged_over": metric.averaged_over,
+                "group": metric.group,
+                "figure": metric.figure,
                 "averaging": metric.averaging,
                 "averaging_note": metric.averaging_note,
                 "needs_hierarchy": metric.needs_hierarchy,

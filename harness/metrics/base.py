@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -33,6 +33,24 @@ AVERAGING_TEXT: dict[str, str] = {
     "images": "mean over test images (each image weighs the same)",
     "classes": "mean over classes with test images (each class weighs the same)",
 }
+#: The column group a metric's column joins on the site's score tables (the column chooser's
+#: entries; a record's function the registry lacks joins "other").
+MetricGroup = Literal["flat", "hierarchical", "darts", "gzsl"]
+METRIC_GROUPS: tuple[str, ...] = get_args(MetricGroup)
+#: What the site draws from a metric's details, besides its column: the top-k or the hp@k curve
+#: against k (``details["curve"]`` with ``k`` and ``value``), the DARTS accuracy-gain curve
+#: (``details["curve"]``) and its operating point (a reward at one target accuracy, whose
+#: details hold the accuracy reached on test), the seen-unseen curve (``details["curve"]``)
+#: or the shares of top-1 relations to the true class (``details["correct"]`` etc.).
+FigureKind = Literal[
+    "top_k_curve",
+    "hp_at_k_curve",
+    "darts_curve",
+    "darts_operating_point",
+    "seen_unseen_curve",
+    "relation_shares",
+]
+FIGURE_KINDS: tuple[str, ...] = get_args(FigureKind)
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,14 @@ class Metric:
     bounds: tuple[float, float]
     description: str
     averaged_over: AveragedOver
+    group: MetricGroup  # the site's column group (score tables' column chooser)
+    figure: FigureKind | None = None  # what the site draws from the details, if anything
+    # A column header in the literature's tables (GBU's u, s, H: the site's cross-benchmark
+    # table) and what it stands for; "" for a metric without one.
+    short_name: str = ""
+    short_description: str = ""
+    # Whether a score below chance (k / candidates, a per-class mean) is warned about.
+    checked_against_chance: bool = False
     averaging_note: str = ""  # what the mean runs over exactly, when more than the unit says
     # The glossary (``zsl metrics describe`` and the site's glossary.html read these): the
     # definition as a formula in plain text, and the paper it comes from.
@@ -172,6 +198,11 @@ def register_metric(
     *,
     version: str,
     averaged_over: AveragedOver,
+    group: MetricGroup,
+    figure: FigureKind | None = None,
+    short_name: str = "",
+    short_description: str = "",
+    checked_against_chance: bool = False,
     averaging_note: str = "",
     formula: str = "",
     reference: str = "",
@@ -190,11 +221,33 @@ def register_metric(
     images or over classes (``averaging_note`` adds what the unit alone does not say).
     ``formula`` and ``reference`` are the metric's glossary entry (every built-in has both;
     a test checks it).
+
+    ``group`` is required too: the column group the site files the metric's column under
+    (:data:`METRIC_GROUPS`). ``figure`` names the chart the site draws from the metric's
+    details (:data:`FIGURE_KINDS`; None: none), ``short_name`` and ``short_description`` its
+    header in the literature's tables, and ``checked_against_chance`` whether a score below
+    chance is warned about. The site, the glossary, the CSV tables and ``zsl metrics`` read
+    these from the registry only: registering a metric is all adding one takes.
     """
     if averaged_over not in AVERAGING_TEXT:
         raise ValueError(
             f"Expected `averaged_over` of metric '{name}' to be one of {sorted(AVERAGING_TEXT)},"
             f" but got {averaged_over!r}"
+        )
+    if group not in METRIC_GROUPS:
+        raise ValueError(
+            f"Expected `group` of metric '{name}' to be one of {list(METRIC_GROUPS)},"
+            f" but got {group!r}"
+        )
+    if figure is not None and figure not in FIGURE_KINDS:
+        raise ValueError(
+            f"Expected `figure` of metric '{name}' to be None or one of {list(FIGURE_KINDS)},"
+            f" but got {figure!r}"
+        )
+    if bool(short_name) != bool(short_description):
+        raise ValueError(
+            f"Expected `short_name` and `short_description` of metric '{name}' to be given"
+            f" together, but got short_name={short_name!r}, short_description={short_description!r}"
         )
 
     def decorate(compute: Callable[[MetricInput, Any], MetricResult]) -> Metric:
@@ -209,6 +262,11 @@ def register_metric(
             bounds=bounds,
             description=doc[0] if doc else name,
             averaged_over=averaged_over,
+            group=group,
+            figure=figure,
+            short_name=short_name,
+            short_description=short_description,
+            checked_against_chance=checked_against_chance,
             averaging_note=averaging_note,
             formula=formula,
             reference=reference,

@@ -174,6 +174,9 @@ def _image_mean(
     version="2",  # 2: details hold the top-k curve at CURVE_KS (the site draws it)
     params=TopKParams,
     averaged_over="classes",
+    group="flat",
+    figure="top_k_curve",
+    checked_against_chance=True,
 )
 def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Mean over candidate classes with test images of per-class top-k accuracy."""
@@ -205,6 +208,7 @@ def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricRe
     version="1",
     params=TopKParams,
     averaged_over="images",
+    group="flat",
 )
 def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """Fraction of test images whose true class is among the top k candidates (per image)."""
@@ -244,6 +248,7 @@ _register_gzsl = partial(
     settings=("gzsl",),
     inputs=("dense",),
     averaged_over="classes",
+    group="gzsl",
 )
 
 
@@ -270,6 +275,8 @@ def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: boo
         "Good, the Bad and the Ugly, TPAMI 2019"
     ),
     averaging_note="seen classes only",
+    short_name="s",
+    short_description="accuracy on the seen classes' test images",
 )
 def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
@@ -287,6 +294,9 @@ def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
         "Good, the Bad and the Ugly, TPAMI 2019"
     ),
     averaging_note="unseen classes only",
+    short_name="u",
+    short_description="accuracy on the unseen classes' test images",
+    checked_against_chance=True,
 )
 def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
@@ -301,6 +311,9 @@ def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult
         "Good, the Bad and the Ugly, TPAMI 2019"
     ),
     averaging_note="harmonic mean of the seen and the unseen per-class means",
+    short_name="H",
+    short_description="harmonic mean of u and s",
+    checked_against_chance=True,
 )
 def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
@@ -441,6 +454,8 @@ def _hp(
     needs_hierarchy=True,
     averaged_over="images",
     averaging_note="as in DeViSE; per_class_hierarchical_precision_at_k weighs classes equally",
+    group="hierarchical",
+    figure="hp_at_k_curve",
 )
 def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) -> MetricResult:
     """DeViSE hierarchical precision hp@k, averaged over images (Frome et al. 2013, A.3)."""
@@ -473,6 +488,7 @@ def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) ->
     needs_hierarchy=True,
     averaged_over="classes",
     averaging_note="each class's mean hp@k, then the mean of those",
+    group="hierarchical",
 )
 def _per_class_hierarchical_precision_at_k(
     data: MetricInput, params: HPrecisionParams
@@ -498,6 +514,7 @@ _register_distance = partial(
     needs_hierarchy=True,
     higher_is_better=False,
     bounds=(0.0, float("inf")),
+    group="hierarchical",
 )
 
 
@@ -620,6 +637,7 @@ def _average_hierarchical_distance_at_k(
     averaged_over="images",
     params=HierarchicalKDistanceParams,
     needs_hierarchy=True,
+    group="hierarchical",
 )
 def _hierarchical_retrieval_precision_at_k(
     data: MetricInput, params: HierarchicalKDistanceParams
@@ -647,6 +665,8 @@ def _hierarchical_retrieval_precision_at_k(
     params=RelationParams,
     needs_hierarchy=True,
     averaged_over="images",
+    group="hierarchical",
+    figure="relation_shares",
 )
 def _prediction_relation_share(data: MetricInput, params: RelationParams) -> MetricResult:
     """Share of top-1 predictions that are correct / an ancestor / a descendant / unrelated."""
@@ -719,6 +739,8 @@ def _thin(curve: SeenUnseenCurve) -> dict[str, Any]:
     version="2",  # 2: per-class hits on the curve's points (paired tests between runs)
     averaged_over="classes",
     averaging_note="the curve traces the seen and the unseen per-class means",
+    group="gzsl",
+    figure="seen_unseen_curve",
     params=MetricParams,
     settings=("gzsl",),
     inputs=("dense",),
@@ -803,6 +825,7 @@ def _register_calibrated(key: str, name: str, doc: str, formula: str) -> None:
         name,
         version="2",  # 2: gamma reaches the main fit in units of each fit's score scale
         averaged_over="classes",
+        group="gzsl",
         formula=formula,
         reference=CHAO_2016,
         averaging_note=(
@@ -946,6 +969,7 @@ _register_darts = partial(
     needs_hierarchy=True,
     needs_validation=True,
     chunkable=False,
+    group="darts",
 )
 
 
@@ -973,6 +997,7 @@ def _resampling_groups(data: MetricInput) -> np.ndarray | None:
     # temperature reaches the main fit in its score units
     version="3",
     averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
+    figure="darts_curve",
 )
 def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
     """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
@@ -1011,6 +1036,7 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
         "the target accuracy holds on validation images only; the test accuracy reached is"
         " stored (test_accuracy) and shown beside the reward"
     ),
+    figure="darts_operating_point",
 )
 def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
     """DARTS normalised information gain on test at an accuracy target met on validation only.

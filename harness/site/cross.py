@@ -58,12 +58,21 @@ _XLSA17_ID = re.compile(r"xlsa17-(?P<dataset>[a-z0-9]+)-(?P<split>ss|ps)(?:-(?P<
 #: GBU's column order (Table III), then any other dataset by name.
 _GBU_ORDER = {"sun": 0, "cub": 1, "awa1": 2, "awa2": 3, "apy": 4}
 _DATASET_LABELS = {"sun": "SUN", "cub": "CUB", "awa1": "AWA1", "awa2": "AWA2", "apy": "aPY"}
-#: A GZSL group's columns: function → (header, what it is), in GBU's order u, s, H.
-GZSL_FUNCTIONS = {
-    "gzsl_unseen_accuracy": ("u", "accuracy on the unseen classes' test images"),
-    "gzsl_seen_accuracy": ("s", "accuracy on the seen classes' test images"),
-    "gzsl_harmonic_mean": ("H", "harmonic mean of u and s"),
-}
+#: A GZSL group's columns, in GBU's order (Table III): the ``short_name`` of the metric
+#: registered with it, which also gives the column's tooltip (``short_description``).
+GBU_COLUMNS = ("u", "s", "H")
+
+
+def gzsl_functions() -> dict[str, tuple[str, str]]:
+    """A GZSL group's columns: function → (header, what it is), in :data:`GBU_COLUMNS`' order.
+
+    >>> list(gzsl_functions().items())[0]
+    ('gzsl_unseen_accuracy', ('u', "accuracy on the unseen classes' test images"))
+    """
+    from harness.metrics import metrics
+
+    short = {m.short_name: (name, m.short_description) for name, m in metrics.items()}
+    return {short[s][0]: (s, short[s][1]) for s in GBU_COLUMNS if s in short}
 
 
 @dataclass(frozen=True)
@@ -170,16 +179,13 @@ def _columns_of(bench: BenchmarkPage, setting: str) -> list[tuple[Column, str, s
     if plan is None:
         return []
     if setting == "gzsl":
+        functions = gzsl_functions()
         newest: dict[str, Column] = {}
         for column in plan.columns:  # a metric's newest version comes first
-            if column.function in GZSL_FUNCTIONS:
+            if column.function in functions:
                 newest.setdefault(column.function, column)
         if newest:
-            return [
-                (newest[f], GZSL_FUNCTIONS[f][0], GZSL_FUNCTIONS[f][1])
-                for f in GZSL_FUNCTIONS
-                if f in newest
-            ]
+            return [(newest[f], *functions[f]) for f in functions if f in newest]
     if plan.primary is None:
         return []
     return [(plan.primary, plan.primary.metric, "the benchmark's primary metric")]

@@ -21,7 +21,14 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.site import charts
-from harness.site.model import BenchmarkPage, Column, SettingTable, Submission, version_key
+from harness.site.model import (
+    BenchmarkPage,
+    Column,
+    SettingTable,
+    Submission,
+    functions_drawn_as,
+    version_key,
+)
 from harness.site.text import isolate, isolate_text
 
 __all__ = ["Figure", "benchmark_figures", "rank_figure", "setting_figures", "structure_facts"]
@@ -58,10 +65,15 @@ def setting_figures(bench: BenchmarkPage, plan: SettingTable, href: Href) -> lis
     order = plan.shown  # inductive runs first, then the transductive ones
     if plan.primary is not None:
         figures.append(_primary_bars(plan, plan.primary, order, href))
-    darts = _first_column(plan, ("darts_area", "darts_reward"), lambda d: "curve" in d)
+    # Which metrics hold each curve is their registration's ``figure``
+    # (:data:`harness.metrics.base.FIGURE_KINDS`): a metric registered with one is drawn here.
+    darts_functions = functions_drawn_as("darts_curve", "darts_operating_point")
+    darts = _first_column(plan, darts_functions, lambda d: "curve" in d)
     if darts is not None:
         figures.append(_darts(plan, darts, order, href))
-    ausuc = _first_column(plan, ("ausuc",), lambda d: isinstance(d.get("curve"), dict))
+    ausuc = _first_column(
+        plan, functions_drawn_as("seen_unseen_curve"), lambda d: isinstance(d.get("curve"), dict)
+    )
     if ausuc is not None:
         figures.append(_seen_unseen(plan, ausuc, order, href))
     top_k = _top_k(plan, order, href)
@@ -70,7 +82,7 @@ def setting_figures(bench: BenchmarkPage, plan: SettingTable, href: Href) -> lis
     hp = _hp_at_k(plan, order, href)
     if hp is not None:
         figures.append(hp)
-    shares = _first_column(plan, ("prediction_relation_share",), lambda d: "correct" in d)
+    shares = _first_column(plan, functions_drawn_as("relation_shares"), lambda d: "correct" in d)
     if shares is not None:
         figures.append(_relation_shares(plan, shares, order, href))
     return figures
@@ -228,7 +240,8 @@ def _primary_bars(plan: SettingTable, column: Column, order: list[str], href: Hr
 
 
 def _darts(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
-    rewards = [c for c in plan.columns if c.function == "darts_reward"]
+    rewarded = functions_drawn_as("darts_operating_point")
+    rewards = [c for c in plan.columns if c.function in rewarded]
     series = []
     targets: set[float] = set()
     ringed: list[str] = []
@@ -353,33 +366,35 @@ def _stored_curve(details: dict[str, Any]) -> list[tuple[int, float]] | None:
 def _hp_at_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
     # The curve a record stores (k in CURVE_KS where the candidates allow), from the newest
     # version that has it; else, for older records, one point per hp@k column of the spec.
-    stored = _first_column(
-        plan, ("hierarchical_precision_at_k",), lambda d: _stored_curve(d) is not None
-    )
+    functions = functions_drawn_as("hp_at_k_curve")
+    stored = _first_column(plan, functions, lambda d: _stored_curve(d) is not None)
     if stored is not None:
-        return _hp_figure(plan, _stored_series(plan, href, order, stored), order, stored.version)
-    by_version: dict[str, list[tuple[int, Column]]] = {}
+        series = _stored_series(plan, href, order, stored)
+        return _hp_figure(plan, series, order, stored.function, stored.version)
+    by_version: dict[tuple[str, str], list[tuple[int, Column]]] = {}
     for column in plan.columns:
-        if column.function != "hierarchical_precision_at_k":
+        if column.function not in functions:
             continue
         ks = {e.details.get("k") for e in column.entries.values()}
         if len(ks) == 1 and isinstance(k := ks.pop(), int) and not isinstance(k, bool):
-            by_version.setdefault(column.version, []).append((k, column))
+            by_version.setdefault((column.function, column.version), []).append((k, column))
     if not by_version:
         return None
-    # One metric version per chart: the newest that has two or more k.
-    usable = [v for v, cols in by_version.items() if len({k for k, _ in cols}) >= 2]
+    # One metric version per chart: of the first function that has one, the newest version
+    # that has two or more k.
+    usable = [fv for fv, cols in by_version.items() if len({k for k, _ in cols}) >= 2]
     if not usable:
         return None
-    version = max(usable, key=version_key)
-    columns = sorted(by_version[version], key=lambda kc: kc[0])
+    function = next(f for f in functions if any(fv[0] == f for fv in usable))
+    version = max((v for f, v in usable if f == function), key=version_key)
+    columns = sorted(by_version[function, version], key=lambda kc: kc[0])
     series = []
     for key in order:
         points = [(k, c.entries[key].value) for k, c in columns if key in c.entries]
         if points:
             xs, ys = [float(k) for k, _ in points], [v for _, v in points]
             series.append(_series(plan, href, key, xs, ys))
-    return _hp_figure(plan, series, order, version)
+    return _hp_figure(plan, series, order, function, version)
 
 
 def _stored_series(
@@ -401,7 +416,7 @@ def _top_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
     # Records scored before per_class_top_k_accuracy v2 keep no curve: no chart for them (two
     # columns, top-1 and top-5, would draw the line this chart replaces).
     stored = _first_column(
-        plan, ("per_class_top_k_accuracy",), lambda d: _stored_curve(d) is not None
+        plan, functions_drawn_as("top_k_curve"), lambda d: _stored_curve(d) is not None
     )
     if stored is None:
         return None
@@ -414,8 +429,8 @@ def _top_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
             "Per-class top-k accuracy: the mean over classes of the share of a class's test "
             "images whose true class is among the k best-scored candidates (ties count "
             "against), at k = 1, 2, 5, 10, 20 where there are more candidates. Metric "
-            "per_class_top_k_accuracy v{};"
-        ).format(isolate(stored.version)),
+            "{} v{};"
+        ).format(stored.function, isolate(stored.version)),
         order,
         title="Top-k accuracy",
         x_label="k",
@@ -425,7 +440,7 @@ def _top_k(plan: SettingTable, order: list[str], href: Href) -> Figure | None:
 
 
 def _hp_figure(
-    plan: SettingTable, series: list[charts.Series], order: list[str], version: str
+    plan: SettingTable, series: list[charts.Series], order: list[str], function: str, version: str
 ) -> Figure:
     return _curves(
         plan,
@@ -435,8 +450,8 @@ def _hp_figure(
         Markup(
             "Hierarchical precision at k (Frome et al., NeurIPS 2013): the share of the top k "
             "predictions that fall in the true class's hierarchical neighbourhood. Metric "
-            "hierarchical_precision_at_k v{};"
-        ).format(isolate(version)),
+            "{} v{};"
+        ).format(function, isolate(version)),
         order,
         title="Hierarchical precision at k",
         x_label="k",

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from hashlib import sha256
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError, IntegrityError, MetricError
 from harness.identity import check_distinct_identities
@@ -33,6 +33,9 @@ from harness.site import stats
 from harness.site.slugs import submission_slug
 from harness.site.text import isolate_text
 
+if TYPE_CHECKING:
+    from harness.metrics.base import Metric
+
 __all__ = [
     "Badge",
     "BenchmarkPage",
@@ -40,8 +43,10 @@ __all__ = [
     "SettingTable",
     "SiteModel",
     "Submission",
+    "functions_drawn_as",
     "is_transductive",
     "plan_site",
+    "registered_metric",
 ]
 
 SETTING_ORDER = {"zsl": 0, "gzsl": 1, "transductive": 2}
@@ -527,15 +532,33 @@ def _test_columns(columns: list[Column]) -> None:
             pass
 
 
+def registered_metric(function: str) -> Metric | None:
+    """The registration of a record's metric ``function``: what the site knows of a metric
+    (group, figure, header, unit) it reads from there. None for a function this harness does
+    not register (a removed metric's old records), which the site shows without those facts."""
+    from harness.metrics import metrics
+
+    return metrics.get(function) if function in metrics else None
+
+
+def functions_drawn_as(*kinds: str) -> tuple[str, ...]:
+    """The registered metric functions whose details the site draws as one of ``kinds``
+    (:data:`harness.metrics.base.FIGURE_KINDS`): in the order of ``kinds``, then by name."""
+    from harness.metrics import metrics
+
+    return tuple(
+        name for kind in kinds for name, metric in metrics.items() if metric.figure == kind
+    )
+
+
 def _percent_unit(function: str, entries: Iterable[ScoreEntry]) -> bool:
     """Whether a column shows percentages: from the metric's registered bounds, so adding a run
     never changes a column's unit (hcost stays a number of levels when every run's cost happens
     to be below 1). A metric this harness does not register has no definition to ask: its
     values decide (all of them in [0, 1])."""
-    from harness.metrics import metrics
-
-    if function in metrics:
-        return metrics.get(function).percent
+    metric = registered_metric(function)
+    if metric is not None:
+        return metric.percent
     return all(_in_unit_interval(e) for e in entries)
 
 

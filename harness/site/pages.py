@@ -28,7 +28,6 @@ from markupsafe import Markup, escape
 
 from harness import __version__ as harness_version
 from harness.audit import AuditStatus, LeakageAudit, Relation
-from harness.metrics import metrics
 from harness.records import ClassValues, RunRecord, ScoredClass, ScoreEntry
 from harness.site import cross, figures, glossary, robustness, stats
 from harness.site.csv_tables import (
@@ -50,6 +49,7 @@ from harness.site.model import (
     SiteModel,
     Submission,
     record_badges,
+    registered_metric,
     setting_key,
 )
 from harness.site.results_json import write_results_json
@@ -141,32 +141,14 @@ class Ranking:
 
 
 #: Column groups of a score table, in the chooser's order: id (a CSS class suffix) → label.
+#: A column's group is its metric's registered ``group``
+#: (:data:`harness.metrics.base.METRIC_GROUPS`), "other" for a function the registry lacks.
 COLUMN_GROUPS = {
     "flat": "flat",
     "hierarchical": "hierarchical",
     "darts": "DARTS",
     "gzsl": "GZSL",
     "other": "other",
-}
-_GROUP_OF_FUNCTION = {
-    "per_class_top_k_accuracy": "flat",
-    "per_image_top_k_accuracy": "flat",
-    "average_hierarchical_distance_at_k": "hierarchical",
-    "hierarchical_cost": "hierarchical",
-    "hierarchical_precision_at_k": "hierarchical",
-    "hierarchical_retrieval_precision_at_k": "hierarchical",
-    "mistake_severity": "hierarchical",
-    "per_class_hierarchical_precision_at_k": "hierarchical",
-    "prediction_relation_share": "hierarchical",
-    "darts_area": "darts",
-    "darts_reward": "darts",
-    "ausuc": "gzsl",
-    "calibrated_harmonic_mean": "gzsl",
-    "calibrated_seen_accuracy": "gzsl",
-    "calibrated_unseen_accuracy": "gzsl",
-    "gzsl_harmonic_mean": "gzsl",
-    "gzsl_seen_accuracy": "gzsl",
-    "gzsl_unseen_accuracy": "gzsl",
 }
 #: Groups the column chooser hides first, while a table shows more score columns than
 #: :data:`MAX_DEFAULT_COLUMNS` (never the primary metric's group, never DARTS).
@@ -177,12 +159,14 @@ MAX_DEFAULT_COLUMNS = 6
 
 
 def column_group(function: str) -> str:
-    """The chooser group of a metric function ("other" for one this harness doesn't know).
+    """The chooser group of a metric function: its registered ``group`` ("other" for one this
+    harness doesn't know).
 
     >>> column_group("darts_area"), column_group("hierarchical_cost"), column_group("x")
     ('darts', 'hierarchical', 'other')
     """
-    return _GROUP_OF_FUNCTION.get(function, "other")
+    metric = registered_metric(function)
+    return metric.group if metric is not None else "other"
 
 
 @dataclass(frozen=True)
@@ -608,7 +592,7 @@ def _benchmark(
         structure_facts=figures.structure_facts(bench),
         structure_figures=figures.benchmark_figures(bench),
         has_darts_reward=any(
-            c.function == "darts_reward" for plan in bench.settings for c in plan.columns
+            _operating_point(c.function) for plan in bench.settings for c in plan.columns
         ),
         n_boot=stats.N_BOOT,
         alpha=stats.ALPHA,
@@ -783,9 +767,17 @@ class Reached:
         )
 
 
+def _operating_point(function: str) -> bool:
+    """Whether ``function`` is a DARTS reward at a target accuracy, whose details hold the
+    accuracy it reached on test (its registered figure)."""
+    metric = registered_metric(function)
+    return metric is not None and metric.figure == "darts_operating_point"
+
+
 def darts_reached(entry: ScoreEntry) -> Reached | None:
-    """The operating point of a ``darts_reward`` score, from its details (None otherwise)."""
-    if entry.function != "darts_reward":
+    """The operating point of a ``darts_reward`` score (a metric registered with figure
+    ``darts_operating_point``), from its details (None otherwise)."""
+    if not _operating_point(entry.function):
         return None
     details = entry.details
     target, test = _real(details.get("target")), _real(details.get("test_accuracy"))
@@ -813,12 +805,12 @@ def column_title(column: Column) -> str:
     direction = "higher" if column.higher_is_better else "lower"
     parts = [f"{isolate_text(column.function)} v{isolate_text(column.version)}"]
     parts.append(f"{direction} is better")
-    metric = metrics.get(column.function) if column.function in metrics else None
+    metric = registered_metric(column.function)
     if metric is not None:
         parts.append(metric.averaging)
     else:
         parts.append("averaging unit unknown: this harness does not register the metric")
-    if column.function == "darts_reward":
+    if _operating_point(column.function):
         targets = sorted(
             {r.target for e in column.entries.values() if (r := darts_reached(e)) is not None}
         )
