@@ -1,8 +1,9 @@
 """Run records for the store tests: the small one of most tests and big ones with curves.
 
-Curves have the shapes the metrics produce (``harness/metrics/builtin.py``): DARTS gives a list
-of points (``target``, ``lambda``, ``accuracy``, ``info_gain``, ``share_*``), AUSUC a dict of
-equal-length ``seen``/``unseen`` lists plus ``n_points``. Values are spelled out or derived from
+Curves have the shapes the metrics produce (the registrations at the end of
+``harness/metrics/darts.py`` and ``calibrated_stacking.py``): DARTS gives a list of points
+(``target``, ``lambda``, ``accuracy``, ``info_gain``, ``share_*``), AUSUC a dict of equal-length
+``seen``/``unseen`` lists plus ``n_points``. Values are spelled out or derived from
 the arguments, so every record is reproducible from them (the concurrency test rebuilds a
 record from the tag it finds in the store).
 """

@@ -18,7 +18,7 @@ import pytest
 
 from harness.metrics import metrics
 from harness.metrics.base import MetricInput
-from harness.metrics.builtin import CURVE_KS, curve_ks
+from harness.metrics.registration import CURVE_KS, curve_ks
 from harness.records import RunRecord
 from harness.site import build_site, charts
 from harness.site.glossary import TERMS, glossary_entries, metric_anchor, term_anchor

@@ -29,9 +29,11 @@ Their supports, one job each:
 Functions that report more than a number (``*_details``, curves, intervals, tests) return frozen
 dataclasses; the registered wrappers turn them into the JSON details of a run record.
 
-Importing this package registers the built-in metrics (:mod:`~harness.metrics.builtin`) in
-:data:`metrics` by explicit import, no plugin discovery. Each declares what its value is a mean
-over (``averaged_over``: test images or classes with test images).
+Each family module ends with its registrations (wrappers from a :class:`MetricInput` to its
+functions); what they share lives in :mod:`~harness.metrics.registration`. Importing this package
+imports every family, so registers the built-in metrics in :data:`metrics` by explicit import,
+no plugin discovery. Each declares what its value is a mean over (``averaged_over``: test images
+or classes with test images).
 
 >>> "per_class_top_k_accuracy" in metrics and "hierarchical_precision_at_k" in metrics
 True
@@ -39,7 +41,10 @@ True
 
 from __future__ import annotations
 
-from harness.metrics import builtin as _builtin  # noqa: F401  (registers the built-ins)
+# Importing a family module registers its metrics (flat and gzsl: imported below as well).
+from harness.metrics import calibrated_stacking as _calibrated_stacking  # noqa: F401
+from harness.metrics import darts as _darts  # noqa: F401
+from harness.metrics import hierarchical as _hierarchical  # noqa: F401
 from harness.metrics.base import (
     Metric,
     MetricInput,
@@ -48,9 +53,9 @@ from harness.metrics.base import (
     metrics,
     register_metric,
 )
-from harness.metrics.builtin import TopKParams
 from harness.metrics.flat import (
     PerClassAccuracy,
+    TopKParams,
     per_class_counts,
     per_class_top_k_accuracy,
     per_class_top_k_accuracy_details,

@@ -87,8 +87,18 @@ from harness.metrics._validation import (
     check_vector,
     row_chunks,
 )
+from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
+from harness.metrics.comparison import seen_unseen_class_values
 from harness.metrics.flat import class_counts_checked, count_classes_with_images, reduce_per_class
 from harness.metrics.gzsl import GzslAccuracies, harmonic_mean
+from harness.metrics.registration import (
+    class_mean,
+    fit_scales,
+    gzsl_h,
+    require_setting,
+    validation_of,
+)
+from harness.metrics.score_scale import carried
 
 __all__ = [
     "CalibratedAccuracies",
@@ -849,3 +859,159 @@ def calibrated_harmonic_mean(
         harmonic_mean=harmonic_mean(seen_value, unseen_value),
         gamma=checked_gamma,
     )
+
+
+# -- registrations: the registry's wrappers of the functions above --------------------------------
+
+
+CURVE_POINTS = 400
+
+
+def _thin(curve: SeenUnseenCurve) -> dict[str, Any]:
+    """The curve's operating points for plotting, at most CURVE_POINTS of them (ends kept)."""
+    seen, unseen = curve.seen_accuracy, curve.unseen_accuracy
+    keep = np.unique(
+        np.linspace(0, len(seen) - 1, min(len(seen), CURVE_POINTS)).round().astype(int)
+    )
+    return {
+        "seen": [round(float(v), 6) for v in seen[keep]],
+        "unseen": [round(float(v), 6) for v in unseen[keep]],
+        "n_points": len(seen),
+    }
+
+
+@register_metric(
+    "ausuc",
+    formula=(
+        "AUSUC = ∫ acc_S d acc_U along the seen–unseen curve traced by predicting argmax_c (s_ic − "
+        "γ·[c seen]) as γ sweeps the real line"
+    ),
+    reference=(
+        "Chao, Changpinyo, Gong, Sha: An Empirical Study and Analysis of Generalized Zero-Shot "
+        "Learning for Object Recognition in the Wild, ECCV 2016"
+    ),
+    version="2",  # 2: per-class hits on the curve's points (paired tests between runs)
+    averaged_over="classes",
+    averaging_note="the curve traces the seen and the unseen per-class means",
+    group="gzsl",
+    figure="seen_unseen_curve",
+    params=MetricParams,
+    settings=("gzsl",),
+    inputs=("dense",),
+    chunkable=False,
+)
+def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
+    """Area under the seen-unseen accuracy curve of calibrated stacking (Chao et al. 2016)."""
+    require_setting(data, "ausuc", ("gzsl",))
+    assert data.scores is not None
+    seen = np.asarray(data.seen, dtype=bool)
+    margin, group_correct = stacking_margins(data.y_true, data.scores, seen=seen)
+    curve = calibrated_stacking_curve_from_margins(data.y_true, margin, group_correct, seen=seen)
+    y_true = np.asarray(data.y_true)
+
+    def resample(idx: np.ndarray) -> float:
+        return area_under_seen_unseen_curve(
+            calibrated_stacking_curve_from_margins(
+                y_true[idx], margin[idx], group_correct[idx], seen=seen
+            )
+        )
+
+    return MetricResult(
+        area_under_seen_unseen_curve(curve),
+        {"curve": _thin(curve)},
+        resample=resample,
+        class_values=seen_unseen_class_values(y_true, margin, group_correct, seen=seen),
+    )
+
+
+@dataclass(frozen=True)
+class _Calibrated:
+    accuracies: CalibratedAccuracies
+    correct: np.ndarray  # per test image, at the applied gamma
+    gamma_validation: float  # chosen on the validation fit's scores, in its units
+    gamma: float  # the same gamma in the main fit's units, applied to its test scores
+    scale_validation: float
+    scale: float
+
+
+def _calibrated(data: MetricInput, name: str) -> _Calibrated:
+    require_setting(data, name, ("gzsl",))
+    val = validation_of(data, name)
+    assert data.scores is not None and val.scores is not None
+    scale_val, scale = fit_scales(data, val, name)
+    chosen = select_gamma(val.y_true, val.scores, val_seen=val.seen)
+    gamma = carried(chosen, chosen_scale=scale_val, applied_scale=scale)
+    out = calibrated_harmonic_mean(data.y_true, data.scores, seen=data.seen, gamma=gamma)
+    correct = per_image_correct_at_gamma(data.y_true, data.scores, seen=data.seen, gamma=gamma)
+    return _Calibrated(out, correct, chosen, gamma, scale_val, scale)
+
+
+#: The paper calibrated stacking and AUSUC come from (their glossary reference).
+CHAO_2016 = (
+    "Chao, Changpinyo, Gong, Sha: An Empirical Study and Analysis of Generalized Zero-Shot"
+    " Learning for Object Recognition in the Wild, ECCV 2016"
+)
+
+
+def _register_calibrated(key: str, name: str, doc: str, formula: str) -> None:
+    def compute(data: MetricInput, params: MetricParams) -> MetricResult:
+        run = _calibrated(data, name)
+        out, correct = run.accuracies, run.correct
+        image_seen = np.asarray(data.seen, dtype=bool)[data.y_true]
+        if key == "harmonic_mean":
+            decomposition = gzsl_h(correct, data)
+        else:
+            decomposition = class_mean(correct, data, image_seen if key == "seen" else ~image_seen)
+        details = {
+            "gamma": run.gamma,
+            "seen": float(out.seen),
+            "unseen": float(out.unseen),
+            "harmonic_mean": float(out.harmonic_mean),
+            "gamma_chosen_on": "validation",
+            "gamma_validation": run.gamma_validation,
+            "score_scale": run.scale,
+            "score_scale_validation": run.scale_validation,
+        }
+        return MetricResult(float(getattr(out, key)), details, decomposition)
+
+    compute.__doc__ = doc
+    register_metric(
+        name,
+        version="2",  # 2: gamma reaches the main fit in units of each fit's score scale
+        averaged_over="classes",
+        group="gzsl",
+        formula=formula,
+        reference=CHAO_2016,
+        averaging_note=(
+            "harmonic mean of the seen and the unseen per-class means"
+            if key == "harmonic_mean"
+            else f"{key} classes only"
+        ),
+        settings=("gzsl",),
+        inputs=("dense",),
+        needs_validation=True,
+        chunkable=False,
+    )(compute)
+
+
+_register_calibrated(
+    "harmonic_mean",
+    "calibrated_harmonic_mean",
+    "GZSL H after calibrated stacking with gamma chosen on validation predictions (Chao et al.).",
+    "H(γ*), γ* = argmax_γ H on the validation predictions; test images predict"
+    " argmax_c (s_ic − γ*·(σ_main/σ_val)·[c seen]), σ a fit's score scale on the scale images",
+)
+_register_calibrated(
+    "seen",
+    "calibrated_seen_accuracy",
+    "GZSL seen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+    "acc_S(γ*·σ_main/σ_val), γ* = argmax_γ H on the validation predictions, σ a fit's score"
+    " scale on the scale images",
+)
+_register_calibrated(
+    "unseen",
+    "calibrated_unseen_accuracy",
+    "GZSL unseen accuracy after calibrated stacking with gamma chosen on validation predictions.",
+    "acc_U(γ*·σ_main/σ_val), γ* = argmax_γ H on the validation predictions, σ a fit's score"
+    " scale on the scale images",
+)

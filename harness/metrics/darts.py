@@ -144,11 +144,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+from pydantic import Field
 
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
@@ -165,7 +167,11 @@ from harness.metrics._validation import (
     check_vector,
     row_chunks,
 )
+from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.binomial import clopper_pearson_lower_bounds
+from harness.metrics.registration import fit_scales, hierarchy_of, image_mean, validation_of
+from harness.metrics.score_scale import carried
+from harness.metrics.temperature import fit_temperature, softmax_posteriors
 
 __all__ = [
     "BISECTION_STEPS",
@@ -1266,3 +1272,213 @@ def darts_curve(
         bisection_steps=BISECTION_STEPS,
         excluded_classes=tuple(np.flatnonzero(totals == 0).tolist()),
     )
+
+
+# -- registrations: the registry's wrappers of the functions above --------------------------------
+
+
+class DartsParams(MetricParams):
+    posterior: Literal["softmax", "as_is"] = Field(
+        "softmax",
+        description="softmax: scores -> posteriors with a temperature fitted on validation"
+        " (negative log-likelihood); as_is: the scores already are posteriors",
+    )
+    target: float = Field(
+        0.9,
+        gt=0,
+        lt=1,
+        description="darts_reward: accuracy that lambda must reach on the validation classes"
+        " (95% Clopper-Pearson lower bound); test accuracy is reported, not guaranteed",
+    )
+
+
+@dataclass(frozen=True)
+class _DartsTarget:
+    """One achieved target: its lambda (chosen on validation) and what it does per test image."""
+
+    target: float
+    lam: float
+    correct: np.ndarray
+    gain: np.ndarray
+    levels: PredictionLevels
+
+
+@dataclass(frozen=True)
+class _DartsRun:
+    temperature: float | None  # fitted on the validation fit's scores
+    test_temperature: float | None  # the same, in the main fit's score units
+    targets: tuple[_DartsTarget, ...]
+    val_curve: DartsCurve
+
+
+def _darts(data: MetricInput, params: DartsParams, name: str) -> _DartsRun:
+    hierarchy, nodes = hierarchy_of(data, name)
+    val = validation_of(data, name)
+    assert data.scores is not None and val.scores is not None
+    temperature = test_temperature = None
+    if params.posterior == "softmax":
+        # The temperature is a score unit: chosen on the validation fit, it reaches the main
+        # fit's scores in units of each fit's score scale (harness.metrics.score_scale).
+        scale_val, scale = fit_scales(data, val, name)
+        temperature = fit_temperature(val.scores, val.y_true)
+        test_temperature = carried(temperature, chosen_scale=scale_val, applied_scale=scale)
+        val_post = softmax_posteriors(val.scores, temperature)
+        test_post = softmax_posteriors(data.scores, test_temperature)
+    else:
+        val_post, test_post = val.scores, data.scores
+    val_nodes = hierarchy_of(val, name)[1]
+    targets = tuple(sorted({*DEFAULT_TARGETS, params.target}))
+    # lambda is searched on validation predictions, whose candidates (validation classes) differ
+    # from the test candidates: the search runs on the validation graph, the evaluation on test.
+    val_curve = darts_curve(
+        val_post,
+        val.y_true,
+        val_post,
+        val.y_true,
+        hierarchy=hierarchy,
+        candidate_nodes=val_nodes,
+        targets=targets,
+    )
+    lambdas = [(p.target, p.lam) for p in val_curve.points if p.lam is not None]
+    per_target = []
+    for target, lam in lambdas:
+        correct, gain = darts_per_image(
+            test_post, data.y_true, lam, hierarchy=hierarchy, candidate_nodes=nodes
+        )
+        levels = darts_prediction_levels(test_post, lam, hierarchy=hierarchy, candidate_nodes=nodes)
+        per_target.append(_DartsTarget(target, lam, correct, gain, levels))
+    return _DartsRun(temperature, test_temperature, tuple(per_target), val_curve)
+
+
+def _darts_details(out: _DartsRun) -> dict[str, Any]:
+    return {
+        "temperature": out.temperature,
+        "test_temperature": out.test_temperature,
+        "lambda_chosen_on": "validation",
+        "curve": [
+            {
+                "target": t.target,
+                "lambda": t.lam,
+                "accuracy": float(t.correct.mean()),
+                "info_gain": float(t.gain.mean()),
+                "share_leaf": t.levels.leaf,
+                "share_internal": t.levels.internal,
+                "share_root": t.levels.root,
+            }
+            for t in out.targets
+        ],
+    }
+
+
+#: Registers a DARTS metric: dense scores, hierarchy and validation predictions, one pass.
+_register_darts = partial(
+    register_metric,
+    version="2",  # 2: the softmax temperature reaches the main fit in its score units
+    averaged_over="images",
+    params=DartsParams,
+    inputs=("dense",),
+    needs_hierarchy=True,
+    needs_validation=True,
+    chunkable=False,
+    group="darts",
+)
+
+
+def _resampling_groups(data: MetricInput) -> np.ndarray | None:
+    """Groups the class-level bootstrap resamples within: seen and unseen classes in GZSL (as
+    the H decomposition's), one group in ZSL (as every class-mean decomposition's)."""
+    if data.setting != "gzsl":
+        return None
+    return (~np.asarray(data.seen, dtype=bool)).astype(np.int64)
+
+
+@_register_darts(
+    "darts_area",
+    formula=(
+        "area = ∫_0^1 g*(x) dx, g*(x) = max{gain_p : accuracy_p ≥ x} over the curve's points; each "
+        "point: predict the deepest node whose posterior-weighted reward (gain + λ) is highest, λ "
+        "chosen on validation for a target accuracy; gain = normalised information gain, 1 − "
+        "log(#leaves under the prediction)/log(#classes) when correct, 0 when wrong"
+    ),
+    reference=(
+        "Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: Optimizing Accuracy-Specificity "
+        "Trade-offs in Large Scale Visual Recognition, CVPR 2012"
+    ),
+    # 2: per-class hits and gains on the curve's points (paired tests); 3: the softmax
+    # temperature reaches the main fit in its score units
+    version="3",
+    averaging_note="a curve point's accuracy and gain; its lambda is chosen on validation",
+    figure="darts_curve",
+)
+def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> MetricResult:
+    """Area under the DARTS accuracy-information gain curve (Deng et al. 2012), lambda on val."""
+    # here, not at the top: harness.metrics.comparison imports this module
+    from harness.metrics.comparison import darts_class_values
+
+    out = _darts(data, params, "darts_area")
+
+    def resample(idx: np.ndarray) -> float:
+        return accuracy_specificity_area(
+            [(float(t.correct[idx].mean()), float(t.gain[idx].mean())) for t in out.targets]
+        )
+
+    value = accuracy_specificity_area(
+        [(float(t.correct.mean()), float(t.gain.mean())) for t in out.targets]
+    )
+    n_points = len(out.targets)
+    summary = darts_class_values(
+        data.y_true,
+        np.asarray([t.correct for t in out.targets]).reshape(n_points, -1),
+        np.asarray([t.gain for t in out.targets]).reshape(n_points, -1),
+        n_classes=data.n_candidates,
+        groups=_resampling_groups(data),
+    )
+    return MetricResult(value, _darts_details(out), resample=resample, class_values=summary)
+
+
+@_register_darts(
+    "darts_reward",
+    formula=(
+        "the mean normalised information gain on the test images at the λ with which the "
+        "validation images reach `target` accuracy (95 % lower confidence bound)"
+    ),
+    reference=(
+        "Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: Optimizing Accuracy-Specificity "
+        "Trade-offs in Large Scale Visual Recognition, CVPR 2012"
+    ),
+    averaging_note=(
+        "the target accuracy holds on validation images only; the test accuracy reached is"
+        " stored (test_accuracy) and shown beside the reward"
+    ),
+    figure="darts_operating_point",
+)
+def _darts_reward(data: MetricInput, params: DartsParams) -> MetricResult:
+    """DARTS normalised information gain on test at an accuracy target met on validation only.
+
+    lambda is the one at which the validation images reach ``target`` accuracy (with 95%
+    confidence); applied to the test images it reaches ``test_accuracy``, which may fall below
+    the target: the details say which, and the site shows it beside the reward.
+    """
+    out = _darts(data, params, "darts_reward")
+    match = [t for t in out.targets if abs(t.target - params.target) < 1e-12]
+    val_point = out.val_curve.point(params.target)
+    if not match or val_point is None:
+        raise MetricError(
+            f"Expected the validation target accuracy {params.target} to be reachable on the"
+            " validation images, but no lambda achieves it"
+        )
+    chosen = match[0]
+    assert val_point.val_accuracy is not None and val_point.val_lower_bound is not None
+    test_accuracy = float(chosen.correct.mean())
+    details = {
+        **_darts_details(out),
+        "target": params.target,
+        "target_on": "validation",
+        "lambda": chosen.lam,
+        "val_accuracy": float(val_point.val_accuracy),
+        "val_lower_bound": float(val_point.val_lower_bound),
+        "confidence": float(out.val_curve.confidence),
+        "test_accuracy": test_accuracy,
+        "test_reaches_target": test_accuracy >= params.target,
+    }
+    return MetricResult(float(chosen.gain.mean()), details, image_mean(chosen.gain, data))

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from harness.errors import MetricError
 from harness.metrics._validation import (
@@ -53,6 +54,15 @@ from harness.metrics._validation import (
     check_targets,
     check_vector,
     row_chunks,
+)
+from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
+from harness.metrics.decomposition import point_estimate
+from harness.metrics.registration import (
+    class_ids,
+    class_mean,
+    curve_ks,
+    image_mean,
+    per_class_by_id,
 )
 
 __all__ = [
@@ -602,3 +612,89 @@ def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k:
     0.75
     """
     return float(np.mean(top_k_correct(y_true, scores, k=k)))
+
+
+# -- registrations: the registry's wrappers of the functions above --------------------------------
+
+
+class TopKParams(MetricParams):
+    """Parameters of the top-k accuracies: how many top candidates count."""
+
+    k: int = Field(1, ge=1, description="How many top-scoring candidates count as a hit.")
+
+
+def _correct(data: MetricInput, k: int) -> np.ndarray:
+    """Top-k correctness per image from dense scores or top-K lists (one tie policy)."""
+    if data.scores is not None:
+        return top_k_correct(data.y_true, data.scores, k=k)
+    assert data.topk_indices is not None and data.topk_scores is not None
+    return top_k_correct_from_topk(data.y_true, data.topk_indices, data.topk_scores, k=k)
+
+
+def _rivals(data: MetricInput) -> np.ndarray:
+    """Per image, the other candidates scoring at least its true class: top-k correct at every k
+    in one pass (``_rivals(data) < k`` is :func:`_correct`)."""
+    if data.scores is not None:
+        return rivals_at_least(data.y_true, data.scores)
+    assert data.topk_indices is not None and data.topk_scores is not None
+    return rivals_at_least_from_topk(data.y_true, data.topk_indices, data.topk_scores)
+
+
+@register_metric(
+    "per_class_top_k_accuracy",
+    formula=(
+        "acc@k = (1/|C|) Σ_{c∈C} (1/|I_c|) Σ_{i∈I_c} [y_i ∈ top_k(i)]; C: candidate classes with "
+        "test images, I_c: test images of class c, top_k(i): the k highest-scoring candidates of "
+        "image i"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    version="2",  # 2: details hold the top-k curve at CURVE_KS (the site draws it)
+    params=TopKParams,
+    averaged_over="classes",
+    group="flat",
+    figure="top_k_curve",
+    checked_against_chance=True,
+)
+def _per_class_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """Mean over candidate classes with test images of per-class top-k accuracy."""
+    ids = class_ids(data)
+    correct = _correct(data, params.k)
+    decomposition = class_mean(correct, data)
+    rivals = _rivals(data)
+    ks = curve_ks(data, params.k)
+    curve = [float(np.asarray(point_estimate(class_mean(rivals < k, data)))) for k in ks]
+    details: dict[str, Any] = {"k": params.k, "curve": {"k": ks, "value": curve}}
+    if data.scores is not None:
+        per_class = per_class_top_k_accuracy_details(
+            data.y_true, data.scores, classes=np.arange(data.n_candidates), k=params.k
+        )
+        details.update(per_class_by_id(per_class, ids))
+        value = float(per_class.value)
+    else:
+        value = float(np.asarray(point_estimate(decomposition)))
+    return MetricResult(value, details, decomposition)
+
+
+@register_metric(
+    "per_image_top_k_accuracy",
+    formula="acc@k = (1/N) Σ_i [y_i ∈ top_k(i)] over the N test images",
+    reference=(
+        "Standard flat hit@k, as reported beside hp@k in Frome et al.: DeViSE: A Deep "
+        "Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
+    version="1",
+    params=TopKParams,
+    averaged_over="images",
+    group="flat",
+)
+def _per_image_top_k_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """Fraction of test images whose true class is among the top k candidates (per image)."""
+    correct = _correct(data, params.k)
+    return MetricResult(
+        float(np.mean(correct)),
+        {"k": params.k, "n_images": int(correct.shape[0]), "n_correct": int(correct.sum())},
+        image_mean(correct, data),
+    )

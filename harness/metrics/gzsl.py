@@ -12,16 +12,29 @@ harmonic mean, 0 when either is 0. Both accuracies reduce from one set of per-cl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from harness.errors import MetricError
 from harness.metrics._validation import check_k, check_scalar, check_scores_and_targets, check_seen
+from harness.metrics.base import MetricInput, MetricResult, register_metric
 from harness.metrics.flat import (
     PerClassAccuracy,
+    TopKParams,
     class_counts_checked,
     reduce_per_class,
+    top_k_correct,
     top_k_correct_checked,
+)
+from harness.metrics.registration import (
+    class_ids,
+    class_mean,
+    gzsl_h,
+    per_class_by_id,
+    require_setting,
 )
 
 __all__ = [
@@ -260,3 +273,102 @@ def gzsl_accuracies(
     (0.75, 0.5, 0.6)
     """
     return gzsl_accuracies_details(y_true, scores, seen=seen, k=k).accuracies
+
+
+# -- registrations: the registry's wrappers of the functions above --------------------------------
+
+
+def _gzsl(
+    data: MetricInput, params: TopKParams, name: str
+) -> tuple[GzslAccuracyDetails, list[Any], np.ndarray]:
+    require_setting(data, name, ("gzsl",))
+    if data.scores is None:
+        raise MetricError(f"Expected dense scores for metric '{name}', but got top-K predictions")
+    details = gzsl_accuracies_details(data.y_true, data.scores, seen=data.seen, k=params.k)
+    return details, class_ids(data), top_k_correct(data.y_true, data.scores, k=params.k)
+
+
+#: Registers a GZSL top-k accuracy: dense scores only, averaged over classes.
+_register_gzsl = partial(
+    register_metric,
+    version="1",
+    params=TopKParams,
+    settings=("gzsl",),
+    inputs=("dense",),
+    averaged_over="classes",
+    group="gzsl",
+)
+
+
+def _gzsl_group(data: MetricInput, params: TopKParams, name: str, *, unseen: bool) -> MetricResult:
+    """The seen (or unseen) accuracy, its per-class details and its class-mean decomposition."""
+    details, ids, correct = _gzsl(data, params, name)
+    group = details.unseen if unseen else details.seen
+    image_seen = np.asarray(data.seen)[data.y_true]
+    return MetricResult(
+        group.value,
+        {**per_class_by_id(group, ids), "k": details.k},
+        class_mean(correct, data, ~image_seen if unseen else image_seen),
+    )
+
+
+@_register_gzsl(
+    "gzsl_seen_accuracy",
+    formula=(
+        "acc_S = per-class top-k accuracy over the test_seen images, each ranked among all seen ∪ "
+        "unseen candidates"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="seen classes only",
+    short_name="s",
+    short_description="accuracy on the seen classes' test images",
+)
+def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL seen accuracy: per-class top-k accuracy over seen classes, all candidates ranked."""
+    return _gzsl_group(data, params, "gzsl_seen_accuracy", unseen=False)
+
+
+@_register_gzsl(
+    "gzsl_unseen_accuracy",
+    formula=(
+        "acc_U = per-class top-k accuracy over the test_unseen images, each ranked among all seen "
+        "∪ unseen candidates"
+    ),
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="unseen classes only",
+    short_name="u",
+    short_description="accuracy on the unseen classes' test images",
+    checked_against_chance=True,
+)
+def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
+    return _gzsl_group(data, params, "gzsl_unseen_accuracy", unseen=True)
+
+
+@_register_gzsl(
+    "gzsl_harmonic_mean",
+    formula="H = 2 · acc_S · acc_U / (acc_S + acc_U); 0 when either is 0",
+    reference=(
+        "Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A Comprehensive Evaluation of the "
+        "Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    averaging_note="harmonic mean of the seen and the unseen per-class means",
+    short_name="H",
+    short_description="harmonic mean of u and s",
+    checked_against_chance=True,
+)
+def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
+    """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""
+    details, _, correct = _gzsl(data, params, "gzsl_harmonic_mean")
+    decomposition = gzsl_h(correct, data)
+    return MetricResult(
+        details.harmonic_mean,
+        {"seen": details.seen.value, "unseen": details.unseen.value, "k": details.k},
+        decomposition,
+    )

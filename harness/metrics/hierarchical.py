@@ -69,12 +69,14 @@ computes them once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import partial
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from harness.hierarchy import LCA_DISTANCES, BallRadii, Hierarchy, LcaDistance
 from harness.metrics._validation import (
@@ -94,7 +96,10 @@ from harness.metrics._validation import (
     check_valid_nodes,
     row_chunks,
 )
+from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
+from harness.metrics.decomposition import Decomposition
 from harness.metrics.flat import mean_of_class_means
+from harness.metrics.registration import class_mean, curve_ks, hierarchy_of, image_mean
 
 __all__ = [
     "LCA_DISTANCES",
@@ -1305,3 +1310,343 @@ def prediction_relations(
         n_images=int(n_images),
         per_image=codes,
     )
+
+
+# -- registrations: the registry's wrappers of the functions above --------------------------------
+
+
+class HierarchicalKParams(MetricParams):
+    k: int = Field(1, ge=1, le=1000, description="Number of top predictions considered.")
+
+
+class LcaDistanceParams(MetricParams):
+    """Parameters of the metrics built on a distance through the lowest common ancestor."""
+
+    lca_distance: LcaDistance = Field(
+        "lca_height",
+        description=(
+            "the distance between the true and the predicted class through their lowest common"
+            " ancestor (LCA), in hierarchy levels. lca_height (default): the LCA's height, the"
+            " longest path from it down to one of its own leaves (Deng et al. 2010)."
+            " max_leaf_depth_minus_lca_depth: the hierarchy's max leaf depth minus the LCA's"
+            " depth (longest path from a root), the 'height of the LCA' of Bertinetto et al."
+            " 2020, Making Better Mistakes; compare with their numbers only under this one."
+            " The two differ wherever leaves lie at different depths"
+        ),
+    )
+
+
+class HierarchicalKDistanceParams(LcaDistanceParams, HierarchicalKParams):
+    """Parameters of the top-k metrics built on an LCA distance: ``k`` and which distance."""
+
+
+class HPrecisionParams(HierarchicalKParams):
+    valid: Literal["candidates", "hierarchy"] = Field(
+        "candidates",
+        description="labels counted in hCorrectSet: the candidate classes, or every hierarchy node",
+    )
+
+
+class RelationParams(MetricParams):
+    relation: Literal["correct", "ancestor", "descendant", "unrelated", "semantic_upper"] = Field(
+        "semantic_upper",
+        description="which share of top-1 predictions;"
+        " semantic_upper = correct + ancestor + descendant",
+    )
+
+
+def _aux(n: int, **means: float) -> dict[str, np.ndarray]:
+    """Chunk means as per-image arrays, so streamed chunks average them image-weighted."""
+    return {name: np.full(n, value) for name, value in means.items()}
+
+
+Out = TypeVar("Out")
+AtK = TypeVar("AtK", AverageHierarchicalDistance, HierarchicalRetrievalPrecision)
+
+
+def _on_ranked(fn: Callable[..., Out], data: MetricInput, k: int, name: str, **options: Any) -> Out:
+    """Call the hierarchical function ``fn`` on the top-``k`` ranking of metric ``name``'s input."""
+    hierarchy, nodes = hierarchy_of(data, name)
+    return fn(data.y_true, data.ranked(k), hierarchy=hierarchy, candidate_nodes=nodes, **options)
+
+
+def _distance_details(params: LcaDistanceParams) -> dict[str, Any]:
+    """``{"lca_distance": ...}`` unless it is the default LCA height: a result without the key
+    used the LCA height, as every record made before the parameter existed did (so theirs and
+    the default's details stay identical)."""
+    return {} if params.lca_distance == "lca_height" else {"lca_distance": params.lca_distance}
+
+
+def _at_k(
+    fn: Callable[..., AtK], data: MetricInput, params: HierarchicalKDistanceParams
+) -> tuple[AtK, MetricResult]:
+    """Run a per-k hierarchical function at ``params.k`` under ``params.lca_distance``; value,
+    {k, lca_distance unless the default}, per-image image-mean."""
+    k = params.k
+    out = _on_ranked(fn, data, k, fn.__name__, ks=[k], lca_distance=params.lca_distance)
+    per_image = out.per_image[:, 0]
+    details = {"k": k, **_distance_details(params)}
+    return out, MetricResult(float(out.values[k]), details, image_mean(per_image, data))
+
+
+def _hp(
+    fn: Callable[..., Out],
+    data: MetricInput,
+    params: HPrecisionParams,
+    ks: list[int] | None = None,
+    **options: Any,
+) -> Out:
+    """Run an hp@k function at ``ks`` (default ``[params.k]``) over the valid labels
+    ``params.valid`` names."""
+    hierarchy, _ = hierarchy_of(data, fn.__name__)
+    valid = None if params.valid == "candidates" else np.arange(hierarchy.n_nodes)
+    ks = ks or [params.k]
+    return _on_ranked(fn, data, max(ks), fn.__name__, ks=ks, valid_nodes=valid, **options)
+
+
+@register_metric(
+    "hierarchical_precision_at_k",
+    formula=(
+        "hp@k = (1/N) Σ_i |{r ≤ k : ŷ_{i,r} ∈ hCorrectSet_k(y_i)}| / k; hCorrectSet_k(y): the "
+        "valid labels within the smallest hop radius of y that holds at least k of them"
+    ),
+    reference=(
+        "Frome et al.: DeViSE: A Deep Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
+    version="2",  # 2: details hold the hp@k curve at CURVE_KS (the site draws it)
+    params=HPrecisionParams,
+    needs_hierarchy=True,
+    averaged_over="images",
+    averaging_note="as in DeViSE; per_class_hierarchical_precision_at_k weighs classes equally",
+    group="hierarchical",
+    figure="hp_at_k_curve",
+)
+def _hierarchical_precision_at_k(data: MetricInput, params: HPrecisionParams) -> MetricResult:
+    """DeViSE hierarchical precision hp@k, averaged over images (Frome et al. 2013, A.3)."""
+    ks = curve_ks(data, params.k)
+    out = _hp(hierarchical_precision_at_k, data, params, ks)
+    per_image = out.per_image[:, ks.index(params.k)]
+    size = float(out.mean_hcorrect_size[params.k])
+    details = {
+        "k": params.k,
+        "valid": params.valid,
+        "mean_hcorrect_size": size,
+        "n_short_classes": len(out.short_classes[params.k]),
+        "curve": {"k": ks, "value": [float(out.values[c]) for c in ks]},
+        "_aux": _aux(len(per_image), mean_hcorrect_size=size),
+    }
+    return MetricResult(float(out.values[params.k]), details, image_mean(per_image, data))
+
+
+@register_metric(
+    "per_class_hierarchical_precision_at_k",
+    formula=(
+        "class-hp@k = (1/|C|) Σ_{c∈C} mean_{i∈I_c} hp@k_i (hp@k_i as in "
+        "hierarchical_precision_at_k)"
+    ),
+    reference=(
+        "Frome et al.: DeViSE: A Deep Visual-Semantic Embedding Model, NeurIPS 2013 (appendix A.3)"
+    ),
+    version="1",
+    params=HPrecisionParams,
+    needs_hierarchy=True,
+    averaged_over="classes",
+    averaging_note="each class's mean hp@k, then the mean of those",
+    group="hierarchical",
+)
+def _per_class_hierarchical_precision_at_k(
+    data: MetricInput, params: HPrecisionParams
+) -> MetricResult:
+    """DeViSE hp@k averaged over classes: the mean over classes of each class's mean hp@k."""
+    out = _hp(
+        per_class_hierarchical_precision_at_k, data, params, classes=np.arange(data.n_candidates)
+    )
+    per_image = out.per_image[:, 0]
+    details = {
+        "k": params.k,
+        "valid": params.valid,
+        "n_images": out.n_images,
+        "n_excluded_classes": len(out.excluded_classes),
+    }
+    return MetricResult(float(out.values[params.k]), details, class_mean(per_image, data))
+
+
+#: Registers a hierarchical distance: needs the hierarchy, >= 0, lower is better.
+_register_distance = partial(
+    register_metric,
+    version="1",
+    needs_hierarchy=True,
+    higher_is_better=False,
+    bounds=(0.0, float("inf")),
+    group="hierarchical",
+)
+
+
+def _lca_formula(a: str, b: str) -> str:
+    """How the glossary formulas of the distance metrics define ``d(a, b)``."""
+    lca = f"LCA({a}, {b})"
+    return (
+        f"d({a}, {b}): the LCA distance the parameter lca_distance names, in hierarchy levels: "
+        f"by default h({lca}), the LCA's height (longest path down to one of its own leaves, "
+        f"Deng et al.); or the hierarchy's max leaf depth − depth({lca}), depth = longest path "
+        "from a root (the height of the LCA of Bertinetto et al., Making Better Mistakes, CVPR "
+        "2020)"
+    )
+
+
+@_register_distance(
+    "hierarchical_cost",
+    formula=(
+        "hcost = (1/|C|) Σ_{c∈C} mean_{i∈I_c} cost(ŷ_i, c); cost(p, t) = 0 if p = t or p descends "
+        f"from t, else d(t, p); {_lca_formula('t', 'p')}"
+    ),
+    reference=(
+        "Deng, Berg, Li, Fei-Fei: What Does Classifying More Than 10,000 Image Categories Tell "
+        "Us?, ECCV 2010"
+    ),
+    averaged_over="classes",
+    averaging_note="each class's mean cost, then the mean of those",
+    params=LcaDistanceParams,
+)
+def _hierarchical_cost(data: MetricInput, params: LcaDistanceParams) -> MetricResult:
+    """Deng et al. hierarchical cost (LCA distance of mistakes), per class, then over classes."""
+    out = _on_ranked(
+        hierarchical_cost,
+        data,
+        1,
+        "hierarchical_cost",
+        classes=np.arange(data.n_candidates),
+        lca_distance=params.lca_distance,
+    )
+    return MetricResult(
+        out.value,
+        {
+            "n_images": out.n_images,
+            "n_excluded_classes": len(out.excluded_classes),
+            **_distance_details(params),
+        },
+        class_mean(out.per_image, data),
+    )
+
+
+@_register_distance(
+    "mistake_severity",
+    formula=(
+        "severity = mean over the images whose top-1 prediction ŷ_i is wrong of d(y_i, ŷ_i) (0 "
+        f"when ŷ_i descends from y_i); {_lca_formula('y_i', 'ŷ_i')}"
+    ),
+    reference=(
+        "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
+        "Networks, CVPR 2020"
+    ),
+    version="2",  # 2: class values as a ratio over every image (paired tests between runs)
+    averaged_over="images",
+    averaging_note="only images whose top-1 prediction is wrong",
+    params=LcaDistanceParams,
+)
+def _mistake_severity(data: MetricInput, params: LcaDistanceParams) -> MetricResult:
+    """Mean LCA distance of top-1 mistakes only (Bertinetto et al. 2020)."""
+    out = _on_ranked(
+        mistake_severity, data, 1, "mistake_severity", lca_distance=params.lca_distance
+    )
+    # Runs make their mistakes on different images, so their paired tests need a summary over
+    # every image: per image the cost (0 when correct) and whether it is a mistake; severity is
+    # the ratio of their means.
+    ratio = Decomposition(
+        values=np.stack([out.per_image, out.mistakes], axis=1).astype(np.float64),
+        classes=np.asarray(data.y_true),
+        n_classes=data.n_candidates,
+        combine="image_mean",
+    )
+    details = {"n_mistakes": out.n_mistakes, "n_images": out.n_images, **_distance_details(params)}
+    if out.value is None:  # no mistake has a severity: report 0 rather than stop the run
+        return MetricResult(0.0, details, ratio=ratio)
+    return MetricResult(
+        out.value, details, image_mean(out.per_image, data, out.mistakes), ratio=ratio
+    )
+
+
+@_register_distance(
+    "average_hierarchical_distance_at_k",
+    formula=(
+        "AHD@k = (1/N) Σ_i (1/k) Σ_{r≤k} d(y_i, ŷ_{i,r}) (0 for the true class or a descendant); "
+        f"{_lca_formula('y_i', 'ŷ')}"
+    ),
+    reference=(
+        "Bertinetto et al.: Making Better Mistakes: Leveraging Class Hierarchies with Deep "
+        "Networks, CVPR 2020"
+    ),
+    averaged_over="images",
+    averaging_note="each image counts the mean distance of its top k predictions",
+    params=HierarchicalKDistanceParams,
+)
+def _average_hierarchical_distance_at_k(
+    data: MetricInput, params: HierarchicalKDistanceParams
+) -> MetricResult:
+    """Mean LCA distance between the truth and each top-k prediction (Bertinetto et al.)."""
+    return _at_k(average_hierarchical_distance_at_k, data, params)[1]
+
+
+@register_metric(
+    "hierarchical_retrieval_precision_at_k",
+    formula=(
+        "hPrec@k = (1/N) Σ_i Σ_{r≤k} S(y_i, ŷ_{i,r}) / max_{|A|=k} Σ_{c∈A} S(y_i, c); S(a, b) = 1 "
+        f"− d(a, b) / h(root), h(root) = max leaf depth; {_lca_formula('a', 'b')}"
+    ),
+    reference=(
+        "Deng, Berg, Fei-Fei: Hierarchical Semantic Indexing for Large Scale Image Retrieval, CVPR "
+        "2011"
+    ),
+    version="1",
+    averaged_over="images",
+    params=HierarchicalKDistanceParams,
+    needs_hierarchy=True,
+    group="hierarchical",
+)
+def _hierarchical_retrieval_precision_at_k(
+    data: MetricInput, params: HierarchicalKDistanceParams
+) -> MetricResult:
+    """Ranking precision@k under similarity 1 - d(LCA)/h(root), relative to the best (Deng)."""
+    out, result = _at_k(hierarchical_retrieval_precision_at_k, data, params)
+    result.details["root_height"] = out.root_height
+    return result
+
+
+@register_metric(
+    "prediction_relation_share",
+    formula=(
+        "share = (1/N) Σ_i [relation(ŷ_i, y_i) = r]; relation ∈ correct, ancestor, descendant, "
+        "unrelated (the top-1 prediction against the true class in the hierarchy); semantic_upper "
+        "= correct + ancestor + descendant"
+    ),
+    reference=(
+        "A structural-bias diagnostic after Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: "
+        "Optimizing Accuracy-Specificity Trade-offs in Large Scale Visual Recognition, CVPR 2012 "
+        "(predicting ancestors) and Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A "
+        "Comprehensive Evaluation of the Good, the Bad and the Ugly, TPAMI 2019"
+    ),
+    version="1",
+    params=RelationParams,
+    needs_hierarchy=True,
+    averaged_over="images",
+    group="hierarchical",
+    figure="relation_shares",
+)
+def _prediction_relation_share(data: MetricInput, params: RelationParams) -> MetricResult:
+    """Share of top-1 predictions that are correct / an ancestor / a descendant / unrelated."""
+    out = _on_ranked(prediction_relations, data, 1, "prediction_relation_share")
+    codes = out.per_image
+    wanted = (
+        codes <= RELATIONS.index("descendant")
+        if params.relation == "semantic_upper"
+        else codes == RELATIONS.index(params.relation)
+    )
+    shares = {name: float(getattr(out, name)) for name in RELATIONS}
+    details: dict[str, Any] = {
+        "relation": params.relation,
+        **shares,
+        "semantic_accuracy_lower": out.semantic_accuracy_lower,
+        "semantic_accuracy_upper": out.semantic_accuracy_upper,
+        "_aux": _aux(len(codes), **shares),
+    }
+    return MetricResult(float(wanted.mean()), details, image_mean(wanted, data))

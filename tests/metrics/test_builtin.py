@@ -1,4 +1,4 @@
-"""Tests of the registered wrappers of harness.metrics.builtin (registry-wide ones: test_common.py).
+"""Tests of the registered wrappers, each family module's last section (registry-wide: test_common).
 
 Streaming equivalence (top-K = dense, chunks reduce to the whole), calibration and DARTS
 parameters chosen on validation only, a hand-computed relation share on the fixed DAG of
