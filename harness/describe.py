@@ -13,14 +13,14 @@ import numpy as np
 
 from harness.audit import benchmark_audit, spec_audit
 from harness.data.prepare import PreparedBenchmark
-from harness.errors import HarnessError
-from harness.hierarchy import Hierarchy
-from harness.metrics.structure import (
+from harness.data.structure import (
     StructuralRatio,
     mutual_exclusivity_violations,
     nearest_training_classes,
     structural_ratio,
 )
+from harness.errors import HarnessError
+from harness.hierarchy import Hierarchy
 from harness.records import ScoredClass
 from harness.spec import Spec
 
@@ -98,7 +98,7 @@ def test_classes(bench: PreparedBenchmark) -> list[ScoredClass]:
     """Every class with test images in a test setting, in class order: its id and name, its
     prediction column in each setting, and for an unseen class (with a hierarchy) the nearest
     training class, the hops to it and their relation
-    (:func:`harness.metrics.structure.nearest_training_classes`; training classes are the seen
+    (:func:`harness.data.structure.nearest_training_classes`; training classes are the seen
     classes, as in :func:`structure_summary`). A run record keeps them, so the site can name
     the per-class bars of a score and say how near each class is to what the model trained on.
     """

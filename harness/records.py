@@ -29,6 +29,7 @@ from harness.submission.package import BIBTEX_MAX_CHARS, README_MAX_CHARS
 
 __all__ = [
     "RUN_METADATA_FIELDS",
+    "SCALE_SETTINGS",
     "BenchmarkInfo",
     "BenchmarkProvenance",
     "ClassCurve",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 Setting = Literal["zsl", "gzsl"]
+#: The prediction settings of the scale images (:mod:`harness.data.scale_images`): the main
+#: fit's, then the validation fit's. Here, not in the metrics, so spec and data share it.
+SCALE_SETTINGS = ("scale", "scale_val")
 #: A run's identity: benchmark id, benchmark version, submission name, submission version.
 RunKey = tuple[str, int, str, str]
 _STATE_HASH = re.compile(r"sha256:[0-9a-f]{64}")
@@ -175,7 +179,7 @@ class ScoredClass(BaseModel):
 
     What a submission page needs to name the bars of :attr:`ClassValues.classes` (candidate
     columns) and say how near each unseen class is to what the model trained on
-    (:func:`harness.metrics.structure.nearest_training_classes`; training classes are the seen
+    (:func:`harness.data.structure.nearest_training_classes`; training classes are the seen
     classes, train and val).
     """
 

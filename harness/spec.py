@@ -54,8 +54,7 @@ from harness.features.backbones import is_weights_name, named_weights_pretrained
 from harness.features.preprocess import PRESETS, Preprocessing
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
-from harness.metrics.score_scale import SCALE_SETTINGS
-from harness.records import Setting
+from harness.records import SCALE_SETTINGS, Setting
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=64)]
 Checksum = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]

@@ -16,10 +16,10 @@ from alembic import command
 from pydantic import ValidationError
 from sqlalchemy import inspect
 
+from harness.data.structure import nearest_training_classes
 from harness.errors import RunnerError, SubmissionError
 from harness.hierarchy import Hierarchy
 from harness.hyperparameters import HyperparameterError, check_hyperparameters
-from harness.metrics.structure import nearest_training_classes
 from harness.records import RunRecord, ScoredClass
 from harness.runners.outputs import WORKER_JSON, worker_hyperparameters
 from harness.site import build_site

@@ -71,7 +71,7 @@ def test_validation_fit_sees_only_training_classes(bench, tmp_path: Path) -> Non
 def test_both_fits_score_the_same_training_images_over_the_training_classes(  # type: ignore[no-untyped-def]
     bench, tmp_path: Path
 ) -> None:
-    """The scale images (harness.metrics.score_scale): images both fits trained on, scored
+    """The scale images (harness.data.scale_images): images both fits trained on, scored
     against the classes both fits have seen, the same rows in the same order for each fit."""
     bundle = Bundle(write_bundle(bench, tmp_path / "b"))
     assert bundle.settings == ["zsl", "gzsl", "scale"]

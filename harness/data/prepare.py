@@ -34,10 +34,11 @@ from harness.data.artifacts import (
     outdated_message,
     write_frozen,
 )
+from harness.data.scale_images import scale_rows
 from harness.errors import IntegrityError, SpecError
 from harness.hashing import file_sha256, strings_sha256
 from harness.hierarchy import Hierarchy
-from harness.metrics.score_scale import SCALE_SETTINGS, scale_rows
+from harness.records import SCALE_SETTINGS
 from harness.registry import RegistryError
 from harness.spec import Spec
 
@@ -375,7 +376,7 @@ class PreparedBenchmark:
 
     @cached_property
     def scale_rows(self) -> np.ndarray:
-        """The scale images both fits score (:mod:`harness.metrics.score_scale`): drawn from the
+        """The scale images both fits score (:mod:`harness.data.scale_images`): drawn from the
         validation fit's fitting images, which the main fit trains on too, with a seed taken
         from the benchmark hash (so they are a function of the frozen arrays, not stored)."""
         images = self.array("splits/cal_fit_images")

@@ -10,16 +10,22 @@ Families (pure numpy functions, documented where they live):
   cost, mistake severity, average hierarchical distance@k, hierarchical retrieval precision@k,
   relation breakdown;
 - :mod:`~harness.metrics.darts` — DARTS accuracy-specificity trade-off (lambda meets its target
-  on validation; the test accuracy it reaches is reported, not guaranteed);
-- :mod:`~harness.metrics.structure` — split diagnostics (structural ratio, mutual exclusivity).
+  on validation; the test accuracy it reaches is reported, not guaranteed).
+
+Split diagnostics (structural ratio, mutual exclusivity, nearest training classes, size tables)
+describe a benchmark, not a submission: they live data-side, in :mod:`harness.data.structure`,
+and every input check in :mod:`harness.checks`, so that data code never imports this package
+(importing any of its modules registers every metric).
 
 Their supports, one job each:
 
-- :mod:`~harness.metrics._validation` — every input check, one stock message naming the input;
+- :mod:`harness.checks` (outside this package) — every input check, one stock message naming
+  the input;
 - :mod:`~harness.metrics.temperature` — temperature scaling: softmax posteriors from scores, the
   temperature fitted on validation (used by DARTS);
 - :mod:`~harness.metrics.score_scale` — each fit's score scale, the unit in which a value chosen
-  on the validation fit (calibrated stacking's gamma, DARTS's temperature) reaches the main fit;
+  on the validation fit (calibrated stacking's gamma, DARTS's temperature) reaches the main fit
+  (the scale images it is measured on are drawn data-side, :mod:`harness.data.scale_images`);
 - :mod:`~harness.metrics.binomial` — the Clopper-Pearson bound of DARTS's validation guarantee;
 - :mod:`~harness.metrics.decomposition` — a score as a reduction of per-image values by class;
 - :mod:`~harness.metrics.bootstrap` — bootstrap intervals of decomposed (or recomputed) scores;

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta
 
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     check_integer,
     check_scalar,

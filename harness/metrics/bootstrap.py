@@ -41,8 +41,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     IntArray,
     check_choice,
@@ -52,6 +51,7 @@ from harness.metrics._validation import (
     check_targets,
     row_chunks,
 )
+from harness.errors import MetricError
 from harness.metrics.decomposition import Decomposition, _Layout, _reduce, point_estimate
 
 __all__ = [

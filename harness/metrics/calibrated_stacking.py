@@ -75,8 +75,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     BoolArray,
     FloatArray,
     check_choice,
@@ -87,6 +86,7 @@ from harness.metrics._validation import (
     check_vector,
     row_chunks,
 )
+from harness.errors import MetricError
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.comparison import seen_unseen_class_values
 from harness.metrics.flat import class_counts_checked, count_classes_with_images, reduce_per_class

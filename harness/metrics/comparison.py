@@ -35,12 +35,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import rankdata
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     IntArray,
     check_scalar,
 )
+from harness.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.darts import accuracy_specificity_areas
 from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate

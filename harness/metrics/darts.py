@@ -152,9 +152,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from pydantic import Field
 
-from harness.errors import MetricError
-from harness.hierarchy import Hierarchy
-from harness.metrics._validation import (
+from harness.checks import (
     BoolArray,
     FloatArray,
     IntArray,
@@ -167,6 +165,8 @@ from harness.metrics._validation import (
     check_vector,
     row_chunks,
 )
+from harness.errors import MetricError
+from harness.hierarchy import Hierarchy
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.binomial import clopper_pearson_lower_bounds
 from harness.metrics.registration import fit_scales, hierarchy_of, image_mean, validation_of

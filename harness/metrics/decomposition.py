@@ -29,8 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     IntArray,
     _first_out_of_range,
@@ -40,6 +39,7 @@ from harness.metrics._validation import (
     check_real_rows,
     check_vector,
 )
+from harness.errors import MetricError
 
 __all__ = ["COMBINES", "Combine", "Decomposition", "concatenate", "point_estimate"]
 

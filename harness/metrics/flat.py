@@ -1,7 +1,7 @@
 r"""Flat (hierarchy-free) top-k accuracy: pure numpy functions over dense scores.
 
 Every function follows validate -> count -> reduce: inputs go through
-:mod:`harness.metrics._validation`, :func:`top_k_correct` decides which images are correct,
+:mod:`harness.checks`, :func:`top_k_correct` decides which images are correct,
 :func:`per_class_counts` turns that into per-class hit and image counts (the stored statistic),
 and the accuracies reduce from those counts. Options are keyword-only. Accuracy means the mean of
 per-class accuracies unless the name says ``per_image``.
@@ -43,8 +43,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     _describe,
     _integer_array,
     check_classes,
@@ -55,6 +54,7 @@ from harness.metrics._validation import (
     check_vector,
     row_chunks,
 )
+from harness.errors import MetricError
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.decomposition import point_estimate
 from harness.metrics.registration import (

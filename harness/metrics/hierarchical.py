@@ -1,7 +1,7 @@
 r"""Hierarchical metrics over ranked predictions: pure numpy functions, ImageNet-21K scale.
 
 Every function follows validate -> look up -> reduce: inputs go through
-:mod:`harness.metrics._validation`, the hierarchy's graph queries (hop balls, ancestry, LCA
+:mod:`harness.checks`, the hierarchy's graph queries (hop balls, ancestry, LCA
 heights: :class:`~harness.hierarchy.Hierarchy`) are vectorized over images in row chunks of
 bounded size, and the values reduce to means. Each function returns a frozen dataclass. Options
 are keyword-only.
@@ -78,8 +78,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from harness.hierarchy import LCA_DISTANCES, BallRadii, Hierarchy, LcaDistance
-from harness.metrics._validation import (
+from harness.checks import (
     BoolArray,
     FloatArray,
     IntArray,
@@ -96,6 +95,7 @@ from harness.metrics._validation import (
     check_valid_nodes,
     row_chunks,
 )
+from harness.hierarchy import LCA_DISTANCES, BallRadii, Hierarchy, LcaDistance
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.decomposition import Decomposition
 from harness.metrics.flat import mean_of_class_means

@@ -23,6 +23,10 @@ of the standard deviation of an image's scores across the candidate classes: mul
 fit's scores by ``a > 0`` and adding ``b`` multiplies it by ``a``, so calibrated accuracies,
 the seen-unseen curve and AUSUC (which needs no carrying: it sweeps every :math:`\gamma`) are
 unchanged by a per-fit affine rescaling of scores.
+
+The scale images are drawn data-side, by :func:`harness.data.scale_images.scale_rows` (at most
+:data:`~harness.data.scale_images.SCALE_IMAGES`), as the prediction rows of the settings
+:data:`harness.records.SCALE_SETTINGS`; this module holds only the statistic and the carrying.
 """
 
 from __future__ import annotations
@@ -31,36 +35,9 @@ import math
 
 import numpy as np
 
-from harness.metrics._validation import check_scores
+from harness.checks import check_scores
 
-__all__ = [
-    "SCALE_IMAGES",
-    "SCALE_SETTINGS",
-    "carried",
-    "scale_rows",
-    "score_scale",
-]
-
-#: The prediction settings of the scale images: the main fit's, then the validation fit's.
-SCALE_SETTINGS = ("scale", "scale_val")
-#: How many scale images at most (class-stratified: every training class before any twice).
-SCALE_IMAGES = 2000
-
-
-def scale_rows(images: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
-    """The scale images among ``images`` (image indices, ``labels`` their classes), in a
-    random order drawn from ``seed``: at most :data:`SCALE_IMAGES`, class-stratified (each
-    class's k-th image is taken before any class's (k+1)-th)."""
-    images = np.asarray(images, dtype=np.int64)
-    labels = np.asarray(labels)
-    key = np.random.Generator(np.random.PCG64(seed)).random(len(images))
-    by_class = np.lexsort((key, labels))
-    sorted_labels = labels[by_class]
-    first = np.searchsorted(sorted_labels, sorted_labels, side="left")
-    rank = np.empty(len(images), dtype=np.int64)
-    rank[by_class] = np.arange(len(images)) - first
-    chosen = np.lexsort((key, rank))[:SCALE_IMAGES]
-    return images[chosen[np.argsort(key[chosen], kind="stable")]]
+__all__ = ["carried", "score_scale"]
 
 
 def score_scale(scores: np.ndarray) -> float:

@@ -29,14 +29,14 @@ import numpy.typing as npt
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
-from harness.errors import MetricError
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     check_scalar,
     check_scores,
     check_scores_and_targets,
     row_chunks,
 )
+from harness.errors import MetricError
 
 __all__ = ["fit_temperature", "softmax_posteriors"]
 
@@ -63,7 +63,7 @@ def softmax_posteriors(scores: npt.ArrayLike, temperature: float) -> FloatArray:
     Raises
     ------
     MetricError
-        If ``scores`` is malformed (see :func:`harness.metrics._validation.check_scores`) or
+        If ``scores`` is malformed (see :func:`harness.checks.check_scores`) or
         ``temperature`` is not a finite number > 0.
 
     Notes

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
-import harness.metrics._validation as validation
+import harness.checks as validation
 from harness.errors import MetricError
 from harness.metrics.bootstrap import (
     bootstrap_interval,

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harness.metrics._validation as validation
+import harness.checks as validation
 from harness.errors import MetricError
 from harness.metrics.calibrated_stacking import (
     CalibratedAccuracies,

@@ -23,9 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
+from harness import checks
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics import _validation, darts
+from harness.metrics import darts
 from harness.metrics.binomial import clopper_pearson_lower
 from harness.metrics.darts import (
     BISECTION_STEPS,
@@ -566,7 +567,7 @@ def test_darts_curve_same_result_in_tiny_chunks_and_with_a_sparse_leaf_matrix(
     vp, vy = random_posteriors(rng, 80, 7)
     tp, ty = random_posteriors(rng, 30, 7)
     expected = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
-    monkeypatch.setattr(_validation, "CHUNK_ELEMENTS", 16)  # a couple of rows per chunk
+    monkeypatch.setattr(checks, "CHUNK_ELEMENTS", 16)  # a couple of rows per chunk
     monkeypatch.setattr(darts, "_DENSE_LEAF_MATRIX_LIMIT", 0)  # scipy sparse product
     got = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
     for mine, theirs in zip(got.points, expected.points, strict=True):

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import recall_score, top_k_accuracy_score
 
+from harness import checks
 from harness.errors import MetricError
-from harness.metrics import _validation
 from harness.metrics.flat import (
     PerClassAccuracy,
     per_class_counts,
@@ -185,7 +185,7 @@ def test_top_k_correct_chunking_matches_single_pass(monkeypatch: pytest.MonkeyPa
     scores = np.round(scores)  # many ties
     expected = {k: top_k_correct(y_true, scores, k=k) for k in range(1, 8)}
     for chunk in (1, 7, 15, 50):  # 1 row per chunk, exactly one row, 2 rows, 7 rows
-        monkeypatch.setattr(_validation, "CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(checks, "CHUNK_ELEMENTS", chunk)
         for k in range(1, 8):
             np.testing.assert_array_equal(top_k_correct(y_true, scores, k=k), expected[k])
         bad = scores.copy()

@@ -1,4 +1,4 @@
-"""Tests of harness.metrics.score_scale and of carrying validation-chosen values between fits.
+"""Tests of harness.metrics.score_scale, harness.data.scale_images and of carrying validation-chosen values between fits.
 
 Calibrated stacking's gamma and DARTS's softmax temperature are chosen on the validation fit's
 scores and applied to the main fit's in units of each fit's score scale. So rescaling one fit's
@@ -23,21 +23,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from harness.data import scale_images as scale_images_module
 from harness.data.prepare import load_benchmark
+from harness.data.scale_images import SCALE_IMAGES, scale_rows
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import MetricInput, MetricResult, metrics
-from harness.metrics import score_scale as score_scale_module
 from harness.metrics.calibrated_stacking import calibrated_harmonic_mean
-from harness.metrics.score_scale import (
-    SCALE_IMAGES,
-    SCALE_SETTINGS,
-    carried,
-    scale_rows,
-    score_scale,
-)
+from harness.metrics.score_scale import carried, score_scale
 from harness.pipeline import generate_prediction_files, run_submission
-from harness.records import RunRecord
+from harness.records import SCALE_SETTINGS, RunRecord
 from harness.spec import load_spec
 from harness.submission.package import load_package
 from harness.submission.predictions import read_predictions, write_predictions
@@ -131,7 +126,7 @@ def test_scale_rows_are_a_class_stratified_subset(monkeypatch: pytest.MonkeyPatc
     images = 1000 + 3 * np.arange(len(labels))
     label_of = dict(zip(images.tolist(), labels.tolist(), strict=True))
     for n in range(1, len(images) + 3):
-        monkeypatch.setattr(score_scale_module, "SCALE_IMAGES", n)
+        monkeypatch.setattr(scale_images_module, "SCALE_IMAGES", n)
         for seed in range(5):
             out = scale_rows(images, labels, seed)
             assert out.dtype == np.int64
@@ -141,7 +136,7 @@ def test_scale_rows_are_a_class_stratified_subset(monkeypatch: pytest.MonkeyPatc
             chosen = np.array([label_of[i] for i in out.tolist()])
             assert _stratified(chosen, labels), (n, seed, chosen)
     # 7 images: two of each class (6), then one more from a class with a third.
-    monkeypatch.setattr(score_scale_module, "SCALE_IMAGES", 7)
+    monkeypatch.setattr(scale_images_module, "SCALE_IMAGES", 7)
     chosen = np.array([label_of[i] for i in scale_rows(images, labels, 0).tolist()])
     counts = sorted(int(np.sum(chosen == c)) for c in (3, 7, 11))
     assert counts == [2, 2, 3]
@@ -158,7 +153,7 @@ def test_scale_rows_stratification_property(sizes: list[int], cap: int, seed: in
     labels = np.repeat(np.arange(len(sizes)) * 5, sizes)
     labels = labels[np.random.default_rng(seed % 1000).permutation(len(labels))]
     images = np.arange(len(labels)) * 2 + 1
-    with mock.patch.object(score_scale_module, "SCALE_IMAGES", cap):
+    with mock.patch.object(scale_images_module, "SCALE_IMAGES", cap):
         out = scale_rows(images, labels, seed)
     assert len(out) == min(cap, len(images))
     assert len(np.unique(out)) == len(out)
@@ -184,7 +179,7 @@ def test_scale_rows_are_capped_at_scale_images() -> None:
 
 
 def test_scale_rows_are_deterministic_for_a_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(score_scale_module, "SCALE_IMAGES", 12)
+    monkeypatch.setattr(scale_images_module, "SCALE_IMAGES", 12)
     labels = np.repeat([0, 1, 2], [10, 25, 15])
     images = np.arange(len(labels)) + 100
     first = scale_rows(images, labels, 42)

@@ -82,10 +82,10 @@ from harness.data.class_sets import (
     read_wnid_lines,
     resolve_class_set,
 )
+from harness.data.structure import structural_ratio
 from harness.errors import HierarchyError, MetricError, SpecError
 from harness.hierarchy import Hierarchy
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy, read_text_lines
-from harness.metrics.structure import structural_ratio
 
 __all__ = [
     "LITERATURE_LISTS",
@@ -509,7 +509,7 @@ def split_structure(
         ``structural_ratio`` (float, or ``None`` when it is undefined), ``n_included`` and
         ``excluded`` (test wnids left out of the ratio, by reason:
         ``no_training_class_connected``, ``no_other_test_class_connected``); see
-        :func:`harness.metrics.structure.structural_ratio`.
+        :func:`harness.data.structure.structural_ratio`.
     """
     out: dict[str, Any] = {
         "classes": len(test_wnids),

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
-from harness.hierarchy import Hierarchy
-from harness.metrics._validation import (
+from harness.checks import (
     FloatArray,
     IntArray,
     check_hierarchy,
     check_indices,
     check_nodes,
 )
+from harness.errors import MetricError
+from harness.hierarchy import Hierarchy
 
 __all__ = [
     "RELATIONS",

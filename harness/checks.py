@@ -1,6 +1,8 @@
-"""The one place where metric inputs are checked and normalised.
+"""The one place where the inputs of metrics and of split diagnostics are checked and normalised.
 
-Every public metric function calls these helpers before it computes anything, and never checks an
+It lives outside :mod:`harness.metrics` so that data code (:mod:`harness.data.structure`) can
+use it without importing that package, which registers every metric. Every public metric and
+split-diagnostic function calls these helpers before it computes anything, and never checks an
 array or a number by hand. Each helper converts its input, checks dtype, number of dimensions,
 range and finiteness, and returns a clean value; each failure raises
 :class:`~harness.errors.MetricError` in one stock phrasing -- *Expected `name` to be ..., but got

@@ -1,27 +1,25 @@
-"""Tests of harness.metrics.structure: structural ratio, exclusivity violations, split sizes."""
+"""Tests of harness.data.structure: structural ratio, exclusivity violations, split sizes."""
 
 from __future__ import annotations
 
-import os
 from collections import deque
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import MetricError
-from harness.hierarchy import Hierarchy
-from harness.metrics.structure import (
+from harness.data.structure import (
     SplitSize,
     SplitSizes,
     mutual_exclusivity_violations,
     split_sizes,
     structural_ratio,
 )
+from harness.errors import MetricError
+from harness.hierarchy import Hierarchy
+from tests.conftest import SHARED_DATA
 
-SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", Path(__file__).parents[3] / "shared" / "data"))
 IMAGENET = SHARED_DATA / "imagenet"
 AWA2 = SHARED_DATA / "xlsa17" / "AWA2"
 
