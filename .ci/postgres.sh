@@ -5,9 +5,9 @@
 #   source .ci/postgres.sh
 #
 # Installs the Debian package `postgresql` if its server binaries are missing, creates the
-# newest version's cluster `main` if it does not exist (pg_createcluster), starts it listening
-# on 127.0.0.1 only (pg_ctlcluster, no systemd needed), creates (or updates) the role and
-# database `zsl_test`, then exports
+# newest version's cluster `main` (or $ZSL_CI_PG_CLUSTER) if it does not exist
+# (pg_createcluster), starts it listening on 127.0.0.1 only (pg_ctlcluster, no systemd needed),
+# creates (or updates) the role and database `zsl_test`, then exports
 #
 #   ZSL_TEST_POSTGRES_URL=postgresql://zsl_test:<password>@127.0.0.1:<port>/zsl_test
 #   ZSL_REQUIRE_POSTGRES=1   (the PostgreSQL half of the store suite fails instead of skipping)
@@ -15,6 +15,14 @@
 # Idempotent: sourcing it again reuses the running cluster and gives the role a fresh
 # password. Any failure prints one "error: .ci/postgres.sh: ..." line and returns 1, which
 # stops .ci/run (set -e). Stop the cluster afterwards with: pg_ctlcluster <version> main stop
+#
+# When it starts the cluster (it was not running), it sets (not exported)
+#
+#   ZSL_CI_PG_STARTED="<version> <cluster>"
+#
+# as soon as the server is up, so that the sourcing script can stop it on EXIT/TERM/INT, even
+# when a later step here fails (.ci/run does: pg_ctlcluster --force $ZSL_CI_PG_STARTED stop).
+# A cluster that was already running is left running.
 
 _zsl_pg_fail() {
   echo "error: .ci/postgres.sh: $*" >&2
@@ -22,7 +30,7 @@ _zsl_pg_fail() {
 }
 
 _zsl_pg_setup() {
-  local version port status password url
+  local version port status password url cluster="${ZSL_CI_PG_CLUSTER:-main}"
   if [ "$(id -u)" != 0 ]; then
     _zsl_pg_fail "must run as root (it installs and starts PostgreSQL)"
     return 1
@@ -47,23 +55,26 @@ _zsl_pg_setup() {
     return 1
   fi
 
-  if ! pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {f = 1} END {exit !f}'; then
-    if ! pg_createcluster "$version" main >/dev/null; then
-      _zsl_pg_fail "pg_createcluster $version main failed"
+  if ! pg_lsclusters -h | awk -v v="$version" -v c="$cluster" '$1 == v && $2 == c {f = 1} END {exit !f}'
+  then
+    if ! pg_createcluster "$version" "$cluster" >/dev/null; then
+      _zsl_pg_fail "pg_createcluster $version $cluster failed"
       return 1
     fi
   fi
-  status="$(pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $4}')"
+  status="$(pg_lsclusters -h | awk -v v="$version" -v c="$cluster" '$1 == v && $2 == c {print $4}')"
   if [ "$status" != "online" ]; then
+    # Set before starting: a start that fails half-way still gets a stop attempt.
+    ZSL_CI_PG_STARTED="$version $cluster"
     # Options bypass systemd (absent in CI containers); loopback only, whatever the config says.
-    if ! pg_ctlcluster -o "-c listen_addresses=127.0.0.1" "$version" main start; then
-      _zsl_pg_fail "pg_ctlcluster $version main start failed;" \
-        "see /var/log/postgresql/postgresql-$version-main.log"
+    if ! pg_ctlcluster -o "-c listen_addresses=127.0.0.1" "$version" "$cluster" start; then
+      _zsl_pg_fail "pg_ctlcluster $version $cluster start failed;" \
+        "see /var/log/postgresql/postgresql-$version-$cluster.log"
       return 1
     fi
   fi
-  port="$(pg_lsclusters -h | awk -v v="$version" '$1 == v && $2 == "main" {print $3}')"
-  [ -n "$port" ] || { _zsl_pg_fail "cannot read the port of cluster $version/main"; return 1; }
+  port="$(pg_lsclusters -h | awk -v v="$version" -v c="$cluster" '$1 == v && $2 == c {print $3}')"
+  [ -n "$port" ] || { _zsl_pg_fail "cannot read the port of cluster $version/$cluster"; return 1; }
 
   # A fresh password on every run: hex only, so it needs no quoting in SQL or the URL.
   password="$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"

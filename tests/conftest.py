@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.runners.sandbox import available as sandbox_available
 from harness.store import count_runs, create_tables, make_engine
+
+if TYPE_CHECKING:
+    from harness.records import RunRecord
 
 # Tests import reference submissions' model.py files; byte-code cached into submissions/* would
 # make those packages invalid (packages may hold no byte-code). Set before any test module loads.
@@ -22,6 +30,85 @@ SUBMISSIONS = REPO / "submissions"
 SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "data"))
 #: A stand-in container engine CLI that runs the worker on this machine (runner 'container').
 FAKE = Path(__file__).with_name("fake_container_cli.py")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP (a CI timeout, `kill`, SIGTERM to `make test`, which make passes on)
+    end the session as Ctrl-C does: pytest then tears its fixtures down, and the servers the
+    session started stop (store_fixtures' PostgreSQL cluster, container_fixture's dockerd);
+    Python's default action for SIGTERM exits at once and left both running. Further signals
+    are ignored while it winds down (whoever sent them can still SIGKILL)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name}: tearing the session down")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGHUP, _interrupt)
+
+
+@pytest.fixture(scope="session")
+def demo_record() -> Callable[[str], RunRecord]:
+    """``demo_record(name)``: the record of ``run_submission`` of shipped package ``name`` on
+    the demo (default runner, not stored), made once for the session: the tests that compare a
+    second run with it (determinism, sandbox vs this) only read it. About 15-50 s a package."""
+    from harness.pipeline import run_submission
+
+    made: dict[str, RunRecord] = {}
+
+    def record(name: str) -> RunRecord:
+        if name not in made:
+            made[name] = run_submission(
+                SUBMISSIONS / name, SPECS / "demo.yaml", store=False, quiet=True
+            )
+        return made[name]
+
+    return record
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One `zsl demo` over every shipped submission (a copy of them), into a site and a store."""
+
+    exit_code: int
+    output: str
+    site: Path
+    database_url: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """`zsl demo` run once for the session (about 90 s): the tests that check its site and its
+    records only read them (tests/test_cli.py, tests/test_demo_records.py)."""
+    from typer.testing import CliRunner
+
+    from harness.cli.main import app
+
+    root = tmp_path_factory.mktemp("demo-run")
+    # A copy: a prediction-file package's generator writes its files into the package.
+    submissions = root / "submissions"
+    shutil.copytree(SUBMISSIONS, submissions)
+    site, url = root / "site", f"sqlite:///{root / 'runs.sqlite3'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZSL_HOME", str(root / "zsl-home"))
+        patch.delenv("ZSL_DATABASE_URL", raising=False)
+        result = CliRunner().invoke(
+            app,
+            [
+                "demo",
+                "--spec",
+                str(SPECS / "demo.yaml"),
+                "--submissions",
+                str(submissions),
+                "--out",
+                str(site),
+                "--database-url",
+                url,
+            ],
+        )
+    return DemoRun(result.exit_code, result.output, site, url)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from tests.conftest import SPECS, SUBMISSIONS
+from tests.conftest import SPECS, SUBMISSIONS, DemoRun
 
 runner = CliRunner()
 COMMANDS = [
@@ -109,26 +109,11 @@ def test_data_prepare_verify_and_tamper_exit_2(isolated_home: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_builds_a_site_with_both_submissions(tmp_path: Path) -> None:
-    submissions = tmp_path / "submissions"
-    shutil.copytree(
-        SUBMISSIONS, submissions, ignore=shutil.ignore_patterns("__pycache__", "predictions")
-    )
-    out = tmp_path / "site"
-    result = runner.invoke(
-        app,
-        [
-            "demo",
-            "--spec",
-            str(SPECS / "demo.yaml"),
-            "--submissions",
-            str(submissions),
-            "--out",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert f"leaderboard: {(out / 'index.html').resolve()}" in result.output.replace("\n", "")
+def test_demo_builds_a_site_with_both_submissions(demo_run: DemoRun) -> None:
+    # The session's one demo run (tests/conftest.py), whose records test_demo_records checks.
+    assert demo_run.exit_code == 0, demo_run.output
+    out = demo_run.site
+    assert f"leaderboard: {(out / 'index.html').resolve()}" in demo_run.output.replace("\n", "")
     page = (out / "benchmarks" / "demo-v1.html").read_text()
     assert "eszsl" in page and "nearest-seen-class-transfer" in page
     assert "top1" in page and "H" in page

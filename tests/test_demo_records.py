@@ -18,19 +18,15 @@ the numpy methods came out bit-identical on both.
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from harness.cli.main import app
 from harness.records import result_payload
 from harness.results.records_io import read_records
 from harness.results.reproduction import compare_reproduction
 from harness.store import load_runs, open_store
-from tests.conftest import REPO, needs_bwrap
+from tests.conftest import REPO, DemoRun, needs_bwrap
 
 COMMITTED = REPO / "leaderboard" / "results" / "demo"
 
@@ -50,29 +46,12 @@ def _first_difference(old: Any, new: Any, where: str = "") -> str:
 
 @pytest.mark.slow
 @needs_bwrap
-def test_rerunning_the_demo_reproduces_the_committed_records(
-    tmp_path: Path, isolated_home: Path, db: str
-) -> None:
+def test_rerunning_the_demo_reproduces_the_committed_records(demo_run: DemoRun) -> None:
     committed = {r.submission.name: r for r in read_records(COMMITTED)}
     assert len(committed) >= 10  # every shipped submission has a committed record
-    # A copy: a prediction-file package's generator writes its files into the package.
-    submissions = tmp_path / "submissions"
-    shutil.copytree(REPO / "submissions", submissions)
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--spec",
-            str(REPO / "specs" / "demo.yaml"),
-            "--submissions",
-            str(submissions),
-            "--out",
-            str(tmp_path / "site"),
-            "--database-url",
-            db,
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    # The session's one `zsl demo` over a copy of the shipped submissions (tests/conftest.py).
+    assert demo_run.exit_code == 0, demo_run.output
+    db = demo_run.database_url
     rerun = {r.submission.name: r for r in load_runs(open_store(db))}
     assert sorted(rerun) == sorted(committed)
     report = compare_reproduction(committed.values(), rerun.values())

@@ -175,6 +175,7 @@ def test_an_unknown_task_kind_is_refused() -> None:
 # -- the local pool admits runs by the CPUs they ask for -----------------------------------------
 
 
+@pytest.mark.slow  # up to 7 s in `make test-fast` on a busy 2-core machine (issue 28)
 def test_the_local_pool_admits_runs_while_their_cpus_fit() -> None:
     from harness.executors.local import LocalPool
     from harness.submission.package import Resources

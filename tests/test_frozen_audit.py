@@ -219,6 +219,7 @@ def test_no_audit_needs_a_reason(tmp_path: Path) -> None:
 # -- runs inherit the frozen audit -------------------------------------------------------------
 
 
+@pytest.mark.slow  # up to 15 s in `make test-fast` on a busy 2-core machine (issue 28)
 @needs_inputs
 def test_run_scored_without_the_inputs_inherits_the_frozen_audit(
     audited: tuple[Spec, FrozenBenchmark],

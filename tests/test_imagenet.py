@@ -563,6 +563,7 @@ def _embedding_set(
     return write_set(out, arrays, "class-embeddings", provenance), table
 
 
+@pytest.mark.slow  # up to 12 s in `make test-fast` on a busy 2-core machine (issue 28)
 def test_adapter_reads_class_embeddings_from_a_set_matched_by_wnid(
     tmp_path: Path,
     lists: Path,

@@ -151,6 +151,7 @@ def _run(tmp_path: Path, code: str, runner: str, request: pytest.FixtureRequest)
     return sink
 
 
+@pytest.mark.slow  # up to 15 s in `make test-fast` on a busy 2-core machine (issue 28)
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_a_run_reports_every_phase_in_order(
     runner: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -166,6 +167,7 @@ def test_a_run_reports_every_phase_in_order(
     )
 
 
+@pytest.mark.slow  # up to 15 s in `make test-fast` on a busy 2-core machine (issue 28)
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_garbage_on_the_channel_is_reported_and_the_run_goes_on(
     runner: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -184,6 +186,7 @@ def test_garbage_on_the_channel_is_reported_and_the_run_goes_on(
     ]
 
 
+@pytest.mark.slow  # up to 8 s in `make test-fast` on a busy 2-core machine (issue 28)
 def test_zsl_run_prints_the_progress_lines(tmp_path: Path) -> None:
     package = str(_package(tmp_path, TINY))
     result = CliRunner().invoke(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from harness.pipeline import run_submission
+from harness.records import RunRecord
 from harness.runners.sandbox import available
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
@@ -20,8 +23,10 @@ MODEL_PACKAGES = sorted(
 
 @pytest.mark.skipif(not available(), reason="bubblewrap (bwrap) is not installed or not usable")
 @pytest.mark.parametrize("name", MODEL_PACKAGES)
-def test_sandbox_and_local_give_identical_scores(name: str) -> None:
-    local = run_submission(SUBMISSIONS / name, SPECS / "demo.yaml", store=False, quiet=True)
+def test_sandbox_and_local_give_identical_scores(
+    name: str, demo_record: Callable[[str], RunRecord]
+) -> None:
+    local = demo_record(name)  # the session's run (test_bilinear_methods runs it again)
     boxed = run_submission(
         SUBMISSIONS / name, SPECS / "demo.yaml", runner="sandbox", store=False, quiet=True
     )
