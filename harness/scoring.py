@@ -263,19 +263,21 @@ def _score_scales(
 def score(bench: PreparedBenchmark, predictions: dict[str, Predictions]) -> list[ScoreEntry]:
     """Every metric the spec declares, per setting, in spec order, each with its interval."""
     entries: list[ScoreEntry] = []
+    scales: dict[str, float] = {}  # each fit's score scale, measured once for every setting
     for setting in bench.spec.settings:
         specs = bench.spec.metrics_for(setting)
-        validation, scales = None, {}
+        validation = None
         if any(metrics.get(e.name).needs_validation for e in specs):
             val_setting = f"{setting}_val"
-            scales = _score_scales(bench, predictions, setting)
+            scales = scales or _score_scales(bench, predictions, setting)
             validation = metric_input(
                 bench,
                 val_setting,
                 _dense(bench, predictions, val_setting, setting),
                 score_scale=scales["scale_val"],
             )
-        chunks = _chunks(bench, setting, predictions[setting], validation, scales.get("scale"))
+        scale = scales.get("scale") if validation is not None else None
+        chunks = _chunks(bench, setting, predictions[setting], validation, scale)
         entries.extend(score_setting(setting, chunks, specs, bench.spec.uncertainty))
     return entries
 

@@ -307,7 +307,7 @@ def _fit_plans(
     scale = bench.spec.scale_settings()
     plans: dict[str, tuple[list[str], dict[str, np.ndarray], dict[str, np.ndarray]]] = {
         "main": (
-            [*settings, *scale[:1]],
+            bench.spec.fit_settings("main"),
             {"train": a("splits/train_images"), "val": a("splits/val_images")},
             {"train": a("splits/train_classes"), "val": a("splits/val_classes")},
         )
