@@ -439,7 +439,7 @@ def test_models_that_adapt_to_the_check_are_refused(
 # --- issue 26: channels between passes and between runs ------------------------------------
 
 CHANNELS = """
-import ctypes, ctypes.util, os, struct
+import ctypes, ctypes.util, os, struct, zlib
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.syscall.restype = ctypes.c_long
@@ -520,11 +520,37 @@ def _atime_get(directory):
     return bytes(sum(bits[8 * b + i] << i for i in range(8)) for b in range(8))
 
 
+def _crc(payload):
+    # Seeded: the CRC32 of four 0xff bytes is four 0xff bytes, what 64 set bits read back as.
+    return zlib.crc32(payload, 26).to_bytes(4, "little")
+
+
+def _times_put(directory, data):
+    # Set the access time of the package's bit file of each set bit to 1 ns.
+    for byte_index, byte in enumerate(data[:8]):
+        for bit in range(8):
+            if byte >> bit & 1:
+                path = os.path.join(directory, f"bit{byte_index * 8 + bit:02d}.json")
+                try:
+                    os.utime(path, ns=(1, os.stat(path).st_mtime_ns))
+                except OSError:
+                    pass
+
+
+def _times_get(directory):
+    bits = [os.stat(os.path.join(directory, f"bit{i:02d}.json")).st_atime_ns == 1
+            for i in range(64)]
+    if not any(bits):
+        return None
+    return bytes(sum(bits[8 * b + i] << i for i in range(8)) for b in range(8))
+
+
 class Hostile(ESZSL):
-    \"\"\"Refines its unseen-class scores on the test images (centres on their mean): a
-    transductive model that declares itself inductive. It publishes the mean of every test image
-    it saw through CHANNEL after each call, and where the channel already holds one (from an
-    earlier pass or an earlier run) uses it for every image, so that both passes agree.\"\"\"
+    \"\"\"Standardises the test features by the mean and spread of their first batch: a
+    transductive model that declares itself inductive. It publishes that statistic (8 bytes with its
+    checksum, so that the narrowest channel, 64 bits, carries all of it) through CHANNEL, and where the
+    channel already holds one (from an earlier pass or an earlier run) uses it for every image,
+    so that both passes agree.\"\"\"
 
     def save(self, directory):
         super().save(directory)
@@ -534,7 +560,7 @@ class Hostile(ESZSL):
     @classmethod
     def load(cls, directory):
         model = super().load(directory)
-        model.state_dir_, model.sum_, model.n_ = str(directory), 0.0, 0
+        model.state_dir_ = str(directory)
         return model
 
     def _get(self):
@@ -544,6 +570,8 @@ class Hostile(ESZSL):
             return _sysv_get()
         if CHANNEL == "atime":
             return _atime_get(self.state_dir_)
+        if CHANNEL == "package-times":
+            return _times_get(os.path.dirname(os.path.abspath(__file__)))
         return _file_get(CHANNEL)
 
     def _put(self, data):
@@ -553,25 +581,32 @@ class Hostile(ESZSL):
             _sysv_put(data)
         elif CHANNEL == "atime":
             _atime_put(self.state_dir_, data)
+        elif CHANNEL == "package-times":
+            _times_put(os.path.dirname(os.path.abspath(__file__)), data)
         else:
             _file_put(CHANNEL, data)
 
     def predict(self, features, candidates):
+        # 4 bytes of statistic (two float16) and its CRC32: what a channel holds by chance
+        # (access times moved by the harness's own reads) is never taken for a statistic.
         known = self._get()
-        if known is not None and len(known) == 4 * features.shape[1]:
-            mean = np.frombuffer(known, dtype=np.float32)
+        if known is not None and len(known) == 8 and _crc(known[:4]) == known[4:]:
+            centre, spread = np.frombuffer(known[:4], dtype=np.float16).astype(np.float32)
         else:
-            self.sum_ = self.sum_ + features.sum(axis=0, dtype=np.float64)
-            self.n_ += len(features)
-            mean = (self.sum_ / self.n_).astype(np.float32)
-            self._put(mean.tobytes())
-        return super().predict(features - mean + self.mean_, candidates)
+            statistic = np.array([features.mean(), features.std()], dtype=np.float16)
+            centre, spread = statistic.astype(np.float32)
+            payload = statistic.tobytes()
+            self._put(payload + _crc(payload))
+        return super().predict((features - centre) / spread, candidates)
 """
 
 CHANNEL_PATHS = {
     "keyring": "keyring",
     "sysv": "sysv",
     "atime": "atime",
+    # The package snapshot is the one folder every pass shares: its files' times must not
+    # carry bits from one pass to the next.
+    "package-times": "package-times",
     "dev-shm": "/dev/shm/zsl-stat.bin",
     "tmp": "/tmp/zsl-stat.bin",
 }
@@ -589,6 +624,9 @@ def test_a_channel_between_passes_or_runs_carries_nothing(
     times, nothing stored."""
     _use(runner, request)
     package = _package(tmp_path, CHANNELS.replace("CHANNEL", repr(CHANNEL_PATHS[channel])))
+    if channel == "package-times":
+        for name in [f"bit{i:02d}" for i in range(64)]:
+            (package / f"{name}.json").write_text("0")
     for _ in range(2):
         with pytest.raises(RunnerError, match=NOT_INDUCTIVE):
             run_submission(package, DEMO, runner=runner, database_url=db, quiet=True)
