@@ -1,11 +1,12 @@
 # zsl-harness: `make demo` (set up + run the demo + print the site path), `make test` (everything,
-# as CI runs it), `make test-fast` (the tests not marked slow: under 2 minutes).
+# as CI runs it), `make test-fast` (the tests not marked slow: under 2 minutes), `make docs` (the
+# documentation site, built strictly: CI runs it after `make test`).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install install-features demo test test-fast lint typecheck pytest bench bench-methods bench-features clean
+.PHONY: install install-features demo test test-fast lint typecheck pytest docs bench bench-methods bench-features clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +27,7 @@ $(FEATURES_STAMP): $(STAMP) constraints-features.txt
 install-features: $(FEATURES_STAMP)
 
 # `make demo RUNNER=container` first builds the worker image with the shipped packages'
-# requirements (offline from a Debian root file system with ROOTFS=DIR; see README "Containers").
+# requirements (offline from a Debian root file system with ROOTFS=DIR; see docs/howto/containers.md).
 RUNNER ?=
 ROOTFS ?=
 demo: install
@@ -52,8 +53,15 @@ test: lint typecheck pytest
 test-fast: install-features
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The documentation site (mkdocs.yml) into build/docs: the generated references must be current
+# (docs/generate.py), and --strict fails on any warning: a broken link between pages, a missing
+# anchor, a page left out of the nav. Links to the web are not checked (offline).
+docs: install
+	$(BIN)/python docs/generate.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/docs
+
 clean:
-	rm -rf $(VENV) leaderboard/site
+	rm -rf $(VENV) leaderboard/site build/docs
 
 bench: install-features
 	$(BIN)/python bench/run.py --out bench/report.json

@@ -1,9 +1,9 @@
-"""One option name per concept across the ``zsl`` commands, and the README's list of them.
+"""One option name per concept across the ``zsl`` commands, and the docs' list of them.
 
 Issue 14 item 14: the records folder was ``--from`` in one command, ``--out`` in another and
 ``--results`` in a third, and ``--base`` meant a git revision in ``zsl ci`` but a base image in
-``zsl image build``. These tests walk every command of the app and hold it to the README's
-"Option names" table: every option declared is listed there, every option listed is declared,
+``zsl image build``. These tests walk every command of the app and hold it to the "Option names"
+table of ``docs/guides/cli.md``: every option declared is listed there, every option listed is declared,
 and each option spelling is one parameter (one concept) wherever it appears.
 """
 
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from harness.cli.main import build_app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+OPTION_NAMES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "cli.md"
 #: Options every typer app has; not ours to name.
 TYPER_OWN = {"--help", "--install-completion", "--show-completion"}
 
@@ -46,10 +46,10 @@ def _commands() -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def _readme_options() -> set[str]:
-    """The options named in the first column of the README's "Option names" table."""
-    text = README.read_text(encoding="utf-8")
-    head = text.index("| option |", text.index("**Option names.**"))
+def _documented_options() -> set[str]:
+    """The options named in the first column of the docs' "Option names" table."""
+    text = OPTION_NAMES_PAGE.read_text(encoding="utf-8")
+    head = text.index("| option |", text.index("## Option names"))
     table = text[head : text.index("\n\n", head)]
     names: set[str] = set()
     for line in table.splitlines()[2:]:
@@ -69,11 +69,11 @@ def test_every_option_spelling_is_one_parameter_everywhere() -> None:
     assert {p: s for p, s in spellings_of.items() if len(s) > 1} == {}
 
 
-def test_readme_lists_exactly_the_options_the_commands_declare() -> None:
+def test_the_docs_list_exactly_the_options_the_commands_declare() -> None:
     declared = {spelling for options in _commands().values() for spelling, _ in options}
-    listed = _readme_options()
-    assert sorted(declared - listed) == [], "options missing from README's Option names"
-    assert sorted(listed - declared) == [], "README lists options no command declares"
+    listed = _documented_options()
+    assert sorted(declared - listed) == [], "options missing from docs/guides/cli.md's Option names"
+    assert sorted(listed - declared) == [], "docs/guides/cli.md lists options no command declares"
 
 
 def test_the_records_folder_is_results_in_every_command() -> None:
