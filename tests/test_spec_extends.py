@@ -394,7 +394,7 @@ def test_json_schema_knows_extends() -> None:
 
 
 def test_a_bad_key_in_a_shipped_base_is_reported_in_the_base(tmp_path: Path) -> None:
-    """The README's example: a mistake in the protocol file names that file and its line."""
+    """The docs' example (Spec bases): a mistake in the protocol file names that file and its line."""
     folder = tmp_path / "xlsa17"
     shutil.copytree(SPECS / "xlsa17", folder)
     base = folder / "_protocol-gbu.yaml"
