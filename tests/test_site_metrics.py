@@ -19,7 +19,7 @@ from harness.records import RunRecord, ScoreEntry
 from harness.scoring import score_setting
 from harness.site import build_site
 from harness.site.model import plan_site
-from harness.site.pages import column_title, darts_reached
+from harness.site.pages.columns import column_title, darts_reached
 from harness.spec import MetricSpec, Uncertainty
 from tests.html_elements import Elements
 from tests.metrics.test_common import make_input, replace

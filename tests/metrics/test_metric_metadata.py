@@ -18,8 +18,9 @@ import pytest
 from harness.metrics import Metric, metrics, register_metric
 from harness.metrics.base import AVERAGING_TEXT, FIGURE_KINDS, METRIC_GROUPS
 from harness.scoring import chance_checked
-from harness.site import cross, pages
+from harness.site import cross
 from harness.site.model import functions_drawn_as, registered_metric
+from harness.site.pages.benchmark import COLUMN_GROUPS, column_group
 
 #: Text fields a metric may leave empty: a note only where the unit alone does not say enough,
 #: a short header only where the literature's tables have one. Every other text field of
@@ -27,7 +28,7 @@ from harness.site.model import functions_drawn_as, registered_metric
 #: required of every metric).
 OPTIONAL_TEXT = {"averaging_note", "short_name", "short_description"}
 
-SITE = Path(pages.__file__).parent
+SITE = Path(cross.__file__).parent
 
 
 def _registered(registered: str, **changes: object) -> Metric:
@@ -72,20 +73,20 @@ def test_every_figure_kind_and_group_is_held_by_a_registered_metric() -> None:
     assert {m.figure for _, m in metrics.items()} - {None} == set(FIGURE_KINDS)
     assert {m.group for _, m in metrics.items()} == set(METRIC_GROUPS)
     # Every group the registry can hold has a place (and a label) in the site's chooser.
-    assert set(METRIC_GROUPS) | {"other"} == set(pages.COLUMN_GROUPS)
+    assert set(METRIC_GROUPS) | {"other"} == set(COLUMN_GROUPS)
 
 
 def test_column_group_comes_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert pages.column_group("darts_area") == "darts"
-    assert pages.column_group("toy_reward") == "other"  # an old record's unknown function
+    assert column_group("darts_area") == "darts"
+    assert column_group("toy_reward") == "other"  # an old record's unknown function
     monkeypatch.setitem(
         metrics._items, "toy_reward", _registered("darts_reward", name="toy_reward")
     )
-    assert pages.column_group("toy_reward") == "darts"
+    assert column_group("toy_reward") == "darts"
     monkeypatch.setitem(
         metrics._items, "darts_area", _registered("darts_area", group="hierarchical")
     )
-    assert pages.column_group("darts_area") == "hierarchical"
+    assert column_group("darts_area") == "hierarchical"
 
 
 def test_figures_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +109,7 @@ def test_figures_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_unregistered_function_keeps_todays_behaviour() -> None:
     assert registered_metric("removed_metric") is None
-    assert pages.column_group("removed_metric") == "other"
+    assert column_group("removed_metric") == "other"
     assert not chance_checked("removed_metric")
     assert "removed_metric" not in functions_drawn_as(*FIGURE_KINDS)
 
@@ -163,7 +164,9 @@ def _string_constants(path: Path) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("module", sorted(p.name for p in SITE.glob("*.py")))
+@pytest.mark.parametrize(
+    "module", sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.py"))
+)
 def test_the_site_names_no_metric(module: str) -> None:
     """What the site knows of a metric it reads from the registry, never from a name list."""
     named = _string_constants(SITE / module) & set(metrics)
