@@ -16,11 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta
 
-from harness.checks import (
-    FloatArray,
-    check_integer,
-    check_scalar,
-)
+from harness.checks import FloatArray, check_integer, check_scalar
 
 __all__ = ["clopper_pearson_lower", "clopper_pearson_lower_bounds"]
 

@@ -35,11 +35,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import rankdata
 
-from harness.checks import (
-    FloatArray,
-    IntArray,
-    check_scalar,
-)
+from harness.checks import FloatArray, IntArray, check_scalar
 from harness.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.darts import accuracy_specificity_areas
@@ -263,7 +259,7 @@ def darts_class_values(
     y_true : array-like of int of shape (n_images,)
     correct, gain : array-like of shape (n_points, n_images)
         Per point, each image's correctness and gain
-        (:func:`harness.metrics.darts.darts_per_image`).
+        (:func:`harness.metrics.darts_prediction.darts_per_image`).
     n_classes : int
     groups : array-like of int of shape (n_classes,), default=None
         Resampling groups (GZSL: 0 seen, 1 unseen); None puts every class in group 0.

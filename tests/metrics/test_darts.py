@@ -1,4 +1,4 @@
-"""Tests of harness.metrics.darts: hand-computed DAG cases, the lambda search, properties, errors.
+"""Tests of the DARTS modules: hand-computed DAG cases, the lambda search, properties, errors.
 
 Temperature scaling and the Clopper-Pearson bound have their own tests (test_temperature.py,
 test_binomial.py).
@@ -26,19 +26,13 @@ from scipy.stats import binomtest
 from harness import checks
 from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics import darts
+from harness.metrics import darts_posteriors
 from harness.metrics.binomial import clopper_pearson_lower
-from harness.metrics.darts import (
-    BISECTION_STEPS,
-    DEFAULT_TARGETS,
-    DartsGraph,
-    TopKPosteriors,
-    darts_curve,
-    darts_graph,
-    darts_node_posteriors,
-    darts_per_image,
-    darts_predict,
-)
+from harness.metrics.darts import DEFAULT_TARGETS, darts_curve
+from harness.metrics.darts_graph import DartsGraph, darts_graph
+from harness.metrics.darts_posteriors import TopKPosteriors, darts_node_posteriors
+from harness.metrics.darts_prediction import darts_per_image, darts_predict
+from harness.metrics.darts_search import BISECTION_STEPS
 
 # --- fixtures -----------------------------------------------------------------------------------
 
@@ -568,7 +562,7 @@ def test_darts_curve_same_result_in_tiny_chunks_and_with_a_sparse_leaf_matrix(
     tp, ty = random_posteriors(rng, 30, 7)
     expected = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
     monkeypatch.setattr(checks, "CHUNK_ELEMENTS", 16)  # a couple of rows per chunk
-    monkeypatch.setattr(darts, "_DENSE_LEAF_MATRIX_LIMIT", 0)  # scipy sparse product
+    monkeypatch.setattr(darts_posteriors, "_DENSE_LEAF_MATRIX_LIMIT", 0)  # scipy sparse product
     got = darts_curve(vp, vy, tp, ty, hierarchy=h, candidate_nodes=candidates)
     for mine, theirs in zip(got.points, expected.points, strict=True):
         assert asdict(mine) == {

@@ -43,7 +43,8 @@ from harness.metrics.comparison import (
     seen_unseen_class_values,
     stack_class_values,
 )
-from harness.metrics.darts import accuracy_specificity_area, darts_per_image
+from harness.metrics.darts import accuracy_specificity_area
+from harness.metrics.darts_prediction import darts_per_image
 from harness.metrics.decomposition import Decomposition
 from harness.metrics.hierarchical import mistake_severity
 from harness.records import ClassCurve, ClassValues, ScoreEntry
