@@ -1,116 +1,47 @@
-"""Frozen class hierarchies: a directed acyclic graph of classes and the queries metrics need.
+"""Frozen class hierarchies: :class:`Hierarchy`, a directed acyclic graph of classes.
 
 A :class:`Hierarchy` is immutable once built. It is a DAG, never assumed to be a tree: WordNet
 gives many synsets two or more hypernyms (``dog.n.01`` is both a canine and a domestic animal),
-and every query here is defined for that case.
-
-Terms
------
-node
-    A class, or a concept above classes, with a string *id* (a WordNet id such as ``n02084071``
-    where one exists) and a human-readable *name*. Nodes are stored sorted by id; a node's
-    *index* is its position in that order, and every query takes and returns indices.
-edge
-    A pair ``(parent, child)``, read "child is-a parent" (hypernym → hyponym). A node may have any
-    number of parents and children.
-root, leaf
-    A root has no parent; a leaf has no child. A DAG may have several roots.
-ancestor, descendant
-    ``a`` is an *ancestor* of ``b`` (and ``b`` a *descendant* of ``a``) when a directed path of one
-    or more edges leads from ``a`` down to ``b``. "Ancestor-or-self" also admits ``a == b``.
-depth
-    The *shortest* number of edges on a path from any root down to the node. Roots have depth 0.
-max_depth
-    The *longest* number of edges on a path from any root down to the node (its topological
-    level). ``max_depth >= depth``; the two differ only where paths of different lengths meet.
-height
-    The longest number of edges on a path from the node down to a leaf. Leaves have height 0, and
-    ``height[parent] >= height[child] + 1`` for every edge.
-max leaf depth
-    The largest ``max_depth`` of a leaf: the number of edges of the longest root-to-leaf path,
-    which is also the largest height of a root (:attr:`~Hierarchy.root_height`).
-LCA distances
-    Two distances between nodes ``a`` and ``b`` through their common ancestors-or-self ``c``
-    (:data:`LCA_DISTANCES`, :meth:`~Hierarchy.lca_distance`), both ``-1`` when ``a`` and ``b``
-    share no ancestor (they hang below disjoint roots):
-
-    ``lca_height``
-        The *LCA height* (Deng et al. 2010's cost): ``min height[c]``. In a tree this is the
-        height of the lowest common ancestor, the longest path from it down to one of *its*
-        leaves. In a DAG two nodes may have several lowest common ancestors; the minimum height
-        is that of the most specific one, measured from the bottom. ``lca_height(a, a) ==
-        height[a]``.
-    ``max_leaf_depth_minus_lca_depth``
-        The *height of the LCA* of Bertinetto et al. 2020 ("Making Better Mistakes"): the levels
-        from the LCA down to the deepest leaf level of the whole hierarchy, ``max leaf depth -
-        max(max_depth[c])``. A node's depth is its ``max_depth`` (longest path from a root), so
-        the LCA that maximises the depth is always a lowest common ancestor (a child is deeper
-        than each of its parents), the distance is never negative, and on a tree it is
-        Bertinetto's distance exactly. Equal to ``lca_height`` on a tree whose leaves all lie at
-        the same depth; otherwise at least as large (``max_depth[c] + height[c]`` never exceeds
-        the max leaf depth).
-hop
-    One edge traversed in either direction (hypernym or hyponym). The *hop distance* between two
-    nodes is the fewest hops on an undirected path between them, ``inf`` when there is none.
-
-Derived arrays (ancestor matrix, depths, heights, levels above the deepest leaf, the undirected
-adjacency, hop balls) are computed on first use and cached on the instance, which is immutable:
-nothing outside it keeps facts about it. The ancestor matrix is built level by level (nodes
-grouped by ``max_depth``) with one sparse product per level, so the ~82,000 WordNet noun synsets
-take a few seconds. Every hop query runs the one breadth-first search of
-:mod:`harness.hierarchy.hops`.
-
-Examples
---------
->>> h = Hierarchy(["animal", "pet", "dog", "cat"],
-...               [("animal", "dog"), ("animal", "cat"), ("pet", "dog")])
->>> h.node_ids.tolist()
-['animal', 'cat', 'dog', 'pet']
->>> h.node_ids[h.parents(h.index("dog"))].tolist()
-['animal', 'pet']
->>> h.height.tolist(), h.depth.tolist()
-([1, 0, 0, 1], [0, 1, 1, 0])
+and every query is defined for that case. This module holds the graph itself: its storage
+(sparse rows of parents and children), lookups, structure, depth and height, and ancestry. Every
+other query is a method here too, so that importers use one object, while its algorithm lives
+with its kind: the checks of a new graph in :mod:`harness.hierarchy.validation`, LCA distances
+in :mod:`harness.hierarchy.lca`, hop distances in :mod:`harness.hierarchy.hops`, the JSON and
+array forms in :mod:`harness.hierarchy.forms`. Derived arrays are computed on first use and
+cached on the instance. The terms (depth, max_depth, height, max leaf depth, the two LCA
+distances, hops) are defined in ``docs/hierarchy.md``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
 import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from harness.atomic import write_text_atomic
 from harness.errors import HierarchyError
-from harness.hierarchy.hops import CHUNK_ENTRIES, HopBalls, ball_search, bfs, bfs_chunks
-from harness.textio import read_text_file
+from harness.hierarchy import forms, hops, lca
+from harness.hierarchy.csr import gather_rows
+from harness.hierarchy.hops import HopBalls
+from harness.hierarchy.lca import LCA_DISTANCES, LcaDistance
+from harness.hierarchy.validation import checked_edges, checked_nodes, topological_levels
 
-__all__ = ["FORMAT", "LCA_DISTANCES", "Hierarchy", "LcaDistance"]
+__all__ = ["Hierarchy"]
 
-#: The ``format`` tag of a hierarchy JSON file.
-FORMAT = "zsl-hierarchy/1"
-
-#: The names of the LCA distances (module docstring, "LCA distances"): Deng et al.'s LCA height,
-#: and Bertinetto et al.'s max leaf depth minus the LCA's depth.
-LcaDistance = Literal["lca_height", "max_leaf_depth_minus_lca_depth"]
-#: Every :data:`LcaDistance`, the first (the LCA height) being the default wherever one is chosen.
-LCA_DISTANCES: tuple[LcaDistance, ...] = get_args(LcaDistance)
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 StrArray = npt.NDArray[np.str_]
 
-# Gathered ancestor entries per chunk in the vectorized LCA queries (bounds peak memory).
-_CHUNK_ENTRIES = CHUNK_ENTRIES
 #: Hop-ball indexes kept per hierarchy (least recently used dropped first).
 _MAX_HOP_BALLS = 8
 
@@ -118,80 +49,6 @@ _MAX_HOP_BALLS = 8
 def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     array.flags.writeable = False
     return array
-
-
-def _str_array(values: Any, what: str) -> StrArray:
-    """Return ``values`` as a 1-D unicode array, refusing anything that is not a string."""
-    if isinstance(values, np.ndarray):
-        if values.ndim != 1:
-            raise HierarchyError(f"{what} must be 1-D; got an array of shape {values.shape}")
-        if values.dtype.kind == "U":
-            return values.astype(str, copy=True)
-        if values.dtype.kind != "O":
-            raise HierarchyError(f"{what} must hold strings; got an array of dtype {values.dtype}")
-        values = values.tolist()
-    if isinstance(values, str):
-        raise HierarchyError(f"{what} must be a sequence of strings, not one string {values!r}")
-    items = list(values)
-    for pos, item in enumerate(items):
-        if not isinstance(item, str):
-            raise HierarchyError(
-                f"{what}[{pos}] must be a string; got {type(item).__name__} {item!r}"
-            )
-    if not items:
-        return np.empty(0, dtype="<U1")
-    return np.array(items, dtype=str)
-
-
-def _edge_id_array(edges: Any) -> StrArray:
-    """Return ``edges`` as a unicode array of shape ``[E, 2]`` of (parent id, child id)."""
-    if isinstance(edges, np.ndarray):
-        if edges.dtype.kind in "iub":
-            raise HierarchyError(
-                "edges hold integers; Hierarchy() takes (parent_id, child_id) string pairs. "
-                "Use Hierarchy.from_arrays() for index edges."
-            )
-        if edges.size == 0:
-            return np.empty((0, 2), dtype="<U1")
-        if edges.ndim != 2 or edges.shape[1] != 2:
-            raise HierarchyError(
-                f"edges must have shape [E, 2] (parent_id, child_id); got {edges.shape}"
-            )
-        if edges.dtype.kind == "U":
-            return edges.astype(str, copy=True)
-        edges = edges.tolist()
-    pairs = list(edges)
-    for pos, pair in enumerate(pairs):
-        if (
-            isinstance(pair, str)
-            or not isinstance(pair, Sequence | np.ndarray)
-            or len(pair) != 2
-            or not all(isinstance(x, str) for x in pair)
-        ):
-            raise HierarchyError(
-                f"edges[{pos}] must be a (parent_id, child_id) pair of strings; got {pair!r}"
-            )
-    if not pairs:
-        return np.empty((0, 2), dtype="<U1")
-    return np.array([(p, c) for p, c in pairs], dtype=str).reshape(-1, 2)
-
-
-def _pair(pairs: StrArray, pos: int) -> str:
-    return f"edge {pos} ({str(pairs[pos, 0])!r}, {str(pairs[pos, 1])!r})"
-
-
-def _gather_rows(
-    indptr: IntArray, indices: npt.NDArray[Any], rows: IntArray
-) -> tuple[IntArray, IntArray]:
-    """Concatenate CSR rows ``rows``: return ``(owner, values)`` where owner[k] is the position in
-    ``rows`` the k-th value came from (owners ascend, so each row's values are contiguous)."""
-    starts = indptr[rows]
-    lengths = indptr[rows + 1] - starts
-    total = int(lengths.sum())
-    owner = np.repeat(np.arange(rows.size, dtype=np.int64), lengths)
-    offsets = np.cumsum(lengths) - lengths
-    values = indices[np.arange(total, dtype=np.int64) - offsets[owner] + starts[owner]]
-    return owner, values.astype(np.int64, copy=False)
 
 
 def _reach(indptr: IntArray, indices: IntArray, start: IntArray, n: int) -> IntArray:
@@ -202,7 +59,7 @@ def _reach(indptr: IntArray, indices: IntArray, start: IntArray, n: int) -> IntA
     depth = 0
     while frontier.size:
         level[frontier] = depth
-        _, following = _gather_rows(indptr, indices, frontier)
+        _, following = gather_rows(indptr, indices, frontier)
         following = np.unique(following)
         frontier = following[level[following] < 0]
         depth += 1
@@ -266,54 +123,9 @@ class Hierarchy:
     ) -> None:
         if not isinstance(source, str):
             raise HierarchyError(f"source must be a string; got {type(source).__name__}")
-        ids = _str_array(node_ids, "node_ids")
-        if ids.size == 0:
-            raise HierarchyError("a hierarchy needs at least one node; node_ids is empty")
-        empty = np.flatnonzero(ids == "")
-        if empty.size:
-            raise HierarchyError(f"node_ids[{empty[0]}] is an empty string; give every node an id")
-        order = np.argsort(ids, kind="stable")
-        sorted_ids = ids[order]
-        dup = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
-        if dup.size:
-            bad = str(sorted_ids[dup[0]])
-            where = np.flatnonzero(ids == bad)
-            raise HierarchyError(
-                f"node id {bad!r} appears {where.size} times in node_ids (positions "
-                f"{', '.join(map(str, where[:5]))}); node ids must be unique"
-            )
-        n = int(ids.size)
-        if names is None:
-            sorted_names = sorted_ids.copy()
-        else:
-            name_arr = _str_array(names, "names")
-            if name_arr.size != n:
-                raise HierarchyError(
-                    f"names has {name_arr.size} entries but node_ids has {n}; give one name "
-                    "per node id, in the same order"
-                )
-            sorted_names = name_arr[order]
-
-        pairs = _edge_id_array(edges)
-        parent, child = self._edge_indices(sorted_ids, pairs)
-        loops = np.flatnonzero(parent == child)
-        if loops.size:
-            pos = int(loops[0])
-            raise HierarchyError(
-                f"{_pair(pairs, pos)} is a self loop; a node cannot be its own parent"
-            )
-        keys = parent * n + child
-        key_order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[key_order]
-        dup = np.flatnonzero(sorted_keys[1:] == sorted_keys[:-1])
-        if dup.size:
-            first, again = int(key_order[dup[0]]), int(key_order[dup[0] + 1])
-            raise HierarchyError(
-                f"{_pair(pairs, again)} repeats edge {first}; "
-                "each (parent, child) pair may appear once"
-            )
-        edge_arr = np.stack([parent[key_order], child[key_order]], axis=1).astype(np.int64)
-        edge_arr = edge_arr.reshape(-1, 2)
+        sorted_ids, sorted_names = checked_nodes(node_ids, names)
+        edge_arr = checked_edges(sorted_ids, edges)
+        n = int(sorted_ids.size)
 
         self._node_ids: StrArray = _readonly(sorted_ids)
         self._names: StrArray = _readonly(sorted_names)
@@ -330,73 +142,13 @@ class Hierarchy:
             [[0], np.cumsum(np.bincount(c, minlength=n))]
         ).astype(np.int64)
         self._parent_indices: IntArray = _readonly(p[by_child].copy())
-        self._level: IntArray = _readonly(self._levels())
-
-    @staticmethod
-    def _edge_indices(sorted_ids: StrArray, pairs: StrArray) -> tuple[IntArray, IntArray]:
-        n = sorted_ids.size
-        out = []
-        for column in (0, 1):
-            wanted = pairs[:, column]
-            idx = np.searchsorted(sorted_ids, wanted)
-            clipped = np.minimum(idx, n - 1)
-            known = (idx < n) & (sorted_ids[clipped] == wanted)
-            out.append((clipped.astype(np.int64), known))
-        known_both = out[0][1] & out[1][1]
-        if not known_both.all():
-            bad_edges = np.flatnonzero(~known_both)
-            pos = int(bad_edges[0])
-            unknown = str(pairs[pos, 0] if not out[0][1][pos] else pairs[pos, 1])
-            raise HierarchyError(
-                f"{_pair(pairs, pos)} names {unknown!r}, which is "
-                f"not in node_ids ({bad_edges.size} edge(s) name unknown nodes); add the node "
-                "or drop the edge"
+        self._level: IntArray = _readonly(
+            topological_levels(
+                self._node_ids,
+                (self._parent_indptr, self._parent_indices),
+                (self._child_indptr, self._child_indices),
             )
-        return out[0][0], out[1][0]
-
-    def _levels(self) -> IntArray:
-        """Longest path from a root per node (Kahn's algorithm by layers); raise on a cycle."""
-        n = self._n
-        remaining = np.diff(self._parent_indptr).copy()
-        level = np.full(n, -1, dtype=np.int64)
-        frontier = np.flatnonzero(remaining == 0).astype(np.int64)
-        depth = 0
-        while frontier.size:
-            level[frontier] = depth
-            _, kids = _gather_rows(self._child_indptr, self._child_indices, frontier)
-            if kids.size == 0:
-                break
-            remaining -= np.bincount(kids, minlength=n)
-            kids = np.unique(kids)
-            frontier = kids[remaining[kids] == 0]
-            depth += 1
-        stuck = np.flatnonzero(level < 0)
-        if stuck.size:
-            cycle = self._find_cycle(stuck)
-            names = " -> ".join(repr(str(self._node_ids[i])) for i in cycle)
-            raise HierarchyError(
-                f"the edges contain a cycle: {names} ({stuck.size} node(s) lie on or below "
-                "cycles); a hierarchy must be acyclic, so drop one of these edges"
-            )
-        return level
-
-    def _find_cycle(self, stuck: IntArray) -> list[int]:
-        """One cycle among ``stuck`` nodes, each of which has a parent that is also stuck."""
-        in_stuck = np.zeros(self._n, dtype=bool)
-        in_stuck[stuck] = True
-        seen: dict[int, int] = {}
-        path: list[int] = []
-        node = int(stuck[0])
-        while node not in seen:
-            seen[node] = len(path)
-            path.append(node)
-            parents = self._parent_indices[
-                self._parent_indptr[node] : self._parent_indptr[node + 1]
-            ]
-            node = int(parents[in_stuck[parents]][0])
-        cycle = path[seen[node] :]
-        cycle.reverse()  # parent before child
-        return [*cycle, cycle[0]]
+        )
 
     # ------------------------------------------------------------------ basic attributes
 
@@ -712,7 +464,7 @@ class Hierarchy:
         for lvl in range(1, len(bounds) - 1):
             s, e = int(bounds[lvl]), int(bounds[lvl + 1])
             nodes = order[s:e]
-            owner, parent = _gather_rows(self._parent_indptr, self._parent_indices, nodes)
+            owner, parent = gather_rows(self._parent_indptr, self._parent_indices, nodes)
             pick = sp.csr_array(
                 (np.ones(owner.size, dtype=np.int32), (owner, position[parent])), shape=(e - s, s)
             )
@@ -860,7 +612,7 @@ class Hierarchy:
         """The LCA distance ``kind`` between ``a`` and ``b``, elementwise.
 
         The minimum of :meth:`lca_levels` over the common ancestors-or-self of ``a`` and ``b``
-        (module docstring, "LCA distances"): their LCA height (``"lca_height"``), or the max
+        (``docs/hierarchy.md``, "LCA distances"): their LCA height (``"lca_height"``), or the max
         leaf depth minus the largest :attr:`max_depth` of a common ancestor-or-self
         (``"max_leaf_depth_minus_lca_depth"``, Bertinetto et al. 2020); ``-1`` where they share
         no ancestor. Vectorized: the ancestor rows of ``a`` are gathered in chunks and tested
@@ -897,35 +649,7 @@ class Hierarchy:
         >>> h.lca_distance(i[0], i, "max_leaf_depth_minus_lca_depth").tolist()
         [1, 2, 2, 2]
         """
-        level = self.lca_levels(kind)
-        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
-        shape = aa.shape
-        flat_a = aa.reshape(-1).astype(np.int64)
-        flat_b = bb.reshape(-1).astype(np.int64)
-        out = np.full(flat_a.size, -1, dtype=np.int64)
-        if flat_a.size == 0:
-            return out.reshape(shape)
-        matrix = self.ancestor_matrix
-        indptr = matrix.indptr.astype(np.int64)
-        keys = self._ancestor_keys
-        sentinel = np.iinfo(np.int64).max
-        lengths = np.diff(indptr)[flat_a]
-        cum = np.cumsum(lengths)
-        start = 0
-        while start < flat_a.size:
-            done = int(cum[start - 1]) if start else 0
-            stop = int(np.searchsorted(cum, done + _CHUNK_ENTRIES, side="right"))
-            stop = max(stop, start + 1)
-            owner, anc = _gather_rows(indptr, matrix.indices, flat_a[start:stop])
-            query = flat_b[start:stop][owner] * self._n + anc
-            pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
-            common = keys[pos] == query
-            h = np.where(common, level[anc], sentinel)
-            seg = np.concatenate([[0], np.cumsum(lengths[start:stop])[:-1]])
-            best = np.minimum.reduceat(h, seg)  # every row holds at least the node itself
-            out[start:stop] = np.where(best == sentinel, -1, best)
-            start = stop
-        return out.reshape(shape)
+        return lca.lca_distance(self, a, b, kind)
 
     def lca_height(self, a: Any, b: Any) -> IntArray:
         """Height of a lowest common ancestor of ``a`` and ``b``, elementwise.
@@ -979,28 +703,7 @@ class Hierarchy:
         >>> h.lca_distance_matrix(h.indices(["b", "c"]), "max_leaf_depth_minus_lca_depth").tolist()
         [[0, 2], [2, 1]]
         """
-        level = self.lca_levels(kind)
-        rows = self._index_array(idx, "idx")
-        if rows.ndim != 1:
-            raise HierarchyError(f"idx must be 1-D; got shape {rows.shape}")
-        m = rows.size
-        out = np.full((m, m), -1, dtype=np.int64)
-        if m == 0:
-            return out
-        sub = self.ancestor_matrix[rows].astype(np.int32)
-        used = np.unique(sub.indices)
-        sub = sub[:, used].tocsc()
-        levels = level[used]
-        chunk = max(1, _CHUNK_ENTRIES // max(m, 1))
-        for v in np.unique(levels):
-            cols = np.flatnonzero(levels == v)
-            part = sub[:, cols].tocsr()
-            part_t = part.T.tocsr()
-            for s in range(0, m, chunk):
-                block = out[s : s + chunk]
-                shared = (part[s : s + chunk] @ part_t).toarray() > 0
-                block[(block < 0) & shared] = v
-        return out
+        return lca.lca_distance_matrix(self, idx, kind)
 
     def lca_height_matrix(self, idx: Any) -> IntArray:
         """Pairwise :meth:`lca_height` of the nodes ``idx``, an int64 array ``[m, m]``.
@@ -1067,58 +770,7 @@ class Hierarchy:
         >>> levels.tolist(), counts.tolist()
         ([1, 2, 3], [[1, 2, 3]])
         """
-        level = self.lca_levels(kind)
-        src = self._index_array(sources, "sources")
-        tgt = self._index_array(targets, "targets")
-        if src.ndim != 1 or tgt.ndim != 1:
-            raise HierarchyError(
-                f"sources and targets must be 1-D; got shapes {src.shape} and {tgt.shape}"
-            )
-        m = src.size
-        ancestors = self.ancestor_matrix
-        below = sp.csr_array(ancestors[tgt].T.astype(np.int32))  # [n, t]
-        below_counts = np.diff(below.indptr)
-        rows = ancestors[src]
-        owner = np.repeat(np.arange(m, dtype=np.int64), np.diff(rows.indptr))
-        nodes = rows.indices.astype(np.int64)
-        levels = level[nodes]
-        found = np.zeros(m, dtype=np.int64)
-        reached: list[int] = []
-        columns: list[IntArray] = []
-        for v in np.unique(levels):
-            active = np.flatnonzero(found < limit)
-            if active.size == 0:
-                break
-            selected = (found[owner] < limit) & (levels <= v)
-            estimate = np.bincount(
-                owner[selected], weights=below_counts[nodes[selected]], minlength=m
-            )[active]
-            # Contiguous groups of active sources whose estimated product entries fit the budget.
-            cumulative = np.cumsum(estimate)
-            counts = np.zeros(active.size, dtype=np.int64)
-            start = 0
-            while start < active.size:
-                done = cumulative[start - 1] if start else 0.0
-                stop = int(np.searchsorted(cumulative, done + _CHUNK_ENTRIES, side="right"))
-                stop = max(stop, start + 1)
-                group = active[start:stop]
-                lo, hi = np.searchsorted(owner, [group[0], group[-1] + 1])
-                take = np.flatnonzero(selected[lo:hi]) + lo
-                pick = sp.csr_array(
-                    (
-                        np.ones(take.size, dtype=np.int32),
-                        (np.searchsorted(group, owner[take]), nodes[take]),
-                    ),
-                    shape=(group.size, self._n),
-                )
-                counts[start:stop] = np.diff((pick @ below).indptr)
-                start = stop
-            found[active] = counts
-            reached.append(int(v))
-            columns.append(found.copy())
-        if not columns:
-            return np.zeros(0, dtype=np.int64), np.zeros((m, 0), dtype=np.int64)
-        return np.asarray(reached, dtype=np.int64), np.stack(columns, axis=1)
+        return lca.lca_distance_counts(self, sources, targets, limit=limit, kind=kind)
 
     def lca_height_counts(
         self, sources: Any, targets: Any, *, limit: int
@@ -1160,20 +812,6 @@ class Hierarchy:
         matrix.data[:] = 1
         return matrix
 
-    @staticmethod
-    def _radius(radius: Any, what: str = "radius") -> int | None:
-        if radius is not None and (
-            isinstance(radius, bool) or not isinstance(radius, int | np.integer) or radius < 0
-        ):
-            raise HierarchyError(f"{what} must be a non-negative int or None; got {radius!r}")
-        return None if radius is None else int(radius)
-
-    def _sources(self, sources: Any) -> IntArray:
-        src = np.atleast_1d(self._index_array(sources, "sources"))
-        if src.ndim != 1:
-            raise HierarchyError(f"sources must be 1-D; got shape {src.shape}")
-        return src
-
     def hop_distance(
         self, sources: Any, radius: int | None = None, *, targets: Any = None
     ) -> FloatArray:
@@ -1204,32 +842,7 @@ class Hierarchy:
         >>> h.hop_distance([h.index("b")], targets=h.indices(["c", "r"])).tolist()
         [[3.0, 2.0]]
         """
-        src = self._sources(sources)
-        cap = self._radius(radius)
-        if targets is None:
-            column_of = np.arange(self._n, dtype=np.int64)
-            n_columns, target_inverse = self._n, None
-        else:
-            tgt = self._index_array(targets, "targets")
-            if tgt.ndim != 1:
-                raise HierarchyError(f"targets must be 1-D; got shape {tgt.shape}")
-            unique_targets, target_inverse = np.unique(tgt, return_inverse=True)
-            column_of = np.full(self._n, -1, dtype=np.int64)
-            column_of[unique_targets] = np.arange(unique_targets.size)
-            n_columns = unique_targets.size
-        unique_sources, source_inverse = np.unique(src, return_inverse=True)
-        dense = np.full((unique_sources.size, n_columns), np.inf)
-        if dense.size:
-            for start, search in bfs_chunks(
-                self.adjacency,
-                unique_sources,
-                record=None if targets is None else column_of >= 0,
-                cap=cap,
-            ):
-                dense[search.rows + start, column_of[search.nodes]] = search.levels
-        if not np.array_equal(unique_sources, src):
-            dense = dense[source_inverse]
-        return dense if target_inverse is None else dense[:, target_inverse]
+        return hops.hop_distance(self, sources, radius, targets=targets)
 
     def nearest_hops(self, sources: Any, radius: int | None = None) -> FloatArray:
         """Undirected hop distance from every node to the *nearest* of ``sources``.
@@ -1256,17 +869,7 @@ class Hierarchy:
         >>> h.nearest_hops(h.indices(["b", "c"])).tolist()
         [1.0, 0.0, 0.0, 1.0, inf]
         """
-        src = np.unique(self._index_array(sources, "sources").reshape(-1))
-        cap = self._radius(radius)
-        dist = np.full(self._n, np.inf)
-        if src.size:
-            starts = sp.csr_array(
-                (np.ones(src.size, dtype=np.int32), (np.zeros(src.size, dtype=np.int64), src)),
-                shape=(1, self._n),
-            )
-            search = bfs(self.adjacency, starts, cap=cap)
-            dist[search.nodes] = search.levels
-        return dist
+        return hops.nearest_hops(self, sources, radius)
 
     def nearest_other_hops(self, nodes: Any) -> FloatArray:
         """For each of the distinct ``nodes``, the hop distance to the nearest *other* of them.
@@ -1281,13 +884,7 @@ class Hierarchy:
         >>> h.nearest_other_hops(h.indices(["b", "c", "z"])).tolist()
         [3.0, 3.0, inf]
         """
-        idx = self._sources(nodes)
-        unique, inverse = np.unique(idx, return_inverse=True)
-        if unique.size != idx.size:
-            raise HierarchyError("nodes must be distinct")
-        radii = ball_search(self.adjacency, unique, unique, (2,))[0]
-        out = np.where(radii.short[:, 0], np.inf, radii.radii[:, 0].astype(np.float64))
-        return out[inverse]
+        return hops.nearest_other_hops(self, nodes)
 
     def hop_balls(self, valid_nodes: Any, ks: Sequence[int] | int) -> HopBalls:
         """The :class:`~harness.hierarchy.hops.HopBalls` of these valid nodes and sizes.
@@ -1338,7 +935,7 @@ class Hierarchy:
     def _hop_balls(self) -> OrderedDict[tuple[str, tuple[int, ...]], HopBalls]:
         return OrderedDict()
 
-    # ------------------------------------------------------------------ serialization
+    # ------------------------------------------------------------------ stored forms
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form: ``{"format", "source", "nodes", "edges"}`` (see :meth:`save_json`).
@@ -1348,15 +945,7 @@ class Hierarchy:
         >>> Hierarchy(["b", "a"], [("a", "b")]).to_dict()["edges"]
         [['a', 'b']]
         """
-        ids = self._node_ids.tolist()
-        return {
-            "format": FORMAT,
-            "source": self._source,
-            "nodes": [
-                {"id": i, "name": nm} for i, nm in zip(ids, self._names.tolist(), strict=True)
-            ],
-            "edges": [[ids[p], ids[c]] for p, c in self._edges.tolist()],
-        }
+        return forms.to_dict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Hierarchy:
@@ -1371,57 +960,15 @@ class Hierarchy:
 
     @classmethod
     def _from_dict(cls, d: Any, where: str) -> Hierarchy:
-        if not isinstance(d, Mapping):
-            raise HierarchyError(f"{where}: expected a JSON object; got {type(d).__name__}")
-        expected = {"format", "source", "nodes", "edges"}
-        missing = sorted(expected - set(d))
-        extra = sorted(set(d) - expected)
-        if missing or extra:
-            parts = [f"missing key(s) {missing}"] if missing else []
-            parts += [f"unknown key(s) {extra}"] if extra else []
-            raise HierarchyError(
-                f"{where}: {' and '.join(parts)}; expected keys {sorted(expected)}"
-            )
-        if d["format"] != FORMAT:
-            raise HierarchyError(
-                f"{where}: format is {d['format']!r}; this harness reads {FORMAT!r}"
-            )
-        if not isinstance(d["source"], str):
-            raise HierarchyError(f"{where}: source must be a string; got {d['source']!r}")
-        nodes, edges = d["nodes"], d["edges"]
-        if not isinstance(nodes, list) or not isinstance(edges, list):
-            raise HierarchyError(f"{where}: nodes and edges must be lists")
-        ids: list[str] = []
-        names: list[str] = []
-        for pos, node in enumerate(nodes):
-            if (
-                not isinstance(node, Mapping)
-                or set(node) != {"id", "name"}
-                or not isinstance(node["id"], str)
-                or not isinstance(node["name"], str)
-            ):
-                raise HierarchyError(
-                    f'{where}: nodes[{pos}] must be {{"id": str, "name": str}}; got {node!r}'
-                )
-            ids.append(node["id"])
-            names.append(node["name"])
-        for pos, edge in enumerate(edges):
-            if (
-                not isinstance(edge, list)
-                or len(edge) != 2
-                or not all(isinstance(x, str) for x in edge)
-            ):
-                raise HierarchyError(
-                    f"{where}: edges[{pos}] must be [parent_id, child_id]; got {edge!r}"
-                )
+        ids, edges, names, source = forms.parse_dict(d, where)
         try:
-            return cls(ids, [(p, c) for p, c in edges], names, source=d["source"])
+            return cls(ids, edges, names, source=source)
         except HierarchyError as err:
             raise HierarchyError(f"{where}: {err}") from None
 
     def to_json(self) -> str:
         """The file text written by :meth:`save_json` (indent 1, sorted keys, final newline)."""
-        return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        return forms.to_json(self)
 
     def save_json(self, path: str | os.PathLike[str]) -> None:
         """Write the hierarchy as JSON, atomically (temporary file, then rename).
@@ -1430,30 +977,13 @@ class Hierarchy:
         ...] sorted by id, "edges": [[parent_id, child_id], ...] sorted}``, indented by one space
         with sorted keys and a final newline, so that diffs review well.
         """
-        target = Path(path)
-        if not target.parent.is_dir():
-            raise HierarchyError(
-                f"cannot write {target}: directory {target.parent} does not exist; create it first"
-            )
-        write_text_atomic(target, self.to_json(), make_parents=False)
+        forms.save_json(self, path)
 
     @classmethod
     def load_json(cls, path: str | os.PathLike[str]) -> Hierarchy:
         """Read a file written by :meth:`save_json`; errors name the file and the problem."""
         source = Path(path)
-        text = read_text_file(
-            source,
-            HierarchyError,
-            missing=f"{source}: no such hierarchy file",
-            unreadable=lambda err: f"{source}: cannot read it ({err})",
-        )
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise HierarchyError(
-                f"{source}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
-            ) from None
-        return cls._from_dict(data, str(source))
+        return cls._from_dict(forms.read_json(source), str(source))
 
     def to_arrays(self) -> dict[str, npt.NDArray[Any]]:
         """Plain arrays (no object dtype, safe for ``np.save`` without pickle).
@@ -1464,11 +994,7 @@ class Hierarchy:
             ``node_ids`` and ``names`` (unicode, sorted by id) and ``edges`` (int64 ``[E, 2]``
             of parent and child indices).
         """
-        return {
-            "node_ids": self._node_ids.copy(),
-            "names": self._names.copy(),
-            "edges": self._edges.copy(),
-        }
+        return forms.to_arrays(self)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, npt.NDArray[Any]], source: str = "") -> Hierarchy:
@@ -1480,34 +1006,8 @@ class Hierarchy:
         >>> Hierarchy.from_arrays(h.to_arrays()) == h
         True
         """
-        missing = sorted({"node_ids", "names", "edges"} - set(arrays))
-        if missing:
-            raise HierarchyError(
-                f"hierarchy arrays lack {missing}; expected node_ids, names, edges"
-            )
-        ids = np.asarray(arrays["node_ids"])
-        names = np.asarray(arrays["names"])
-        edges = np.asarray(arrays["edges"])
-        for key, arr in (("node_ids", ids), ("names", names)):
-            if arr.dtype.kind != "U" or arr.ndim != 1:
-                raise HierarchyError(
-                    f"hierarchy array {key!r} must be a 1-D unicode array; got dtype "
-                    f"{arr.dtype}, shape {arr.shape}"
-                )
-        if edges.size == 0:
-            edges = np.zeros((0, 2), dtype=np.int64)
-        if edges.dtype.kind not in "iu" or edges.ndim != 2 or edges.shape[1] != 2:
-            raise HierarchyError(
-                "hierarchy array 'edges' must be integers of shape [E, 2]; got dtype "
-                f"{edges.dtype}, shape {edges.shape}"
-            )
-        bad = np.flatnonzero(((edges < 0) | (edges >= ids.size)).any(axis=1))
-        if bad.size:
-            raise HierarchyError(
-                f"hierarchy array 'edges' row {int(bad[0])} {edges[bad[0]].tolist()} indexes "
-                f"past node_ids (size {ids.size})"
-            )
-        return cls(ids, ids[edges], names, source=source)
+        ids, edges, names = forms.parse_arrays(arrays)
+        return cls(ids, edges, names, source=source)
 
     def content_hash(self) -> str:
         """``"sha256:<hex>"`` of the canonical JSON of the format, nodes and edges.
@@ -1515,10 +1015,7 @@ class Hierarchy:
         :attr:`source` is provenance and is left out, so the same graph built by another tool
         version hashes the same.
         """
-        d = self.to_dict()
-        del d["source"]
-        text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return forms.content_hash(self)
 
     def summary(self) -> dict[str, Any]:
         """Counts that describe the graph.

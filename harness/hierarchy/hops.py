@@ -47,10 +47,22 @@ from harness.errors import HierarchyError
 if TYPE_CHECKING:
     from harness.hierarchy.dag import Hierarchy
 
-__all__ = ["CHUNK_ENTRIES", "BallRadii", "HopBalls", "Search", "ball_search", "bfs", "bfs_chunks"]
+__all__ = [
+    "CHUNK_ENTRIES",
+    "BallRadii",
+    "HopBalls",
+    "Search",
+    "ball_search",
+    "bfs",
+    "bfs_chunks",
+    "hop_distance",
+    "nearest_hops",
+    "nearest_other_hops",
+]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
 
 #: About how many node entries a chunked search keeps live at once (bounds peak memory).
 CHUNK_ENTRIES = 1 << 22
@@ -263,6 +275,87 @@ def ball_search(
         np.concatenate([p[2] for p in parts]),
         np.concatenate([p[3] for p in parts]),
     )
+
+
+# ------------------------------------------------------------------ hop queries
+
+
+def _radius(radius: Any, what: str = "radius") -> int | None:
+    if radius is not None and (
+        isinstance(radius, bool) or not isinstance(radius, int | np.integer) or radius < 0
+    ):
+        raise HierarchyError(f"{what} must be a non-negative int or None; got {radius!r}")
+    return None if radius is None else int(radius)
+
+
+def _sources(hierarchy: Hierarchy, sources: Any) -> IntArray:
+    src = np.atleast_1d(hierarchy._index_array(sources, "sources"))
+    if src.ndim != 1:
+        raise HierarchyError(f"sources must be 1-D; got shape {src.shape}")
+    return src
+
+
+def hop_distance(
+    hierarchy: Hierarchy, sources: Any, radius: int | None = None, *, targets: Any = None
+) -> FloatArray:
+    """Hop distances from each source to every node or to ``targets``
+    (:meth:`Hierarchy.hop_distance`): one chunked search from the distinct sources, only the
+    target columns stored."""
+    src = _sources(hierarchy, sources)
+    cap = _radius(radius)
+    if targets is None:
+        column_of = np.arange(hierarchy.n_nodes, dtype=np.int64)
+        n_columns, target_inverse = hierarchy.n_nodes, None
+    else:
+        tgt = hierarchy._index_array(targets, "targets")
+        if tgt.ndim != 1:
+            raise HierarchyError(f"targets must be 1-D; got shape {tgt.shape}")
+        unique_targets, target_inverse = np.unique(tgt, return_inverse=True)
+        column_of = np.full(hierarchy.n_nodes, -1, dtype=np.int64)
+        column_of[unique_targets] = np.arange(unique_targets.size)
+        n_columns = unique_targets.size
+    unique_sources, source_inverse = np.unique(src, return_inverse=True)
+    dense = np.full((unique_sources.size, n_columns), np.inf)
+    if dense.size:
+        for start, search in bfs_chunks(
+            hierarchy.adjacency,
+            unique_sources,
+            record=None if targets is None else column_of >= 0,
+            cap=cap,
+        ):
+            dense[search.rows + start, column_of[search.nodes]] = search.levels
+    if not np.array_equal(unique_sources, src):
+        dense = dense[source_inverse]
+    return dense if target_inverse is None else dense[:, target_inverse]
+
+
+def nearest_hops(hierarchy: Hierarchy, sources: Any, radius: int | None = None) -> FloatArray:
+    """Hop distance from every node to the nearest source (:meth:`Hierarchy.nearest_hops`): one
+    search from all sources at once (a virtual node joined to each), whatever their number."""
+    src = np.unique(hierarchy._index_array(sources, "sources").reshape(-1))
+    cap = _radius(radius)
+    dist = np.full(hierarchy.n_nodes, np.inf)
+    if src.size:
+        starts = sp.csr_array(
+            (np.ones(src.size, dtype=np.int32), (np.zeros(src.size, dtype=np.int64), src)),
+            shape=(1, hierarchy.n_nodes),
+        )
+        search = bfs(hierarchy.adjacency, starts, cap=cap)
+        dist[search.nodes] = search.levels
+    return dist
+
+
+def nearest_other_hops(hierarchy: Hierarchy, nodes: Any) -> FloatArray:
+    """Hop distance from each of the distinct ``nodes`` to the nearest other one
+    (:meth:`Hierarchy.nearest_other_hops`): each search stops at the first level reaching
+    another."""
+    idx = _sources(hierarchy, nodes)
+    unique, inverse = np.unique(idx, return_inverse=True)
+    if unique.size != idx.size:
+        raise HierarchyError("nodes must be distinct")
+    radii = ball_search(hierarchy.adjacency, unique, unique, (2,))[0]
+    out = np.where(radii.short[:, 0], np.inf, radii.radii[:, 0].astype(np.float64))
+    return out[inverse]
 
 
 def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:

@@ -10,7 +10,8 @@ Families (pure numpy functions, documented where they live):
   cost, mistake severity, average hierarchical distance@k, hierarchical retrieval precision@k,
   relation breakdown;
 - :mod:`~harness.metrics.darts` — DARTS accuracy-specificity trade-off (lambda meets its target
-  on validation; the test accuracy it reaches is reported, not guaranteed).
+  on validation; the test accuracy it reaches is reported, not guaranteed); its steps in
+  ``darts_graph``, ``darts_posteriors``, ``darts_prediction`` and ``darts_search``.
 
 Split diagnostics (structural ratio, mutual exclusivity, nearest training classes, size tables)
 describe a benchmark, not a submission: they live data-side, in :mod:`harness.data.structure`,
