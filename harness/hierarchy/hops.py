@@ -1,28 +1,12 @@
 r"""Undirected hop distances on a frozen hierarchy: the one breadth-first search of the harness.
 
 A *hop* is one edge of the hierarchy traversed in either direction (DESIGN, "Hops"). Every hop
-query -- :meth:`~harness.hierarchy.Hierarchy.hop_distance`,
-:meth:`~harness.hierarchy.Hierarchy.nearest_hops`,
-:meth:`~harness.hierarchy.Hierarchy.nearest_other_hops` and the :class:`HopBalls` of
-:meth:`~harness.hierarchy.Hierarchy.hop_balls` -- runs :func:`bfs` on the hierarchy's cached
-undirected :attr:`~harness.hierarchy.Hierarchy.adjacency`.
+query runs :func:`bfs` on the hierarchy's cached undirected adjacency: the queries here, which
+the :class:`~harness.hierarchy.Hierarchy` methods of the same names call, and the
+:class:`HopBalls` of :meth:`~harness.hierarchy.Hierarchy.hop_balls`. Rows expand level by level,
+all at once and without a visited set; many sources are searched in chunks of bounded memory
+(``docs/hierarchy.md``, "Hops").
 
-The search
-----------
-Each row of a search starts from a set of nodes (one source, or every source at once for the
-distance to the nearest of them) and is expanded level by level, every row at once: the frontier
-of level :math:`L + 1` is :math:`F_L A` minus the frontiers of levels :math:`L` and
-:math:`L - 1`. An undirected neighbour of a node at distance :math:`L` lies at distance
-:math:`L - 1`, :math:`L` or :math:`L + 1`, so no other level needs subtracting, and no row keeps
-a visited set. A row stops once its frontier is empty, at a radius ``cap``, or once the nodes it
-has reached weigh ``stop_at`` (a *ball* that grows by whole radii until it holds ``k`` labels).
-
-Many sources are searched in chunks (:func:`bfs_chunks`): the first holds 64 sources; each later
-one is sized from the previous one's peak live entries per source so that about
-:data:`CHUNK_ENTRIES` node entries are live at once, growing at most 4x, up to 4096 sources.
-
-Examples
---------
 >>> from harness.hierarchy import Hierarchy
 >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
 ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
