@@ -21,6 +21,7 @@ from harness.site.model import Badge, Column, SettingTable, Submission, record_b
 from harness.site.pages.columns import column_title
 from harness.site.text import interval_text, isolate, isolate_text, short_hash
 
+#: Badge flags a table row carries for the filter bar (``data-flags``).
 FLAGS = ("leakage", "transductive", "extra-data")
 
 
@@ -62,12 +63,14 @@ def plain_label(sub: Submission) -> str:
 
 
 def score_interval(entry: ScoreEntry, column: Column) -> str:
+    """A score's interval as the column prints it ("" when the record has none)."""
     if entry.interval is None:
         return ""
     return interval_text(entry.interval.lo, entry.interval.hi, percent=column.percent)
 
 
 def protocol_badges(records: Iterable[RunRecord]) -> list[Badge]:
+    """How many runs declare each protocol deviation (transductive, extra data), as badges."""
     counts: dict[str, int] = {}
     for record in records:
         for badge in record_badges(record):
@@ -104,6 +107,7 @@ def _metric_anchor(column: Column) -> str:
 
 @cache
 def environment() -> Environment:
+    """The jinja2 environment of every page: autoescaping, strict, with the isolating filters."""
     env = Environment(
         loader=PackageLoader("harness.site", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -125,5 +129,6 @@ def environment() -> Environment:
 
 
 def write_page(path: Path, text: str) -> None:
+    """Write a page as UTF-8 with ``\\n`` line ends on every platform."""
     with path.open("w", encoding="utf-8", newline="\n") as handle:
         handle.write(text)
