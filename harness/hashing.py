@@ -17,7 +17,6 @@ import numpy as np
 __all__ = [
     "CHUNK_BYTES",
     "array_sha256",
-    "canonical_dtype",
     "file_sha256",
     "json_sha256",
     "strings_sha256",

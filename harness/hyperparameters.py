@@ -26,12 +26,8 @@ import numpy as np
 __all__ = [
     "ATTRIBUTE",
     "MAX_BYTES",
-    "MAX_KEYS",
-    "MAX_KEY_CHARS",
-    "MAX_STRING_CHARS",
     "HyperparameterError",
     "Hyperparameters",
-    "Scalar",
     "check_hyperparameters",
     "model_hyperparameters",
 ]

@@ -42,19 +42,12 @@ if TYPE_CHECKING:  # records imports this module for its validators
     from harness.records import RunRecord
 
 __all__ = [
-    "BIDI_CONTROLS",
     "check_distinct_identities",
     "check_new_identities",
     "escaped",
     "identity_text",
-    "invisible_char",
     "skeleton",
 ]
-
-#: Characters that embed, override or isolate text direction, or mark it (LRM, RLM, ALM).
-BIDI_CONTROLS = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
 
 #: Unicode's Default_Ignorable_Code_Point ranges (DerivedCoreProperties.txt, stable since 6.x):
 #: code points a renderer shows as nothing. Not all are category Cf (Hangul fillers are Lo).

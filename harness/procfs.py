@@ -12,7 +12,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
-    "ProcStat",
     "proc_stat",
     "process_table",
     "subtree",

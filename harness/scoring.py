@@ -374,7 +374,6 @@ __all__ = [
     "below_chance",
     "chance_checked",
     "chance_level",
-    "metric_input",
     "n_candidates",
     "score",
     "score_setting",

@@ -77,7 +77,6 @@ if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
 
 __all__ = [
-    "BUNDLE_FORMAT",
     "FITS",
     "SAVE_LOAD_LINES",
     "Bundle",

@@ -27,12 +27,9 @@ from harness.procfs import proc_stat, process_table, subtree
 __all__ = [
     "PR_SET_CHILD_SUBREAPER",
     "PR_SET_DUMPABLE",
-    "SWEEP_ROUNDS",
-    "GuardError",
     "Reaper",
     "become_subreaper",
     "descendants",
-    "is_descendant",
     "set_undumpable",
 ]
 

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["MAX_CELL", "MAX_DETAIL", "escape_markdown", "one_line", "short_list"]
+__all__ = ["MAX_DETAIL", "escape_markdown", "one_line", "short_list"]
 
 MAX_CELL = 200  # characters of submitted text kept in one table cell
 MAX_DETAIL = 400  # characters of one failure's message kept in the report

@@ -81,7 +81,6 @@ from harness.tempdirs import run_directory
 __all__ = [
     "DIFF_FILENAME",
     "SITE_DIRNAME",
-    "STORE_FILENAME",
     "Execution",
     "PackageOutcome",
     "PullRequestResult",

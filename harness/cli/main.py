@@ -21,7 +21,7 @@ import typer
 
 import harness
 
-__all__ = ["COMMANDS", "Command", "app", "build_app", "main"]
+__all__ = ["COMMANDS", "app", "build_app", "main"]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from harness.tempdirs import run_directory
 if TYPE_CHECKING:
     from harness.runners.entrypoint_check import EntrypointCheck
 
-__all__ = ["PackageValidation", "app", "validate_package"]
+__all__ = ["app", "validate_package"]
 
 app = typer.Typer(
     help="Start and validate submission packages; write their prediction files.",

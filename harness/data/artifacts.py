@@ -41,10 +41,7 @@ from harness.hashing import array_sha256, json_sha256
 __all__ = [
     "FORMAT",
     "MANIFEST",
-    "MMAP_THRESHOLD_BYTES",
-    "OUTDATED_FORMATS",
     "ArtifactEntry",
-    "CacheAction",
     "FrozenBenchmark",
     "OutdatedFormatError",
     "artifact_path",

@@ -49,10 +49,8 @@ from harness.errors import SpecError
 from harness.textio import read_text_file, unique_tokens
 
 __all__ = [
-    "CLASS_SET_FILES",
     "ENV_IMAGENET_DIR",
     "class_list_sha256",
-    "class_set_names",
     "imagenet_lists_dir",
     "read_wnid_lines",
     "read_wnids",

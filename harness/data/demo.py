@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from harness.spec import Spec
 
 __all__ = [
-    "DemoAdapter",
     "DemoParams",
     "generate",
 ]

@@ -33,7 +33,7 @@ from urllib.request import url2pathname
 from harness.data.artifacts import zsl_home
 from harness.errors import HarnessError, IntegrityError
 
-__all__ = ["FetchAction", "downloads_dir", "extract_members", "fetch", "fetch_action"]
+__all__ = ["downloads_dir", "extract_members", "fetch", "fetch_action"]
 
 logger = logging.getLogger("harness.data.download")
 

@@ -41,10 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EmbeddingSetRef",
-    "FeatureSetAdapter",
-    "FeatureSetParams",
     "embedding_provenance",
-    "extracted_features",
     "open_pinned_set",
 ]
 

@@ -43,11 +43,8 @@ from harness.registry import RegistryError
 from harness.spec import Spec
 
 __all__ = [
-    "CAL_HOLDOUT_FRACTION",
-    "CAL_VAL_FRACTION",
     "PreparedBenchmark",
     "check_raw",
-    "freeze_arrays",
     "load_benchmark",
     "prepare",
 ]

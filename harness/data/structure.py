@@ -33,7 +33,6 @@ from harness.hierarchy import Hierarchy
 
 __all__ = [
     "RELATIONS",
-    "NearestTraining",
     "SplitSize",
     "SplitSizes",
     "StructuralRatio",

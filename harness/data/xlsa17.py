@@ -81,12 +81,10 @@ __all__ = [
     "DATASETS",
     "LAMPERT_TEST_CLASSES",
     "PASCAL_VOC_CLASSES",
-    "Release",
     "Xlsa17Adapter",
     "Xlsa17Params",
     "describe_counts",
     "read_class_map",
-    "read_release",
     "release_class_names",
     "release_overlaps",
 ]

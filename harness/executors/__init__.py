@@ -39,11 +39,9 @@ from harness.errors import HarnessError
 from harness.submission.package import Resources
 
 __all__ = [
-    "EXECUTORS",
     "Backend",
     "Job",
     "Outcome",
-    "ProgressBar",
     "check_executor",
     "default_jobs",
     "drive",

@@ -55,14 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MatrixReport",
-    "PlannedRun",
     "RunRequest",
     "RunResult",
-    "family_jobs",
-    "member_outcomes",
-    "plan_runs",
     "run_matrix",
-    "store_result",
 ]
 
 Status = Literal["done", "failed", "skipped"]

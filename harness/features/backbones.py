@@ -34,7 +34,6 @@ from harness.errors import HarnessError
 from harness.hashing import file_sha256
 
 __all__ = [
-    "DEFAULT_BACKBONE",
     "Backbone",
     "WeightsRef",
     "is_weights_name",
@@ -43,7 +42,6 @@ __all__ = [
     "resolve_weights",
 ]
 
-DEFAULT_BACKBONE = "resnet101"
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 _WEIGHTS_NAME = re.compile(r"^(?:[A-Za-z0-9_]+_Weights\.)?[A-Z0-9_]+$")
 _HASH_PREFIX = re.compile(r"-([0-9a-f]{8,64})\.[a-z]+$")

@@ -64,27 +64,19 @@ from harness.registry import Registry
 from harness.textio import read_text_file
 
 __all__ = [
-    "ARTIFACTS",
     "INSTALL_HINT",
     "KIND",
     "ClassEntry",
-    "Embedded",
     "EmbeddingError",
     "Normalize",
-    "TextModel",
-    "WordVectors",
     "build_class_embeddings",
     "name_tokens",
-    "normalize_rows",
     "read_class_list",
-    "read_glove_text",
     "text_models",
     "unknown_words_summary",
 ]
 
 KIND: Literal["class-embeddings"] = "class-embeddings"
-#: The artifacts of a class-embedding set.
-ARTIFACTS = ("class_ids", "class_names", "embeddings", "texts")
 Normalize = Literal["l2", "none"]
 #: What a model's vectors are made from, as recorded in the provenance's ``text``.
 WORD_TEXT = "name tokens, averaged"

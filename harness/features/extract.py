@@ -42,11 +42,7 @@ from harness.hashing import json_sha256
 from harness.spec import ExtractSpec, PretrainedOn
 
 __all__ = [
-    "BAD_IMAGES_SHOWN",
-    "BadImage",
-    "Extraction",
     "ExtractionRequest",
-    "Precision",
     "extract_features",
     "partial_dir",
     "plan_extraction",

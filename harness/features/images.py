@@ -27,7 +27,7 @@ import numpy as np
 from harness.errors import HarnessError
 from harness.hashing import json_sha256
 
-__all__ = ["IMAGE_SUFFIXES", "ImageList", "read_image", "read_images"]
+__all__ = ["ImageList", "read_image", "read_images"]
 
 IMAGE_SUFFIXES = frozenset(
     {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}

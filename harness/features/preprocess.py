@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 if TYPE_CHECKING:
     from PIL import Image
 
-__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "PRESETS", "Preprocessing", "preset", "transform"]
+__all__ = ["PRESETS", "Preprocessing", "preset", "transform"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -30,7 +30,7 @@ from harness.data.artifacts import ArtifactEntry, artifact_path, load_verified
 from harness.errors import HarnessError, IntegrityError
 from harness.hashing import array_sha256, json_sha256
 
-__all__ = ["FORMAT", "MANIFEST", "ArtifactSet", "SetKind", "seal_set", "set_hash", "write_set"]
+__all__ = ["FORMAT", "MANIFEST", "ArtifactSet", "set_hash", "write_set"]
 
 FORMAT = "zsl-artifact-set/1"
 MANIFEST = "manifest.json"

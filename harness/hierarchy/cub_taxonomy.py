@@ -58,7 +58,6 @@ __all__ = [
     "CLASSES_FILE",
     "EDGES_FILE",
     "N_CLASSES",
-    "RANKS",
     "TREE_FILE",
     "cub_parent_child_ids",
     "load_cub_taxonomy",

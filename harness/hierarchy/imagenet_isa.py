@@ -27,9 +27,6 @@ from harness.errors import HierarchyError, SpecError
 from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
-    "CANDIDATES_FILE",
-    "ISA_FILE",
-    "WORDS_FILE",
     "load_isa_hierarchy",
     "read_text_lines",
 ]

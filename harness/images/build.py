@@ -53,15 +53,10 @@ from harness.submission.package import (
 )
 
 __all__ = [
-    "CONTAINERFILE",
     "CONTAINER_UID",
-    "CPU_BASE",
-    "GPU_BASE",
-    "TORCH_CPU_INDEX",
     "BuildInputs",
     "build_command",
     "build_image",
-    "build_online",
     "collect_requirements",
     "source_tree",
 ]

@@ -32,13 +32,9 @@ from harness.images.build import CONTAINER_UID, BuildInputs, _run
 from harness.images.engine import ImageError
 
 __all__ = [
-    "DEBIAN_SUITE",
-    "KEEP",
     "assemble",
     "base_identity",
     "build_offline",
-    "import_tree",
-    "make_base",
     "rootfs_python",
 ]
 

@@ -55,9 +55,6 @@ from harness.errors import MetricError
 from harness.metrics.decomposition import Decomposition, _Layout, _reduce, point_estimate
 
 __all__ = [
-    "SCHEMES",
-    "BootstrapInterval",
-    "Scheme",
     "bootstrap_interval",
     "bootstrap_recompute",
     "bootstrap_samples",

@@ -42,15 +42,8 @@ from harness.metrics.darts import accuracy_specificity_areas
 from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate
 
 __all__ = [
-    "ALL_COMBINES",
     "CURVE_CELLS",
-    "CURVE_COMBINES",
-    "GAIN_DECIMALS",
     "ClassTable",
-    "CurveTable",
-    "PairedTests",
-    "RankMatrix",
-    "RunClassCurve",
     "RunClassValues",
     "class_bootstrap",
     "class_point_estimates",

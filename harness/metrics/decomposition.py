@@ -41,7 +41,7 @@ from harness.checks import (
 )
 from harness.errors import MetricError
 
-__all__ = ["COMBINES", "Combine", "Decomposition", "concatenate", "point_estimate"]
+__all__ = ["COMBINES", "Decomposition", "concatenate", "point_estimate"]
 
 Combine = Literal["class_mean", "image_mean", "harmonic_of_groups"]
 #: Allowed values of :attr:`Decomposition.combine`.

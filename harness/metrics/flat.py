@@ -72,7 +72,6 @@ __all__ = [
     "per_class_top_k_accuracy_details",
     "per_image_top_k_accuracy",
     "rivals_at_least",
-    "rivals_at_least_checked",
     "rivals_at_least_from_topk",
     "top_k_correct",
     "top_k_correct_from_topk",

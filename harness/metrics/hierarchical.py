@@ -104,13 +104,6 @@ from harness.metrics.registration import class_mean, curve_ks, hierarchy_of, ima
 __all__ = [
     "LCA_DISTANCES",
     "RELATIONS",
-    "AverageHierarchicalDistance",
-    "HierarchicalCost",
-    "HierarchicalPrecision",
-    "HierarchicalRetrievalPrecision",
-    "MistakeSeverity",
-    "PerClassHierarchicalPrecision",
-    "PredictionRelations",
     "average_hierarchical_distance_at_k",
     "hcorrect_radii",
     "hierarchical_cost",

@@ -27,9 +27,7 @@ from harness.records import RunKey, RunRecord, result_payload, run_key
 __all__ = [
     "CURVE_FIELDS",
     "SCORE_TOLERANCE",
-    "FieldDifference",
     "Leaf",
-    "Reproduction",
     "compare_reproduction",
     "leaf_differences",
     "result_differences",

@@ -426,12 +426,7 @@ def rescore_store(
 
 __all__ = [
     "RescoreOutcome",
-    "expected_entries",
-    "find_specs",
-    "rescorable_hashes",
     "rescore_record",
     "rescore_records",
     "rescore_store",
-    "score_changes",
-    "stale_reasons",
 ]

@@ -119,7 +119,6 @@ def import_folder(engine: Engine, root: Path) -> list[RunRecord]:
 
 __all__ = [
     "RUN_NAME_FORM",
-    "UnknownRunName",
     "export_store",
     "import_folder",
     "resolve_runs",

@@ -40,12 +40,8 @@ from harness.runners.cgroup import POLL_S, Containment
 from harness.runners.progress import ProgressReader, current_sink, strip_events
 
 __all__ = [
-    "DRAIN_S",
-    "LOG_LIMIT_BYTES",
-    "OUT_MAX_ENTRIES",
     "PIDS_LIMIT",
     "Conversation",
-    "HeadTail",
     "RunJob",
     "RunLimits",
     "RunOutcome",
@@ -56,7 +52,6 @@ __all__ = [
     "run_process",
     "runners",
     "truncate",
-    "worker_argv",
     "worker_env",
 ]
 

@@ -48,8 +48,6 @@ from pathlib import Path
 from harness.procfs import proc_stat, process_table, subtree
 
 __all__ = [
-    "GATE",
-    "KILL_WAIT_S",
     "MOUNTINFO",
     "POLL_S",
     "PR_GET_CHILD_SUBREAPER",
@@ -57,7 +55,6 @@ __all__ = [
     "PR_SET_CHILD_SUBREAPER",
     "PR_SET_DUMPABLE",
     "SELF_CGROUP",
-    "STALE_S",
     "Containment",
     "prctl",
 ]

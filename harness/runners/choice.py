@@ -13,7 +13,7 @@ from harness.runners import sandbox as _sandbox
 if TYPE_CHECKING:
     from harness.submission.package import Package
 
-__all__ = ["LOCAL_WARNING", "default_runner"]
+__all__ = ["default_runner"]
 
 LOCAL_WARNING = (
     "warning: neither bubblewrap (runner 'sandbox') nor, for a package with model.image, a"

@@ -82,7 +82,6 @@ __all__ = [
     "PIDS_LIMIT",
     "ContainerRunner",
     "container_argv",
-    "container_env",
 ]
 
 PIDS_LIMIT = 256

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECK_JSON",
-    "CHECK_JSON_LIMIT",
-    "CHECK_TIMEOUT_S",
     "EntrypointCheck",
     "EntrypointProblem",
     "check_entrypoint",

@@ -32,7 +32,7 @@ from harness.errors import RunnerError
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.outputs import WORKER_JSON, read_worker_status
 
-__all__ = ["EXIT_KINDS", "INSIDE_PACKAGE", "explain_failure", "log_dir", "traceback_location"]
+__all__ = ["INSIDE_PACKAGE", "explain_failure", "traceback_location"]
 
 #: What the worker's exit codes mean (``harness.worker``).
 EXIT_KINDS = {3: "model error", 4: "protocol violation"}

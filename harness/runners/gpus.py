@@ -48,16 +48,11 @@ from harness.data.artifacts import zsl_home
 from harness.errors import RunnerError
 
 __all__ = [
-    "CONTROL_NODES",
-    "CUBLAS_WORKSPACE",
-    "DEV_DIR_ENV",
     "GPUS_ENV",
-    "REQUIRED_NODES",
     "Gpu",
     "check_request",
     "container_gpu_args",
     "cuda_env",
-    "dev_dir",
     "device_nodes",
     "driver_lib_dirs",
     "lease",

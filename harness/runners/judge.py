@@ -82,16 +82,9 @@ if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark
 
 __all__ = [
-    "ATOL",
     "RTOL",
-    "TOPK_CHUNK_CELLS",
     "ModelRun",
-    "PassConversation",
-    "PassSetting",
-    "Verdict",
     "canonical_order",
-    "canonical_plan",
-    "check_plan",
     "check_ran",
     "chunk_sizes",
     "pass_settings",

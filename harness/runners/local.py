@@ -50,10 +50,8 @@ from harness.runners.failure import explain_failure
 from harness.runners.gpus import Gpu, cuda_env, lease
 
 __all__ = [
-    "PASSED_ENV",
     "LocalRunner",
     "local_env",
-    "not_dumpable",
 ]
 
 # Only what Python and BLAS need; the caller's secrets and settings stay out.

@@ -35,13 +35,9 @@ from harness.errors import RunnerError
 from harness.hyperparameters import HyperparameterError, Hyperparameters, check_hyperparameters
 
 __all__ = [
-    "BLOCK_BYTES",
     "FLOATS",
-    "HEADER_LIMIT",
-    "INDICES",
     "STATE_DIR",
     "WORKER_JSON",
-    "WORKER_JSON_LIMIT",
     "OutputDir",
     "read_worker_status",
     "worker_hyperparameters",
@@ -55,7 +51,6 @@ WORKER_JSON_LIMIT = 1 << 20
 HEADER_LIMIT = 1 << 16
 BLOCK_BYTES = 64 << 20
 FLOATS = (np.dtype("<f2"), np.dtype("<f4"), np.dtype("<f8"))
-INDICES = (np.dtype("<i8"),)
 
 
 def _kind(mode: int) -> str:

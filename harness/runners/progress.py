@@ -45,7 +45,6 @@ __all__ = [
     "FITS",
     "LINE_LIMIT",
     "MARKER",
-    "REJECTS_SHOWN",
     "ConsoleProgress",
     "ProgressEvent",
     "ProgressReader",

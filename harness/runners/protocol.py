@@ -36,7 +36,6 @@ import numpy as np
 
 __all__ = [
     "CODES",
-    "CONTROL_LIMIT",
     "DENSE",
     "DTYPES",
     "MESSAGE_LIMIT",

@@ -79,17 +79,10 @@ from harness.runners.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, l
 from harness.runners.seccomp import program_fd
 
 __all__ = [
-    "ETC_FILES",
-    "FSIZE_LIMIT",
-    "INSIDE_BUNDLE",
-    "INSIDE_OUT",
     "INSIDE_PACKAGE",
     "INSIDE_STATE",
-    "LAUNCHER",
     "NOBODY",
     "NOFILE_LIMIT",
-    "NPROC_LIMIT",
-    "SYSTEM_DIRS",
     "SandboxRunner",
     "available",
     "library_address_space",

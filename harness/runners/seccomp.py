@@ -53,7 +53,6 @@ __all__ = [
     "COMPAT_ONLY",
     "DENIED",
     "ENOSYS_CALLS",
-    "NAMESPACE_MASK",
     "SECCOMP_RET_ALLOW",
     "SECCOMP_RET_ERRNO",
     "SECCOMP_RET_KILL_PROCESS",

@@ -48,7 +48,6 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILES",
     "NAME",
-    "SUFFIXES",
     "ModelState",
     "copy_state",
     "take_state",

@@ -26,15 +26,7 @@ from harness.errors import HarnessError
 from harness.site.text import safe_href
 
 __all__ = [
-    "CHAR_WIDTH",
     "LABEL_CHARS",
-    "MARKER_LIMIT",
-    "N_COLORS",
-    "N_DASHES",
-    "N_HEAT",
-    "N_MARKERS",
-    "ROW",
-    "TOP",
     "ChartError",
     "Series",
     "bar_chart",

@@ -43,12 +43,6 @@ from harness.site.slugs import slug
 from harness.site.text import format_value, interval_text, isolate_text
 
 __all__ = [
-    "CrossCell",
-    "CrossColumn",
-    "CrossGroup",
-    "CrossRow",
-    "CrossTable",
-    "Placement",
     "cross_tables",
     "placement",
 ]

@@ -20,7 +20,6 @@ from harness.metrics.base import Metric
 
 __all__ = [
     "TERMS",
-    "GlossaryEntry",
     "glossary_entries",
     "metric_anchor",
     "metric_entry",

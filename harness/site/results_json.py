@@ -45,7 +45,7 @@ from harness.results.records_io import RECORD_FORMAT, describe_key
 from harness.site import stats
 from harness.site.model import SiteModel
 
-__all__ = ["FORMAT", "record_line", "write_results_json"]
+__all__ = ["FORMAT", "write_results_json"]
 
 FORMAT = "zsl-leaderboard-results/2"
 

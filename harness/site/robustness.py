@@ -51,15 +51,9 @@ from harness.site.text import format_value, interval_text, isolate_text
 
 __all__ = [
     "PAGE",
-    "SHADES",
     "Family",
-    "FamilyCells",
-    "FamilyGroup",
     "FamilyMember",
-    "MemberCell",
-    "RankCountRow",
     "RankCounts",
-    "RobustnessRow",
     "RobustnessTable",
     "families",
     "rank_counts",

@@ -21,7 +21,6 @@ from markupsafe import Markup, escape
 
 __all__ = [
     "Link",
-    "balance_bidi",
     "format_diff",
     "format_p",
     "format_value",

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["AXES", "CURVE_KEY", "SplitCurve", "join_curve", "split_curve"]
+__all__ = ["join_curve", "split_curve"]
 
 CURVE_KEY = "curve"
 

@@ -26,18 +26,10 @@ from sqlalchemy.pool import StaticPool
 from harness.errors import HarnessError
 
 __all__ = [
-    "CONNECT_TIMEOUT_S",
-    "DATABASE_FILENAME",
-    "DATABASE_URL_ENV",
-    "DEFAULT_HOME",
-    "HOME_ENV",
-    "POSTGRES_EXTRA_HINT",
     "SQLITE_BEGIN_OPTION",
-    "SQLITE_BUSY_TIMEOUT_S",
     "create_tables",
     "database_url",
     "describe_url",
-    "home_dir",
     "make_engine",
     "one_line",
 ]

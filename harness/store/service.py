@@ -40,7 +40,6 @@ from harness.store.migrations import upgrade
 from harness.store.models import BenchmarkRow, CurvePointRow, RunRow, ScoreRow, SubmissionRow
 
 __all__ = [
-    "SAVE_ATTEMPTS",
     "ReplacedRun",
     "StaleRunError",
     "StoredRun",

@@ -61,12 +61,8 @@ from pathlib import Path
 from typing import IO, Literal
 
 __all__ = [
-    "HEAD_BYTES",
-    "MAX_NPZ_MEMBERS",
     "Finding",
     "content_problem",
-    "describe_content",
-    "sniff",
 ]
 
 #: How much of a file the rules read from its start (all of it for a shorter file).

@@ -39,10 +39,8 @@ from harness.errors import SubmissionError
 
 __all__ = [
     "ENTRYPOINT",
-    "SourceOnlyLoader",
     "check_entrypoint",
     "import_entrypoint_module",
-    "install_source_only_hook",
     "load_model_class",
 ]
 

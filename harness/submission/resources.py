@@ -41,16 +41,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from harness.errors import HarnessError, SubmissionError
 
 __all__ = [
-    "CGROUP_ROOT",
     "DEFAULT_MAX_TIME_S",
-    "MAX_TIME_ENV",
-    "MEMINFO",
-    "RESOURCE_FIELDS",
     "SELF_CGROUP",
     "CapNote",
     "CappedResources",
     "ResourceCaps",
-    "ResourceField",
     "Resources",
     "cap_resources",
     "cgroup_memory_bytes",

@@ -38,13 +38,8 @@ from harness.submission.package import MANIFEST, Package, load_package
 from harness.tempdirs import discard_tree
 
 __all__ = [
-    "ARCHIVE_SUFFIXES",
     "CHUNK",
     "MAX_BYTES",
-    "MAX_MEMBERS",
-    "MAX_RATIO",
-    "RATIO_FLOOR",
-    "SKIPPED_TOP",
     "MiB",
     "open_package",
     "snapshot_package",

@@ -42,7 +42,6 @@ __all__ = [
     "LABELS_FILE",
     "WNIDS_FILE",
     "IntArray",
-    "UserFeatures",
     "embedding_file",
     "gather_features",
     "open_user_features",

@@ -90,8 +90,6 @@ from harness.hierarchy.imagenet_isa import load_isa_hierarchy, read_text_lines
 __all__ = [
     "LITERATURE_LISTS",
     "ListSplit",
-    "LiteratureList",
-    "SplitKind",
     "SplitName",
     "SplitParam",
     "hop_histogram",
