@@ -4,44 +4,9 @@ Xian et al. (GBU, TPAMI 2018, Sec. 4.1) showed that the standard splits of AWA, 
 put ImageNet-1K classes among the test classes while the ResNet-101 features were trained on
 ImageNet-1K. This module computes that overlap from data, never from a hard-coded list, and
 reports for every test class each way it meets the pre-training class set, on WordNet 3.0's
-hypernym graph (instance hypernyms included):
+hypernym graph (instance hypernyms included).
 
-``same``
-    a pre-training class *is* the test class (aPY ``zebra``, AWA ``leopard``);
-``hyponym``
-    a pre-training class is a kind of the test class, so the backbone saw instances of it: aPY
-    ``monkey`` through ILSVRC's capuchin, howler monkey, ...; ``person`` through scuba diver;
-``hypernym``
-    a pre-training class contains the test class, within ``related_within`` hops: CUB's Laysan
-    albatross under ILSVRC's ``albatross`` (the backbone saw the broader category, perhaps this
-    class among it);
-``sibling``
-    a pre-training class shares a hypernym with the test class, at most ``related_within`` hops
-    above each (aPY ``carriage`` and ILSVRC's horse cart).
-
-The first two are leakage in every sense that matters and are what the badge and the summary
-count by default (``audit.match: descendants``); ``exact`` counts ``same`` only, ``ancestors``
-counts ``same`` and ``hypernym``, ``both`` the three. Siblings are reported, never counted.
-
-A test class gets its WordNet synset from its id (AWA and aPY ids are WordNet ids) or, by name,
-from the spec's ``audit.wordnet_map`` (CUB species, SUN scenes). A map row marked ``broader``
-(:mod:`harness.hierarchy.class_maps`) names the narrowest synset containing a class WordNet lacks:
-the class is placed one hop below it, so that synset is its hypernym, and the synset's other
-hyponyms are its siblings. A class with neither is reported as not auditable, never as clean.
-
-When it is made
----------------
-The audit of a benchmark's own features is made once, when the benchmark is frozen
-(:func:`freeze_audit`, called by :func:`harness.data.prepare.prepare`), and stored in the frozen
-manifest under the benchmark hash; every run of that benchmark carries that audit, whatever its
-scorer's environment (:func:`benchmark_audit`). Its inputs' identity (the pre-training class
-list's hash, the WordNet version, the ``audit.wordnet_map`` file's hash) is recorded with it
-(:class:`AuditInputs`). When the inputs are missing the freeze is refused
-(:class:`AuditInputsMissing`, naming the variable to set) unless the maintainer freezes without
-an audit on purpose, which the benchmark records as ``not audited`` with the reason given.
-Features not pre-trained on a class set (``pretrained_on: {class_set: none}``) record
-``not applicable``. Only a submission that declares its own backbone's pre-training is audited
-when scored, against that class set (:func:`spec_audit`).
+See docs/audit.md.
 """
 
 from __future__ import annotations
@@ -90,7 +55,7 @@ RELATIVES_KEPT = 5
 
 
 class Relation(StrEnum):
-    """How a pre-training class relates to a test class (see the module docstring)."""
+    """How a pre-training class relates to a test class (see docs/audit.md)."""
 
     SAME = "same"
     HYPONYM = "hyponym"
@@ -333,34 +298,7 @@ def leakage_audit(
 ) -> LeakageAudit:
     """Relate every test class to a pre-training class set.
 
-    Parameters
-    ----------
-    class_ids : sequence of str
-        The test classes' ids; a WordNet id (``n########``) is the class's synset.
-    pretrained : frozenset of str
-        WordNet ids the backbone was trained on.
-    names : mapping, optional
-        Class id → class name (as the dataset spells it): shown, and the key into
-        ``wordnet_map``.
-    wordnet_map : mapping, optional
-        Class name → its class-map row, for classes whose ids are not WordNet ids.
-    match : {"exact", "descendants", "ancestors", "both"}
-        Which relations count as leakage (:data:`MATCHES`).
-    related_within : int
-        Bound, in hypernym edges, of the ``hypernym`` and ``sibling`` relations.
-    source : str
-        The pre-training class set's name, for the report.
-    reader : WordNetCorpusReader, optional
-        WordNet 3.0 (default :func:`harness.hierarchy.wordnet.open_wordnet`); read only when
-        there is something to relate.
-
-    Raises
-    ------
-    HarnessError
-        If ``match`` is unknown, or a pre-training id is not a WordNet 3.0 noun.
-    HierarchyError
-        If WordNet is needed and not installed (from
-        :func:`~harness.hierarchy.wordnet.open_wordnet`).
+    See docs/audit.md, `leakage_audit`.
     """
     if match not in MATCHES:
         raise HarnessError(f"leakage audit: match must be one of {sorted(MATCHES)}; got {match!r}")

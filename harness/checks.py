@@ -9,13 +9,7 @@ range and finiteness, and returns a clean value; each failure raises
 ...* -- that names the input, the first bad position or row where there is one, and how to fix
 it. Every helper is told the input's name (``name=``), so a caller never rewrites a message.
 
-- arrays of the scoring contract: :func:`check_targets`, :func:`check_scores`,
-  :func:`check_scores_and_targets`, :func:`check_consistent_length`, :func:`check_classes`,
-  :func:`check_seen`, :func:`check_k`;
-- scalars and options: :func:`check_scalar`, :func:`check_integer`, :func:`check_choice`;
-- hierarchies: :func:`check_hierarchy`, :func:`check_nodes`;
-- other per-entry arrays: :func:`check_vector` (one entry per image, column, interval, ...),
-  :func:`check_real_rows` (finite values with one row per image or replicate).
+See docs/checks.md.
 """
 
 from __future__ import annotations
@@ -124,33 +118,14 @@ def check_targets(
 ) -> npt.NDArray[np.int64]:
     """Check the true-class columns of the test images.
 
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        ``y_true[i]`` is the candidate column of image i's true class.
-    n_candidates : int
-        Number of candidate columns of the scores.
-    name : str, default="y_true"
-        The input's name in messages (e.g. ``"val_y_true"``).
-
-    Returns
-    -------
-    ndarray of int64 of shape (n_images,)
-
-    Raises
-    ------
-    MetricError
-        If ``y_true`` is not 1D, not integer, empty, or holds a value outside
-        ``[0, n_candidates)`` (the message names the first bad position).
-
-    Examples
-    --------
     >>> check_targets([0, 2, 1], 3)
     array([0, 2, 1])
     >>> check_targets([0, 3], 3)
     Traceback (most recent call last):
     ...
     harness.errors.MetricError: Expected `y_true` to hold candidate column indices in [0, 3), but got y_true[1] = 3 (first of 1 out-of-range value(s)).
+
+    See docs/checks.md, `check_targets`.
     """  # noqa: E501
     array = _integer_array(y_true, name, "candidate column indices, one per image")
     if array.size == 0:
@@ -187,33 +162,14 @@ def check_scores(
     float32 matrix is not copied). Finiteness is checked cheaply first (is the sum finite?) and
     only scanned row by row, in bounded chunks, to locate the first bad row.
 
-    Parameters
-    ----------
-    scores : array-like of shape (n_images, n_candidates)
-        ``scores[i, j]`` is the score of candidate column j for image i; higher is better.
-    n_images : int, default=None
-        Expected number of rows (the length of ``y_true``); not checked when None.
-    name : str, default="scores"
-        The input's name in messages (e.g. ``"val_scores"`` or ``"posteriors"``).
-
-    Returns
-    -------
-    ndarray of float of shape (n_images, n_candidates)
-
-    Raises
-    ------
-    MetricError
-        If ``scores`` is not a non-empty 2D real array, has the wrong number of rows, or holds
-        NaN or inf (the message names the first such row and column).
-
-    Examples
-    --------
     >>> check_scores([[0.5, 1.0]]).shape
     (1, 2)
     >>> check_scores([[0.5, 1.0], [float("nan"), 0.0]])
     Traceback (most recent call last):
     ...
     harness.errors.MetricError: Expected `scores` to contain only finite values, but row 1 holds NaN (at column 0). Replace NaN/inf scores, e.g. with a very low finite score, before scoring.
+
+    See docs/checks.md, `check_scores`.
     """  # noqa: E501
     array = np.asarray(scores)
     if array.ndim != 2:
@@ -291,30 +247,14 @@ def check_classes(classes: npt.ArrayLike | None, n_candidates: int) -> npt.NDArr
     ``classes`` is required and is never inferred from ``y_true``: a class that has no test
     image must still be listed so that it can be reported as excluded.
 
-    Parameters
-    ----------
-    classes : array-like of int of shape (n_classes,)
-        Distinct candidate column indices.
-    n_candidates : int
-        Number of candidate columns of the scores.
-
-    Returns
-    -------
-    ndarray of int64 of shape (n_classes,)
-
-    Raises
-    ------
-    MetricError
-        If ``classes`` is None, empty, not 1D integer, out of range or holds a duplicate.
-
-    Examples
-    --------
     >>> check_classes([2, 0], 3)
     array([2, 0])
     >>> check_classes([0, 2, 0], 3)
     Traceback (most recent call last):
     ...
     harness.errors.MetricError: Expected `classes` to hold distinct candidate columns, but classes[2] = 0 repeats classes[0].
+
+    See docs/checks.md, `check_classes`.
     """  # noqa: E501
     if classes is None:
         raise MetricError(
@@ -443,46 +383,7 @@ def check_scalar(
     from the options: ``an integer``, ``a finite number``, ``a number`` (with a range) or
     ``a real number`` (without one), then the range (`` in [0, 1]``, `` >= 0``, `` > 0``).
 
-    Parameters
-    ----------
-    value : Any
-        The input.
-    name : str
-        Its name in messages, e.g. ``"gamma"`` or ``"targets[2]"``.
-    integer : bool, default=False
-        Require a Python or numpy integer (the value is returned as a float all the same; use
-        :func:`check_integer` for an ``int``).
-    low, high : float, default=None
-        Bounds of the range; None leaves that side open.
-    closed : {"both", "left", "right", "neither"}, default="both"
-        Which bounds belong to the range.
-    finite : bool, default=False
-        Refuse ``inf`` and ``-inf`` (NaN is always refused).
-    hint : str, default=""
-        A sentence appended to every message: why the range is what it is, or how to fix it.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    MetricError
-        If ``value`` is not a number of the required kind, is NaN, is infinite while ``finite``,
-        or lies outside the range.
-
-    Examples
-    --------
-    >>> check_scalar(0.25, "seen", low=0, high=1)
-    0.25
-    >>> check_scalar(float("inf"), "lam", low=0, finite=True)
-    Traceback (most recent call last):
-    ...
-    harness.errors.MetricError: Expected `lam` to be a finite number >= 0, but got inf.
-    >>> check_scalar(1.0, "alpha", low=0, high=1, closed="neither")
-    Traceback (most recent call last):
-    ...
-    harness.errors.MetricError: Expected `alpha` to be a number in (0, 1), but got 1.0.
+    See docs/checks.md, `check_scalar`.
     """
     kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
     if integer:
@@ -566,35 +467,14 @@ def check_nodes(
 ) -> npt.NDArray[np.int64]:
     """Check a 1D array of hierarchy node indices in ``[0, n_nodes)``, distinct unless told not.
 
-    Parameters
-    ----------
-    values : array-like of int of shape (n,)
-    n_nodes : int
-        Number of nodes of the hierarchy (``hierarchy.n_nodes``).
-    name : str
-        The input's name in messages, e.g. ``"candidate_nodes"``.
-    distinct : bool, default=True
-        Refuse a repeated node, naming the first position that repeats an earlier one.
-    allow_empty : bool, default=False
-
-    Returns
-    -------
-    ndarray of int64 of shape (n,)
-
-    Raises
-    ------
-    MetricError
-        If ``values`` is None, not 1D integer, empty (unless allowed), out of range (the message
-        names the first bad position and how to map ids to indices) or holds a repeat.
-
-    Examples
-    --------
     >>> check_nodes([3, 1], 4, "candidate_nodes")
     array([3, 1])
     >>> check_nodes([3, 1, 3], 4, "candidate_nodes")
     Traceback (most recent call last):
     ...
     harness.errors.MetricError: Expected `candidate_nodes` to hold distinct node indices, but candidate_nodes[2] = 3 repeats candidate_nodes[0].
+
+    See docs/checks.md, `check_nodes`.
     """  # noqa: E501
     nodes = _integer_array(values, name, "hierarchy node indices")
     if nodes.size == 0 and not allow_empty:
@@ -633,36 +513,6 @@ def check_vector(
 ) -> npt.NDArray[Any]:
     """Check a 1D array with one entry per image (or per column, class, interval, ...).
 
-    Parameters
-    ----------
-    values : array-like of shape (length,)
-    name : str
-        The input's name in messages (e.g. ``"correct"``, ``"margin"``).
-    length : int, default=None
-        Required number of entries; not checked when None.
-    kind : {"bool", "real"}
-        A bool mask, or real numbers (returned as float64).
-    entry, among : str, default="image", "`y_true`"
-        What one entry stands for and the input that fixes their number, for messages:
-        *one entry per image in `y_true` (3 images)*.
-    allow_empty : bool, default=True
-    finite : bool, default=False
-        Real values only: refuse NaN and inf.
-    low, high : float, default=None
-        Real values only: the closed range the values must lie in (NaN lies in no range).
-
-    Returns
-    -------
-    ndarray of bool or float64 of shape (length,)
-
-    Raises
-    ------
-    MetricError
-        If ``values`` is not 1D of the kind, has the wrong length, or (real) holds a refused
-        value; the message names the first bad position.
-
-    Examples
-    --------
     >>> check_vector([True, False], "correct", 2, kind="bool")
     array([ True, False])
     >>> check_vector([0.5, float("nan")], "margin", 2, kind="real", finite=True)
@@ -673,6 +523,8 @@ def check_vector(
     Traceback (most recent call last):
     ...
     harness.errors.MetricError: Expected `accuracy` to hold values in [0, 1], but got accuracy[1] = 1.5.
+
+    See docs/checks.md, `check_vector`.
     """  # noqa: E501
     array = np.asarray(values)
     if array.size == 0 and array.dtype.kind not in "biuf":

@@ -2,31 +2,9 @@
 
 A submission name, a submission version and a benchmark id name a run (:func:`harness.records.
 run_key`), its record file and its pages. Unicode lets two different strings read alike, so
-three rules hold wherever records are loaded, saved or published:
+three rules hold wherever records are loaded, saved or published.
 
-1. **One spelling.** Identity fields (and author names) are stored in NFC: "café" typed with a
-   composed "é" and with "e" + U+0301 is one name, not two entries (:func:`identity_text`).
-2. **Nothing hidden.** An identity field may not hold characters that are invisible or change
-   how the text around them is laid out: bidi controls (U+202A–U+202E, U+2066–U+2069, U+200E,
-   U+200F, U+061C), other format characters (category Cf: U+200B ZERO WIDTH SPACE, U+2060 WORD
-   JOINER, U+FEFF, the tag characters…), Unicode's other default-ignorable code points (variation
-   selectors, Hangul fillers…), line and paragraph separators, spaces other than U+0020,
-   surrogates, private-use and unassigned code points. A record holding one is refused with the
-   field, the character and its position named. Author names may keep U+200C/U+200D (ZWNJ/ZWJ),
-   which Persian and Indic names need, but nothing else of the list.
-3. **No look-alikes.** Two *different* names (or benchmark ids, or versions of one name) whose
-   :func:`skeleton` coincide are refused as confusable duplicates: "eszsl", "ESZSL", "еszsl"
-   (Cyrillic е) and "es\\u200bzsl" are one identity to a reader (:func:`check_distinct_identities`).
-
-The skeleton follows Unicode's UTS #39 idea (map every character to a prototype that looks the
-same, compare the results) with a small table instead of the full ``confusables.txt``: no
-maintained Python package computes UTS #39 skeletons (``confusable_homoglyphs`` detects mixed
-scripts but has no skeleton; ``confusables`` has been unmaintained since 2021). The table covers
-what an impostor reaches for first: Cyrillic and Greek letters that look Latin, digits that look
-like letters (0/O, 1/l/I), ``|``, dotless i, dashes, and the letter pairs rn/m, vv/w, cl/d.
-NFKC already folds fullwidth, mathematical and ligature forms. C0/C1 control characters are
-dropped by the skeleton (so "a\\x00b" collides with "ab") but not refused: record files round-trip
-them and the site shows them as replacement characters.
+See docs/core.md.
 """
 
 from __future__ import annotations

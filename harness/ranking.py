@@ -24,25 +24,13 @@ KeyT = TypeVar("KeyT", bound="SupportsRichComparison")
 def competition_ranks(values: Mapping[KeyT, float], *, higher_is_better: bool) -> dict[KeyT, int]:
     """Competition ranks of ``values``: 1 is best, ties share the smallest rank (1, 2, 2, 4).
 
-    Parameters
-    ----------
-    values : mapping of key to float
-        One pool of scores; a NaN or infinite value is left unranked (absent from the result).
-    higher_is_better : bool
-        The direction of the score.
-
-    Returns
-    -------
-    dict
-        ``key -> rank`` for every finite value, in rank order (ties by key).
-
-    Examples
-    --------
     >>> competition_ranks({"a": 0.9, "b": 0.7, "c": 0.7, "d": 0.5, "e": float("nan")},
     ...                   higher_is_better=True)
     {'a': 1, 'b': 2, 'c': 2, 'd': 4}
     >>> competition_ranks({"a": 3.0, "b": 1.0}, higher_is_better=False)
     {'b': 1, 'a': 2}
+
+    See docs/metrics/comparison.md, `competition_ranks`.
     """
     sign = -1.0 if higher_is_better else 1.0
     ordered = sorted((sign * value, key) for key, value in values.items() if math.isfinite(value))

@@ -6,15 +6,7 @@ or top-K predictions streamed in row chunks), attaches the validation fit's vali
 predictions where a metric needs them, calls every metric the spec declares through the
 registry, and attaches a bootstrap interval to every scalar (spec ``uncertainty``).
 
-Chance: :func:`below_chance` reads a record's per-class top-k accuracies (and GZSL unseen
-accuracy and H) against :func:`chance_level`, what scores that ignore the image reach. A value
-below chance is no model's honest result; it is almost always a score matrix whose columns are
-in another class order than the benchmark's (or shifted labels), so ``zsl run``, the run's logs
-and the CI report warn about it.
-
-Streaming: a metric registered as ``chunkable`` returns, per chunk, a per-image decomposition of
-its value (plus optional per-image auxiliary arrays); the chunks' decompositions are concatenated
-and reduced once, so top-K files of millions of rows never sit in memory as a whole.
+See docs/scoring.md.
 """
 
 from __future__ import annotations

@@ -8,23 +8,9 @@ Every problem is reported at once, each as ``file:line: key.path: message``. Unk
 errors, YAML is loaded safely, and duplicate keys are refused.
 
 A spec may start from a *spec base* with ``extends: _<name>.yaml`` (lm-evaluation-harness's
-``include:``, one level deep). The rule, in full:
+``include:``, one level deep). The rule, in full.
 
-- A base is a YAML mapping in a file whose name starts with ``_``, in the same folder as the
-  spec that extends it; ``extends`` names it by file name alone (no folder, no ``..``, no
-  absolute path), and it may not resolve, through a link, to a file anywhere else. A base is not
-  a spec: :func:`load_spec` refuses it, :func:`spec_files` leaves it out, and it may not set
-  ``benchmark`` or ``version`` (each spec names its own, and bumps its own version when a base
-  it extends changes its hash) nor ``extends`` (one level only).
-- Merging is by top-level key, the way ``dict.update`` is: a key the extending file sets
-  replaces the base's value wholesale (a mapping is not merged into, a list is not appended
-  to; ``null`` replaces too), and every other key of the base is taken as it is. So the value of
-  any key is read in one place: the spec if it sets the key, else its base.
-- Relative paths in either file (``hierarchy.file``, ``audit.wordnet_map``, adapter
-  parameters) mean the same thing, since both files share one folder.
-- Problems are reported in the file and at the line that holds the key (``_base.yaml:12:
-  metrics[3].k: ...``); the hashes are those of the resolved spec, exactly what the same keys
-  written out in one file give.
+See docs/scoring.md.
 """
 
 from __future__ import annotations

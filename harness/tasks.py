@@ -1,62 +1,6 @@
 """Task bundles: what model code may see, written as plain ``.npy`` files, never test labels.
 
-A bundle is a directory::
-
-    task.json                      benchmark, hashes, settings, class ids, embedding names
-    train/features.npy labels.npy  training images of training classes (labels: class indices)
-    val/features.npy labels.npy    validation images of validation classes (disjoint classes)
-    classes/ids.npy names.npy      every class of the benchmark, in benchmark order
-    classes/train.npy val.npy      class index sets
-    embeddings/<name>.npy          class embeddings, one row per class
-    hierarchy/*.npy                the frozen hierarchy (if any)
-    test/features.npy              generator bundles only: every test image of the fit (the union
-                                   over its settings), in a fresh random order; no labels.
-                                   Model bundles hold no test image (see below)
-    test/<setting>/candidates.npy  the candidate class indices, in prediction-column order
-    test/<setting>/rows.npy        generator bundles only (see below): which rows of
-                                   test/features.npy, in prediction-file order
-    validation/...                 only when a metric needs validation predictions: the same
-                                   layout (train/, val/, classes/, test/) for the validation
-                                   fit, whose prediction settings are ``<setting>_val``
-
-The harness writes it; the worker reads it. Test labels stay in the frozen benchmark.
-
-Why every setting sees the same images (since format ``zsl-bundle/2``; ``/3`` renamed the
-second fit from *calibration* to *validation*, ``/4`` took the test images out of model
-bundles): in GZSL the unseen-class test images are a subset of the images of the ZSL setting. A
-bundle that listed each setting's rows (``zsl-bundle/1``) told model code which GZSL images
-belong to unseen classes, and a model that remembered them could push them to unseen candidates
-without reading a label. Each fit therefore has one shuffled set of test images
-(:func:`write_model_bundles`); every setting's calls predict rows of that set, and the harness,
-which keeps the :class:`RowMap` outside the bundles, picks each setting's rows afterwards. The
-random order is drawn from a fresh ``secrets`` seed per bundle, so nothing in it can undo it.
-
-A *generator bundle* (:func:`write_bundle`) additionally holds ``test/<setting>/rows.npy``, so a
-prediction-file generator (trusted code the submitter runs on their own machine, which holds the
-whole benchmark anyway) can write files in the contract's row order with :meth:`Bundle.test`.
-Never hand a generator bundle to untrusted model code.
-
-Why a model bundle holds no test image at all (since ``zsl-bundle/4``): a model that could read
-test images during ``fit`` could use statistics of the whole test set (transductive), which no
-partition of the predict calls can see. :func:`write_model_bundles` writes one bundle per fit
-(``<root>/main``, ``<root>/validation``), each holding that fit's training and validation data
-only, and each fit's shuffled test images to a file of the harness's outside every bundle
-(:attr:`RowMap.test_features`). The fit runs in its own sandbox on its bundle and ends by saving
-its state (:meth:`Model.save`); each predict pass runs in a fresh sandbox that loads that state
-(:meth:`Model.load`) and gets the test rows one chunk at a time from the harness, which never
-hands the file itself to model code (:mod:`harness.runners.judge`).
-
-Why a validation fit: calibrated stacking and DARTS choose a parameter on *validation*
-predictions, which must come from a model that never saw the validation classes. The worker
-therefore fits a second, fresh model on training classes only (split into its own train/val
-classes for tuning) and predicts validation-class images (``zsl_val``) and held-out
-training-class images plus validation-class images (``gzsl_val``).
-
-Why ``scale`` and ``scale_val``: a value chosen on the validation fit's scores reaches the main
-fit's in units of each fit's score scale (:mod:`harness.metrics.score_scale`). Both fits
-therefore also predict the same sample of training images, which both trained on, over the
-training classes, which both have seen: the main fit as setting ``scale``, the validation fit as
-``scale_val``. They are rows of each fit's shuffled prediction images like any other.
+See docs/worker.md.
 """
 
 from __future__ import annotations
@@ -141,13 +85,7 @@ class Model(Protocol):
     in a fresh sandbox that rebuilds the model with ``Class.load(directory)`` from a read-only copy
     of that state, so nothing of one pass reaches the next but the state itself.
 
-    Unless the package declares ``declarations.transductive: true``, a score must depend only on
-    its own image: the harness predicts every image twice, in two independent random partitions
-    into chunks of varying sizes and orders, each pass in its own fresh sandbox, and refuses the
-    run when the two disagree beyond float tolerance. Caches, running statistics and batch
-    normalisation over test images are therefore refused unless declared. Declared transductive
-    models get each setting's images in one call (top-K benchmarks: in row chunks bounded by
-    memory), in one pass.
+    See docs/worker.md, `Model`.
     """
 
     def fit(self, task: TrainTask) -> None: ...

@@ -4,20 +4,9 @@ A run's temporary folder holds what a submission made (its output folder ``/out`
 archive), so its removal must not trust the tree: ``shutil.rmtree`` recurses once per level and
 raised ``RecursionError`` on 1,200 nested folders a model made, leaving hundreds of megabytes in
 ``/tmp`` and a traceback. :func:`remove_tree` walks the tree with an explicit stack instead, never
-recursion, and does everything relative to directory descriptors opened ``O_NOFOLLOW``:
+recursion, and does everything relative to directory descriptors opened ``O_NOFOLLOW``.
 
-- a link planted inside is removed as a link, never followed (what it points to survives);
-- a path longer than ``PATH_MAX`` is no obstacle (no full path is ever built for a system call),
-  and at most :data:`OPEN_LIMIT` descriptors are held however deep the tree goes (an ancestor
-  whose descriptor was closed is opened again as ``..`` and checked to be the same folder);
-- permissions the model took away (a folder chmod 000 or 0500) are given back to the owner
-  first, on the folder's descriptor;
-- fifos, sockets and devices are unlinked, never opened; entries that vanish meanwhile are fine;
-- a file system mounted inside is never entered (what it holds is not the run's).
-
-What really cannot be removed (a busy mount point, a file whose owner is someone else) is left,
-the rest is removed all the same, and a :class:`~harness.errors.RunnerError` names the first such
-path and the reason, on one line. :func:`run_directory` is the ``TemporaryDirectory`` of runs.
+See docs/core.md.
 """
 
 from __future__ import annotations

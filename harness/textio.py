@@ -27,19 +27,7 @@ def read_text_file(
 ) -> str:
     """The text of ``path``, or ``error`` worded by the caller when it cannot be read.
 
-    Parameters
-    ----------
-    path : Path
-        The file to read.
-    error : type of HarnessError
-        What to raise (each reader raises its own kind: ``SpecError``, ``HierarchyError``, ...).
-    missing : str
-        The message for a file that does not exist.
-    unreadable : callable
-        ``unreadable(err)`` is the message for any other ``OSError`` or for text that is not
-        valid in ``encoding``.
-    encoding : str, default="utf-8"
-        ``"utf-8-sig"`` also drops a byte-order mark.
+    See docs/core.md, `read_text_file`.
     """
     try:
         return path.read_text(encoding=encoding)
@@ -64,39 +52,7 @@ def unique_tokens(
     numbers start at 1, ``token(line)`` picks a line's item (``""`` skips the line), and the
     first bad or repeated item raises ``error``.
 
-    Parameters
-    ----------
-    lines : iterable of str
-        The file's lines, in order.
-    error : type of HarnessError
-        What to raise.
-    token : callable
-        ``token(line)``: the line's item, ``""`` for a line without one (blank, a comment).
-    valid : re.Pattern
-        An item must match it in full; otherwise the message is ``bad(number, item)``.
-    bad, repeated : callable
-        The messages for a malformed item and for ``repeated(number, item, first)``, an item
-        seen before on line ``first``.
-
-    Examples
-    --------
-    >>> from harness.errors import SpecError
-    >>> rules = dict(
-    ...     token=lambda line: line.split("#")[0].strip(),
-    ...     valid=re.compile(r"n\\d+"),
-    ...     bad=lambda number, item: f"line {number}: {item!r} is no id",
-    ...     repeated=lambda number, item, first: f"line {number}: {item} repeats line {first}",
-    ... )
-    >>> unique_tokens(["n01", "", "n02  # dog"], SpecError, **rules)
-    [(1, 'n01'), (3, 'n02')]
-    >>> unique_tokens(["n01", "", "n02  # dog", "n01"], SpecError, **rules)
-    Traceback (most recent call last):
-    ...
-    harness.errors.SpecError: line 4: n01 repeats line 1
-    >>> unique_tokens(["dog"], SpecError, **rules)
-    Traceback (most recent call last):
-    ...
-    harness.errors.SpecError: line 1: 'dog' is no id
+    See docs/core.md, `unique_tokens`.
     """
     first_line: dict[str, int] = {}
     out: list[tuple[int, str]] = []

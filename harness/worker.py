@@ -1,40 +1,6 @@
 """The worker: one phase of a model package, run inside whatever isolation a runner sets up.
 
-``python -m harness.worker fit BUNDLE PACKAGE ENTRYPOINT OUT --seed N``
-    Fit: import the entrypoint from the package's source, build ``Class()``, call ``fit`` on the
-    bundle's :class:`~harness.tasks.TrainTask` (a model bundle of one fit: training and
-    validation data, no test image, see :mod:`harness.tasks`), then ``save(OUT/state)``, and
-    write ``OUT/worker.json`` (exit code, message, location: the package file and line a
-    failure comes from; the fit's seconds, ``peak_rss_mib`` and the hyperparameters the model
-    exposed, :mod:`harness.hyperparameters`).
-
-``python -m harness.worker predict PACKAGE ENTRYPOINT STATE --requests R --replies W --seed N``
-    One prediction pass: rebuild the model with ``Class.load(STATE)`` (a read-only copy of what
-    fit saved) and answer the harness's requests on descriptors R and W
-    (:mod:`harness.runners.protocol`): each request is one chunk of test rows for one setting's
-    candidates, answered with the scores (or, for top-K settings, the K best) before the next is
-    sent. Standard output is stderr from the start, so nothing the model prints reaches the
-    protocol.
-
-``python -m harness.worker --check PACKAGE ENTRYPOINT OUT``
-    Check mode (``zsl submission validate``, :mod:`harness.runners.entrypoint_check`): no data;
-    a forked process imports the entrypoint, builds ``Class()`` and checks that ``fit``,
-    ``save``, ``load`` and ``predict`` accept what the worker passes
-    (:func:`entrypoint_problems`); the findings, each with its package file and line, go to
-    ``OUT/check.json`` (:func:`check`).
-
-Exit codes: 0 success, 3 model error, 4 protocol violation. Nothing here judges the model: the
-worker runs in the model's own sandbox, so model code can rewrite any of it. The harness, outside
-every sandbox (:mod:`harness.runners.judge`), decides which rows each call sees, compares the
-passes and reads every file and reply without trust. What the worker adds is precise messages
-(``fit() raised …``, ``predict(), setting zsl, row 3, column 2: score nan is not finite …``)
-with the line of the package they come from, which every runner shows
-(:mod:`harness.runners.failure`). Fit progress goes to stderr as ``zsl-progress:`` lines
-(:mod:`harness.runners.progress`); the harness reports prediction progress itself.
-
-Top-K settings keep each row's K best scores; a row whose K-th and (K+1)-th scores are exactly
-equal is refused as a model error naming the row (the list would depend on which tied class it
-kept: :func:`harness.submission.predictions.top_k_from_scores`).
+See docs/worker.md.
 """
 
 from __future__ import annotations
@@ -311,7 +277,7 @@ def _fit(bundle: Bundle, package: Path, entrypoint: str, out: Path, seed: int,
 
 
 def run_fit(bundle_dir: Path, package: Path, entrypoint: str, out: Path, seed: int) -> int:
-    """The fit phase (see the module docstring); returns the exit code it wrote."""
+    """The fit phase (see docs/worker.md); returns the exit code it wrote."""
     status: dict[str, Any] = {}
     out.mkdir(parents=True, exist_ok=True)
     folder = _OutDir(out)
@@ -437,7 +403,7 @@ def _private_channel(requests: int, replies: int) -> tuple[int, int]:
 def run_predict(
     package: Path, entrypoint: str, state: Path, requests: int, replies: int, seed: int
 ) -> int:
-    """One prediction pass (see the module docstring); returns its exit code."""
+    """One prediction pass (see docs/worker.md); returns its exit code."""
     requests, replies = _private_channel(requests, replies)
     try:
         settings = _settings(read_json(requests))

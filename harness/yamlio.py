@@ -5,32 +5,9 @@ aliases nest ten deep) composes into a handful of shared nodes, and then every c
 walks it (the spec's line-number walk, pydantic, JSON dumps) expands it to 10^9 nodes; a
 10^5-deep ``[[[[...]]]]`` overflows Python's recursion limit; ``&a [*a]`` is a cycle. So every
 YAML the harness reads (specs, ``submission.yaml``, the CI configuration) goes through this
-module, which refuses, before anything is constructed:
+module, which refuses, before anything is constructed.
 
-- a document larger than :data:`MAX_BYTES` (checked before parsing; :func:`read_text` does not
-  even read past it),
-- nesting deeper than :data:`MAX_DEPTH` (checked while composing, so the parser never descends
-  further, and again with aliases expanded),
-- more than :data:`MAX_ALIASES` alias uses, or more than :data:`MAX_NODES` distinct nodes
-  (both checked while composing, which stops there),
-- a node graph that, with every alias expanded at every use, holds more than :data:`MAX_NODES`
-  nodes, and aliases that refer to a node containing them (a cycle).
-
-The expanded size and depth are computed once per distinct node (memoized, iteratively), so the
-check itself costs time linear in the text; parsing stops at the first bound crossed, so a
-refusal costs at most about a second of pure-Python parsing. Refusals raise the caller's error
-class with ``file:line: what; refused``. Syntax errors stay ``yaml.YAMLError`` so each caller
-keeps its own wording for them. The bounds are far above what a spec or manifest needs (the
-shipped ones are under 4 KB, under 300 nodes, nested under 8 levels).
-
-:func:`load_model` is the YAML + pydantic loader: the document validated as a model, every
-problem reported at once as ``file:line: key.path: message`` (the lines come from the node graph,
-:func:`key_lines`), so each file the harness reads names its mistakes the same way
-(``submission.yaml``, the CI configuration). It is two steps, :func:`load_document` (YAML to
-data and lines) and :func:`validate_model` (data to model, or every problem at its line), so a
-reader that builds one document out of several files (a spec and the base it ``extends``,
-:mod:`harness.spec`) calls them on either side of its merge, placing each key at its own file
-and line (:data:`Where`).
+See docs/core.md.
 """
 
 from __future__ import annotations

@@ -251,19 +251,7 @@ def leaderboard_diff(
     95% intervals before and after, the difference and the rank change. Ranks are competition
     ranks among runs of the same metric version. Unchanged runs are left out.
 
-    Parameters
-    ----------
-    before, after : sequence of RunRecord
-        The records at the base revision and after the change.
-    reproduced : collection of RunKey, optional
-        Keys of the runs this CI job scored itself; a new or updated run not among them (a record
-        edited by hand) is flagged. None: flag nothing.
-
-    Returns
-    -------
-    str
-        Markdown ending with a newline; every submitted string is escaped
-        (:func:`escape_markdown`).
+    See docs/ci.md, `leaderboard_diff`.
     """
     old, new = index_records(before), index_records(after)
     status: dict[RunKey, str] = {}

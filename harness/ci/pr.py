@@ -1,26 +1,6 @@
 """The pull-request job (``zsl ci pr``): changed packages → runs → checks → records, site, report.
 
-Contract: :func:`run_pull_request` lists what the change touched (:mod:`harness.ci.git`), reads
-the benchmarks to score from the CI configuration (:mod:`harness.ci.config`), validates every
-package to run (validation, then the files a leaderboard accepts: source, declared data formats
-and the configuration's ``allowed_data_suffixes``), then runs and scores each valid one on every
-benchmark as one matrix
-(:func:`harness.executors.matrix.run_matrix`: a local process pool, this process, or a Ray
-cluster) into a throwaway store seeded with the trusted records, checks every changed record
-against its fresh run (:func:`harness.results.reproduction.result_differences`: the same
-result, within the tolerance for another platform's rounding), exports the records, builds
-the site (:mod:`harness.site`) and writes the report (:func:`render_report` around
-:func:`harness.ci.diff.leaderboard_diff`). It writes only into the results folder and the output
-folder. A package's failure is that package's outcome, never the job's; the job's own
-failures are :attr:`PullRequestResult.problems`. The harness that judges must be the base's
-(:func:`check_harness_is_base`).
-
-A run record leaves the board only with its package: a record file of the fork point that the
-pull request deletes (or moves, or overwrites with another run's record) is a problem while a
-package of its submission name is still in the pull request's tree, and the vetted record is
-exported again; with the package deleted in the same pull request (or gone before), it passes
-and the report says so. Taking a present package's run off the board is a maintainer's
-``zsl results delete`` on main.
+See docs/ci.md.
 """
 
 from __future__ import annotations
@@ -687,39 +667,7 @@ def run_pull_request(
 ) -> PullRequestResult:
     """Validate, run and score the packages changed since ``base``; write the report and the site.
 
-    Steps: refuse to run from a harness the change edited (:func:`check_harness_is_base`,
-    unless ``trust_pr_harness``); read the CI configuration (its spec paths are relative to
-    the repository holding it, which may be another checkout than ``repo_root``); list changed
-    packages (:func:`changed_packages`, or every package with ``every_package``); find the
-    record files under ``results_dir`` that differ from the fork point (added, edited, or not
-    committed): none of them is trusted, and the package of each (the folder under
-    ``submissions/`` whose manifest has its submission name) is run too, changed or not; seed
-    a fresh SQLite store under ``out_dir`` with the trusted records; validate every package to
-    run and score each valid one on every configured spec into that store, as one matrix on
-    ``execution``'s executor (default: a local process pool), each run held to the
-    configuration's ``max_resources`` (a package declaring more CPUs, memory or time runs with
-    those, and its outcome says so; one declaring more GPUs is invalid); compare each changed
-    record with its fresh run (:func:`~harness.results.reproduction.result_differences`: every
-    field but the run metadata; prediction hashes and scores may differ within
-    :data:`~harness.results.reproduction.SCORE_TOLERANCE`, and the fresh record is exported
-    then); export the trusted records plus the fresh runs into ``results_dir`` (a committed
-    record equal to its fresh run is kept as it is, so re-running CI on committed results
-    changes no file); build the site
-    of those records into ``out_dir/site``; write ``out_dir/leaderboard-diff.md``
-    (:func:`render_report` around :func:`leaderboard_diff` between the records committed at
-    ``base`` and the exported ones).
-
-    A committed record that differs from its fresh run, and a changed record that no package
-    reproduces, are problems (the job fails): records are written by CI. Failures of a package
-    (invalid, or a run that failed, whatever the exception) are reported, not raised; see
-    :attr:`PullRequestResult.ok`.
-
-    Raises
-    ------
-    HarnessError
-        Not a git repository, unknown ``base``, the harness differs from ``base`` inside the
-        repository, a broken configuration or record, a symbolic link under the results
-        folder, or the ``sandbox`` runner unavailable while there is something to run.
+    See docs/ci.md, `run_pull_request`.
     """
     root = find_repo_root(repo_root)
     commit = resolve_commit(base, root)

@@ -1,24 +1,6 @@
 """Frozen benchmarks on disk: ``manifest.json`` plus one ``.npy`` per artifact.
 
-Layout (under ``ZSL_HOME``, default ``~/.cache/zsl-harness``)::
-
-    benchmarks/<benchmark>/v<version>/
-        manifest.json            format, benchmark, version, spec data hash, artifacts, audit, hash
-        features.npy             ...one file per artifact, named by its posix key
-
-Each manifest entry records the artifact's shape, dtype and the sha256 of its *content*
-(:func:`harness.hashing.array_sha256`). The manifest also holds the benchmark's leakage audit
-(:class:`harness.audit.LeakageAudit`), made when it was frozen, so that every run of the
-benchmark carries the same audit whoever scores it. The benchmark hash is the hash of the
-canonical list of entries together with that audit (:func:`benchmark_hash`): an edited audit
-fails the hash check like an edited array. Writing goes to a temporary sibling directory that
-is verified and then renamed into place, so a crash never leaves a half-written benchmark. Every
-read verifies what it reads and refuses a mismatch with the file, the expected and actual values
-and the likely causes; nothing is ever silently rebuilt or overwritten.
-
-Formats: ``zsl-frozen/2`` (this harness). A ``zsl-frozen/1`` benchmark (frozen before the audit
-was frozen with it, so its runs were audited when scored) is refused with the commands that
-freeze it again (:data:`OUTDATED_FORMATS`, :func:`outdated_message`).
+See docs/data.md.
 """
 
 from __future__ import annotations

@@ -4,35 +4,12 @@ A spec names class sets in two places: ``features.pretrained_on.class_set`` (wha
 backbone saw, for the leakage audit) and the ImageNet splits (training classes, test classes).
 The names resolve here, in one place:
 
-=================  =============================  ==========================================
-name               file in the ImageNet lists     what it is
-=================  =============================  ==========================================
-``ilsvrc2012``     ``ilsvrc2012_synsets.txt``     the 1,000 ILSVRC-2012 classes (first token
-                                                  of each line: ``wnid names...``)
-``imagenet21k``    ``fall11_wnids.txt``           the 21,843 ImageNet fall 2011 classes
-``goz_v1_test``    ``goz_v1_test_wnids.txt``      the 500 test classes of GOZ (Hascoet et al.,
-                                                  CVPR 2019)
-``none``           --                             the empty set (features not pre-trained)
-=================  =============================  ==========================================
-
-The files come from an *ImageNet lists directory* that the user provides (they are public
-lists, but not part of this project): the ``directory`` argument, else the environment variable
-``ZSL_IMAGENET_DIR`` (:func:`imagenet_lists_dir`). Each file is read once per process (the cache
-key includes the file's size and modification time, so an edited file is read again).
-
-A class list given as a file (an ImageNet spec's ``split: {list: FILE, sha256: HEX}``) is read
-with :func:`read_wnid_lines` and identified by :func:`class_list_sha256`, the hash of its sorted
-ids, so its order and line endings do not matter.
-
-Its readers, like every reader of a one-item-a-line list file, are built on
-:mod:`harness.textio`.
-
-Examples
---------
 >>> resolve_class_set("none")
 frozenset()
 >>> sorted(CLASS_SET_FILES)
 ['goz_v1_test', 'ilsvrc2012', 'imagenet21k', 'none']
+
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -83,22 +60,7 @@ def _expected_files() -> str:
 def imagenet_lists_dir(directory: str | os.PathLike[str] | None = None) -> Path:
     """The ImageNet lists directory: ``directory`` if given, else ``$ZSL_IMAGENET_DIR``.
 
-    Parameters
-    ----------
-    directory : path, default=None
-        An explicit directory (a spec's ``data.params.lists_dir``); ``None`` reads the
-        environment variable ``ZSL_IMAGENET_DIR``.
-
-    Returns
-    -------
-    Path
-        The directory, resolved.
-
-    Raises
-    ------
-    SpecError
-        If neither is given, or the path is not a directory. The message names the variable to
-        set and the files the directory must hold.
+    See docs/data.md, `imagenet_lists_dir`.
     """
     if directory is None or str(directory) == "":
         value = os.environ.get(ENV_IMAGENET_DIR, "")
@@ -205,24 +167,7 @@ def _cached(path: str, size: int, mtime_ns: int) -> frozenset[str]:
 def resolve_class_set(name: str, directory: str | os.PathLike[str] | None = None) -> frozenset[str]:
     """The WordNet ids of a named class set.
 
-    Parameters
-    ----------
-    name : str
-        One of :data:`CLASS_SET_FILES` (``ilsvrc2012``, ``imagenet21k``, ``goz_v1_test``,
-        ``none``).
-    directory : path, default=None
-        The ImageNet lists directory; ``None`` reads ``$ZSL_IMAGENET_DIR`` (not needed for
-        ``none``).
-
-    Returns
-    -------
-    frozenset of str
-
-    Raises
-    ------
-    SpecError
-        For an unknown name (with a suggestion and the known names), a missing directory or
-        file (naming the variable to set), or a malformed line (naming file and line).
+    See docs/data.md, `resolve_class_set`.
     """
     if name not in CLASS_SET_FILES:
         close = difflib.get_close_matches(name, class_set_names(), n=1)

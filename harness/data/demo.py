@@ -1,36 +1,6 @@
-r"""The built-in demo benchmark: real WordNet mammals, synthetic features from a stated model.
+"""The built-in demo benchmark: real WordNet mammals, synthetic features from a stated model.
 
-Generative model
-----------------
-The classes are the leaves of the frozen hierarchy (``specs/demo/hierarchy.json``, about 100
-WordNet 3.0 mammals). Every hierarchy node ``v`` gets a latent vector, parents first:
-
-.. math::
-
-    z_v = \frac{1}{|P(v)|} \sum_{p \in P(v)} z_p + \sigma_{edge}\,\epsilon_v,
-    \qquad z_{root} = \sigma_{edge}\,\epsilon_{root}
-
-so classes that share more ancestors have nearer latents (a node with several parents starts
-from their mean). For a class ``c`` with latent ``z_c``:
-
-* class embedding ("attributes"): :math:`a_c = \mathrm{normalize}(B z_c + \sigma_a \eta_c)`,
-  a noisy linear view of the latent, L2-normalised per class as in xlsa17;
-* visual prototype: :math:`m_c = W (z_c + \sigma_{idio} \delta_c)`, where :math:`\delta_c` is a
-  class idiosyncrasy that the embedding does not see (so zero-shot transfer is imperfect);
-* image features: :math:`x = \max(0, m_c + b + \sigma_x \xi)`, non-negative like ReLU features.
-
-:math:`B, W, b` are fixed random matrices. Every "Gaussian" draw is the Irwin–Hall sum of 12
-uniforms minus 6 (mean 0, variance 1), and every matrix product is an explicit sum of elementwise
-products in a fixed order: only correctly rounded IEEE additions and multiplications are used, so
-the arrays are bit-identical on every CPU and BLAS. The spec pins the resulting benchmark hash.
-
-Splits
-------
-Classes are sorted by WordNet id. ``n_unseen`` of them are drawn as unseen (test) classes; of the
-seen rest, ``n_val`` are validation classes and the others training classes (disjoint).
-``test_seen_fraction`` of the images of every seen class are held out as ``test_seen``; the other
-images of train (val) classes form ``train_images`` (``val_images``); every image of an unseen
-class is ``test_unseen``.
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -100,7 +70,7 @@ def generate(
     embedding_dim: int,
     embedding_name: str = "attributes",
 ) -> RawBenchmark:
-    """Generate the demo arrays from ``hierarchy`` (see the module docstring)."""
+    """Generate the demo arrays from ``hierarchy`` (see docs/data.md)."""
     rng = Generator(PCG64(params.seed))
     latent = params.latent_dim
 

@@ -4,16 +4,7 @@ One job: put a verified copy of a remote (or mirrored) file under ``ZSL_HOME/dow
 unpack the members an adapter asks for. Adapters decide *where* their files come from; this
 module only fetches, verifies and extracts.
 
-- :func:`fetch_action` decides (``download`` | ``use`` | ``conflict``) and never acts.
-- :func:`fetch` carries the decision out with :func:`pooch.retrieve`, which streams to a
-  temporary file in the target folder, checks the hash and only then moves the file into place.
-  A local file or a ``file://`` URL (a mirror) goes through the same path with a copying
-  downloader, so it is verified exactly like a download.
-- A cached file that does not match the pinned hash is never replaced silently: the user is told
-  to delete it (or fix the pin).
-- Without a pinned hash, the computed one is logged with a request to pin it.
-- :func:`extract_members` unpacks selected zip members into a folder named by the archive's
-  content hash, through a temporary sibling that is renamed into place.
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -116,34 +107,7 @@ def fetch(
 ) -> tuple[Path, str]:
     """Fetch ``source`` into ``directory/fname`` (default ``ZSL_HOME/downloads``) and verify it.
 
-    Parameters
-    ----------
-    source : str
-        An ``http(s)``/``ftp``/``doi`` URL (downloaded by pooch), or a local path or ``file://``
-        URL (a mirror; copied, then verified the same way).
-    fname : str
-        File name in ``directory``.
-    known_hash : str or None
-        ``"sha256:<hex>"`` (any pooch algorithm). ``None`` accepts the file and logs its hash,
-        asking the user to pin it.
-    directory : Path, default=None
-        Target folder; ``ZSL_HOME/downloads`` by default.
-    pin_hint : str
-        Where the user pins the hash (e.g. ``"data.params.checksum in specs/awa2.yaml"``), for
-        messages.
-
-    Returns
-    -------
-    (Path, str)
-        The verified file and its ``sha256:<hex>`` content hash.
-
-    Raises
-    ------
-    IntegrityError
-        The cached file or the fetched one does not match ``known_hash`` (a fetched file is
-        deleted; a cached one is kept, never overwritten).
-    HarnessError
-        The source cannot be reached or read.
+    See docs/data.md, `fetch`.
     """
     import pooch
 

@@ -8,14 +8,7 @@ same inputs are extracted once. Each class embedding of the spec is a class-embe
 ``zsl embeddings build`` (``data.params.embeddings.<name>``, pinned by its hash), holding a row
 for every class of the features.
 
-The split is declared: ``unseen_classes`` (a file of class ids, one per line), the validation
-classes (``val_classes``, a file, or ``n_val`` drawn with ``seed``); the other classes train.
-``test_seen_fraction`` of each seen class's images are held out as GZSL's seen test images.
-
-What the backbone was trained on comes from the feature set (its weights); it must equal the
-spec's ``features.pretrained_on``, which the leakage audit reads. The frozen benchmark's meta
-holds the provenance of the features and class embeddings (weights sha256, preprocessing, text
-model), and every run record carries it (``BenchmarkInfo.provenance``).
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -180,7 +173,7 @@ def embedding_provenance(embeddings: dict[str, sets.ArtifactSet]) -> dict[str, A
 
 
 class FeatureSetAdapter:
-    """Adapter ``feature-set``: see the module docstring."""
+    """Adapter ``feature-set``: see docs/data.md."""
 
     name = "feature-set"
     params = FeatureSetParams

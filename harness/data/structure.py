@@ -51,21 +51,7 @@ SPLITS = ("train", "val", "test_seen", "test_unseen")
 class StructuralRatio:
     """The structural ratio of a split and what it was computed from (:func:`structural_ratio`).
 
-    Attributes
-    ----------
-    value : float >= 0
-        :math:`R`, the mean ratio over the included test classes.
-    test_nodes : ndarray of int64 of shape (n_test,)
-        The test classes' nodes, as given.
-    numerator, denominator : ndarray of float64 of shape (n_test,)
-        Per test class, the hops to the nearest training class and to the nearest other test
-        class (``inf`` where none is connected).
-    ratio : ndarray of float64 of shape (n_test,)
-        Their quotient; NaN for an excluded test class.
-    infinite_denominator, zero_denominator, infinite_numerator : ndarray of int64
-        The nodes of the excluded test classes, by reason.
-    n_included : int
-        Number of test classes the mean runs over.
+    See docs/metrics/structure.md, `StructuralRatio`.
     """
 
     value: float
@@ -116,68 +102,6 @@ def structural_ratio(
 ) -> StructuralRatio:
     r"""How close test classes are to training classes, relative to each other.
 
-    With :math:`d` the undirected hop distance in the hierarchy, :math:`\mathcal{T}_r` the
-    training and :math:`\mathcal{T}_e` the test classes:
-
-    .. math::
-
-        R = \frac{1}{|\mathcal{T}'_e|} \sum_{c \in \mathcal{T}'_e}
-            \frac{\min_{c' \in \mathcal{T}_r} d(c, c')}
-                 {\min_{c'' \in \mathcal{T}_e,\, c'' \ne c} d(c, c'')}
-
-    where :math:`\mathcal{T}'_e` keeps the test classes whose ratio is finite and defined.
-    :math:`R < 1`: test classes are typically nearer to a training class than to another test
-    class (e.g. test classes are children or siblings of training classes); :math:`R > 1`:
-    the test classes form their own region of the hierarchy.
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-    train_nodes : array-like of int of shape (n_train,)
-        Distinct node indices of the training classes.
-    test_nodes : array-like of int of shape (n_test,)
-        Distinct node indices of the test classes, disjoint from ``train_nodes``.
-
-    Returns
-    -------
-    ratio : StructuralRatio
-        ``value`` (:math:`R`), the two minima per test class (``numerator``, ``denominator``;
-        ``inf`` where no training class, resp. no other test class, is connected), their
-        quotient ``ratio`` (NaN for excluded classes), the excluded test classes' nodes by
-        reason (``infinite_denominator``, ``zero_denominator``, ``infinite_numerator``) and
-        ``n_included``.
-
-    Raises
-    ------
-    MetricError
-        If the node lists are malformed (not 1D int, empty, out of range, repeated), share a
-        node, or no test class has a defined ratio (e.g. a single test class).
-
-    Notes
-    -----
-    Excluded, and reported, are test classes whose ratio is not a finite number: an infinite
-    denominator (no other test class in its connected component, so the ratio would be 0 or
-    undefined), a zero denominator (impossible for distinct nodes, checked anyway) and an
-    infinite numerator (no training class in its component). Distances come from the
-    hierarchy's hop queries: one search from all training classes at once
-    (:meth:`~harness.hierarchy.Hierarchy.nearest_hops`), and one per test class that stops at
-    the first level reaching another test class
-    (:meth:`~harness.hierarchy.Hierarchy.nearest_other_hops`): about a tenth of a second for the
-    500 GOZ test classes on the ImageNet-21K is-a graph (74k nodes), and under a fifth for all
-    20,844 of its candidates. Multiple parents are just more edges.
-    The question the ratio asks comes from [1]_; the formula is this harness's.
-
-    References
-    ----------
-    .. [1] T. Hascoet, Y. Ariki, T. Takiguchi, "On Zero-Shot Recognition of Generic Objects",
-       CVPR 2019.
-
-    Examples
-    --------
-    Edges ``r -> a -> {a1, a2}`` and ``r -> b``; train ``a1``, test ``a2`` and ``b``. ``a2`` is
-    2 hops from a1 (a2-a-a1) and 3 from b (a2-a-r-b): 2/3; ``b`` is 3 hops from a1 and 3 from
-    a2: 3/3. R = (2/3 + 1) / 2 = 5/6:
-
     >>> h = Hierarchy(["r", "a", "b", "a1", "a2"],
     ...               [("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2")])
     >>> result = structural_ratio(h, h.indices(["a1"]), h.indices(["a2", "b"]))
@@ -185,6 +109,8 @@ def structural_ratio(
     ([2.0, 3.0], [3.0, 3.0])
     >>> round(result.value, 12)
     0.833333333333
+
+    See docs/metrics/structure.md, `structural_ratio`.
     """
     graph = check_hierarchy(hierarchy)
     train = check_nodes(train_nodes, graph.n_nodes, "train_nodes")
@@ -227,52 +153,14 @@ def structural_ratio(
 def mutual_exclusivity_violations(
     hierarchy: Hierarchy, nodes: npt.ArrayLike
 ) -> list[tuple[str, str]]:
-    r"""Pairs of classes of one split where one class is an ancestor of the other.
-
-    .. math::
-
-        V = \{\, (a, b) \in S \times S : a \ne b,\ a \text{ is an ancestor of } b \,\}
-
-    A flat classifier over :math:`S` treats its classes as mutually exclusive; when ``dog`` and
-    ``poodle`` are both classes, every poodle image is also a dog, and no answer is both right
-    and exclusive [1]_.
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-    nodes : array-like of int of shape (n_classes,)
-        Distinct node indices of the classes of one split.
-
-    Returns
-    -------
-    violations : list of (str, str)
-        ``(ancestor_id, descendant_id)`` pairs sorted by ancestor id, then descendant id; empty
-        when the split is mutually exclusive. In a DAG a descendant may have several ancestors
-        in the split: each pair is listed.
-
-    Raises
-    ------
-    MetricError
-        If ``nodes`` is malformed (not 1D int, out of range, repeated).
-
-    Notes
-    -----
-    Vectorized: :meth:`~harness.hierarchy.Hierarchy.ancestor_pairs` reads the off-diagonal
-    entries of the reflexive ancestor matrix restricted to ``nodes``.
-
-    References
-    ----------
-    .. [1] T. Hascoet et al., "On Zero-Shot Recognition of Generic Objects", CVPR 2019.
-
-    Examples
-    --------
-    ``dog`` has parents ``animal`` and ``pet``; the split {animal, dog, cat} has animal above
-    dog and cat; ``pet`` is not in the split:
+    """Pairs of classes of one split where one class is an ancestor of the other.
 
     >>> h = Hierarchy(["animal", "pet", "dog", "cat"],
     ...               [("animal", "dog"), ("animal", "cat"), ("pet", "dog")])
     >>> mutual_exclusivity_violations(h, h.indices(["animal", "dog", "cat"]))
     [('animal', 'cat'), ('animal', 'dog')]
+
+    See docs/metrics/structure.md, `mutual_exclusivity_violations`.
     """
     graph = check_hierarchy(hierarchy)
     checked = check_nodes(nodes, graph.n_nodes, "nodes", allow_empty=True)
@@ -296,45 +184,6 @@ def split_sizes(
 ) -> SplitSizes:
     """A size table of a benchmark's splits, with the overlaps between them.
 
-    Parameters
-    ----------
-    train_classes, test_unseen_classes : array-like of int
-        Distinct class indices of the training and unseen test classes.
-    val_classes, test_seen_classes : array-like of int, default=None
-        Distinct class indices of the validation and seen test classes; None: no such split.
-    train_images, val_images, test_seen_images, test_unseen_images : array-like of int, \
-default=None
-        Distinct image indices of each split; None: not counted.
-
-    Returns
-    -------
-    sizes : SplitSizes
-        ``splits``: ``{name: SplitSize(classes, images)}`` for the splits given, in the order
-        train, val, test_seen, test_unseen (``images`` None when not given); ``class_overlap``
-        and ``image_overlap``: ``{"a&b": int}`` for every pair of given splits (class lists,
-        resp. image lists), in the same order; ``n_classes`` and ``n_images``: sizes of the
-        unions (``n_images`` None when no image list is given).
-
-    Raises
-    ------
-    MetricError
-        If a list is not a 1D integer array, holds a negative value or a repeat (naming the
-        split and position), or images are given for a split without classes.
-
-    Notes
-    -----
-    The table reports and does not judge: DESIGN requires train and val classes to be disjoint
-    (``class_overlap["train&val"] == 0``), test_seen classes are training classes by
-    construction in GZSL, and test_unseen classes must overlap neither; a reviewer reads the
-    overlaps. Compare with Table 1 of [1]_ for the xlsa17 splits.
-
-    References
-    ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Table 1.
-
-    Examples
-    --------
     >>> table = split_sizes(train_classes=[0, 1, 2], test_unseen_classes=[3],
     ...                     test_seen_classes=[1, 2], train_images=[0, 1, 2, 3],
     ...                     test_unseen_images=[7, 8])
@@ -344,6 +193,8 @@ default=None
     {'train&test_seen': 2, 'train&test_unseen': 0, 'test_seen&test_unseen': 0}
     >>> table.n_classes, table.n_images
     (4, 6)
+
+    See docs/metrics/structure.md, `split_sizes`.
     """
     given_classes = {
         "train": train_classes,
@@ -401,19 +252,7 @@ RELATIONS = ("parent", "child", "sibling", "ancestor", "descendant", "relative",
 class NearestTraining:
     """Per test class, its nearest training class in the hierarchy and how they are related.
 
-    Attributes
-    ----------
-    test_nodes : ndarray of int64 of shape (n_test,)
-        The test classes' nodes, as given.
-    nearest : ndarray of int64 of shape (n_test,)
-        Node of the nearest training class; -1 where none is connected.
-    hops : ndarray of float64 of shape (n_test,)
-        Hops to it; ``inf`` where none is connected.
-    relation : list of str
-        One of :data:`RELATIONS` per test class: the training class is its ``parent``,
-        ``child``, ``sibling`` (they share a parent), ``ancestor`` or ``descendant`` (two or more
-        hops up, resp. down), a ``relative`` (joined through a common ancestor or a common
-        child, not a sibling), or ``unconnected``.
+    See docs/metrics/structure.md, `NearestTraining`.
     """
 
     test_nodes: IntArray
@@ -432,43 +271,13 @@ def nearest_training_classes(
     undirected hop distance (the numerator of :func:`structural_ratio`); ties go to the
     training class given first in ``train_nodes``.
 
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-    train_nodes : array-like of int of shape (n_train,)
-        Distinct node indices of the training classes; their order breaks ties.
-    test_nodes : array-like of int of shape (n_test,)
-        Distinct node indices of the test classes (a training class among them: see Notes).
-
-    Returns
-    -------
-    nearest : NearestTraining
-
-    Raises
-    ------
-    MetricError
-        If a node list is malformed (not 1D int, empty, out of range, repeated).
-
-    Notes
-    -----
-    Existing queries only: :meth:`~harness.hierarchy.Hierarchy.nearest_hops` gives each test
-    class's distance; :meth:`~harness.hierarchy.Hierarchy.hop_distance` (from the test classes
-    to the training classes, one search per distance, capped at it) which training class is at
-    that distance; :meth:`~harness.hierarchy.Hierarchy.is_ancestor_or_self` the direction; and
-    :meth:`~harness.hierarchy.Hierarchy.parents` whether two classes 2 hops apart are siblings.
-    About 0.35 s for the 500 GOZ test classes against the 1,000 ILSVRC classes on the 74k-node
-    ImageNet is-a graph. A test class that is a training class too (GZSL's seen test classes)
-    gets itself, 0 hops and the relation ``"relative"``; callers label those classes themselves.
-
-    Examples
-    --------
-    Edges ``r -> a -> {a1, a2}``, ``r -> b -> b1`` and ``z`` alone; train ``a1`` and ``b``:
-
     >>> h = Hierarchy(["r", "a", "b", "a1", "a2", "b1", "z"],
     ...               [("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1")])
     >>> near = nearest_training_classes(h, h.indices(["a1", "b"]), h.indices(["a2", "b1", "z"]))
     >>> h.node_ids[near.nearest[:2]].tolist(), near.hops.tolist(), near.relation
     (['a1', 'b'], [2.0, 1.0, inf], ['sibling', 'parent', 'unconnected'])
+
+    See docs/metrics/structure.md, `nearest_training_classes`.
     """
     graph = check_hierarchy(hierarchy)
     train = check_nodes(train_nodes, graph.n_nodes, "train_nodes")

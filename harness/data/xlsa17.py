@@ -1,58 +1,9 @@
 """Adapter ``xlsa17``: AWA1, AWA2, CUB, SUN and aPY as released by Xian et al. (GBU).
 
 Xian, Lampert, Schiele, Akata, "Zero-Shot Learning — A Comprehensive Evaluation of the Good, the
-Bad and the Ugly", TPAMI 2018 (CVPR 2017). Release ``xlsa17.zip``, one folder per dataset:
+Bad and the Ugly", TPAMI 2018 (CVPR 2017). Release ``xlsa17.zip``, one folder per dataset.
 
-``res101.mat``
-    ``features`` (D×N, ResNet-101 pool5, D = 2048), ``labels`` (N×1, 1-based index into the
-    class list), ``image_files`` (N×1 cell of paths).
-``att_splits.mat``
-    ``allclasses_names`` (C×1 cell), ``att`` (attributes, dims×C, L2-normalised columns),
-    ``original_att`` (dims×C, as published with each dataset), and 1-based image index vectors
-    into the rows of ``res101.mat``: ``trainval_loc``, ``test_seen_loc``, ``test_unseen_loc``, and
-    (not CUB) ``train_loc``, ``val_loc``.
-class lists
-    ``allclasses.txt`` (not SUN), ``trainvalclasses.txt``, ``testclasses.txt``,
-    ``trainclasses{1,2,3}.txt``, ``valclasses{1,2,3}.txt``: one class name a line.
-
-Where the files come from (first that applies): ``data.params.path`` (a folder holding
-``<DATASET>/``, relative to the spec file), ``$ZSL_XLSA17_DIR``, ``data.params.mirror`` (a folder
-or URL holding a copy of ``xlsa17.zip``), else the official archive is downloaded with pooch into
-``$ZSL_HOME/downloads`` and verified against ``data.params.checksum`` (when none is pinned, the
-computed hash is logged with a request to pin it). Only the asked-for dataset is unpacked.
-
-Splits
-------
-``proposed`` (PS, GBU's own)
-    Unseen classes ``testclasses.txt``; training and validation classes ``trainclassesV.txt`` /
-    ``valclassesV.txt`` for ``validation`` V ∈ {1, 2, 3}. ``test_seen`` and ``test_unseen`` images
-    are ``test_seen_loc`` and ``test_unseen_loc``. Training (validation) images are the images of
-    ``trainval_loc`` whose class is a training (validation) class of variant V.
-
-    **Known flaw of the release, avoided here.** ``train_loc``/``val_loc`` are *not* used: in AWA1,
-    AWA2 and SUN they were made before GBU held out ``test_seen`` and together contain every
-    ``test_seen_loc`` image (AWA2: all 5,882; AWA1: 4,958; SUN: 2,580; aPY: none), so code that
-    trains on ``train_loc`` tests on its training images. The number of such indices is recorded
-    in the frozen benchmark's ``meta.release_overlaps`` (``zsl spec describe`` shows it), and the
-    adapter refuses data in which any test image would reach training or validation.
-``standard`` (SS, the splits used before GBU)
-    Unseen classes ``test_classes`` (default: AWA1/AWA2 the 10 test classes of Lampert et al.
-    2009/2014; aPY the 12 Yahoo classes; CUB and SUN have no default — the spec must list them).
-    Seen classes ``train_classes`` (default: aPY the 20 PASCAL VOC classes; otherwise every class
-    that is not unseen). Every image of an unseen class is ``test_unseen``. SS has no seen test
-    set, so — like PS — 20 % of the images of each seen class (seeded by ``seed``) are held out as
-    ``test_seen``. Validation classes are the seen classes listed in ``valclassesV.txt`` (the rest
-    of the seen classes train); the remaining images of each seen class go to its split.
-
-Class ids are ``xlsa17:<DATASET>:<name>`` unless ``class_map`` (a TSV next to the spec:
-``name<TAB>class id[<TAB>WordNet name]``, ``#`` comments) maps every class to an id (a WordNet
-id for AWA/aPY), or ``hierarchy: cub_taxonomy`` names CUB classes by their Wikispecies taxonomy
-nodes. ``hierarchy: wordnet_map`` builds the WordNet 3.0 subgraph of the mapped ids (for specs
-with ``hierarchy: {source: adapter}``); ``cub_taxonomy`` builds the CUB taxonomy from
-``taxonomy_path`` / ``$ZSL_CUB_TAXONOMY_DIR``.
-
-Class embeddings: a spec embedding named ``att`` or ``original_att`` gets that array (one row
-per class, float32); any other name gets the array chosen by ``embedding``.
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -452,7 +403,7 @@ def _check_disjoint(a: np.ndarray, b: np.ndarray, what: str, release: Release) -
 
 
 def proposed_split(release: Release, validation: int) -> dict[str, np.ndarray]:
-    """GBU's proposed split (see the module docstring); ``train_loc``/``val_loc`` unused."""
+    """GBU's proposed split (see docs/data.md); ``train_loc``/``val_loc`` unused."""
     directory = release.directory
     train = _as_array(release.class_file(f"trainclasses{validation}.txt"))
     val = _as_array(release.class_file(f"valclasses{validation}.txt"))
@@ -533,7 +484,7 @@ def standard_split(
     seed: int,
     spec_path: Path,
 ) -> dict[str, np.ndarray]:
-    """The standard split (see the module docstring), with a seeded 20 % test_seen holdout."""
+    """The standard split (see docs/data.md), with a seeded 20 % test_seen holdout."""
     dataset = release.dataset
     all_classes = np.arange(len(release.names))
     if test_classes is None:
@@ -736,7 +687,7 @@ def _embeddings(release: Release, params: Xlsa17Params, spec: Spec) -> dict[str,
 
 
 class Xlsa17Adapter:
-    """Adapter ``xlsa17`` (see the module docstring)."""
+    """Adapter ``xlsa17`` (see docs/data.md)."""
 
     name = "xlsa17"
     params = Xlsa17Params

@@ -6,24 +6,9 @@ vectors) and class lists with ``res101.mat`` (ResNet-101 features of every image
 files are small; the features are what takes the download. :func:`write_synthetic_res101`
 writes a ``res101.mat`` in exactly the release's layout — MATLAB 5 file, ``features`` D×N
 double, ``labels`` N×1 double (1-based class numbers into ``allclasses_names``), ``image_files``
-N×1 cell of strings — that fits the *real* ``att_splits.mat`` and class lists beside it:
+N×1 cell of strings — that fits the *real* ``att_splits.mat`` and class lists beside it.
 
-- N is the largest index of any ``*_loc`` vector, so every index the release uses exists;
-- ``test_unseen_loc`` images get the classes of ``testclasses.txt``; ``trainval_loc`` and
-  ``test_seen_loc`` images get the classes of ``trainvalclasses.txt``. Where the release has
-  ``train_loc``/``val_loc``, their images get the classes of ``trainclasses1.txt`` /
-  ``valclasses1.txt`` (the variant they were made for; SUN's counts, 20 images a class, confirm
-  it). Within each group, trainval and test_seen images are dealt round-robin over the group's
-  classes in a seeded order, so every class gets about the same number of each;
-- features are generated from the real class attributes: ``x = max(0, W att[:, c] + b + σ ξ)``
-  with a seeded Gaussian ``W`` (D × dims), so zero-shot transfer through the attributes is
-  learnable, and non-negative like ReLU features.
-
-Every image file name starts with :data:`SYNTHETIC_PREFIX`, and :func:`synthetic_release` writes
-a ``SYNTHETIC.txt`` beside the files: the scores they give say that the pipeline works, nothing
-about a method. A benchmark frozen from them has another hash than the real one, so the store
-refuses to mix their runs with real runs of the same benchmark. ``zsl data synthetic-xlsa17``
-is the command; the tests use the same functions.
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -107,31 +92,9 @@ def write_synthetic_res101(
     path: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write a **synthetic** ``res101.mat`` for the ``att_splits.mat`` and class lists in
-    ``dataset_dir`` (the release's layout; see the module docstring).
+    ``dataset_dir`` (the release's layout; see docs/data.md).
 
-    Parameters
-    ----------
-    dataset_dir : path
-        Folder holding the release's ``att_splits.mat`` and class lists.
-    dataset : str
-        ``AWA1`` … ``APY`` (used in the image file names).
-    seed : int
-        Seeds labels and features.
-    dim : int
-        Feature dimension D (2048 in the release; smaller is faster for tests).
-    noise : float, default=None
-        σ of the per-image Gaussian noise (prototypes have unit variance per dimension).
-        ``None``: ``0.5 * sqrt(dim / 64)``, so classes are about as separable at any ``dim``
-        (a fixed σ would make 2048-d features perfectly separable).
-    dtype : str
-        ``features`` dtype; the release stores doubles.
-    path : path, default=None
-        Where to write (default ``dataset_dir/res101.mat``).
-
-    Returns
-    -------
-    Path
-        The written file.
+    See docs/data.md, `write_synthetic_res101`.
     """
     dataset_dir = Path(dataset_dir)
     att = sio.loadmat(dataset_dir / "att_splits.mat", squeeze_me=True)

@@ -2,24 +2,9 @@
 
 A caller turns its work into :class:`Job` objects — a task of a kind
 (:data:`harness.executors.task.TASKS`) as JSON, with the resources it asks for and the files a
-node without the driver's disk needs — and :func:`drive` hands them to a backend:
+node without the driver's disk needs — and :func:`drive` hands them to a backend.
 
-- ``local`` (:mod:`harness.executors.local`): a pool of ``jobs`` worker processes on this
-  machine (default: one per CPU), sharing its disk;
-- ``inline`` (:mod:`harness.executors.inline`): this process, one task at a time (no worker
-  processes: for debugging, and for callers that patch the harness in-process);
-- ``ray`` (:mod:`harness.executors.ray`): one Ray task per job, asking for its resources, on
-  the cluster at ``ray_address`` or a Ray instance started here; each node gets the frozen
-  benchmark and the input files from the object store, verified on arrival.
-
-:func:`drive` submits while the backend has room, tries a job again when its failure is
-transient (the worker process or its node died, the machine ran short for a moment) up to
-``max_retries`` times, and yields every job's final outcome as it arrives, so the caller stores
-it at once. :class:`ProgressBar` counts done, failed, running and skipped jobs on stderr.
-
-The callers: :func:`harness.executors.matrix.run_matrix` (``zsl run`` over many packages ×
-specs, ``zsl ci pr``) and :func:`harness.results.rescore.rescore_store`
-(``zsl results rescore``).
+See docs/executors.md.
 """
 
 from __future__ import annotations

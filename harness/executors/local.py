@@ -9,13 +9,7 @@ benchmark it loads) and prediction files go straight into the archive.
 A worker process that dies (killed, out of memory) breaks the whole pool: every run in flight
 is then reported as a transient failure, to be tried again on a new pool.
 
-Each worker's own numeric libraries (scoring, bootstrap intervals run in the worker) get the
-machine's CPUs divided among the workers, as Ray gives a task its ``num_cpus``: ``jobs`` workers
-each using every core would oversubscribe the machine. The model itself runs with its package's
-``resources.cpus`` threads (set by the runner), so the pool also admits a run only while the
-CPUs its running runs asked for, plus its own, fit the machine's (or ``jobs``, where that is
-more: ``--jobs N`` always allows N one-CPU runs): a package asking for 8 CPUs on an 8-CPU
-machine runs alone. A run asking for more CPUs than that runs alone too.
+See docs/executors.md.
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ def _limit_threads(threads: int) -> None:
 
 class LocalPool:
     """``jobs`` worker processes; at most ``jobs`` runs at a time, asking for at most
-    ``cpus`` CPUs together (see the module docstring)."""
+    ``cpus`` CPUs together (see docs/executors.md)."""
 
     def __init__(self, jobs: int, cpus: int | None = None) -> None:
         self.jobs = jobs

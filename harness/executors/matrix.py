@@ -11,14 +11,7 @@ a dataset's split) go as one ``family`` task (:class:`harness.executors.task.Fam
 job that runs them one after another on one worker and returns each member's record; skipping
 what the store holds is decided per member first, so the job holds only the members to run.
 
-Each worker returns the record as its JSON export; the driver verifies it
-(:func:`harness.results.records_io.load_record`, then the planned hashes), archives the
-prediction files a remote node sent back, and stores it at once
-(:func:`harness.store.save_run`), so a failure later in the matrix never loses a finished run.
-Failures are per run: one package's, whatever it raised, is never the matrix's, and a family
-member's is never its siblings' (each member's record is verified and stored on its own when
-the family job returns; a worker that dies in the middle of a family job loses that job's
-members, which the retry runs again).
+See docs/executors.md.
 """
 
 from __future__ import annotations

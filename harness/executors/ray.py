@@ -7,18 +7,7 @@ asking for its resources (a run: its package's): ``num_cpus`` = ``resources.cpus
 ``num_gpus`` = ``resources.gpus``, ``memory`` = ``resources.memory_gb`` in bytes. A job no
 alive node could ever hold fails at once instead of waiting forever.
 
-What crosses: the task as JSON text; the frozen benchmark's files (``relative path → bytes``,
-put in the object store once per benchmark, verified against the benchmark hash on arrival by
-:func:`harness.executors.task.ensure_benchmark`) unless nodes share ``ZSL_HOME``; the job's
-attachments (a re-scored run's archived prediction files); back, the task's outcome as JSON
-text: a run's record export and its prediction files (base64, with their sha256), or a
-re-scored record. Package and spec paths must resolve to the same files on every node (a
-shared checkout): the worker refuses a record whose package, benchmark or spec hash differs
-from the driver's.
-
-Ray's own retries are off (``max_retries=0``): the driver tries a run again when Ray reports a
-system failure (the worker process crashed, its node died, the object was lost), which puts it
-on whichever node is alive.
+See docs/executors.md.
 """
 
 from __future__ import annotations

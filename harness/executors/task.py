@@ -3,28 +3,9 @@
 The driver (:mod:`harness.executors`) hands a worker — a process of the local pool, this very
 process (``inline``), or a Ray task on any node — a task of a kind (:data:`TASKS`) as JSON and,
 when the worker's node does not share the driver's disk (Ray), a :class:`Shipment`: the frozen
-benchmark's files and the task's input files. Two kinds:
+benchmark's files and the task's input files.
 
-- ``run`` (:class:`RunTask`): one package on one spec. The worker checks that the spec it loads
-  has the spec hash the driver saw, makes sure its node's frozen benchmark is the one the
-  driver prepared (:func:`ensure_benchmark`), runs :func:`harness.pipeline.run_submission`
-  held to the task's resource caps (:func:`harness.submission.resources.limited_to`: CI's
-  ``max_resources``, beyond the node's own caps) with ``store=False`` (archiving the
-  prediction files into the shared archive, or into a temporary folder whose files go back
-  with the record), checks the record against the driver's hashes and returns the record as
-  its JSON export (:func:`harness.results.records_io.dump_record`).
-- ``family`` (:class:`FamilyTask`): one package on several members of a benchmark family,
-  one ``run`` after another on this worker; back comes each member's outcome, as a ``run``
-  task's, in order (a failed member does not fail the others).
-- ``rescore`` (:class:`RescoreTask`): one stored record scored again from its archived
-  prediction files (:func:`harness.results.rescore.rescore_record`), on the benchmark the
-  driver verified; back comes the re-scored record's JSON export.
-
-Every failure comes back as JSON too, classified: ``transient`` (an ``OSError`` that says the
-machine was short of something for a moment: worth another try) or not (a
-:class:`~harness.errors.HarnessError` — the model failed, the package was refused, the data did
-not match — any other ``OSError``, or a bug, whose traceback tail comes back apart from the
-message). No exception object and no pickle of anything a submission made crosses back.
+See docs/executors.md.
 """
 
 from __future__ import annotations
@@ -287,7 +268,7 @@ def _outcome(
     fields: dict[str, Any],
     shipment: Shipment | None,
 ) -> dict[str, Any]:
-    """``body``'s result, or its failure classified (see the module docstring)."""
+    """``body``'s result, or its failure classified (see docs/executors.md)."""
     try:
         return {"ok": True, "node": node_name(), **body(fields, shipment)}
     except HarnessError as err:

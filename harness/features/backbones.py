@@ -1,26 +1,8 @@
 """Backbones: a torchvision classification model, its weights (hashed) and the layer to read.
 
-Weights come from one of two places, and either way their sha256 is recorded:
+Weights come from one of two places, and either way their sha256 is recorded.
 
-- a **file** (``.safetensors``, or a ``.pth``/``.pt`` state dict read with
-  ``torch.load(weights_only=True)``: tensors only, never arbitrary pickled objects). What the
-  weights were trained on cannot be read off a file, so it is declared with it
-  (``pretrained_on``: a named class set such as ``ilsvrc2012``, ``none`` for random weights, or
-  WordNet ids);
-- a **torchvision weights name** (``IMAGENET1K_V2``, ``DEFAULT``, or in full
-  ``ResNet101_Weights.IMAGENET1K_V2``): the file in torch's hub cache (``$TORCH_HOME``), fetched
-  only when asked (``download=True``), checked against the hash prefix torchvision puts in its
-  file names. Every torchvision classification weight set is trained on ILSVRC-2012's 1,000
-  classes, so :func:`named_weights_pretrained_on` gives ``ilsvrc2012`` and the leakage audit
-  needs no hand declaration.
-
-A declared sha256 (``weights_sha256``) that differs from the file's refuses the weights.
-
-The layer read is a node of torchvision's FX feature extractor; by default the input of the
-classifier head (ResNet's pooled 2,048-d ``flatten`` as in GBU; EfficientNet's and MobileNet's
-``flatten``; ViT's class token). A node with spatial dimensions is average-pooled.
-
-Nothing here imports torch until a backbone is loaded.
+See docs/features.md.
 """
 
 from __future__ import annotations

@@ -5,41 +5,7 @@ that runs offline (its weights ship in a Python package or lie in a local file o
 as a class-embedding set (:mod:`harness.features.sets`) whose hash pins the vectors, the class
 order and how they were made.
 
-The class list
---------------
-UTF-8 text, one class per line, in the order of the rows; blank lines and lines starting with
-``#`` are skipped. A line is one of::
-
-    class_id<TAB>name
-    class_id<TAB>name<TAB>gloss
-    n02084071                      (a WordNet 3.0 noun id alone; may be followed by '# comment')
-
-A WordNet id alone takes its name (the synset's first lemma, ``_`` as spaces) and its gloss (the
-synset's definition) from WordNet 3.0 (:func:`harness.hierarchy.wordnet.open_wordnet`, opened
-only when some line needs it).
-
-The text models (:data:`text_models`)
--------------------------------------
-- word models (``glove-6b-50d``, ``glove``): a class's vector is the mean of the word vectors of
-  its name's tokens (:func:`name_tokens`; a repeated word counts each time). Words the model
-  does not know are left out of the mean and reported (the set's provenance lists them per
-  class); a class with no known word at all is an error, and nothing is written.
-- sentence models (``all-minilm-l6-v2``, ``sentence-transformer``): a class's vector embeds the
-  text ``"name: gloss"`` (``"name"`` for a class without a gloss), on the CPU, with the Hugging
-  Face libraries held offline.
-
-Rows are then divided by their L2 norm (``normalize="l2"``, the default) or left as they are
-(``"none"``), and stored as float32.
-
-The set
--------
-Artifacts ``embeddings`` (float32, ``[C, D]``), ``class_ids``, ``class_names`` and ``texts``
-(unicode arrays, in the class list's order; ``texts`` is what was embedded: the name's tokens
-for a word model, ``"name: gloss"`` for a sentence model). The provenance records the model, the
-sha256 of every weight file read, the dimension, the normalisation, the text rule, the unknown
-words, the class list's sha256, the number of classes, the versions of the libraries used and,
-when WordNet supplied names or glosses, its version. The set is written to a temporary sibling
-folder and renamed into place; an existing ``out`` is never replaced.
+See docs/features.md.
 """
 
 from __future__ import annotations
@@ -180,29 +146,9 @@ def read_class_list(
     wordnet_dir: str | os.PathLike[str] | None = None,
     lexnames: str | os.PathLike[str] | None = None,
 ) -> list[ClassEntry]:
-    """Read a class list (see the module docstring for its lines), in file order.
+    """Read a class list (see docs/features.md for its lines), in file order.
 
-    Parameters
-    ----------
-    path : path
-        The UTF-8 class list.
-    wordnet_dir, lexnames : path, default=None
-        Passed to :func:`harness.hierarchy.wordnet.open_wordnet` (``None``: its environment
-        variables), which is called only when some line is a WordNet id alone.
-
-    Returns
-    -------
-    list of ClassEntry
-        One per class, in the order of the file.
-
-    Raises
-    ------
-    EmbeddingError
-        Naming ``file:line`` for a line that is neither form (a wrong number of tabs), an empty
-        class id, name or gloss, a repeated class id or a WordNet id WordNet 3.0 lacks; or for an
-        unreadable or empty file.
-    HierarchyError
-        When a WordNet id needs WordNet and no WordNet 3.0 can be opened (saying what to set).
+    See docs/features.md, `read_class_list`.
     """
     source = Path(path)
     text = read_text_file(
@@ -367,21 +313,7 @@ class Embedded:
 class TextModel:
     """A text model ``zsl embeddings build`` can use.
 
-    Attributes
-    ----------
-    name : str
-        Its registry name.
-    kind : {"word", "sentence"}
-        Word models average the vectors of a name's words; sentence models embed
-        ``"name: gloss"``.
-    needs : {"vectors", "model_dir"} or None
-        The option it requires (``--vectors``, ``--model-dir``); ``None`` for a model that ships
-        in a package.
-    summary : str
-        One line for help texts.
-    embed : callable
-        ``embed(entries, path)``: the :class:`Embedded` of the classes; ``path`` is what
-        ``needs`` names (``None`` when it names nothing).
+    See docs/features.md, `TextModel`.
     """
 
     name: str
@@ -521,25 +453,7 @@ def _is_number(text: str) -> bool:
 def read_glove_text(path: str | os.PathLike[str], words: set[str]) -> WordVectors:
     """Read the vectors of ``words`` from a GloVe text file, checking every line.
 
-    Parameters
-    ----------
-    path : path
-        UTF-8 text, one ``word v1 ... vd`` per line (single spaces; no header line). Words are
-        matched as they are written: the tokens looked up are lowercase.
-    words : set of str
-        The words wanted.
-
-    Returns
-    -------
-    WordVectors
-        The vectors of the words of ``words`` the file holds, and the file's sha256.
-
-    Raises
-    ------
-    EmbeddingError
-        Naming ``file:line`` for a line that is not UTF-8, has a different number of values than
-        the first line, holds something that is not a finite number, or repeats a wanted word;
-        or for a missing or empty file.
+    See docs/features.md, `read_glove_text`.
     """
     source = Path(path)
     if not source.is_file():
@@ -837,37 +751,7 @@ def build_class_embeddings(
 ) -> ArtifactSet:
     """Embed the classes of a class list with a text model and freeze them as a set at ``out``.
 
-    Parameters
-    ----------
-    classes_file : path
-        The class list (see :func:`read_class_list`).
-    model : str
-        A name in :data:`text_models`.
-    out : path
-        The set's folder; it must not exist.
-    vectors : path, default=None
-        The GloVe text file of model ``glove`` (for it only).
-    model_dir : path, default=None
-        The model folder of model ``sentence-transformer`` (for it only).
-    normalize : {"l2", "none"}, default="l2"
-        Divide each row by its L2 norm, or not.
-    wordnet_dir, lexnames : path, default=None
-        WordNet 3.0, for the lines that hold a WordNet id alone (see :func:`read_class_list`).
-    progress : callable, default=None
-        Called with a line on each step (reading, embedding, writing).
-
-    Returns
-    -------
-    ArtifactSet
-        The set written at ``out``, of kind ``"class-embeddings"``.
-
-    Raises
-    ------
-    EmbeddingError
-        For an existing ``out``, an unknown or misused option, a bad class list or vectors file,
-        a missing package, or classes without a known word (all named); nothing is written.
-    RegistryError
-        For an unknown model, listing the available ones.
+    See docs/features.md, `build_class_embeddings`.
     """
     say = progress if progress is not None else (lambda _line: None)
     if normalize not in get_args(Normalize):

@@ -8,15 +8,7 @@ precision, batching, device kind) extracts only the chunks that are missing. A d
 request is refused rather than mixed in. Batches never cross chunks, so a resumed run computes
 every batch exactly as an uninterrupted one and the set hash is the same.
 
-Images that cannot be read are collected with their reason. Unless ``skip_bad``, the run then
-stops before anything is sealed, listing them (the good images' chunks stay for the rerun);
-with ``skip_bad`` they are left out and recorded in the provenance.
-
-The result is an :class:`~harness.features.sets.ArtifactSet` of kind ``features``: ``features``
-(float32 [n, dim]), ``labels``, ``class_ids``, ``paths``, ``image_sha256`` (and ``boxes`` when
-the list has them); its provenance holds the backbone, layer, weights (source, name, sha256),
-what they were trained on, the preprocessing, precision, device, batching, the images' hashes,
-the skipped images and the library versions.
+See docs/features.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """Image preprocessing, declared: what a feature set's manifest says was done to each image.
 
 A :class:`Preprocessing` is data (it goes into the manifest and the run record) and is turned
-into one deterministic function, image file → float tensor [3, H, W], by :func:`transform`:
+into one deterministic function, image file → float tensor [3, H, W], by :func:`transform`.
 
-1. decode, convert to RGB (palette, grey and CMYK images too; transparency is dropped);
-2. ``box``: crop to the image's bounding box from the image list (aPY's protocol), clipped to
-   the image;
-3. ``resize``: an int resizes the *shorter* side to it keeping the aspect ratio; ``[h, w]``
-   resizes the whole image to exactly that size (GBU's "whole image, no crop");
-4. ``crop``: a centre crop of that size (``null``: none);
-5. to float in [0, 1], then ``(x - mean) / std`` per channel.
-
-Named presets (:data:`PRESETS`) cover the common protocols; ``imagenet-eval`` is torchvision's
-evaluation transform for ImageNet weights.
+See docs/features.md.
 """
 
 from __future__ import annotations
@@ -31,7 +22,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class Preprocessing(BaseModel):
-    """Every step from image file to network input (see the module docstring for the order)."""
+    """Every step from image file to network input (see docs/features.md for the order)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -3,36 +3,9 @@
 The xlsa17 benchmarks name their classes with words (``grizzly+bear``, ``diningtable``), not
 WordNet ids. A hierarchy needs ids, so each benchmark gets a *class map*: a small TSV file the
 project derives once, checks by hand, and commits under ``specs/`` (see
-``specs/xlsa17/README.md``). This module is the tooling:
+``specs/xlsa17/README.md``). This module is the tooling.
 
-- :func:`suggest_wordnet_ids` ranks candidate noun synsets per class name (the first draft);
-- :func:`describe_wordnet_id` prints what a synset is (gloss, hypernym paths) for the hand check;
-- :func:`read_class_map` / :func:`read_class_map_rows` / :func:`write_class_map` handle the file;
-- :func:`check_class_map` verifies a map against WordNet 3.0 and mutual exclusivity;
-- :func:`build_class_map_hierarchy` freezes the map's hierarchy with
-  :func:`harness.hierarchy.wordnet.build_wordnet_hierarchy`.
-
-The TSV format
---------------
-UTF-8, one class per line, three tab-separated fields and an optional fourth::
-
-    xlsa17_name<TAB>wnid<TAB>wordnet_first_lemma[<TAB>broader]
-
-``wnid`` is a WordNet 3.0 noun id (``n`` + 8-digit offset) and the third field is that synset's
-first lemma, exactly as WordNet spells it (``German_shepherd``): a reader can see at a glance
-which synset was meant, and :func:`check_class_map` refuses a lemma that does not match the id,
-which catches a mistyped offset.
-
-Without a fourth field the synset *is* the class. ``broader`` says WordNet has no synset for the
-class itself and ``wnid`` is the narrowest synset that contains it (CUB's Laysan albatross →
-``albatross.n.02``; SUN's ``church_indoor`` → the church building): the leakage audit then places
-the class one step below that synset (:mod:`harness.audit`), and no hierarchy is built from such
-a row. Several ``broader`` rows may share a synset; exact rows never do.
-
-Lines starting with ``#`` are comments and blank lines are
-skipped. Comment lines directly above a row (no blank line in between) are that row's
-*comment*: the record of a manual decision and why it was made. Comments separated from the
-next row by a blank line (the file header) belong to no row.
+See docs/hierarchy.md.
 """
 
 from __future__ import annotations
@@ -118,23 +91,7 @@ class ClassMapError(HarnessError):
 class Candidate:
     """One noun synset proposed for a class name.
 
-    Attributes
-    ----------
-    wnid : str
-        The WordNet id (``n02076196``).
-    synset : str
-        NLTK's synset name (``seal.n.09``).
-    lemma : str
-        The synset's first lemma, as WordNet spells it (the TSV's third field).
-    gloss : str
-        The WordNet definition.
-    sense : int
-        1-based position in WordNet's sense order for the word looked up (1 = most frequent).
-    under_hint : bool
-        Whether the synset is a hint root or lies below one.
-    lemma_match : bool
-        Whether the word looked up is the synset's first lemma (``dolphin.n.02`` for
-        ``dolphin``, not ``dolphinfish.n.02``, which only lists it as a synonym).
+    See docs/hierarchy.md, `Candidate`.
     """
 
     wnid: str
@@ -150,20 +107,7 @@ class Candidate:
 class Suggestion:
     """The ranked candidates for one class name.
 
-    Attributes
-    ----------
-    name : str
-        The class name as the dataset spells it (``killer+whale``).
-    query : str
-        What was looked up: the normalised name, a compound split (``dining_table``), or the
-        parts of an unknown compound (``tv monitor``).
-    how : str
-        ``"lemma"`` (the normalised name is a WordNet noun), ``"compound"`` (a known noun after
-        splitting a run-together name), ``"parts"`` (the name is unknown; candidates are the
-        senses of its parts: weak, check by hand) or ``"none"`` (nothing found).
-    candidates : tuple of Candidate
-        Best first: synsets under a hint root before others, then synsets whose first lemma is
-        the word looked up, then WordNet's sense order.
+    See docs/hierarchy.md, `Suggestion`.
     """
 
     name: str
@@ -254,24 +198,7 @@ def suggest_wordnet_ids(
     A suggestion is a draft: every row of a committed map is checked by hand (see
     :func:`describe_wordnet_id`).
 
-    Parameters
-    ----------
-    reader : WordNetCorpusReader
-        From :func:`harness.hierarchy.wordnet.open_wordnet`.
-    names : iterable of str
-        Class names as the dataset spells them.
-    hint_roots : sequence of str, default=()
-        WordNet ids (e.g. :data:`AWA_HINT_ROOTS`); synsets at or below one rank first.
-
-    Returns
-    -------
-    list of Suggestion
-        One per name, in input order.
-
-    Raises
-    ------
-    ClassMapError
-        If a hint root is not a WordNet noun id.
+    See docs/hierarchy.md, `suggest_wordnet_ids`.
     """
     try:
         roots = {wnid(synset_of(reader, root)) for root in hint_roots}
@@ -348,22 +275,7 @@ def describe_wordnet_id(reader: WordNetCorpusReader, wordnet_id: str) -> WordNet
 class ClassMapRow:
     """One row of a class map.
 
-    Attributes
-    ----------
-    name : str
-        The class name as the dataset spells it (no whitespace).
-    wnid : str
-        The WordNet 3.0 noun id it maps to.
-    lemma : str
-        That synset's first lemma (checked by :func:`check_class_map`).
-    comment : str, default=""
-        Why this row needed a manual decision (may span lines); empty when the suggestion
-        tool's first candidate was taken as is.
-    broader : bool, default=False
-        WordNet has no synset for the class; ``wnid`` is the narrowest synset containing it.
-    line : int, default=0
-        The line of the row in the file it was read from (0 when not read from a file); not
-        part of equality.
+    See docs/hierarchy.md, `ClassMapRow`.
     """
 
     name: str
@@ -420,7 +332,7 @@ def _check_unique(rows: Sequence[ClassMapRow], source: str, label: str) -> None:
 
 
 def read_class_map_rows(path: str | os.PathLike[str]) -> list[ClassMapRow]:
-    """Read a class map TSV (format in the module docstring), rows in file order.
+    """Read a class map TSV (format in docs/hierarchy.md), rows in file order.
 
     Raises
     ------
@@ -611,23 +523,7 @@ def check_class_map(
     classes of a hierarchy must be mutually exclusive), and, with ``classes``, that the map
     covers exactly those class names.
 
-    Parameters
-    ----------
-    reader : WordNetCorpusReader
-        From :func:`harness.hierarchy.wordnet.open_wordnet`.
-    rows : path or sequence of ClassMapRow
-        A TSV file or rows.
-    classes : sequence of str, default=None
-        The dataset's class names (e.g. the lines of xlsa17's ``allclasses.txt``).
-    exclusive : bool, default=True
-        Refuse an exact row whose synset is a WordNet ancestor of another exact row's. False
-        for a map that only serves the leakage audit (CUB, SUN: no hierarchy is built from
-        it), where a scene ``bridge`` and a ``rope_bridge`` may both be what they are.
-
-    Raises
-    ------
-    ClassMapError
-        Naming the file and line (or ``rows[i]``) of the first bad row and what to do.
+    See docs/hierarchy.md, `check_class_map`.
     """
     items, source = _rows_of(rows)
     synsets = []
@@ -687,22 +583,7 @@ def build_class_map_hierarchy(
     Runs :func:`check_class_map`, then
     :func:`harness.hierarchy.wordnet.build_wordnet_hierarchy` with ``leaves`` = the mapped ids.
 
-    Parameters
-    ----------
-    reader, rows, classes
-        As :func:`check_class_map`.
-    root : str, default=None
-        Keep only this synset and what lies below it. ``None`` (the maps in ``specs/xlsa17``)
-        cuts nothing: the graph is rooted at ``entity.n.01`` and keeps every parent WordNet
-        gives, including those outside the classes' lowest common ancestor (``domestic_animal``
-        above ``dog``).
-
-    Raises
-    ------
-    ClassMapError
-        As :func:`check_class_map`.
-    HierarchyError
-        If a class lies outside ``root``.
+    See docs/hierarchy.md, `build_class_map_hierarchy`.
     """
     items = check_class_map(reader, rows, classes=classes)
     broader = [row for row in items if row.broader]

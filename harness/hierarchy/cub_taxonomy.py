@@ -1,45 +1,9 @@
 """The CUB-200-2011 class taxonomy (Wikispecies: order > family > genus > species) as a Hierarchy.
 
 CUB's 200 bird classes are not all WordNet synsets, so their hierarchy comes from the biological
-taxonomy. It is distributed as three text files in one directory:
+taxonomy. It is distributed as three text files in one directory.
 
-``classes_wikispecies.txt``
-    ``<class number> <scientific name>`` per line, for CUB's classes 1..200 in CUB's class
-    order (``1 Phoebastria nigripes`` is ``001.Black_footed_Albatross``). Most names are
-    species; four classes are genera, the rank CUB's class is identified at (``44 Fregata``,
-    ``92 Chordeiles``, ``103 Sayornis``, ``110 Geococcyx``).
-``hierarchy_wikispecies.txt``
-    The tree as an indented listing: the root (``Aves``) alone on the first line, then one taxon
-    per line, indented by two dashes per level (``-- Procellariiformes``,
-    ``---- Diomedeidae``, ``------ Phoebastria``, ``-------- Phoebastria nigripes``). Some
-    names carry a rank tag: ``Alcae (subord)``, ``Passeroidea (superfam)``,
-    ``Larinae (subfam)``. Blank lines separate orders and mean nothing.
-``cub_wikispecies.parent-child.txt``
-    The same tree as ``<parent id> <child id>`` edges, one per line (382 edges, 383 nodes).
-    **Ids 1..200 are the CUB class numbers** of ``classes_wikispecies.txt`` (they are exactly
-    the leaves). **Ids 201..383 are the 183 higher taxa, numbered in no order the files
-    record**: not the order of the listing (201 is Cuculiformes, 243 the root Aves, 244
-    Procellariiformes), not alphabetical, not first appearance along the classes. No file names
-    them. They are identified here by structure: each higher taxon is the unique node of its
-    parent whose set of descendant classes is the same as that of a listing entry, matched top
-    down from the root (the tree has no two siblings with the same classes, so the match is
-    unique). :func:`cub_parent_child_ids` returns that identification (243 → ``Aves``, 244 →
-    ``Procellariiformes``, 219 → ``Diomedeidae``, 220 → ``Phoebastria``).
-
-:func:`load_cub_taxonomy` builds the hierarchy from the listing (which carries the names) and
-cross-checks it, edge for edge, against the parent-child file; any disagreement is an error.
-
-Node ids
---------
-``cub:<rank>:<name>``, e.g. ``cub:class:Aves``, ``cub:order:Procellariiformes``,
-``cub:family:Diomedeidae``, ``cub:genus:Phoebastria``, ``cub:species:Phoebastria nigripes``.
-Node names are the bare taxon names. Ranks, from the root down: class, order, suborder,
-superfamily, family, subfamily, genus, species. The root is the ``class``; a tagged name takes
-its tag's rank (``subord``, ``superfam``, ``fam``, ``subfam``); otherwise the rank follows the
-name: two or more words → species, ``-formes`` → order, ``-oidea`` → superfamily, ``-idae`` →
-family, ``-inae`` → subfamily, anything else → genus (zoological nomenclature fixes these
-endings). Every child must rank below its parent, which catches a misread line. The ids are
-stable: they depend on names and ranks only, not on line numbers or parent-child ids.
+See docs/hierarchy.md.
 """
 
 from __future__ import annotations
@@ -432,29 +396,9 @@ def _match_taxa(
 
 
 def load_cub_taxonomy(directory: str | os.PathLike[str]) -> tuple[Hierarchy, list[str]]:
-    """Load the CUB-200-2011 Wikispecies taxonomy (file formats and ids in the module docstring).
+    """Load the CUB-200-2011 Wikispecies taxonomy (file formats and ids in docs/hierarchy.md).
 
-    Parameters
-    ----------
-    directory : path
-        The folder holding ``classes_wikispecies.txt``, ``hierarchy_wikispecies.txt`` and
-        ``cub_wikispecies.parent-child.txt``.
-
-    Returns
-    -------
-    hierarchy : Hierarchy
-        A tree rooted at ``cub:class:Aves`` whose leaves are exactly the 200 classes.
-    class_ids : list of str
-        The node id of each CUB class, in CUB class order (class 1 first).
-
-    Raises
-    ------
-    HierarchyError
-        Naming the file and line: a malformed line, a class number outside 1..200 or repeated,
-        a missing class, a bad indentation, an unknown rank tag, a child not ranked below its
-        parent, a repeated taxon, a listing leaf that is not a class, a parent-child file that
-        is not one tree with the classes as its leaves (second parent, cycle, unreachable node),
-        or the two files disagreeing about any edge.
+    See docs/hierarchy.md, `load_cub_taxonomy`.
     """
     where = Path(directory)
     taxa, _, class_taxon, _ = _match(where)
@@ -474,7 +418,7 @@ def cub_parent_child_ids(directory: str | os.PathLike[str]) -> dict[int, str]:
     """Which taxon each id of ``cub_wikispecies.parent-child.txt`` is: ``{id: node id}``.
 
     Ids 1..200 are the classes; ids above are the higher taxa, identified by matching (see the
-    module docstring). Raises as :func:`load_cub_taxonomy`.
+    docs/hierarchy.md). Raises as :func:`load_cub_taxonomy`.
     """
     taxa, _, _, id_to_taxon = _match(Path(directory))
     return {node: taxa[t].node_id for node, t in sorted(id_to_taxon.items())}

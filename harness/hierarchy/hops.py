@@ -1,11 +1,8 @@
-r"""Undirected hop distances on a frozen hierarchy: the one breadth-first search of the harness.
+"""Undirected hop distances on a frozen hierarchy: the one breadth-first search of the harness.
 
-A *hop* is one edge of the hierarchy traversed in either direction (DESIGN, "Hops"). Every hop
-query runs :func:`bfs` on the hierarchy's cached undirected adjacency: the queries here, which
-the :class:`~harness.hierarchy.Hierarchy` methods of the same names call, and the
-:class:`HopBalls` of :meth:`~harness.hierarchy.Hierarchy.hop_balls`. Rows expand level by level,
-all at once and without a visited set; many sources are searched in chunks of bounded memory
-(``docs/hierarchy.md``, "Hops").
+A *hop* is one edge traversed in either direction. Every hop query (here, called by the
+:class:`~harness.hierarchy.Hierarchy` methods of the same names, and :class:`HopBalls`) runs
+:func:`bfs` on the cached undirected adjacency; docs/hierarchy.md ("Hops") derives the search.
 
 >>> from harness.hierarchy import Hierarchy
 >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],

@@ -1,19 +1,9 @@
 """ImageNet's is-a graph (``wordnet.is_a.txt``) as a :class:`~harness.hierarchy.Hierarchy`.
 
 The ImageNet lists directory (``$ZSL_IMAGENET_DIR``, see :mod:`harness.data.class_sets`)
-holds three files this module reads:
+holds three files this module reads.
 
-``wordnet.is_a.txt``
-    ``parent_wnid child_wnid`` per line: the is-a edges.
-``fall11_wnids.txt``
-    The 21,843 ImageNet fall 2011 classes, one wnid per line; every one is a node, also those
-    without an is-a edge.
-``words.txt``
-    ``wnid<TAB>synonyms`` per line, for node names.
-
-The graph is built once per process and directory (:func:`load_isa_hierarchy`); hop splits,
-hop histograms and structural ratios on it run the hierarchy's own hop queries
-(:meth:`~harness.hierarchy.Hierarchy.nearest_hops`).
+See docs/hierarchy.md.
 """
 
 from __future__ import annotations
@@ -110,24 +100,7 @@ def _isa_hierarchy(key: tuple[tuple[str, int, int], ...]) -> Hierarchy:
 def load_isa_hierarchy(directory: str | os.PathLike[str] | None = None) -> Hierarchy:
     """ImageNet's is-a graph: ``wordnet.is_a.txt`` edges plus every 21K wnid as a node.
 
-    Parameters
-    ----------
-    directory : path, default=None
-        The ImageNet lists directory; ``None`` reads ``$ZSL_IMAGENET_DIR``. It must hold
-        ``wordnet.is_a.txt`` (``parent child`` per line), ``fall11_wnids.txt`` and ``words.txt``
-        (``wnid<TAB>synonyms``, for node names).
-
-    Returns
-    -------
-    Hierarchy
-        Built once per process and directory (and rebuilt if a file changes). Fall 2011 wnids
-        without an is-a edge (6 on the shared lists, among them GOZ's ``n09450163`` "sun") are
-        nodes without edges.
-
-    Raises
-    ------
-    SpecError
-        If the directory or a file is missing, or naming the first malformed line.
+    See docs/hierarchy.md, `load_isa_hierarchy`.
     """
     from harness.data.class_sets import imagenet_lists_dir
 

@@ -5,32 +5,7 @@ Nodes are noun synsets, named by WordNet ids in ImageNet's convention: ``"n"`` a
 hypernym → hyponym links, counting instance hypernyms (``Mars`` is an instance of ``planet``) as
 parents too. WordNet gives many synsets several hypernyms, so the result is a DAG.
 
-Finding the database
---------------------
-:func:`open_wordnet` takes the first of:
-
-1. its ``dict_dir`` argument;
-2. the environment variable ``ZSL_WORDNET_DIR``;
-3. NLTK's own data (``nltk.download('wordnet')``).
-
-A dict directory needs the ``lexnames`` file that NLTK's reader reads first. Debian's
-``wordnet-base`` package (``/usr/share/wordnet``) leaves it out; give one with the ``lexnames``
-argument or ``ZSL_WORDNET_LEXNAMES``. The reader then reads an *overlay*: a private temporary
-directory (mode 0700) holding copies of the dictionary's files plus that ``lexnames``. They are
-copies, not symlinks, because NLTK's path sandbox (``nltk.pathsec``) resolves links and refuses a
-file outside the corpus directory. One overlay is made per (dictionary, lexnames) pair and kept
-for the life of the process, since the reader opens data files lazily; it is removed at exit.
-
-Two concessions to NLTK, both scoped to the directory being read:
-
-- NLTK only opens corpora under a directory on ``nltk.data.path``; :func:`open_wordnet` appends
-  the directory it reads (once), which is NLTK's documented way to admit a corpus elsewhere.
-- NLTK's reader constructor otherwise loads NLTK's *own* ``wordnet`` corpus to build a sense map
-  used only for multilingual (OMW) lookups, so reading another copy of 3.0 would still demand
-  ``nltk.download('wordnet')``. The reader returned here skips that map (``map_wn``), which this
-  module never needs.
-
-Readers are cached per directory: opening the same database twice returns the same reader.
+See docs/hierarchy.md.
 """
 
 from __future__ import annotations
@@ -161,25 +136,7 @@ def open_wordnet(
 ) -> WordNetCorpusReader:
     """Open a WordNet 3.0 database with NLTK.
 
-    Parameters
-    ----------
-    dict_dir : path, default=None
-        A WordNet dict directory (``data.noun``, ``index.noun``, ...). ``None`` falls back to
-        ``$ZSL_WORDNET_DIR``, then to NLTK's own data.
-    lexnames : path, default=None
-        A WordNet 3.0 ``lexnames`` file, used when ``dict_dir`` lacks one. ``None`` falls back to
-        ``$ZSL_WORDNET_LEXNAMES``.
-
-    Returns
-    -------
-    nltk.corpus.reader.wordnet.WordNetCorpusReader
-        A reader of WordNet 3.0 (cached per directory).
-
-    Raises
-    ------
-    HierarchyError
-        When no database is found (saying what to install or set), when the directory lacks
-        ``lexnames`` and none is given, or when the database is not WordNet 3.0.
+    See docs/hierarchy.md, `open_wordnet`.
     """
     chosen = dict_dir if dict_dir is not None else os.environ.get(ENV_DIR) or None
     if chosen is None:
@@ -386,29 +343,7 @@ def build_wordnet_hierarchy(
 ) -> Hierarchy:
     """Freeze a WordNet noun subgraph.
 
-    Parameters
-    ----------
-    reader : WordNetCorpusReader
-        From :func:`open_wordnet`.
-    root : str, default=None
-        A WordNet id. With ``leaves``: keep only nodes that are the root or below it. Alone: the
-        whole hyponym closure of the root (hyponyms and instance hyponyms).
-    leaves : sequence of str, default=None
-        The classes, as WordNet ids. The result holds every hypernym path of every class
-        (hypernyms and instance hypernyms), and its leaves are exactly these classes.
-
-    Returns
-    -------
-    Hierarchy
-        Named by each synset's first lemma (``_`` → space), with ``source`` =
-        ``"WordNet 3.0 via NLTK <version>"``.
-
-    Raises
-    ------
-    HierarchyError
-        If neither argument is given, an id is malformed, unknown or repeated, one class is an
-        ancestor of another (classes must be mutually exclusive), or a class lies outside
-        ``root``.
+    See docs/hierarchy.md, `build_wordnet_hierarchy`.
     """
     if root is None and leaves is None:
         raise HierarchyError("give root, leaves, or both, to choose the WordNet subgraph")

@@ -9,17 +9,7 @@ run time), and a non-root user (uid :data:`CONTAINER_UID`). Its labels say the h
 the requirements and a digest of all of that (:data:`~harness.images.engine.LABEL_INPUTS`): an
 image already built from the same inputs is not built again.
 
-Two ways to build it:
-
-- with a registry (:func:`build_online`): ``ENGINE build`` on the package's ``Containerfile``
-  from a slim Python base (``python:3.11-slim``; ``--gpu``: the same base with PyPI's CUDA build
-  of torch, which carries the CUDA runtime; ``--base-image`` for any other);
-- offline (``--rootfs DIR``, :mod:`harness.images.rootfs`): from a Debian root file system made
-  with debootstrap, the Python packages installed into it by this machine's pip, imported as
-  one layer with ``ENGINE import``.
-
-The default tags are :func:`harness.submission.package.default_worker_image`'s: the image a
-package that names none runs in.
+See docs/images.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """The offline image build (``zsl image build --rootfs DIR``): no registry, no ``ENGINE build``.
 
-1. The base: a Debian root file system with Python in ``DIR``. When ``DIR`` is missing or empty
-   the harness makes it, ``debootstrap --variant=minbase --include=python3,python-is-python3
-   bookworm DIR`` (root, about a minute, needs a Debian mirror or ``--mirror``); any other
-   folder holding ``usr/bin/python3`` of the same Python minor version as this harness's
-   (bookworm's is 3.11) serves as is. The base is never written to.
-2. The tree: a copy of the base with the harness (from its source tree) and the requirements
-   installed into ``/usr/local/lib/python3.X/dist-packages`` by this machine's pip under the
-   harness's pins (``pip install --target``: the same wheels as the harness's own environment,
-   hence an interpreter of the same minor version), every module compiled (``unchecked-hash``
-   byte-code: valid whatever the files' times), the worker user in ``/etc/passwd``, documentation,
-   locales and apt's caches left out. Trees are cached under ``ZSL_HOME/images/rootfs/<digest>``
-   (the digest of every input, :meth:`BuildInputs.digest`), the :data:`KEEP` newest kept.
-3. The image: ``tar -C TREE -c . | ENGINE import --change USER … --change WORKDIR /out - TAG``.
+See docs/images.md.
 """
 
 from __future__ import annotations
@@ -241,7 +229,7 @@ def import_tree(engine: str, tree: Path, tag: str, labels: dict[str, str]) -> No
 def build_offline(
     engine: str, inputs: BuildInputs, base: Path, tag: str, *, quiet: bool = False
 ) -> None:
-    """The offline build, steps 1-3 of the module docstring."""
+    """The offline build, steps 1-3 of docs/images.md."""
     if not base.exists() or (base.is_dir() and not any(base.iterdir())):
         make_base(base)
     identity = base_identity(base)

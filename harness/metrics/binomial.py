@@ -27,25 +27,10 @@ def clopper_pearson_lower_bounds(n: int, *, confidence: float = 0.95) -> FloatAr
     Entry ``k`` is :math:`\underline{\theta}(k, n)` of :func:`clopper_pearson_lower`, for
     ``k = 0, ..., n``, computed in one vectorized call.
 
-    Parameters
-    ----------
-    n, confidence
-        As :func:`clopper_pearson_lower`.
-
-    Returns
-    -------
-    lower : ndarray of float64 of shape (n + 1,)
-        Non-decreasing in k, from exactly 0 at k = 0 to below 1 at k = n.
-
-    Raises
-    ------
-    MetricError
-        If ``n`` is not an integer >= 1 or ``confidence`` is not in (0, 1).
-
-    Examples
-    --------
     >>> clopper_pearson_lower_bounds(2, confidence=0.75).round(4).tolist()
     [0.0, 0.134, 0.5]
+
+    See docs/metrics/binomial.md, `clopper_pearson_lower_bounds`.
     """
     checked_n = check_integer(n, "n", low=1)
     checked_confidence = check_scalar(confidence, "confidence", low=0, high=1, closed="neither")
@@ -56,54 +41,12 @@ def clopper_pearson_lower_bounds(n: int, *, confidence: float = 0.95) -> FloatAr
 
 
 def clopper_pearson_lower(successes: int, n: int, *, confidence: float = 0.95) -> float:
-    r"""One-sided Clopper-Pearson lower confidence bound of a binomial proportion.
-
-    .. math::
-
-        \underline{\theta}(k, n) = \begin{cases}
-            0 & k = 0 \\
-            B^{-1}(1 - \mathrm{confidence};\; k,\; n - k + 1) & k > 0
-        \end{cases}
-
-    with :math:`B^{-1}(q; a, b)` the quantile of the Beta(a, b) distribution: the proportion
-    :math:`\theta` is at least :math:`\underline{\theta}` with probability ``confidence``.
-
-    Parameters
-    ----------
-    successes : int
-        Number of successes :math:`k`, ``0 <= k <= n``.
-    n : int
-        Number of trials, at least 1.
-    confidence : float, default=0.95
-        One-sided confidence level in (0, 1).
-
-    Returns
-    -------
-    lower : float in [0, 1)
-
-    Raises
-    ------
-    MetricError
-        If ``n`` < 1, ``successes`` is outside ``[0, n]``, either is not an integer, or
-        ``confidence`` is not in (0, 1).
-
-    Notes
-    -----
-    Equals ``scipy.stats.binomtest(k, n, alternative="greater").proportion_ci(confidence,
-    method="exact").low``. It is exact (conservative): the coverage is at least ``confidence``
-    for every true proportion.
-
-    References
-    ----------
-    .. [1] C. J. Clopper, E. S. Pearson, "The use of confidence or fiducial limits illustrated in
-       the case of the binomial", Biometrika 26(4), 1934.
-
-    Examples
-    --------
-    With every one of 10 trials a success the bound solves :math:`\theta^{10} = 0.05`:
+    """One-sided Clopper-Pearson lower confidence bound of a binomial proportion.
 
     >>> round(clopper_pearson_lower(10, 10), 6), round(0.05 ** (1 / 10), 6)
     (0.741134, 0.741134)
+
+    See docs/metrics/binomial.md, `clopper_pearson_lower`.
     """
     checked_confidence = check_scalar(confidence, "confidence", low=0, high=1, closed="neither")
     checked_n = check_integer(n, "n", low=1)

@@ -1,35 +1,6 @@
-r"""Bootstrap intervals of decomposed scores: resampling schemes, replicates, percentile intervals.
+"""Bootstrap intervals of decomposed scores: resampling schemes, replicates, percentile intervals.
 
-Resampling schemes
-------------------
-``"images_within_class"`` (the DEFAULT) resamples the images of each class with replacement,
-keeping every class size. The classes of a benchmark are its fixed design: they are chosen by
-the benchmark authors, and a result is a statement about *these* classes. The test images are
-the sample: another draw of images of the same classes would give another score. So the interval
-answers "how much would the score move with other test images of the same classes?". Per class
-the resample counts are multinomial; when the values are 0/1 (a single column), the class's
-resampled number of hits is exactly Binomial(:math:`n_c`, :math:`\hat p_c`), one draw per class,
-which is the fast path.
-
-``"classes"`` resamples the classes with replacement within each group (keeping the number of
-classes per group) and keeps all images of each drawn class: class multiplicities are
-multinomial and the reduction becomes a weighted mean of per-class means. Use it to ask how much
-the score depends on *which* classes a benchmark picked (the interval is much wider). The paired
-class-level tests between stored runs (:mod:`harness.metrics.comparison`) use the same draws.
-
-Classes without images are excluded (as in :mod:`harness.metrics.flat`) and reported by
-:attr:`~harness.metrics.decomposition.Decomposition.excluded_classes`; they are never resampled.
-
-Determinism
------------
-Every draw comes from ``np.random.Generator(np.random.PCG64(seed))``, so the same inputs and seed
-give the same samples on every machine. In the general (non-binary) path, sample ``b`` resamples
-image position ``p`` of class ``c`` (images sorted by group, then class, then index) as
-``start_c + floor(u_bp * n_c)`` with ``u`` drawn as one row-major ``[n_boot, n_images]`` array of
-uniform doubles (in row chunks; chunking does not change the stream). The ``"classes"`` scheme
-draws ``[n_boot, n_present_classes]`` uniforms the same way, slot ``s`` of group ``g`` taking the
-``floor(u * K_g)``-th class of that group. :func:`bootstrap_recompute` uses the same draws, so
-with a reducing ``fn`` it reproduces :func:`bootstrap_samples` exactly (binary fast path off).
+See docs/metrics/bootstrap.md.
 """
 
 from __future__ import annotations
@@ -149,69 +120,7 @@ def bootstrap_samples(
 ) -> FloatArray:
     r"""Bootstrap replicates of a decomposition's value.
 
-    Scheme ``"images_within_class"`` (default): for each class :math:`c` with :math:`n_c`
-    images, multinomial resample counts :math:`N_{bi}` with :math:`\sum_{i \in I_c} N_{bi} =
-    n_c`, so the resampled class mean is :math:`\bar v^{*}_{bc} = \frac{1}{n_c} \sum_{i \in
-    I_c} N_{bi} v_i`. Scheme ``"classes"``: within each group :math:`g` of :math:`K_g` classes,
-    multinomial class multiplicities :math:`W_{bc}` with :math:`\sum_{c \in g} W_{bc} = K_g`,
-    and the reduction weighs each class mean by :math:`W_{bc}`:
-
-    .. math::
-
-        \text{class\_mean}^{*}_b = \frac{\sum_c W_{bc} \bar v_c}{\sum_c W_{bc}}, \qquad
-        \text{image\_mean}^{*}_b = \frac{\sum_c W_{bc}\, n_c \bar v_c}{\sum_c W_{bc}\, n_c}
-
-    (and group-wise class means for the harmonic mean).
-
-    Parameters
-    ----------
-    decomp : Decomposition
-    scheme : {"images_within_class", "classes"}, default="images_within_class"
-        What is resampled (module docstring).
-    n_boot : int, default=1000
-        Number of bootstrap replicates, >= 1.
-    seed : int, default=0
-        Seed of ``np.random.Generator(np.random.PCG64(seed))``; same seed, same samples.
-    binary_fast_path : bool, default=True
-        For 1D 0/1 values and ``"images_within_class"``, draw each class's resampled hits as
-        Binomial(:math:`n_c`, :math:`\hat p_c`) (exact, ``n_boot x n_classes`` draws) instead
-        of resampling every image. False forces the general path (same distribution, other
-        draws).
-
-    Returns
-    -------
-    samples : ndarray of float of shape (n_boot,) or (n_boot, m)
-        One replicate per row; ``(n_boot, m)`` for 2D values.
-
-    Raises
-    ------
-    MetricError
-        On a bad ``scheme``, ``n_boot`` or ``seed``, or when the decomposition cannot be reduced
-        (see :func:`point_estimate`).
-
-    Notes
-    -----
-    Vectorized over images and replicates; replicates are produced in row chunks so that at most
-    about ``CHUNK_ELEMENTS`` draws (and class sums) are held at once. A replicate of a
-    class or image mean lies within ``[min(values), max(values)]``. Classes without images are
-    excluded. The bootstrap itself is Efron's [1]_; the stratified (within-class) variant keeps
-    the benchmark's class design fixed.
-
-    References
-    ----------
-    .. [1] B. Efron, R. J. Tibshirani, "An Introduction to the Bootstrap", Chapman & Hall, 1993,
-       Ch. 6 and 13.
-
-    Examples
-    --------
-    Class 0 has values 0 and 1, class 1 values 1 and 1. A resample of class 0 has mean 0, 1/2
-    or 1 (with probabilities 1/4, 1/2, 1/4); class 1 always has mean 1. So every replicate of
-    the class mean is (m0 + 1) / 2, one of 0.5, 0.75, 1:
-
-    >>> d = Decomposition(values=[0, 1, 1, 1], classes=[0, 0, 1, 1], n_classes=2)
-    >>> samples = bootstrap_samples(d, n_boot=200, seed=0)
-    >>> samples.shape, sorted(set(samples.tolist()))
-    ((200,), [0.5, 0.75, 1.0])
+    See docs/metrics/bootstrap.md, `bootstrap_samples`.
     """
     scheme_ = check_choice(scheme, "scheme", SCHEMES)
     n_boot_ = check_integer(n_boot, "n_boot", low=1)
@@ -256,54 +165,11 @@ def bootstrap_recompute(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> FloatArray:
-    r"""Bootstrap replicates of any metric, by recomputing it on resampled image indices.
+    """Bootstrap replicates of any metric, by recomputing it on resampled image indices.
 
     The slow, general path for metrics that are not a :class:`Decomposition` (one call of
     ``fn`` per replicate). Replicate ``b`` calls ``fn(idx_b)`` where ``idx_b`` holds image
-    indices into the test set:
-
-    - ``"images_within_class"``: each class's images resampled with replacement (class sizes
-      kept); ``idx_b`` is grouped by class;
-    - ``"classes"``: classes resampled with replacement within each group, and all images of
-      each drawn class taken; a class drawn twice has its images twice in ``idx_b``.
-
-    Parameters
-    ----------
-    fn : callable
-        ``fn(indices) -> float`` (or a 1D array of fixed length) recomputing the metric on the
-        images ``indices`` (an int64 array, repeats allowed).
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    n_classes : int
-        Number of classes (candidate columns).
-    groups : array-like of int of shape (n_classes,), default=None
-        Group id per class for the ``"classes"`` scheme; None: one group.
-    scheme : {"images_within_class", "classes"}, default="images_within_class"
-    n_boot : int, default=1000
-    seed : int, default=0
-
-    Returns
-    -------
-    samples : ndarray of float of shape (n_boot,) or (n_boot, m)
-
-    Raises
-    ------
-    MetricError
-        On malformed inputs or options, or when ``fn`` returns a non-finite value or a value of
-        changing shape (naming the replicate).
-
-    Notes
-    -----
-    The draws are those of :func:`bootstrap_samples` (general path), so a ``fn`` that reduces
-    like a decomposition reproduces its samples exactly. Under ``"classes"`` a repeated class
-    appears as repeated images: a class-mean ``fn`` that groups ``y_true[indices]`` by class
-    counts it once, unlike the multiplicity weighting of :func:`bootstrap_samples`; an
-    image-mean ``fn`` agrees with it.
-
-    Examples
-    --------
-    The mean of the resampled images of a single class with values 0, 1, 2: every replicate is
-    a mean of three draws from {0, 1, 2}, so it is a multiple of 1/3 in [0, 2]:
+    indices into the test set.
 
     >>> values = np.array([0.0, 1.0, 2.0])
     >>> samples = bootstrap_recompute(lambda idx: values[idx].mean(), [0, 0, 0], n_classes=1,
@@ -311,6 +177,8 @@ def bootstrap_recompute(
     >>> bool(np.all((samples >= 0) & (samples <= 2))), bool(np.allclose(samples * 3,
     ...                                                     np.round(samples * 3)))
     (True, True)
+
+    See docs/metrics/bootstrap.md, `bootstrap_recompute`.
     """
     if not callable(fn):
         raise MetricError(f"Expected `fn` to be callable, but got {type(fn).__name__}.")
@@ -365,39 +233,10 @@ def confidence_interval(
 ) -> tuple[float, float] | tuple[FloatArray, FloatArray]:
     r"""Percentile bootstrap interval: the :math:`(1 \mp \text{level}) / 2` quantiles.
 
-    .. math::
-
-        [\,\mathrm{lo}, \mathrm{hi}\,] = \big[\, q_{(1 - \ell)/2}(\theta^{*}),\;
-        q_{(1 + \ell)/2}(\theta^{*}) \,\big]
-
-    with :math:`q` numpy's default (linear) quantile over the replicates :math:`\theta^{*}`.
-
-    Parameters
-    ----------
-    samples : array-like of float of shape (n_boot,) or (n_boot, m)
-    level : float in (0, 1), default=0.95
-
-    Returns
-    -------
-    lo, hi : floats, or arrays of shape (m,) for 2D samples
-        ``lo <= hi``. The point estimate need not lie inside (percentile intervals of skewed
-        statistics, e.g. near 0 or 1, can exclude it).
-
-    Raises
-    ------
-    MetricError
-        If ``samples`` is empty, not finite or not 1D/2D, or ``level`` is not in (0, 1).
-
-    References
-    ----------
-    .. [1] B. Efron, R. J. Tibshirani, "An Introduction to the Bootstrap", 1993, Ch. 13.
-
-    Examples
-    --------
-    The 50% interval of 0, 1, ..., 100 runs from the 25% to the 75% quantile:
-
     >>> confidence_interval(np.arange(101.0), level=0.5)
     (25.0, 75.0)
+
+    See docs/metrics/bootstrap.md, `confidence_interval`.
     """
     array = check_real_rows(samples, "samples")
     if array.shape[0] == 0:
@@ -452,32 +291,12 @@ def bootstrap_interval(
 
     :func:`point_estimate` with the :func:`confidence_interval` of :func:`bootstrap_samples`.
 
-    Parameters
-    ----------
-    decomp, scheme, n_boot, seed
-        As :func:`bootstrap_samples` (binary fast path on).
-    level : float in (0, 1), default=0.95
-
-    Returns
-    -------
-    interval : BootstrapInterval
-        ``value``, ``lo``, ``hi`` (floats, or tuples of m floats for 2D values), ``scheme``,
-        ``n_boot``, ``seed``, ``level`` and ``excluded_classes`` (class columns without
-        images).
-
-    Raises
-    ------
-    MetricError
-        As :func:`bootstrap_samples` and :func:`confidence_interval`.
-
-    Examples
-    --------
-    Every image correct: every replicate is 1, so is the interval:
-
     >>> d = Decomposition(values=[1, 1, 1], classes=[0, 1, 1], n_classes=2)
     >>> ci = bootstrap_interval(d, n_boot=100)
     >>> ci.value, ci.lo, ci.hi, ci.scheme
     (1.0, 1.0, 1.0, 'images_within_class')
+
+    See docs/metrics/bootstrap.md, `bootstrap_interval`.
     """
     level_ = _level(level)
     value = point_estimate(decomp)

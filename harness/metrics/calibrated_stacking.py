@@ -1,70 +1,9 @@
 r"""Calibrated stacking for GZSL: the exact seen-unseen accuracy curve, AUSUC and choosing gamma.
 
 Calibrated stacking (Chao et al., ECCV 2016) counters the bias of GZSL models towards seen
-classes by subtracting a constant :math:`\gamma` from every seen-class score before the argmax:
+classes by subtracting a constant :math:`\gamma` from every seen-class score before the argmax.
 
-.. math::
-
-    \hat y_i(\gamma) = \operatorname*{arg\,max}_{c \in S \cup U}
-        \big( s_{ic} - \gamma\, [c \in S] \big)
-
-Seen accuracy, unseen accuracy and H then follow the GZSL protocol of
-:mod:`harness.metrics.gzsl` (per-class means over the seen, resp. unseen, classes with test
-images, predictions over all candidates, H = 0 when either accuracy is 0).
-
-The margin decomposition
-------------------------
-Write :math:`m^S_i = \max_{c \in S} s_{ic}` and :math:`m^U_i = \max_{c \in U} s_{ic}`, and call
-image i *group-correct* when its true class scores strictly above every other class of its own
-group (seen or unseen). Under the flat tie policy (ties count against the true class) image i is
-correct at :math:`\gamma` exactly when it is group-correct and its group wins:
-
-.. math::
-
-    \mathrm{correct}_i(\gamma) = \mathrm{gc}_i \cdot \begin{cases}
-        [\gamma < g_i] & y_i \in S \\
-        [\gamma > g_i] & y_i \in U
-    \end{cases}
-    \qquad\text{with the margin}\qquad g_i = m^S_i - m^U_i .
-
-So each image switches at most once, at its margin :math:`g_i`, and the whole curve over
-:math:`\gamma` follows from sorting the margins of the group-correct images. Every function here
-decides correctness through this decomposition (margins computed in float64), never by
-subtracting :math:`\gamma` from the scores: in exact arithmetic the two agree, and the
-decomposition keeps the curve, :func:`select_gamma` and the point evaluations consistent to the
-bit, and stays exact for huge :math:`|\gamma|` where ``scores - gamma`` would round every seen
-score to the same value.
-
-Breakpoints
------------
-The curve is piecewise constant on the open intervals between consecutive *breakpoints*, the
-distinct margins of group-correct images. At a breakpoint :math:`\gamma = b` the best seen and
-best unseen scores of every image with :math:`g_i = b` tie, and ties count against the true
-class, so all those images are wrong: the seen accuracy there equals its value on the interval
-to the right of :math:`b` and the unseen accuracy its value on the interval to the left, both the
-smaller of the two neighbouring values. A breakpoint is therefore never better than either
-neighbouring interval, which is why the curve reports the intervals only. Images that are not
-group-correct never count, so their margins are not breakpoints: consecutive intervals of the
-curve always differ.
-
-Worked example (used in the doctests below)
--------------------------------------------
-Columns 0 and 1 are seen, column 2 unseen; one image per row, every image group-correct.
-
-===== ===== ============= ============== =========================
-image true  scores        margin g_i     correct when
-===== ===== ============= ============== =========================
-0     0     [3, 1, 0]     3 - 0 = 3      :math:`\gamma < 3`
-1     1     [0, 2, 1]     2 - 1 = 1      :math:`\gamma < 1`
-2     2     [2, 0, 1]     2 - 1 = 1      :math:`\gamma > 1`
-3     2     [1, 0, 0.5]   1 - 0.5 = 0.5  :math:`\gamma > 0.5`
-===== ===== ============= ============== =========================
-
-Seen accuracy is the mean over classes 0 and 1 (one image each), unseen accuracy the fraction of
-class 2's two images that are right. Breakpoints 0.5, 1, 3 give four intervals:
-:math:`(-\infty, 0.5)`: S = 1, U = 0; :math:`(0.5, 1)`: S = 1, U = 1/2;
-:math:`(1, 3)`: S = 1/2, U = 1; :math:`(3, \infty)`: S = 0, U = 1.
-At :math:`\gamma = 1` images 1 and 2 are both wrong: S = 1/2 (right of 1), U = 1/2 (left of 1).
+See docs/metrics/calibrated-stacking.md.
 """
 
 from __future__ import annotations
@@ -126,25 +65,13 @@ _CRITERIA = ("harmonic_mean",)
 
 @dataclass(frozen=True, eq=False)
 class SeenUnseenCurve:
-    r"""The seen-unseen accuracy curve of calibrated stacking: one value per open gamma interval.
+    """The seen-unseen accuracy curve of calibrated stacking: one value per open gamma interval.
 
     Built by :func:`calibrated_stacking_curve`; a curve built by hand is checked on construction
     (so :func:`area_under_seen_unseen_curve` may trust it). The arrays are read-only float64
     copies.
 
-    Attributes
-    ----------
-    gamma : ndarray of float64 of shape (m + 2,)
-        The interval edges :math:`[-\infty, b_1, \dots, b_m, +\infty]`, sorted.
-    seen_accuracy, unseen_accuracy, harmonic_mean : ndarray of float64 of shape (m + 1,)
-        The values on each open interval ``(gamma[j], gamma[j + 1])``, in [0, 1]; seen accuracy
-        non-increasing, unseen accuracy non-decreasing in gamma.
-
-    Raises
-    ------
-    MetricError
-        If an accuracy array is empty, not 1D real, outside [0, 1], not monotone, or the four
-        arrays disagree in length (the message names the field and the first bad position).
+    See docs/metrics/calibrated-stacking.md, `SeenUnseenCurve`.
     """
 
     gamma: FloatArray
@@ -279,7 +206,10 @@ def _correct_checked(
     seen: BoolArray,
     gamma: float,
 ) -> BoolArray:
-    """Per-image correctness at ``gamma`` from the margin decomposition (module docstring)."""
+    """Per-image correctness at ``gamma`` from the margin decomposition.
+
+    See docs/metrics/calibrated-stacking.md.
+    """
     image_seen = seen[y_true]
     wins = np.where(image_seen, gamma < margin, gamma > margin)
     result: BoolArray = group_correct & wins
@@ -305,57 +235,15 @@ def _harmonic_mean_array(seen: FloatArray, unseen: FloatArray) -> FloatArray:
 def stacking_margins(
     y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike
 ) -> tuple[FloatArray, BoolArray]:
-    r"""Per-image margins and group-correctness: the sufficient statistics of calibrated stacking.
-
-    .. math::
-
-        g_i = \max_{c \in S} s_{ic} - \max_{c \in U} s_{ic}, \qquad
-        \mathrm{gc}_i = \big[\, s_{i y_i} > s_{ic} \ \ \forall c \ne y_i
-            \text{ in the group of } y_i \,\big]
-
-    Compute them once and resample images by indexing ``y_true``, ``margin`` and
-    ``group_correct`` together (see :func:`calibrated_stacking_curve_from_margins`): that is how
-    a bootstrap recomputes the curve or AUSUC without touching the score matrix again.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each test image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores over all candidates, higher is better.
-    seen : array-like of bool of shape (n_candidates,)
-        True for seen (training) columns; both kinds must be present.
-
-    Returns
-    -------
-    margin : ndarray of float64 of shape (n_images,)
-        :math:`g_i`; a seen image is right for :math:`\gamma < g_i`, an unseen one for
-        :math:`\gamma > g_i` (when group-correct).
-    group_correct : ndarray of bool of shape (n_images,)
-        Whether the true class beats every other class of its own group strictly (a tie within
-        the group makes the image wrong for every :math:`\gamma`).
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range,
-        ``seen`` not a bool mask with seen and unseen columns), or a margin overflows float64.
-
-    Notes
-    -----
-    Rows are processed in chunks of bounded size. Margins are computed in float64 (a difference
-    of two float32 scores is then exact unless their exponents differ widely).
-
-    Examples
-    --------
-    Image 0: best seen 3, best unseen 0, margin 3. Image 1 (true class 1) ties with seen class 0
-    at 2, so it is not group-correct:
+    """Per-image margins and group-correctness: the sufficient statistics of calibrated stacking.
 
     >>> margin, group_correct = stacking_margins(
     ...     [0, 1], [[3.0, 1.0, 0.0], [2.0, 2.0, 1.0]], seen=[True, True, False]
     ... )
     >>> margin, group_correct
     (array([3., 1.]), array([ True, False]))
+
+    See docs/metrics/calibrated-stacking.md, `stacking_margins`.
     """
     _, _, margin, group_correct = _checked_margins(y_true, scores, seen)
     return margin, group_correct
@@ -373,37 +261,13 @@ def calibrated_stacking_curve_from_margins(
     The fast path for resampling: index ``y_true``, ``margin`` and ``group_correct`` with the
     same image indices and call this; the cost is one sort of the group-correct margins.
 
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class, in ``[0, len(seen))``.
-    margin : array-like of float of shape (n_images,)
-        Finite margins :math:`g_i` from :func:`stacking_margins`.
-    group_correct : array-like of bool of shape (n_images,)
-        Group-correctness from :func:`stacking_margins`.
-    seen : array-like of bool of shape (n_candidates,)
-        True for seen columns; both kinds must be present.
-
-    Returns
-    -------
-    curve : SeenUnseenCurve
-        As :func:`calibrated_stacking_curve`.
-
-    Raises
-    ------
-    MetricError
-        If an input is malformed or of the wrong length, a margin is not finite, or no seen (or
-        no unseen) class has an image.
-
-    Examples
-    --------
-    The worked example of the module docstring, from its margins:
-
     >>> curve = calibrated_stacking_curve_from_margins(
     ...     [0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4, seen=[True, True, False]
     ... )
     >>> curve.gamma, curve.seen_accuracy
     (array([-inf,  0.5,  1. ,  3. ,  inf]), array([1. , 1. , 0.5, 0. ]))
+
+    See docs/metrics/calibrated-stacking.md, `calibrated_stacking_curve_from_margins`.
     """
     seen_mask = check_seen(seen, None)
     n_candidates = seen_mask.shape[0]
@@ -455,82 +319,7 @@ def calibrated_stacking_curve(
 ) -> SeenUnseenCurve:
     r"""The exact seen-unseen accuracy curve of calibrated stacking over every :math:`\gamma`.
 
-    With :math:`b_1 < \dots < b_m` the breakpoints (distinct margins of group-correct images,
-    module docstring), :math:`b_0 = -\infty` and :math:`b_{m+1} = +\infty`, the value on the
-    open interval :math:`(b_j, b_{j+1})`, :math:`j = 0, \dots, m`, is
-
-    .. math::
-
-        \mathrm{acc}_S^{(j)} = \frac{1}{|S'|} \sum_{c \in S'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{gc}_i\, [g_i > b_j], \qquad
-        \mathrm{acc}_U^{(j)} = \frac{1}{|U'|} \sum_{c \in U'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{gc}_i\, [g_i < b_{j+1}]
-
-    and :math:`H^{(j)}` their harmonic mean (0 when either is 0), where :math:`S'`, :math:`U'`
-    keep the seen, resp. unseen, classes with test images.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each test image's true class (seen and unseen images together).
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores over all candidates, higher is better.
-    seen : array-like of bool of shape (n_candidates,)
-        True for seen (training) columns, False for unseen ones; both kinds must be present.
-
-    Returns
-    -------
-    curve : SeenUnseenCurve
-        ``gamma`` of shape (m + 2,): the interval edges :math:`[-\infty, b_1, \dots, b_m,
-        +\infty]`, sorted, distinct; ``seen_accuracy``, ``unseen_accuracy``, ``harmonic_mean``
-        of shape (m + 1,): the value on each open interval ``(gamma[j], gamma[j + 1])``, all in
-        [0, 1]. Seen accuracy is non-increasing and unseen accuracy non-decreasing in
-        :math:`\gamma`; ``unseen_accuracy[0]`` and ``seen_accuracy[-1]`` are exactly 0.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range,
-        ``seen`` not a bool mask with seen and unseen columns), a margin overflows float64, or
-        no seen (or no unseen) class has a test image.
-
-    Notes
-    -----
-    At a breakpoint itself the images whose margin equals it are all wrong (a tie between their
-    best seen and best unseen class), so the accuracies there are ``seen_accuracy[j]`` and
-    ``unseen_accuracy[j - 1]`` for ``gamma[j]``: never better than either neighbour. Images
-    with equal margins switch together. A tie of the true class with another class of its own
-    group makes the image wrong for every :math:`\gamma`; such images add no breakpoint.
-    ``seen_accuracy[0]`` is the seen accuracy with only seen candidates, ``unseen_accuracy[-1]``
-    the unseen accuracy with only unseen candidates (the ZSL accuracy).
-
-    The curve is exact: it is built from the sorted margins, not sampled on a grid as in [1]_.
-    Its two end edges are infinite; a JSON writer that refuses ``Infinity`` should store
-    ``gamma[1:-1]``. Cost: one pass over the scores, then a sort of at most ``n_images``
-    margins.
-
-    References
-    ----------
-    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
-       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
-
-    Examples
-    --------
-    The worked example of the module docstring:
-
-    >>> y_true = [0, 1, 2, 2]
-    >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
-    >>> curve = calibrated_stacking_curve(y_true, scores, seen=[True, True, False])
-    >>> curve.gamma
-    array([-inf,  0.5,  1. ,  3. ,  inf])
-    >>> curve.seen_accuracy, curve.unseen_accuracy
-    (array([1. , 1. , 0.5, 0. ]), array([0. , 0.5, 1. , 1. ]))
-
-    H on :math:`(0.5, 1)` is :math:`2 \cdot 1 \cdot 0.5 / 1.5 = 2/3`, and likewise on
-    :math:`(1, 3)`:
-
-    >>> curve.harmonic_mean.round(4)
-    array([0.    , 0.6667, 0.6667, 0.    ])
+    See docs/metrics/calibrated-stacking.md, `calibrated_stacking_curve`.
     """
     checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
     return calibrated_stacking_curve_from_margins(checked_y, margin, group_correct, seen=seen_mask)
@@ -539,58 +328,7 @@ def calibrated_stacking_curve(
 def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
     r"""Area under the seen-unseen accuracy curve (AUSUC) of calibrated stacking.
 
-    The operating points :math:`(U_j, S_j) = (\mathrm{acc}_U^{(j)}, \mathrm{acc}_S^{(j)})`,
-    :math:`j = 0, \dots, m`, run from :math:`(0, S_0)` at :math:`\gamma = -\infty` to
-    :math:`(U_m, 0)` at :math:`\gamma = +\infty`; consecutive points are joined by straight
-    segments (trapezoid rule):
-
-    .. math::
-
-        \mathrm{AUSUC} = \sum_{j=0}^{m-1} (U_{j+1} - U_j)\, \frac{S_j + S_{j+1}}{2}
-
-    Parameters
-    ----------
-    curve : SeenUnseenCurve
-        The result of :func:`calibrated_stacking_curve` (or one built by hand, checked when
-        built); only ``seen_accuracy`` and ``unseen_accuracy`` are read.
-
-    Returns
-    -------
-    ausuc : float in [0, 1]
-        At most ``max(unseen_accuracy) * max(seen_accuracy)``.
-
-    Raises
-    ------
-    MetricError
-        If ``curve`` is not a :class:`SeenUnseenCurve` (building one checks that the accuracy
-        arrays are non-empty, 1D, of one length, in [0, 1] and monotone).
-
-    Notes
-    -----
-    AUSUC summarises the whole seen-unseen trade-off without choosing :math:`\gamma`, as
-    proposed in [1]_. The operating points are exact (every interval of the curve), so the
-    area does not depend on a grid of :math:`\gamma` values. Consecutive intervals where only
-    one accuracy changes give vertical or horizontal segments. A curve with a single interval
-    (no breakpoint) has area 0.
-
-    References
-    ----------
-    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
-
-    Examples
-    --------
-    The worked example: points (0, 1), (0.5, 1), (1, 0.5), (1, 0); area
-    :math:`0.5 \cdot (1 + 1)/2 + 0.5 \cdot (1 + 0.5)/2 + 0 = 0.5 + 0.375 = 0.875`:
-
-    >>> area_under_seen_unseen_curve(
-    ...     SeenUnseenCurve(
-    ...         gamma=[-float("inf"), 0.5, 1.0, 3.0, float("inf")],
-    ...         seen_accuracy=[1.0, 1.0, 0.5, 0.0],
-    ...         unseen_accuracy=[0.0, 0.5, 1.0, 1.0],
-    ...         harmonic_mean=[0.0, 2 / 3, 2 / 3, 0.0],
-    ...     )
-    ... )
-    0.875
+    See docs/metrics/calibrated-stacking.md, `area_under_seen_unseen_curve`.
     """
     if not isinstance(curve, SeenUnseenCurve):
         raise MetricError(
@@ -605,25 +343,11 @@ def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
 def ausuc(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike) -> float:
     """AUSUC of dense scores: the area under their :func:`calibrated_stacking_curve`.
 
-    Parameters
-    ----------
-    y_true, scores, seen
-        As :func:`calibrated_stacking_curve`.
-
-    Returns
-    -------
-    ausuc : float in [0, 1]
-
-    Raises
-    ------
-    MetricError
-        As :func:`calibrated_stacking_curve`.
-
-    Examples
-    --------
     >>> ausuc([0, 1, 2, 2], [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]],
     ...       seen=[True, True, False])
     0.875
+
+    See docs/metrics/calibrated-stacking.md, `ausuc`.
     """
     return area_under_seen_unseen_curve(calibrated_stacking_curve(y_true, scores, seen=seen))
 
@@ -637,68 +361,11 @@ def select_gamma(
 ) -> float:
     r"""Choose the calibration :math:`\gamma` on validation predictions (never on test).
 
-    .. math::
-
-        j^\star = \operatorname*{arg\,max}_j H^{(j)}_{\mathrm{val}}, \qquad
-        \gamma^\star = \frac{b_{j^\star} + b_{j^\star + 1}}{2}
-
-    the midpoint of the open interval of the validation curve with the highest H.
-
-    Parameters
-    ----------
-    val_y_true : array-like of int of shape (n_val_images,)
-        Candidate column of each validation image's true class.
-    val_scores : array-like of float of shape (n_val_images, n_val_candidates)
-        Finite validation scores, higher is better.
-    val_seen : array-like of bool of shape (n_val_candidates,)
-        True for the columns treated as seen during validation (the training classes), False
-        for the validation classes playing the unseen role.
-    criterion : {"harmonic_mean"}, default="harmonic_mean"
-        What to maximise on the validation curve.
-
-    Returns
-    -------
-    gamma : float
-        Finite. Subtract it from the seen-class test scores, e.g. with
-        :func:`calibrated_harmonic_mean`.
-
-    Raises
-    ------
-    MetricError
-        As :func:`calibrated_stacking_curve` for the validation inputs (named ``val_y_true``,
-        ``val_scores`` and ``val_seen``), or if ``criterion`` is unknown.
-
-    Notes
-    -----
-    Ties: intervals whose H is within a relative ``1e-12`` of the best tie; among them the one
-    closest to :math:`\gamma = 0` wins (distance 0 if it contains 0, else the distance of its
-    nearer edge), then the one with the smaller :math:`\gamma`. Since :math:`H > 0` needs both
-    accuracies positive, a best interval with :math:`H > 0` is bounded and its midpoint finite.
-    If H is 0 on every interval there is nothing to select and 0.0 (plain GZSL) is returned.
-
-    Validation and test have different candidate sets (validation: training classes as seen,
-    validation classes as unseen), so :math:`\gamma` transfers as a number, as in [1]_. It lies
-    strictly inside its validation interval unless the two edges are adjacent floats.
-
-    When validation and test predictions come from two fits (the harness's validation and
-    main fits), :math:`\gamma` is in the validation fit's score units. The registered metrics
-    carry it to the main fit as :math:`\gamma^\star \sigma_{\mathrm{main}} /
-    \sigma_{\mathrm{val}}`, each :math:`\sigma` the fit's score scale
-    (:mod:`harness.metrics.score_scale`), so a per-fit affine rescaling of scores changes no
-    calibrated accuracy; [1]_ calibrates a single model, where the two agree.
-
-    References
-    ----------
-    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
-    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
-    Examples
-    --------
-    The worked example: H = 2/3 on both :math:`(0.5, 1)` and :math:`(1, 3)`; the first is
-    closer to 0, so :math:`\gamma = (0.5 + 1) / 2 = 0.75`:
-
     >>> select_gamma([0, 1, 2, 2], [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]],
     ...              val_seen=[True, True, False])
     0.75
+
+    See docs/metrics/calibrated-stacking.md, `select_gamma`.
     """
     checked_criterion = check_choice(criterion, "criterion", _CRITERIA)
     checked_y, seen_mask, margin, group_correct = _checked_margins(
@@ -726,51 +393,13 @@ def per_image_correct_at_gamma(
 ) -> BoolArray:
     r"""Which images are right after subtracting :math:`\gamma` from every seen-class score.
 
-    .. math::
-
-        \mathrm{correct}_i(\gamma) = \Big[\, \big|\{\, c \ne y_i :
-            s_{ic} - \gamma [c \in S] \ge s_{i y_i} - \gamma [y_i \in S] \}\big| = 0 \,\Big]
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores over all candidates, higher is better.
-    seen : array-like of bool of shape (n_candidates,)
-        True for seen columns; both kinds must be present.
-    gamma : float
-        Calibration constant; ``-inf`` and ``inf`` give the limits (only seen, resp. only
-        unseen, classes can win).
-
-    Returns
-    -------
-    correct : ndarray of bool of shape (n_images,)
-        For bootstrapping the calibrated accuracies: reduce per class as
-        :func:`harness.metrics.gzsl.gzsl_accuracies` does.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed, a margin overflows float64, or ``gamma`` is not a real
-        number (NaN included).
-
-    Notes
-    -----
-    Decided by the margin decomposition of the module docstring, which equals the definition
-    above in exact arithmetic; ties count against the true class, so at a breakpoint
-    :math:`\gamma = g_i` image i is wrong.
-
-    Examples
-    --------
-    Image 0 (seen, margin 3) is right for :math:`\gamma < 3`; image 1 (unseen, margin 1) for
-    :math:`\gamma > 1`. At :math:`\gamma = 1` image 1's best seen and unseen scores tie:
-
     >>> scores = [[3.0, 1.0, 0.0], [2.0, 0.0, 1.0]]
     >>> per_image_correct_at_gamma([0, 2], scores, seen=[True, True, False], gamma=1.0)
     array([ True, False])
     >>> per_image_correct_at_gamma([0, 2], scores, seen=[True, True, False], gamma=1.5)
     array([ True,  True])
+
+    See docs/metrics/calibrated-stacking.md, `per_image_correct_at_gamma`.
     """
     checked_gamma = check_scalar(gamma, "gamma")
     checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
@@ -784,55 +413,7 @@ def calibrated_harmonic_mean(
     seen: npt.ArrayLike,
     gamma: float,
 ) -> CalibratedAccuracies:
-    r"""GZSL seen accuracy, unseen accuracy and H after calibrated stacking with a given gamma.
-
-    .. math::
-
-        \mathrm{acc}_S(\gamma) = \frac{1}{|S'|} \sum_{c \in S'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{correct}_i(\gamma), \qquad
-        \mathrm{acc}_U(\gamma) = \frac{1}{|U'|} \sum_{c \in U'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{correct}_i(\gamma)
-
-    with :math:`\mathrm{correct}_i(\gamma)` from :func:`per_image_correct_at_gamma` and H
-    their harmonic mean (0 when either is 0).
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each test image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite test scores over all candidates, higher is better.
-    seen : array-like of bool of shape (n_candidates,)
-        True for the seen columns of the test candidate set.
-    gamma : float
-        Calibration constant, typically from :func:`select_gamma` on validation.
-
-    Returns
-    -------
-    result : CalibratedAccuracies
-        ``seen``, ``unseen``, ``harmonic_mean`` (floats in [0, 1]) and ``gamma`` (float).
-
-    Raises
-    ------
-    MetricError
-        As :func:`per_image_correct_at_gamma`, or if no seen (or no unseen) class has a test
-        image.
-
-    Notes
-    -----
-    At :math:`\gamma = 0` this is :func:`harness.metrics.gzsl.gzsl_accuracies` with ``k=1``,
-    exactly. Inside an interval of :func:`calibrated_stacking_curve` it equals the curve's
-    value there (up to rounding of the per-class means); at a breakpoint see the module
-    docstring. Calibrated stacking is from [1]_.
-
-    References
-    ----------
-    .. [1] W.-L. Chao, S. Changpinyo, B. Gong, F. Sha, "An Empirical Study and Analysis of
-       Generalized Zero-Shot Learning for Object Recognition in the Wild", ECCV 2016.
-    .. [1] W.-L. Chao et al., ECCV 2016; in full at :func:`calibrated_stacking_curve`.
-    --------
-    The worked example at :math:`\gamma = 0` (plain GZSL: both unseen images lose to a seen
-    class) and at :math:`\gamma = 0.75` (image 3 flips; S = 1, U = 1/2, H = 2/3):
+    """GZSL seen accuracy, unseen accuracy and H after calibrated stacking with a given gamma.
 
     >>> y_true = [0, 1, 2, 2]
     >>> scores = [[3, 1, 0], [0, 2, 1], [2, 0, 1], [1, 0, 0.5]]
@@ -842,6 +423,8 @@ def calibrated_harmonic_mean(
     >>> result = calibrated_harmonic_mean(y_true, scores, seen=seen, gamma=0.75)
     >>> result.seen, result.unseen, round(result.harmonic_mean, 6)
     (1.0, 0.5, 0.666667)
+
+    See docs/metrics/calibrated-stacking.md, `calibrated_harmonic_mean`.
     """
     checked_gamma = check_scalar(gamma, "gamma")
     checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)

@@ -1,28 +1,13 @@
-r"""Comparing runs: class-level paired bootstrap, tied groups, and ranks across benchmarks.
+"""Comparing runs: class-level paired bootstrap, tied groups, and ranks across benchmarks.
 
 A run record cannot keep every image's value (it would grow with the test set), so each score
 with a :class:`~harness.metrics.decomposition.Decomposition` keeps its *class values*: for every
 class with test images, its image count, its group and the mean of its per-image values
 (:class:`harness.records.ClassValues`). That is exactly what the ``"classes"`` resampling scheme
 of :mod:`harness.metrics.bootstrap` needs, so runs of one benchmark version can be compared long
-after they were scored:
+after they were scored.
 
-- every run gets the *same* class draws in every replicate (a paired bootstrap over classes);
-- the three reductions are reproduced exactly: ``class_mean`` and ``harmonic_of_groups`` from the
-  class means, ``image_mean`` as the ratio of two class means (:math:`n_c \bar v_c` over
-  :math:`n_c`) under the same draws.
-
-The draws are those of :func:`~harness.metrics.bootstrap.bootstrap_samples` with
-``scheme="classes"`` (same seed → same draws), so the samples here equal what that function gives
-on the runs' per-image decompositions (tested). Resampling classes asks whether a difference
-would hold for other classes of the same kind — for zero-shot learning, where the test classes
-are the sample that matters, a conservative and relevant question; it is wider than the
-images-within-class intervals printed beside each score.
-
-Functional API: :func:`class_values` (decomposition → record payload), :func:`stack_class_values`
-(records of one benchmark → :class:`ClassTable`), :func:`class_point_estimates`,
-:func:`class_bootstrap`, :func:`paired_class_tests`, :func:`tied_groups_from_tests`; across
-benchmarks, :func:`rank_matrix`.
+See docs/metrics/comparison.md.
 """
 
 from __future__ import annotations
@@ -35,7 +20,11 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import rankdata
 
-from harness.checks import FloatArray, IntArray, check_scalar
+from harness.checks import (
+    FloatArray,
+    IntArray,
+    check_scalar,
+)
 from harness.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.darts import accuracy_specificity_areas
@@ -131,21 +120,7 @@ class RunClassValues:
     The fields of :class:`harness.records.ClassValues` (build one with
     ``ClassValues.model_validate(values, from_attributes=True)``).
 
-    Attributes
-    ----------
-    combine : str
-        The reduction (one of :data:`ALL_COMBINES`).
-    classes : tuple of int
-        Columns with images, ascending.
-    counts, groups : tuple of int
-        Images and group id of each class.
-    means : tuple of float
-        Mean per-image value of each class (the numerator's for ``ratio_of_means``; empty for
-        the curve areas).
-    denominators : tuple of float or None
-        ``ratio_of_means``: mean per-image denominator of each class.
-    curve : RunClassCurve or None
-        The curve areas: each class's share of every kept point.
+    See docs/metrics/comparison.md, `RunClassValues`.
     """
 
     combine: str
@@ -193,11 +168,6 @@ def ratio_class_values(decomp: Decomposition) -> RunClassValues:
     denominator column per image (mistake severity: the cost of each mistake, 0 for a correct
     image, and 1 for a mistake), over *every* image, so runs line up class by class.
 
-    Examples
-    --------
-    Class 0: a mistake of cost 2 and a correct image; class 1: mistakes of cost 1 and 3.
-    Severity (2 + 1 + 3) / 3 = 2:
-
     >>> d = Decomposition(values=[[2, 1], [0, 0], [1, 1], [3, 1]], classes=[0, 0, 1, 1],
     ...                   n_classes=2, combine="image_mean")
     >>> v = ratio_class_values(d)
@@ -205,6 +175,8 @@ def ratio_class_values(decomp: Decomposition) -> RunClassValues:
     ((1.0, 2.0), (0.5, 1.0))
     >>> float(class_point_estimates(stack_class_values([v]))[0])
     2.0
+
+    See docs/metrics/comparison.md, `ratio_class_values`.
     """
     if decomp.values.ndim != 2 or decomp.values.shape[1] != 2:
         raise MetricError(
@@ -247,21 +219,7 @@ def darts_class_values(
     :math:`\sum_c W_c n_c \bar g_{cp} / \sum_c W_c n_c`, then the area
     (:func:`harness.metrics.darts.accuracy_specificity_areas`).
 
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-    correct, gain : array-like of shape (n_points, n_images)
-        Per point, each image's correctness and gain
-        (:func:`harness.metrics.darts_prediction.darts_per_image`).
-    n_classes : int
-    groups : array-like of int of shape (n_classes,), default=None
-        Resampling groups (GZSL: 0 seen, 1 unseen); None puts every class in group 0.
-
-    Returns
-    -------
-    values : RunClassValues or None
-        None when classes x points exceeds :data:`CURVE_CELLS` (the record would be too big;
-        the area is then not tested).
+    See docs/metrics/comparison.md, `darts_class_values`.
     """
     y = np.asarray(y_true, dtype=np.int64)
     hit = np.asarray(correct, dtype=np.float64).reshape(-1, y.shape[0])
@@ -328,17 +286,7 @@ def seen_unseen_class_values(
     the trapezoid area; with every interval kept it is the metric's AUSUC exactly, with a
     subsample the area of the chord through the kept points.
 
-    Examples
-    --------
-    The worked example of :func:`~harness.metrics.calibrated_stacking.calibrated_stacking_curve`
-    (AUSUC 0.875):
-
-    >>> v = seen_unseen_class_values([0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4,
-    ...                              seen=[True, True, False])
-    >>> v.curve.hits, v.groups
-    (('1 1 1 0', '1 1 0 0', '0 1 2 2'), (0, 0, 1))
-    >>> float(class_point_estimates(stack_class_values([v]))[0])
-    0.875
+    See docs/metrics/comparison.md, `seen_unseen_class_values`.
     """
     seen_mask = np.asarray(seen, dtype=bool)
     n_classes = seen_mask.shape[0]
@@ -639,63 +587,9 @@ def paired_class_tests(
     r"""Paired class-level bootstrap tests between every two runs.
 
     Every run gets the *same* class draws in every replicate, so the spread of a difference
-    reflects only where the runs disagree. Entry ``[s, t]`` compares run s with run t: the
-    observed difference :math:`D = \theta_s - \theta_t`, the percentile interval of the replicate
-    differences :math:`D^{*}_1, \dots, D^{*}_B`, and the two-sided p-value
+    reflects only where the runs disagree.
 
-    .. math::
-
-        p = \min\Big(1,\; 2\, \frac{1 + \#\{b : D^{*}_b \text{ on the other side of } 0\}}
-            {B + 1}\Big)
-
-    where "the other side" is :math:`D^{*}_b \le 0` when :math:`D > 0` and
-    :math:`D^{*}_b \ge 0` when :math:`D < 0`; :math:`p = 1` when :math:`D = 0`.
-
-    Parameters
-    ----------
-    table : ClassTable
-        The runs' class values (:func:`stack_class_values`).
-    n_boot : int, default=1000
-        Replicates; classes are resampled within their groups (scheme ``"classes"`` of
-        :func:`~harness.metrics.bootstrap.bootstrap_samples`).
-    seed : int, default=0
-    level : float in (0, 1), default=0.95
-        Level of the percentile intervals of the differences.
-
-    Returns
-    -------
-    tests : PairedTests
-        ``estimates`` [S]; ``diff``, ``lo``, ``hi``, ``p_value`` [S, S] (antisymmetric
-        differences, symmetric p-values, p = 1 on the diagonal).
-
-    Raises
-    ------
-    MetricError
-        If ``level`` is not in (0, 1), or ``n_boot`` or ``seed`` is not a valid integer.
-
-    Notes
-    -----
-    The +1 correction keeps the p-value away from 0: with :math:`B` replicates the smallest
-    reportable value is :math:`2 / (B + 1)`. See [1]_ for the paired bootstrap test in system
-    comparison.
-
-    References
-    ----------
-    .. [1] T. Berg-Kirkpatrick, D. Burkett, D. Klein, "An Empirical Investigation of Statistical
-       Significance in NLP", EMNLP 2012.
-
-    Examples
-    --------
-    Run 0 is right on every class, run 1 on none: every replicate difference is 1.
-
-    >>> t = stack_class_values([
-    ...     {"combine": "class_mean", "classes": [0, 1, 2], "counts": [1, 1, 1],
-    ...      "groups": [0, 0, 0], "means": m} for m in ([1, 1, 1], [0, 0, 0])])
-    >>> tests = paired_class_tests(t, n_boot=99)
-    >>> [float(getattr(tests, k)[0, 1]) for k in ("diff", "lo", "hi", "p_value")]
-    [1.0, 1.0, 1.0, 0.02]
-    >>> float(tests.p_value[1, 0])
-    0.02
+    See docs/metrics/comparison.md, `paired_class_tests`.
     """
     level = check_scalar(level, "level", low=0, high=1, closed="neither")
     estimates = class_point_estimates(table)
@@ -782,21 +676,7 @@ class RankMatrix:
     """Ranks of submissions across benchmarks (:func:`rank_matrix`), rows in leaderboard order:
     more benchmarks covered first, then by mean rank over the covered ones, then by name.
 
-    Attributes
-    ----------
-    submissions : tuple of str
-        By coverage (descending), then mean rank, then name.
-    benchmarks : tuple of str
-        As given.
-    ranks : ndarray of float64 of shape (S, B)
-        NaN for a missing cell.
-    mean_rank : ndarray of float64 of shape (S,)
-    n_benchmarks : ndarray of int64 of shape (S,)
-        How many benchmarks each mean covers (the first sort key).
-    counts : ndarray of float64 of shape (S, S)
-        ``counts[s, r]``: number of benchmarks where s has rank r + 1, ties split.
-    missing : tuple of (str, str)
-        ``(submission, benchmark)`` of every missing cell.
+    See docs/metrics/comparison.md, `RankMatrix`.
     """
 
     submissions: tuple[str, ...]
@@ -823,82 +703,13 @@ class RankMatrix:
 def rank_matrix(
     scores: Mapping[str, Mapping[str, float]], *, higher_is_better: bool = True
 ) -> RankMatrix:
-    r"""Friedman-style ranks of submissions across benchmarks (the GBU rank matrix).
+    """Friedman-style ranks of submissions across benchmarks (the GBU rank matrix).
 
     On each benchmark the submissions scored there are ranked 1 (best) to :math:`S_b`, ties
     getting their average rank (``scipy.stats.rankdata(method="average")``). With
-    :math:`B_s` the benchmarks that scored submission :math:`s`:
+    :math:`B_s` the benchmarks that scored submission :math:`s`.
 
-    .. math::
-
-        \bar r_s = \frac{1}{|B_s|} \sum_{b \in B_s} r_{sb}, \qquad
-        \mathrm{counts}_{s, r} = \sum_{b \in B_s} \frac{[\, r^{\min}_{sb} \le r + 1 \le
-            r^{\max}_{sb} \,]}{r^{\max}_{sb} - r^{\min}_{sb} + 1}
-
-    where :math:`r^{\min}, r^{\max}` are the first and last positions of :math:`s`'s tie block:
-    a submission tied over positions 1 and 2 adds 1/2 to each (an untied one adds 1 to its own
-    position), so each row sums to :math:`|B_s|` and the count-weighted mean position is
-    :math:`\bar r_s`.
-
-    Parameters
-    ----------
-    scores : mapping of str to mapping of str to float
-        ``scores[benchmark][submission]``: the (finite) primary score. A submission absent from
-        a benchmark is a *missing cell*: it is not ranked there, and its mean rank runs over the
-        benchmarks that scored it (``n_benchmarks`` says how many).
-    higher_is_better : bool, default=True
-
-    Returns
-    -------
-    ranks : RankMatrix
-        ``submissions`` (by coverage, then mean rank, then name: see Notes), ``benchmarks``
-        (as given), ``ranks`` (float array [S, B], NaN for a missing cell), ``mean_rank``
-        (float array [S]),
-        ``n_benchmarks`` (int array [S]), ``counts`` (float array [S, S]: ``counts[s, r]`` =
-        number of benchmarks where s has rank r + 1, ties split), and ``missing``
-        ((submission, benchmark) pairs).
-
-    Raises
-    ------
-    MetricError
-        If ``scores`` is empty, a benchmark scores no submission, or a score is not a finite
-        number.
-
-    Notes
-    -----
-    *Coverage comes first.* A mean over fewer benchmarks is not comparable with a mean over
-    more: a submission that skips a benchmark escapes the rank it would have had there, so
-    ordering by the mean alone rewards skipping the hard ones (one benchmark at rank 1.5 would
-    sit above two at 1 and 4). Rows are therefore sorted by the number of benchmarks covered
-    (descending), then by mean rank over them, then by name: a submission can never rise by
-    leaving a benchmark out. Among submissions that cover every benchmark this is the plain
-    Friedman order of [1]_. (Ranking each pair only over their common benchmarks was the other
-    candidate; it needs no coverage rule but is not transitive, so it gives no total order
-    without a further vote-counting rule that is harder to state and to check by hand.)
-
-    References
-    ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Fig. 4.
-
-    Examples
-    --------
-    On "x", a beats b and c (tied); on "y", b beats a; c is missing on "y". Ranks: a (1, 2), b
-    (2.5, 1), c (2.5, -). Mean ranks a 1.5, b 1.75, c 2.5:
-
-    >>> r = rank_matrix({"x": {"a": 0.9, "b": 0.5, "c": 0.5}, "y": {"a": 0.4, "b": 0.6}})
-    >>> r.submissions, r.mean_rank.tolist()
-    (('a', 'b', 'c'), [1.5, 1.75, 2.5])
-    >>> r.counts.tolist()
-    [[1.0, 1.0, 0.0], [1.0, 0.5, 0.5], [0.0, 0.5, 0.5]]
-
-    Coverage first: "solo" ran only "x" (rank 1.5 there, tied with "pair"); "pair" ran "x"
-    and "y" (ranks 1.5 and 2: mean 1.75). The better mean covers one benchmark, so "pair" leads:
-
-    >>> r = rank_matrix({"x": {"solo": 0.8, "pair": 0.8, "low": 0.1},
-    ...                  "y": {"pair": 0.5, "low": 0.6}})
-    >>> r.submissions, r.n_benchmarks.tolist(), r.mean_rank.tolist()
-    (('pair', 'low', 'solo'), [2, 2, 1], [1.75, 2.0, 1.5])
+    See docs/metrics/comparison.md, `rank_matrix`.
     """
     if not isinstance(scores, Mapping) or not scores:
         raise MetricError(

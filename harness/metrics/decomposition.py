@@ -1,21 +1,9 @@
-r"""Decompositions: a benchmark score written as a reduction of per-image values by true class.
+"""Decompositions: a benchmark score written as a reduction of per-image values by true class.
 
 Every scalar metric of this engine is a reduction of *per-image values* grouped by the image's
-true class (a :class:`Decomposition`):
+true class (a :class:`Decomposition`).
 
-- ``"class_mean"``: the mean over classes of the per-class mean of the values (per-class top-k
-  accuracy, hierarchical precision, ...);
-- ``"image_mean"``: the plain mean over images (the ``per_image`` metrics);
-- ``"harmonic_of_groups"``: the class mean within each group of classes (e.g. 0 = seen,
-  1 = unseen), then the harmonic mean of the group means (GZSL H).
-
-Several scalars over the same images (hp@k for five k, say) share one decomposition with a value
-*column* per scalar, so they are resampled together. Classes without images are excluded (as in
-:mod:`harness.metrics.flat`) and reported by :attr:`Decomposition.excluded_classes`.
-
-A decomposition is what streamed scoring concatenates chunk by chunk (:func:`concatenate`), what
-:func:`point_estimate` reduces, and what :mod:`harness.metrics.bootstrap` resamples; the private
-layout and :func:`_reduce` are shared with that module.
+See docs/metrics/decomposition.md.
 """
 
 from __future__ import annotations
@@ -103,50 +91,13 @@ def _build_layout(classes: IntArray, n_classes: int, groups: IntArray) -> _Layou
 
 @dataclass(frozen=True, eq=False)
 class Decomposition:
-    r"""A scalar (or ``m`` scalars) written as a reduction of per-image values by true class.
-
-    With :math:`I_c` the images of class :math:`c`, :math:`C'` the classes with images, and
-    :math:`C'_g` those of group :math:`g` (:math:`G` groups):
-
-    .. math::
-
-        \bar v_c = \frac{1}{|I_c|} \sum_{i \in I_c} v_i, \quad
-        \text{class\_mean} = \frac{1}{|C'|} \sum_{c \in C'} \bar v_c, \quad
-        \text{image\_mean} = \frac{1}{n} \sum_{i} v_i, \quad
-        \text{harmonic\_of\_groups} = \frac{G}{\sum_g 1 / \bar v_{C'_g}}
-
-    where :math:`\bar v_{C'_g}` is the class mean over :math:`C'_g`, and the harmonic mean is 0
-    when any group mean is 0 (for two groups this is GZSL's H).
-
-    Parameters
-    ----------
-    values : array-like of float of shape (n_images,) or (n_images, m)
-        Per-image values (e.g. 0/1 correctness, or hierarchical precision); one column per
-        scalar. Finite; non-negative for ``"harmonic_of_groups"``.
-    classes : array-like of int of shape (n_images,)
-        Candidate column of each image's true class, in ``[0, n_classes)``.
-    n_classes : int
-        Number of classes (candidate columns).
-    groups : array-like of int of shape (n_classes,), default=None
-        Non-negative group id per class (e.g. 0 = seen, 1 = unseen); None puts every class in
-        group 0. The ``"classes"`` scheme resamples within groups.
-    combine : {"class_mean", "image_mean", "harmonic_of_groups"}, default="class_mean"
-        How the values reduce to the scalar.
-
-    Raises
-    ------
-    MetricError
-        On malformed inputs (shapes, dtypes, non-finite values, classes out of range, negative
-        group ids, an unknown ``combine``). A decomposition may hold no image (a streamed chunk);
-        the reductions then raise.
-
-    Examples
-    --------
-    Class 0 has values 1 and 0 (mean 0.5), class 1 has value 1; class 2 has no image:
+    """A scalar (or ``m`` scalars) written as a reduction of per-image values by true class.
 
     >>> d = Decomposition(values=[1.0, 0.0, 1.0], classes=[0, 0, 1], n_classes=3)
     >>> point_estimate(d), d.excluded_classes.tolist()
     (0.75, [2])
+
+    See docs/metrics/decomposition.md, `Decomposition`.
     """
 
     values: npt.NDArray[np.float64]
@@ -369,28 +320,9 @@ def _reduce(
 
 
 def point_estimate(decomp: Decomposition) -> float | FloatArray:
-    r"""The value of a decomposition: a float for 1D values, an array ``[m]`` for 2D values.
+    """The value of a decomposition: a float for 1D values, an array ``[m]`` for 2D values.
 
     See :class:`Decomposition` for the three reductions.
-
-    Parameters
-    ----------
-    decomp : Decomposition
-
-    Returns
-    -------
-    value : float or ndarray of float of shape (m,)
-
-    Raises
-    ------
-    MetricError
-        If the decomposition holds no image, or (``"harmonic_of_groups"``) a group has no class
-        with images.
-
-    Examples
-    --------
-    Images of class 0: 1, 0 (mean 1/2); class 1: 1 (mean 1). Class mean (1/2 + 1) / 2 = 0.75,
-    image mean 2/3:
 
     >>> d = Decomposition(values=[1, 0, 1], classes=[0, 0, 1], n_classes=2)
     >>> point_estimate(d)
@@ -398,6 +330,8 @@ def point_estimate(decomp: Decomposition) -> float | FloatArray:
     >>> d2 = Decomposition(values=[1, 0, 1], classes=[0, 0, 1], n_classes=2, combine="image_mean")
     >>> round(point_estimate(d2), 12)
     0.666666666667
+
+    See docs/metrics/decomposition.md, `point_estimate`.
     """
     layout = decomp._layout
     value = _reduce(decomp, decomp._class_sums[None], np.ones((1, layout.n_present)))[0]

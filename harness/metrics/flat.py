@@ -1,4 +1,4 @@
-r"""Flat (hierarchy-free) top-k accuracy: pure numpy functions over dense scores.
+"""Flat (hierarchy-free) top-k accuracy: pure numpy functions over dense scores.
 
 Every function follows validate -> count -> reduce: inputs go through
 :mod:`harness.checks`, :func:`top_k_correct` decides which images are correct,
@@ -6,32 +6,7 @@ Every function follows validate -> count -> reduce: inputs go through
 and the accuracies reduce from those counts. Options are keyword-only. Accuracy means the mean of
 per-class accuracies unless the name says ``per_image``.
 
-Inputs
-------
-``y_true[i]`` is the candidate column of image i's true class and ``scores[i, j]`` the score of
-candidate column j for image i (higher is better). Scores must be finite.
-
-Tie policy
-----------
-Ties count against the true class. Image i is correct at k if and only if fewer than k *other*
-candidates score at least as high as the true class:
-
-.. math::
-
-    \mathrm{correct}_i(k) = \Big[\, \big|\{\, j \ne y_i : s_{ij} \ge s_{i y_i} \}\big| < k
-    \,\Big]
-
-So a true class tied with another class for the top score is wrong at k = 1 and right at k = 2,
-and the result never depends on the order of the candidate columns. (scikit-learn's
-``top_k_accuracy_score`` breaks ties by column order instead, so the two agree only without
-ties.)
-
-Empty classes
--------------
-Per-class means run over an explicit ``classes`` list, never inferred from ``y_true``. A listed
-class with no test image is excluded from the mean and reported (never counted as 0 or NaN); if no
-listed class has an image, the mean is undefined and a :class:`~harness.errors.MetricError` is
-raised.
+See docs/metrics/flat.md.
 """
 
 from __future__ import annotations
@@ -82,21 +57,7 @@ __all__ = [
 class PerClassAccuracy:
     """A mean of per-class accuracies with what it ran over (see :func:`per_class_top_k_accuracy`).
 
-    Attributes
-    ----------
-    value : float in [0, 1]
-        The mean over the listed classes that have test images.
-    per_class : tuple of (float or None)
-        Each listed class's accuracy, aligned with ``classes``; None for a class with no test
-        image.
-    classes : tuple of int
-        The candidate columns averaged over, as given.
-    excluded_classes : tuple of int
-        The listed columns with no test image (left out of the mean, never counted as 0).
-    n_images : int
-        Number of images whose true class is listed.
-    k : int
-        How many top candidates counted as a hit.
+    See docs/metrics/flat.md, `PerClassAccuracy`.
     """
 
     value: float
@@ -149,49 +110,15 @@ def top_k_correct_checked(
 def top_k_correct(
     y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k: int = 1
 ) -> npt.NDArray[np.bool_]:
-    r"""Which images have their true class among the top ``k`` candidates, ties counting against.
-
-    .. math::
-
-        \mathrm{correct}_i(k) = \Big[\, \big|\{\, j \ne y_i : s_{ij} \ge s_{i y_i}
-        \}\big| < k \,\Big]
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better.
-    k : int, default=1
-        How many top candidates count, ``1 <= k <= n_candidates``.
-
-    Returns
-    -------
-    correct : ndarray of bool of shape (n_images,)
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range) or
-        ``k`` is not in ``[1, n_candidates]``.
-
-    Notes
-    -----
-    Vectorized over images; rows are processed in chunks of bounded size so memory stays bounded
-    for large score matrices (memory-mapped ones included). See the module docstring for the tie
-    policy.
-
-    Examples
-    --------
-    Image 0's true class (column 0) ties with column 1 at the top; image 1's true class
-    (column 1) ties with column 2. One other candidate is >= the true score in each row, so both
-    are wrong at k = 1 (1 < 1 is false) and right at k = 2 (1 < 2):
+    """Which images have their true class among the top ``k`` candidates, ties counting against.
 
     >>> scores = [[0.5, 0.5, 0.1], [0.2, 0.9, 0.9]]
     >>> top_k_correct([0, 1], scores, k=1)
     array([False, False])
     >>> top_k_correct([0, 1], scores, k=2)
     array([ True,  True])
+
+    See docs/metrics/flat.md, `top_k_correct`.
     """
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     checked_k = check_k(k, checked_scores.shape[1])
@@ -205,46 +132,11 @@ def top_k_correct_from_topk(
     *,
     k: int = 1,
 ) -> npt.NDArray[np.bool_]:
-    r""":func:`top_k_correct` from top-K predictions, with the same tie policy.
+    """:func:`top_k_correct` from top-K predictions, with the same tie policy.
 
     Image i is correct at k if its true class is among its K listed candidates and fewer than k
     *other* listed candidates score at least as high. A true class missing from the list is
     wrong at every ``k <= K``; ``k > K`` cannot be decided and is refused.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    topk_indices : array-like of int of shape (n_images, K)
-        Listed candidate columns per image (no repeats).
-    topk_scores : array-like of float of shape (n_images, K)
-        Their scores: finite, checked here (a NaN or -inf score would otherwise compare false
-        against everything and make the row count as correct).
-    k : int, default=1
-        ``1 <= k <= K``.
-
-    Returns
-    -------
-    correct : ndarray of bool of shape (n_images,)
-
-    Raises
-    ------
-    MetricError
-        If shapes disagree, ``topk_indices`` or ``y_true`` is not integer, ``topk_scores`` is
-        not real or holds NaN or ±inf (the message names the first such row), or ``k`` is not in
-        ``[1, K]``.
-
-    Notes
-    -----
-    A top-K list cannot show a tie at its cut: if an unlisted candidate scores exactly as the
-    K-th listed one, the dense tie policy would count it against a true class listed K-th, but
-    here it is invisible. Harness-written lists never straddle a tie (the worker refuses one);
-    see :mod:`harness.submission.predictions` for the rule a top-K file must follow.
-
-    Examples
-    --------
-    Image 0 lists its true class 7 second (wrong at k=1, right at k=2); image 1 ties its true
-    class 4 with class 2 at the top (wrong at k=1); image 2 does not list its true class:
 
     >>> idx = [[3, 7], [2, 4], [1, 5]]
     >>> sc = [[0.9, 0.5], [0.8, 0.8], [0.7, 0.6]]
@@ -252,6 +144,8 @@ def top_k_correct_from_topk(
     array([False, False, False])
     >>> top_k_correct_from_topk([7, 4, 0], idx, sc, k=2)
     array([ True,  True, False])
+
+    See docs/metrics/flat.md, `top_k_correct_from_topk`.
     """
     indices = np.asarray(topk_indices)
     scores = np.asarray(topk_scores)
@@ -328,42 +222,13 @@ def _rivals_in_list(
 def per_class_counts(
     y_true: npt.ArrayLike, correct: npt.ArrayLike, *, n_classes: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    r"""Per-class numbers of correct images and of images.
-
-    .. math::
-
-        \mathrm{hits}_c = \sum_i [y_i = c]\,\mathrm{correct}_i, \qquad
-        \mathrm{totals}_c = \sum_i [y_i = c]
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class, in ``[0, n_classes)``.
-    correct : array-like of bool of shape (n_images,)
-        Whether each image was classified correctly (e.g. from :func:`top_k_correct`).
-    n_classes : int
-        Number of classes (candidate columns); the length of both outputs.
-
-    Returns
-    -------
-    hits : ndarray of int64 of shape (n_classes,)
-        Correct images per class.
-    totals : ndarray of int64 of shape (n_classes,)
-        Images per class; 0 for a class with no test image.
-
-    Raises
-    ------
-    MetricError
-        If ``y_true`` is malformed or out of range, or ``correct`` is not a 1D bool array of the
-        same length.
-
-    Examples
-    --------
-    Class 0 has images 0 and 2 (one correct), class 1 has image 1 (correct), class 2 none:
+    """Per-class numbers of correct images and of images.
 
     >>> hits, totals = per_class_counts([0, 1, 0], [True, True, False], n_classes=3)
     >>> hits, totals
     (array([1, 1, 0]), array([2, 1, 0]))
+
+    See docs/metrics/flat.md, `per_class_counts`.
     """
     checked_y = check_targets(y_true, n_classes)
     mask = check_vector(correct, "correct", checked_y.shape[0], kind="bool")
@@ -460,34 +325,12 @@ def per_class_top_k_accuracy_details(
 
     Same definition as :func:`per_class_top_k_accuracy`; see there for the formula.
 
-    Parameters
-    ----------
-    y_true, scores, classes, k
-        As in :func:`per_class_top_k_accuracy`.
-
-    Returns
-    -------
-    details : PerClassAccuracy
-        ``value`` (float in [0, 1]): the mean over classes with images;
-        ``per_class`` (float or None per listed class): each class's accuracy, None for a class
-        with no test image; ``classes``: the columns averaged over, as given;
-        ``excluded_classes``: the listed columns with no test image; ``n_images``: number of
-        images whose true class is listed; ``k``.
-
-    Raises
-    ------
-    MetricError
-        As :func:`per_class_top_k_accuracy`.
-
-    Examples
-    --------
-    Class 0: image 0 correct (1/1). Class 1: image 1 wrong, image 2 correct (1/2). Class 2 has no
-    image and is excluded. Mean (1 + 0.5) / 2 = 0.75:
-
     >>> scores = [[0.9, 0.1, 0.0], [0.8, 0.2, 0.0], [0.3, 0.7, 0.0]]
     >>> details = per_class_top_k_accuracy_details([0, 1, 1], scores, classes=[0, 1, 2])
     >>> details.value, details.per_class, details.excluded_classes
     (0.75, (1.0, 0.5, None), (2,))
+
+    See docs/metrics/flat.md, `per_class_top_k_accuracy_details`.
     """
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     n_candidates = checked_scores.shape[1]
@@ -505,61 +348,7 @@ def per_class_top_k_accuracy(
     classes: npt.ArrayLike,
     k: int = 1,
 ) -> float:
-    r"""Mean over ``classes`` of per-class top-k accuracy (the ZSL accuracy of Xian et al.).
-
-    .. math::
-
-        \mathrm{acc}_c = \frac{1}{|I_c|} \sum_{i \in I_c} \mathrm{correct}_i(k), \qquad
-        \mathrm{acc} = \frac{1}{|C'|} \sum_{c \in C'} \mathrm{acc}_c
-
-    where :math:`I_c = \{i : y_i = c\}` and :math:`C' = \{c \in \mathrm{classes} : |I_c| > 0\}`.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better. Images are ranked over all candidate columns, not only
-        over ``classes``.
-    classes : array-like of int of shape (n_classes,)
-        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
-    k : int, default=1
-        How many top candidates count, ``1 <= k <= n_candidates``.
-
-    Returns
-    -------
-    accuracy : float in [0, 1]
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` or ``classes``
-        out of range, duplicate or missing ``classes``), ``k`` is not in ``[1, n_candidates]``,
-        or no listed class has a test image.
-
-    See Also
-    --------
-    per_class_top_k_accuracy_details : the same, with per-class values and excluded classes.
-    per_image_top_k_accuracy : the plain fraction of correct images.
-
-    Notes
-    -----
-    Images whose true class is not listed in ``classes`` do not contribute. A listed class with
-    no test image is excluded from the mean (reported by the details variant), never counted as
-    0 or NaN; scikit-learn's ``recall_score(average="macro", labels=...)`` counts it as 0. Ties
-    count against the true class (module docstring). Per-class averaging follows the ZSL
-    protocol of [1]_.
-
-    References
-    ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.2.
-
-    Examples
-    --------
-    Class 0 has image 0 (argmax column 0: correct), class 1 has images 1 (argmax 0: wrong) and
-    2 (argmax 1: correct). Per-class accuracies 1 and 1/2, mean 0.75; at k = 2 every image is
-    correct:
+    """Mean over ``classes`` of per-class top-k accuracy (the ZSL accuracy of Xian et al.).
 
     >>> y_true = [0, 1, 1]
     >>> scores = [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]]
@@ -567,48 +356,19 @@ def per_class_top_k_accuracy(
     0.75
     >>> per_class_top_k_accuracy(y_true, scores, classes=[0, 1], k=2)
     1.0
+
+    See docs/metrics/flat.md, `per_class_top_k_accuracy`.
     """
     return per_class_top_k_accuracy_details(y_true, scores, classes=classes, k=k).value
 
 
 def per_image_top_k_accuracy(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, k: int = 1) -> float:
-    r"""Fraction of images whose true class is among the top ``k`` candidates (not per-class).
-
-    .. math::
-
-        \mathrm{acc}_{\mathrm{img}} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{correct}_i(k)
-
-    Parameters
-    ----------
-    y_true, scores, k
-        As in :func:`top_k_correct`.
-
-    Returns
-    -------
-    accuracy : float in [0, 1]
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed or ``k`` is not in ``[1, n_candidates]``.
-
-    Notes
-    -----
-    Frequent classes weigh more than rare ones; ZSL papers report the per-class mean
-    (:func:`per_class_top_k_accuracy`) instead [1]_. Ties count against the true class; without
-    ties this equals scikit-learn's ``top_k_accuracy_score``.
-
-    References
-    ----------
-    .. [1] Y. Xian et al., IEEE TPAMI 2019, Sec. 4.2; in full at :func:`per_class_top_k_accuracy`.
-
-    Examples
-    --------
-    Images 0, 2 and 3 have their true class at the top (columns 0, 1, 1); image 1 (true class 1,
-    argmax 0) does not. Three of four images are correct:
+    """Fraction of images whose true class is among the top ``k`` candidates (not per-class).
 
     >>> per_image_top_k_accuracy([0, 1, 1, 1], [[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0, 1]])
     0.75
+
+    See docs/metrics/flat.md, `per_image_top_k_accuracy`.
     """
     return float(np.mean(top_k_correct(y_true, scores, k=k)))
 

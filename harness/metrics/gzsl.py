@@ -81,54 +81,14 @@ class GzslAccuracyDetails:
 
 
 def harmonic_mean(seen: float, unseen: float) -> float:
-    r"""Harmonic mean H of the seen and unseen accuracies, 0 when either is 0.
-
-    .. math::
-
-        H = \begin{cases}
-            \dfrac{2\, s\, u}{s + u} & \text{if } s > 0 \text{ and } u > 0 \\
-            0 & \text{otherwise}
-        \end{cases}
-
-    Parameters
-    ----------
-    seen : float in [0, 1]
-        Seen-class accuracy :math:`s`.
-    unseen : float in [0, 1]
-        Unseen-class accuracy :math:`u`.
-
-    Returns
-    -------
-    h : float in [0, 1]
-        Lies between ``min(seen, unseen)`` and ``max(seen, unseen)``; 0 exactly when the minimum
-        is 0.
-
-    Raises
-    ------
-    MetricError
-        If either input is not a real number in [0, 1] (NaN included).
-
-    Notes
-    -----
-    H rewards a balance between seen and unseen accuracy, unlike their arithmetic mean [1]_.
-    The case :math:`s = u = 0` is defined as 0 rather than left as 0/0. The value is computed as
-    :math:`2 \min(s, u) \cdot (\max(s, u) / (s + u))`, which is symmetric and cannot
-    underflow, and clamped to :math:`[\min(s, u), \max(s, u)]` so that rounding never breaks
-    those bounds.
-
-    References
-    ----------
-    .. [1] Y. Xian, C. H. Lampert, B. Schiele, Z. Akata, "Zero-Shot Learning -- A Comprehensive
-       Evaluation of the Good, the Bad and the Ugly", IEEE TPAMI 41(9), 2019, Sec. 4.3.
-
-    Examples
-    --------
-    :math:`2 \cdot 0.5 \cdot 0.25 / 0.75 = 0.25 / 0.75 = 1/3`:
+    """Harmonic mean H of the seen and unseen accuracies, 0 when either is 0.
 
     >>> round(harmonic_mean(0.5, 0.25), 6)
     0.333333
     >>> harmonic_mean(0.8, 0.0)
     0.0
+
+    See docs/metrics/gzsl.md, `harmonic_mean`.
     """
     s = check_scalar(seen, "seen", low=0, high=1)
     u = check_scalar(unseen, "unseen", low=0, high=1)
@@ -150,28 +110,11 @@ def gzsl_accuracies_details(
 
     Same definitions as :func:`gzsl_accuracies`.
 
-    Parameters
-    ----------
-    y_true, scores, seen, k
-        As :func:`gzsl_accuracies`.
-
-    Returns
-    -------
-    details : GzslAccuracyDetails
-        ``seen`` and ``unseen``: the :class:`~harness.metrics.flat.PerClassAccuracy` over the
-        seen and the unseen columns (``value``, ``per_class``, ``classes``,
-        ``excluded_classes``, ``n_images``); ``harmonic_mean`` (float in [0, 1]); ``k``.
-
-    Raises
-    ------
-    MetricError
-        As :func:`gzsl_accuracies`.
-
-    Examples
-    --------
     >>> details = gzsl_accuracies_details([0, 1], [[1.0, 0.0], [0.0, 1.0]], seen=[True, False])
     >>> details.seen.classes, details.unseen.classes, details.harmonic_mean
     ((0,), (1,), 1.0)
+
+    See docs/metrics/gzsl.md, `gzsl_accuracies_details`.
     """
     checked_y, checked_scores = check_scores_and_targets(y_true, scores)
     n_candidates = checked_scores.shape[1]
@@ -202,75 +145,7 @@ def gzsl_accuracies(
 ) -> GzslAccuracies:
     r"""GZSL seen accuracy, unseen accuracy and their harmonic mean H.
 
-    With :math:`S` the seen and :math:`U` the unseen candidate columns, :math:`I_c` the images
-    of class :math:`c`, and :math:`\mathrm{correct}_i(k)` decided over all candidates
-    :math:`S \cup U` (ties counting against the true class):
-
-    .. math::
-
-        \mathrm{acc}_S = \frac{1}{|S'|} \sum_{c \in S'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{correct}_i(k), \qquad
-        \mathrm{acc}_U = \frac{1}{|U'|} \sum_{c \in U'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{correct}_i(k), \qquad
-        H = \frac{2\, \mathrm{acc}_S\, \mathrm{acc}_U}{\mathrm{acc}_S + \mathrm{acc}_U}
-
-    where :math:`S' \subseteq S` and :math:`U' \subseteq U` keep the classes with at least one
-    test image, and H is 0 when either accuracy is 0.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each test image's true class (test_seen and test_unseen together).
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores over all candidates, higher is better.
-    seen : array-like of bool of shape (n_candidates,)
-        True for the columns of seen (training) classes, False for unseen ones; both kinds must
-        be present.
-    k : int, default=1
-        How many top candidates count, ``1 <= k <= n_candidates``.
-
-    Returns
-    -------
-    accuracies : GzslAccuracies
-        ``seen``, ``unseen`` and ``harmonic_mean``, floats in [0, 1].
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shape, dtype, non-finite scores, ``y_true`` out of range,
-        ``seen`` not a bool mask with seen and unseen columns), ``k`` is not in
-        ``[1, n_candidates]``, or no seen (or no unseen) class has a test image.
-
-    Notes
-    -----
-    Because an image's true class decides which accuracy it feeds, the seen accuracy uses
-    exactly the images whose true class is seen and the unseen accuracy those whose true class
-    is unseen, while predictions range over seen and unseen candidates alike; predicting a
-    seen class for an unseen image is an error, which is what makes GZSL harder than ZSL.
-    This is the protocol of [1]_. A class with no test image is excluded from its mean.
-
-    References
-    ----------
-    .. [1] Y. Xian et al., IEEE TPAMI 2019, Sec. 4.3; in full at :func:`harmonic_mean`.
-
-    Examples
-    --------
-    Columns 0 and 1 are seen, column 2 unseen. Seen class 0: image 0 correct (1/1); seen class
-    1: image 1 wrong (argmax 0), image 2 correct (1/2); so seen = (1 + 1/2) / 2 = 0.75. Unseen
-    class 2: image 3 is predicted as seen class 0 (wrong), image 4 correct: unseen = 1/2.
-    H = 2 * 0.75 * 0.5 / 1.25 = 0.6:
-
-    >>> y_true = [0, 1, 1, 2, 2]
-    >>> scores = [
-    ...     [0.9, 0.1, 0.0],
-    ...     [0.6, 0.3, 0.1],
-    ...     [0.1, 0.8, 0.1],
-    ...     [0.5, 0.1, 0.4],
-    ...     [0.1, 0.2, 0.7],
-    ... ]
-    >>> result = gzsl_accuracies(y_true, scores, seen=[True, True, False])
-    >>> result.seen, result.unseen, round(result.harmonic_mean, 12)
-    (0.75, 0.5, 0.6)
+    See docs/metrics/gzsl.md, `gzsl_accuracies`.
     """
     return gzsl_accuracies_details(y_true, scores, seen=seen, k=k).accuracies
 

@@ -1,4 +1,4 @@
-r"""Hierarchical metrics over ranked predictions: pure numpy functions, ImageNet-21K scale.
+"""Hierarchical metrics over ranked predictions: pure numpy functions, ImageNet-21K scale.
 
 Every function follows validate -> look up -> reduce: inputs go through
 :mod:`harness.checks`, the hierarchy's graph queries (hop balls, ancestry, LCA
@@ -6,65 +6,7 @@ heights: :class:`~harness.hierarchy.Hierarchy`) are vectorized over images in ro
 bounded size, and the values reduce to means. Each function returns a frozen dataclass. Options
 are keyword-only.
 
-Inputs
-------
-``y_true[i]`` is the candidate column of image i's true class. ``ranked[i, r]`` is the candidate
-column that image i ranks at position ``r`` (0 = best); a row holds distinct columns. ``K`` (the
-number of columns of ``ranked``) may be smaller than the number of candidates: top-K prediction
-files give exactly that. ``candidate_nodes[c]`` is the :class:`~harness.hierarchy.Hierarchy`
-node index of candidate column ``c``; distinct columns map to distinct nodes.
-
-Tie policy (rank-based metrics)
--------------------------------
-These metrics read ranks, never scores, and take ``ranked`` as given. :func:`ranked_from_scores`
-derives it from dense scores by a stable descending sort: equal scores are ranked by the
-*smaller column first*. This differs from the flat accuracies of :mod:`harness.metrics.flat`,
-where ties count against the true class, so hp@1 equals the flat per-image top-1 accuracy only
-when the top score is not tied.
-
-Distances on the hierarchy
---------------------------
-The hierarchy is a DAG, never assumed to be a tree.
-
-* Hop distance :math:`d(a, b)`: fewest undirected (hypernym or hyponym) edges between ``a`` and
-  ``b`` (DESIGN, "Hops"); used by hp@k.
-* LCA distance :math:`d_{\mathrm{LCA}}(a, b)` (written :math:`d` where no hop distance is
-  about): :meth:`~harness.hierarchy.Hierarchy.lca_distance`, a minimum over the common
-  ancestors-or-self :math:`c` of ``a`` and ``b``. Every metric that reads it takes the keyword
-  ``lca_distance`` (the spec parameter of the same name) naming one of two:
-
-  - ``"lca_height"`` (default): the *LCA height*
-    :math:`d_{\mathrm{LCA}}(a, b) = \min_c \mathrm{height}(c)`, the longest path from the LCA
-    down to one of its own leaves. The cost of Deng et al. 2010, and the harness's only
-    distance before the option existed.
-  - ``"max_leaf_depth_minus_lca_depth"``:
-    :math:`d_{\mathrm{LCA}}(a, b) = D - \max_c \mathrm{depth}(c)`, the *height of the LCA* of
-    Bertinetto et al. 2020 ("Making Better Mistakes", whose released distances are max leaf
-    depth minus LCA depth): the levels from the LCA down to the deepest leaf level of the
-    whole hierarchy. :math:`\mathrm{depth}` is the longest path from a root
-    (:attr:`~harness.hierarchy.Hierarchy.max_depth`; Bertinetto et al. made their trees from
-    WordNet by keeping each class's longest path to the root), and :math:`D` the max leaf depth
-    of the hierarchy, not of the candidates, so a pair's distance does not depend on the split.
-    With this depth the deepest common ancestor is always a lowest one, and :math:`D = H`.
-
-  The two agree on a tree whose leaves all lie at one depth; elsewhere the second is never
-  smaller (:math:`\mathrm{depth}(c) + \mathrm{height}(c) \le D`), and values computed with one
-  are not comparable with values computed with the other. Two nodes without a common ancestor
-  (below disjoint roots) are treated as meeting at a virtual super-root:
-  :math:`d_{\mathrm{LCA}} = H + 1` under both, where :math:`H` is the largest height of any root.
-* Hierarchical distance :math:`\delta(t, p)` of a prediction ``p`` for a true class ``t``: 0 when
-  ``p`` is ``t`` or one of its descendants, otherwise :math:`d_{\mathrm{LCA}}(t, p)`. With the
-  LCA height it is the cost of Deng et al. 2010; with ``"max_leaf_depth_minus_lca_depth"`` and
-  leaf candidates it is the distance of Bertinetto et al. 2020 (0 for a correct prediction, as
-  theirs). Cost, mistake severity and average hierarchical distance all use it, and
-  hierarchical retrieval precision the similarity :math:`1 - d_{\mathrm{LCA}} / H`.
-
-Scale
------
-hp@k needs the radius of each true class's hCorrectSet: the hierarchy's hop balls
-(:meth:`~harness.hierarchy.Hierarchy.hop_balls`), searched once per distinct true node and kept
-with the hierarchy for the same valid-label set and ``ks``, so a stream of image chunks
-computes them once.
+See docs/metrics/hierarchical.md.
 """
 
 from __future__ import annotations
@@ -126,21 +68,7 @@ RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
 class HierarchicalPrecision:
     """hp@k per image and averaged over images (:func:`hierarchical_precision_at_k`).
 
-    Attributes
-    ----------
-    values : dict of int to float
-        ``{k: hp@k}``, each in [0, 1].
-    mean_hcorrect_size : dict of int to float
-        ``{k: mean over images of |hCorrectSet_k(y_i)|}`` (as in DeViSE's Table 1).
-    per_image : ndarray of float64 of shape (n_images, len(ks))
-        hp@k of each image, columns in ``ks`` order.
-    short_classes : dict of int to tuple of int
-        ``{k: true candidate columns (among those in y_true) with fewer than k valid labels
-        reachable at all}``.
-    ks : tuple of int
-    n_images : int
-    n_ranked : int
-        ``K``, the ranked columns per image.
+    See docs/metrics/hierarchical.md, `HierarchicalPrecision`.
     """
 
     values: dict[int, float]
@@ -156,21 +84,7 @@ class HierarchicalPrecision:
 class PerClassHierarchicalPrecision:
     """hp@k averaged over classes (:func:`per_class_hierarchical_precision_at_k`).
 
-    Attributes
-    ----------
-    values : dict of int to float
-        ``{k: mean over listed classes with images of their mean hp@k}``, each in [0, 1].
-    per_class : dict of int to tuple of (float or None)
-        ``{k: each listed class's mean hp@k}``, aligned with ``classes``; None without images.
-    classes : tuple of int
-        The candidate columns averaged over, as given.
-    excluded_classes : tuple of int
-        The listed columns without test images.
-    n_images : int
-        Images of listed classes.
-    per_image : ndarray of float64 of shape (n_images_all, len(ks))
-        hp@k of every image (as :attr:`HierarchicalPrecision.per_image`).
-    ks : tuple of int
+    See docs/metrics/hierarchical.md, `PerClassHierarchicalPrecision`.
     """
 
     values: dict[int, float]
@@ -196,7 +110,8 @@ class HierarchicalRetrievalPrecision:
     root_height : int
         :math:`H`, the largest height of a root (also the max leaf depth).
     lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
-        The LCA distance :math:`d` of the similarity :math:`1 - d / H` (module docstring).
+        The LCA distance :math:`d` of the similarity :math:`1 - d / H`
+        (docs/metrics/hierarchical.md).
     """
 
     values: dict[int, float]
@@ -211,19 +126,7 @@ class HierarchicalRetrievalPrecision:
 class PredictionRelations:
     """Shares of top-1 predictions by relation to the true class (:func:`prediction_relations`).
 
-    Attributes
-    ----------
-    correct, ancestor, descendant, unrelated : float in [0, 1]
-        The shares, summing to 1.
-    counts : dict of str to int
-        The same as counts, keyed by :data:`RELATIONS`.
-    semantic_accuracy_lower : float in [0, 1]
-        The correct share: only the exact class counts.
-    semantic_accuracy_upper : float in [0, 1]
-        Correct + ancestor + descendant: any prediction on the true class's line of descent.
-    n_images : int
-    per_image : ndarray of int8 of shape (n_images,)
-        0 correct, 1 ancestor, 2 descendant, 3 unrelated.
+    See docs/metrics/hierarchical.md, `PredictionRelations`.
     """
 
     correct: float
@@ -241,21 +144,7 @@ class PredictionRelations:
 class HierarchicalCost:
     """Mean hierarchical cost of top-1 predictions over classes (:func:`hierarchical_cost`).
 
-    Attributes
-    ----------
-    value : float >= 0
-        Mean over listed classes with images of their mean cost.
-    per_class : tuple of (float or None)
-        Each listed class's mean cost, aligned with ``classes``; None without images.
-    classes : tuple of int
-    excluded_classes : tuple of int
-        The listed columns without test images.
-    n_images : int
-        Images of listed classes.
-    per_image : ndarray of int64 of shape (n_images_all,)
-        The cost of every image.
-    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
-        The LCA distance the cost used (module docstring).
+    See docs/metrics/hierarchical.md, `HierarchicalCost`.
     """
 
     value: float
@@ -281,7 +170,7 @@ class MistakeSeverity:
         The hierarchical distance of every image's top-1 prediction, 0 where correct.
     mistakes : ndarray of bool of shape (n_images,)
     lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
-        The LCA distance of :math:`\delta` (module docstring).
+        The LCA distance of :math:`\delta` (docs/metrics/hierarchical.md).
     """
 
     value: float | None
@@ -304,7 +193,7 @@ class AverageHierarchicalDistance:
     ks : tuple of int
     n_images : int
     lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}
-        The LCA distance of :math:`\delta` (module docstring).
+        The LCA distance of :math:`\delta` (docs/metrics/hierarchical.md).
     """
 
     values: dict[int, float]
@@ -350,47 +239,15 @@ def _class_means(
 
 
 def ranked_from_scores(scores: npt.ArrayLike, k: int) -> IntArray:
-    r"""The top-``k`` candidate columns of each image, best first; ties go to the smaller column.
+    """The top-``k`` candidate columns of each image, best first; ties go to the smaller column.
 
     Row ``i`` lists the ``k`` columns that come first under the order "higher score first, then
-    smaller column first":
-
-    .. math::
-
-        j \prec j' \iff s_{ij} > s_{ij'} \ \text{or}\ (s_{ij} = s_{ij'} \text{ and } j < j')
-
-    Parameters
-    ----------
-    scores : array-like of float of shape (n_images, n_candidates)
-        Finite scores, higher is better.
-    k : int
-        How many columns to keep, ``1 <= k <= n_candidates``.
-
-    Returns
-    -------
-    ranked : ndarray of int64 of shape (n_images, k)
-
-    Raises
-    ------
-    MetricError
-        If ``scores`` is malformed (shape, dtype, NaN/inf) or ``k`` is not in
-        ``[1, n_candidates]``.
-
-    Notes
-    -----
-    This is the tie policy of every rank-based metric of this module (module docstring). The
-    ``k``-th largest score is found with ``np.partition``; the columns above it are kept, and of
-    the columns equal to it the smallest ones (a plain ``np.argpartition`` would pick tied
-    columns in an unspecified order); a stable sort then orders the ``k`` columns. Rows are
-    processed in chunks of bounded size.
-
-    Examples
-    --------
-    Columns 1 and 2 tie at 0.9: column 1 comes first. Column 0 and 3 tie at 0.1 for the third
-    place: column 0 wins it.
+    smaller column first".
 
     >>> ranked_from_scores([[0.1, 0.9, 0.9, 0.1]], 3)
     array([[1, 2, 0]])
+
+    See docs/metrics/hierarchical.md, `ranked_from_scores`.
     """
     checked = check_scores(scores)
     n_images, n_candidates = checked.shape
@@ -425,64 +282,10 @@ def hcorrect_radii(
     valid_nodes: npt.ArrayLike,
     ks: Sequence[int] | int,
 ) -> BallRadii:
-    r"""Radius and size of the DeViSE hCorrectSet of each source node, for each ``k``.
+    """Radius and size of the DeViSE hCorrectSet of each source node, for each ``k``.
 
     The hCorrectSet of a true label :math:`t` grows by whole radii of undirected hops until it
-    holds at least ``k`` valid labels:
-
-    .. math::
-
-        R_k(t) = \min\{R \ge 0 : |\{v \in V : d(t, v) \le R\}| \ge k\}, \qquad
-        \mathrm{hCorrectSet}_k(t) = \{v \in V : d(t, v) \le R_k(t)\}
-
-    with :math:`V` the valid labels. Nodes that are not valid are traversed but not counted.
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-        The class hierarchy; hops follow its edges in both directions.
-    sources : array-like of int of shape (n_sources,)
-        Node indices of the true labels (repeats allowed).
-    valid_nodes : array-like of int of shape (n_valid,)
-        Distinct node indices of the valid labels.
-    ks : int or sequence of int
-        Distinct set sizes ``k >= 1``.
-
-    Returns
-    -------
-    radii : BallRadii
-        ``radii``, ``sizes`` and ``short``, arrays of shape ``(n_sources, len(ks))`` (columns
-        in ``ks`` order): int64 radii :math:`R_k`, int64 sizes
-        :math:`|\mathrm{hCorrectSet}_k|`, and bool ``short`` flags.
-
-    Raises
-    ------
-    MetricError
-        If ``hierarchy`` is not a Hierarchy, ``sources`` or ``valid_nodes`` are not 1D node
-        indices in range (or ``valid_nodes`` is empty or repeats a node), or ``ks`` is empty,
-        repeats a value or holds a value < 1.
-
-    Notes
-    -----
-    Guard: when fewer than ``k`` valid labels are reachable from :math:`t` at all, the set is
-    every reachable valid label, :math:`R_k(t)` is the eccentricity of :math:`t` in its
-    component, and ``short`` is True (then ``sizes < k``). These are the hierarchy's hop balls
-    (:meth:`~harness.hierarchy.Hierarchy.hop_balls`): one search per distinct source, each
-    stopping once its ball holds ``max(ks)`` valid labels, kept with the hierarchy. The
-    definition is that of Frome et al. [1]_ (appendix A.3).
-
-    References
-    ----------
-    .. [1] A. Frome, G. S. Corrado, J. Shlens, S. Bengio, J. Dean, M. Ranzato, T. Mikolov,
-       "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, appendix A.3.
-
-    Examples
-    --------
-    A tree entity -> {animal, vehicle}, animal -> {dog, cat}, vehicle -> {car}; the valid labels
-    are the three leaves. From dog: radius 0 holds {dog} (1 label), radius 1 adds animal (not
-    valid), radius 2 adds cat and entity, so 2 labels; radius 3 adds vehicle, radius 4 car: all
-    3 labels. So k = 1, 2, 3 give radii 0, 2, 4; k = 4 is short (3 labels reachable, radius =
-    eccentricity 4):
+    holds at least ``k`` valid labels.
 
     >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
     ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
@@ -491,6 +294,8 @@ def hcorrect_radii(
     ...                    ks=[1, 2, 3, 4])
     >>> r.radii.tolist(), r.sizes.tolist(), r.short.tolist()
     ([[0, 2, 4, 4]], [[1, 2, 3, 3]], [[False, False, False, True]])
+
+    See docs/metrics/hierarchical.md, `hcorrect_radii`.
     """
     checked_hierarchy = check_hierarchy(hierarchy)
     checked_sources = check_nodes(
@@ -518,82 +323,7 @@ def hierarchical_precision_at_k(
 ) -> HierarchicalPrecision:
     r"""Hierarchical precision at k (hp@k) of DeViSE, per image and averaged over images.
 
-    With :math:`\hat{y}_{i,1..k}` the top-k predictions of image i and
-    :math:`\mathrm{hCorrectSet}_k(t)` the valid labels within :math:`R_k(t)` undirected hops of
-    the true label :math:`t` (see :func:`hcorrect_radii`):
-
-    .. math::
-
-        \mathrm{hp@k}_i = \frac{1}{k} \big|\{\, r \le k : \hat{y}_{i,r} \in
-        \mathrm{hCorrectSet}_k(y_i) \}\big|, \qquad
-        \mathrm{hp@k} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{hp@k}_i
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked : array-like of int of shape (n_images, K)
-        Candidate columns in rank order (best first), distinct within a row.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
-    ks : int or sequence of int
-        Distinct ``k`` values, ``1 <= k <= n_candidates``.
-    valid_nodes : array-like of int, default=None
-        Node indices of the valid labels (those an hCorrectSet counts). None means the
-        candidates' nodes. Must contain every candidate's node.
-
-    Returns
-    -------
-    result : HierarchicalPrecision
-        ``values`` (``{k: hp@k}``), ``mean_hcorrect_size`` (``{k: mean over images of
-        |hCorrectSet_k(y_i)|}``), ``per_image`` (hp@k of each image, columns in ``ks`` order),
-        ``short_classes`` (``{k: true candidate columns with fewer than k valid labels
-        reachable at all}``), ``ks``, ``n_images`` and ``n_ranked`` (K).
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed (shapes, dtypes, out-of-range or repeated columns or nodes,
-        ``ranked`` rows not matching ``y_true``), ``ks`` is empty, repeats a value or holds a
-        value outside ``[1, n_candidates]``, or a candidate's node is not a valid label.
-
-    Notes
-    -----
-    * hp@1 equals the per-image top-1 accuracy of ``ranked`` (:math:`R_1(t) = 0`, since the true
-      label is valid).
-    * If ``K < k``, hp@k uses the K available predictions and still divides by k: missing
-      predictions count as misses.
-    * A whole radius is added at once, so an hCorrectSet may hold more than k labels
-      (``mean_hcorrect_size`` reports how many); hp@k still counts only the top k predictions.
-    * Short sets (fewer than k valid labels reachable, e.g. in a small component) hold every
-      reachable valid label and are listed in ``short_classes``.
-    * Radii are computed once per distinct true node and kept with the hierarchy
-      (:meth:`~harness.hierarchy.Hierarchy.hop_balls`), so calling this on successive chunks of
-      images is cheap after the first.
-    * The mean runs over images, as in [1]_: frequent classes weigh more. On class-imbalanced
-      splits use :func:`per_class_hierarchical_precision_at_k`, the mean over classes.
-
-    References
-    ----------
-    .. [1] A. Frome et al., "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, A.3.
-
-    Examples
-    --------
-    Tree entity -> {animal, vehicle}, animal -> {dog, cat}, vehicle -> {car, bus}; candidates
-    (and valid labels) are the four leaves. For true dog: hCorrectSet_1 = {dog};
-    hCorrectSet_2 needs radius 2 = {dog, cat}. Image 0 (dog) ranks cat, dog: hp@1 = 0,
-    hp@2 = 2/2. Image 1 (dog) ranks car, dog: hp@1 = 0, hp@2 = 1/2. Means 0 and 0.75:
-
-    >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car", "bus"],
-    ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
-    ...                ("animal", "cat"), ("vehicle", "car"), ("vehicle", "bus")])
-    >>> nodes = h.indices(["dog", "cat", "car", "bus"])
-    >>> result = hierarchical_precision_at_k([0, 0], [[1, 0], [2, 0]], hierarchy=h,
-    ...                                      candidate_nodes=nodes, ks=[1, 2])
-    >>> result.values, result.per_image.tolist()
-    ({1: 0.0, 2: 0.75}, [[0.0, 1.0], [0.0, 0.5]])
+    See docs/metrics/hierarchical.md, `hierarchical_precision_at_k`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
@@ -647,57 +377,7 @@ def per_class_hierarchical_precision_at_k(
 ) -> PerClassHierarchicalPrecision:
     r"""hp@k averaged over classes: the mean over ``classes`` with images of their mean hp@k.
 
-    With :math:`I_c` the images of class :math:`c`, :math:`C'` the listed classes that have
-    images and :math:`\mathrm{hp@k}_i` as in :func:`hierarchical_precision_at_k`:
-
-    .. math::
-
-        \mathrm{hp@k}^{\mathrm{class}} = \frac{1}{|C'|} \sum_{c \in C'}
-            \frac{1}{|I_c|} \sum_{i \in I_c} \mathrm{hp@k}_i
-
-    Every class weighs the same, however many test images it has; the per-image mean of [1]_
-    lets frequent classes dominate, which matters on class-imbalanced splits (ImageNet-21K).
-
-    Parameters
-    ----------
-    y_true, ranked, hierarchy, candidate_nodes, ks, valid_nodes
-        As in :func:`hierarchical_precision_at_k`.
-    classes : array-like of int of shape (n_classes,)
-        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
-
-    Returns
-    -------
-    result : PerClassHierarchicalPrecision
-        ``values`` (``{k: mean over listed classes with images}``), ``per_class`` (``{k: each
-        listed class's mean, None without images}``), ``classes``, ``excluded_classes``
-        (listed but without images), ``n_images`` (images of listed classes), ``per_image``
-        (as in :func:`hierarchical_precision_at_k`, every image) and ``ks``.
-
-    Raises
-    ------
-    MetricError
-        As :func:`hierarchical_precision_at_k`, and if ``classes`` is malformed or none of its
-        classes has a test image.
-
-    References
-    ----------
-    .. [1] A. Frome et al., "DeViSE: A Deep Visual-Semantic Embedding Model", NIPS 2013, A.3.
-
-    Examples
-    --------
-    The tree of :func:`hierarchical_precision_at_k`. Two dog images rank (cat, dog) and (cat,
-    dog): hp@2 = 1 each; one car image ranks (dog, cat): hp@2 = 0. Per image the mean is
-    2/3; per class (dog 1, car 0) it is 1/2:
-
-    >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car", "bus"],
-    ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
-    ...                ("animal", "cat"), ("vehicle", "car"), ("vehicle", "bus")])
-    >>> nodes = h.indices(["dog", "cat", "car", "bus"])
-    >>> ranked = [[1, 0], [1, 0], [0, 1]]
-    >>> result = per_class_hierarchical_precision_at_k(
-    ...     [0, 0, 2], ranked, hierarchy=h, candidate_nodes=nodes, ks=[2], classes=[0, 1, 2, 3])
-    >>> result.values, result.per_class[2], result.excluded_classes
-    ({2: 0.5}, (1.0, None, 0.0, None), (1, 3))
+    See docs/metrics/hierarchical.md, `per_class_hierarchical_precision_at_k`.
     """
     out = hierarchical_precision_at_k(
         y_true,
@@ -783,94 +463,9 @@ def hierarchical_cost(
     classes: npt.ArrayLike,
     lca_distance: LcaDistance = "lca_height",
 ) -> HierarchicalCost:
-    r"""Mean hierarchical cost of the top-1 predictions (Deng et al. 2010); lower is better.
+    """Mean hierarchical cost of the top-1 predictions (Deng et al. 2010); lower is better.
 
-    .. math::
-
-        \mathrm{cost}(p, t) = \begin{cases}
-            0 & \text{if } p = t \text{ or } p \text{ is a descendant of } t \\
-            d(p, t) & \text{otherwise}
-        \end{cases}, \qquad
-        \mathrm{cost} = \frac{1}{|C'|} \sum_{c \in C'} \frac{1}{|I_c|}
-            \sum_{i \in I_c} \mathrm{cost}(\hat{y}_i, c)
-
-    with :math:`d` the LCA distance ``lca_distance`` (module docstring): by default the LCA
-    height :math:`h(\mathrm{LCA}(p, t))`, height being the longest path down to a leaf, as Deng
-    et al. define the cost. :math:`I_c` are the images of class :math:`c` and :math:`C'` the
-    listed classes that have images.
-
-    Parameters
-    ----------
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    ranked_top1 : array-like of int of shape (n_images,) or (n_images, K)
-        Top-1 candidate column of each image, or a ranking whose first column is used.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Distinct hierarchy node of each candidate column.
-    classes : array-like of int of shape (n_classes,)
-        Distinct candidate columns to average over. Required; never inferred from ``y_true``.
-    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-        The LCA distance :math:`d`: Deng et al.'s LCA height, or Bertinetto et al.'s max leaf
-        depth minus the LCA's depth (module docstring, "Distances on the hierarchy").
-
-    Returns
-    -------
-    result : HierarchicalCost
-        ``value`` (float >= 0): mean over listed classes with images of their mean cost;
-        ``per_class`` (aligned with ``classes``; None without images); ``classes``;
-        ``excluded_classes`` (listed but without images); ``n_images`` (images of listed
-        classes); ``per_image`` (the cost of every image); ``lca_distance``.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed, ``lca_distance`` is not one of :data:`LCA_DISTANCES`, or
-        no listed class has a test image.
-
-    Notes
-    -----
-    In a DAG, :math:`h(\mathrm{LCA})` is the minimum height over the common ancestors
-    (:meth:`~harness.hierarchy.Hierarchy.lca_distance`). Two nodes without a common ancestor cost
-    :math:`H + 1` (a virtual super-root above the highest root, height :math:`H`). Predicting an
-    ancestor :math:`a` of the true class costs :math:`d(a, t)` (:math:`h(a)` by default). On a
-    tree whose candidates are leaves, the cost is 0 exactly for correct predictions and at least
-    1 otherwise. Defined in [1]_.
-
-    References
-    ----------
-    .. [1] J. Deng, A. C. Berg, K. Li, L. Fei-Fei, "What does classifying more than 10,000
-       image categories tell us?", ECCV 2010.
-
-    Examples
-    --------
-    Tree entity -> {animal, vehicle}, animal -> {dog, cat}, vehicle -> {car}; heights: leaves 0,
-    animal and vehicle 1, entity 2. Class dog: image 0 predicted dog (0), image 1 cat (LCA
-    animal: 1) -> 1/2. Class car: image 2 predicted dog (LCA entity: 2) -> 2. Class cat has no
-    image. Mean (0.5 + 2) / 2 = 1.25:
-
-    >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
-    ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
-    ...                ("animal", "cat"), ("vehicle", "car")])
-    >>> nodes = h.indices(["dog", "cat", "car"])
-    >>> result = hierarchical_cost([0, 0, 2], [0, 1, 0], hierarchy=h, candidate_nodes=nodes,
-    ...                            classes=[0, 1, 2])
-    >>> result.value, result.per_class, result.excluded_classes
-    (1.25, (0.5, None, 2.0), (1,))
-
-    Every leaf of that tree lies at depth 2, so both LCA distances agree there. With a deeper
-    branch elsewhere they differ: below entity -> {animal, plant}, animal -> {dog, cat},
-    plant -> tree -> {oak, pine}, the max leaf depth is 3. Dog predicted cat meets at animal,
-    of height 1 but depth 1, so 3 - 1 = 2 levels above the deepest leaf:
-
-    >>> g = Hierarchy(["entity", "animal", "plant", "tree", "dog", "cat", "oak", "pine"],
-    ...               [("entity", "animal"), ("entity", "plant"), ("plant", "tree"),
-    ...                ("animal", "dog"), ("animal", "cat"), ("tree", "oak"), ("tree", "pine")])
-    >>> leaves = g.indices(["dog", "cat", "oak", "pine"])
-    >>> [hierarchical_cost([0], [1], hierarchy=g, candidate_nodes=leaves, classes=[0],
-    ...                    lca_distance=d).value for d in LCA_DISTANCES]
-    [1.0, 2.0]
+    See docs/metrics/hierarchical.md, `hierarchical_cost`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
@@ -900,54 +495,7 @@ def mistake_severity(
     candidate_nodes: npt.ArrayLike,
     lca_distance: LcaDistance = "lca_height",
 ) -> MistakeSeverity:
-    r"""Mean hierarchical distance of the top-1 mistakes (Bertinetto et al. 2020); lower is better.
-
-    .. math::
-
-        M = \{i : \hat{y}_i \ne y_i\}, \qquad
-        \mathrm{severity} = \frac{1}{|M|} \sum_{i \in M} \delta(y_i, \hat{y}_i)
-
-    with :math:`\delta` the hierarchical distance of the module docstring (the cost of
-    :func:`hierarchical_cost`: the LCA distance ``lca_distance``, 0 for a descendant of the true
-    class).
-
-    Parameters
-    ----------
-    y_true, ranked_top1, hierarchy, candidate_nodes
-        As in :func:`hierarchical_cost`.
-    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-        The LCA distance of :math:`\delta`. ``"max_leaf_depth_minus_lca_depth"`` is the
-        distance of [1]_ (max leaf depth minus the LCA's depth); the default, the LCA height,
-        is smaller wherever the hierarchy's leaves lie at different depths.
-
-    Returns
-    -------
-    result : MistakeSeverity
-        ``value`` (float >= 0, or None when there is no mistake: the mean is undefined);
-        ``n_mistakes``; ``n_images``; ``per_image`` (:math:`\delta` of every image's top-1, 0
-        where correct); ``mistakes`` (which images are mistakes); ``lca_distance``.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed or ``lca_distance`` is not one of :data:`LCA_DISTANCES`.
-
-    Notes
-    -----
-    A mistake is any top-1 prediction other than the true class; a prediction below the true
-    class is a mistake of distance 0. Averaged over images (as in [1]_), not per class. Only
-    with ``lca_distance="max_leaf_depth_minus_lca_depth"`` are values comparable with those
-    published with [1]_'s distances.
-
-    References
-    ----------
-    .. [1] L. Bertinetto, R. Mueller, K. Tertikas, S. Samangooei, N. A. Lord, "Making Better
-       Mistakes: Leveraging Class Hierarchies with Deep Networks", CVPR 2020.
-
-    Examples
-    --------
-    Same tree as :func:`hierarchical_cost`: image 0 correct (not a mistake), image 1 dog ->
-    cat (1), image 2 car -> dog (2): severity (1 + 2) / 2 = 1.5:
+    """Mean hierarchical distance of the top-1 mistakes (Bertinetto et al. 2020); lower is better.
 
     >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
     ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
@@ -956,6 +504,8 @@ def mistake_severity(
     >>> result = mistake_severity([0, 0, 2], [0, 1, 0], hierarchy=h, candidate_nodes=nodes)
     >>> result.value, result.n_mistakes, result.per_image.tolist()
     (1.5, 2, [0, 1, 2])
+
+    See docs/metrics/hierarchical.md, `mistake_severity`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
@@ -982,51 +532,7 @@ def average_hierarchical_distance_at_k(
     ks: Sequence[int] | int,
     lca_distance: LcaDistance = "lca_height",
 ) -> AverageHierarchicalDistance:
-    r"""Average hierarchical distance of the top-k predictions (Bertinetto et al. 2020).
-
-    .. math::
-
-        \mathrm{AHD@k}_i = \frac{1}{k} \sum_{r=1}^{k} \delta(y_i, \hat{y}_{i,r}), \qquad
-        \mathrm{AHD@k} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{AHD@k}_i
-
-    with :math:`\delta` the hierarchical distance of the module docstring (the LCA distance
-    ``lca_distance``, 0 for the true class or a descendant). Lower is better.
-
-    Parameters
-    ----------
-    y_true, ranked, hierarchy, candidate_nodes
-        As in :func:`hierarchical_precision_at_k`.
-    ks : int or sequence of int
-        Distinct ``k`` values, ``1 <= k <= K`` (the distances of missing predictions are
-        unknown, so ``k`` may not exceed the ranked columns).
-    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-        The LCA distance of :math:`\delta`; ``"max_leaf_depth_minus_lca_depth"`` is [1]_'s
-        (:func:`mistake_severity`).
-
-    Returns
-    -------
-    result : AverageHierarchicalDistance
-        ``values`` (``{k: AHD@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks``,
-        ``n_images`` and ``lca_distance``.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed, a ``k`` is outside ``[1, K]`` or ``lca_distance`` is not
-        one of :data:`LCA_DISTANCES`.
-
-    Notes
-    -----
-    The correct prediction, when among the top k, counts with distance 0, as in [1]_.
-
-    References
-    ----------
-    .. [1] L. Bertinetto et al., "Making Better Mistakes", CVPR 2020 (:func:`mistake_severity`).
-
-    Examples
-    --------
-    Same tree as :func:`hierarchical_cost`: true dog ranked dog, cat, car: distances 0, 1, 2,
-    so AHD@1 = 0, AHD@2 = 0.5, AHD@3 = 1:
+    """Average hierarchical distance of the top-k predictions (Bertinetto et al. 2020).
 
     >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
     ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
@@ -1035,6 +541,8 @@ def average_hierarchical_distance_at_k(
     >>> average_hierarchical_distance_at_k([0], [[0, 1, 2]], hierarchy=h,
     ...                                    candidate_nodes=nodes, ks=[1, 2, 3]).values
     {1: 0.0, 2: 0.5, 3: 1.0}
+
+    See docs/metrics/hierarchical.md, `average_hierarchical_distance_at_k`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     checked_ranked = check_ranked(ranked, checked_y.shape[0], nodes.shape[0])
@@ -1108,75 +616,7 @@ def hierarchical_retrieval_precision_at_k(
 ) -> HierarchicalRetrievalPrecision:
     r"""Hierarchical precision@k of a ranking (Deng, Berg, Fei-Fei 2011), per image, averaged.
 
-    With the semantic similarity :math:`S(i, j) = 1 - d(i, j) / H`, :math:`d` the LCA distance
-    ``lca_distance`` (by default the LCA height :math:`h(\mathrm{LCA}(i, j))`, as Deng et al.
-    define it) and :math:`H` the largest height of a root (which is also the max leaf depth):
-
-    .. math::
-
-        \mathrm{hPrec@k}_i = \frac{\sum_{r=1}^{k} S(y_i, \hat{y}_{i,r})}
-            {\max_{A \subseteq \mathcal{C},\, |A| = k} \sum_{c \in A} S(y_i, c)}, \qquad
-        \mathrm{hPrec@k} = \frac{1}{n} \sum_{i=1}^{n} \mathrm{hPrec@k}_i
-
-    The denominator is the best any ranking can reach: the sum of the k largest similarities
-    to :math:`y_i` over all candidates :math:`\mathcal{C}`.
-
-    Parameters
-    ----------
-    y_true, ranked, hierarchy, candidate_nodes, ks
-        As in :func:`hierarchical_precision_at_k`.
-    lca_distance : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-        The LCA distance :math:`d` of the similarity (module docstring): Deng et al.'s LCA
-        height, or Bertinetto et al.'s max leaf depth minus the LCA's depth.
-
-    Returns
-    -------
-    result : HierarchicalRetrievalPrecision
-        ``values`` (``{k: hPrec@k}``), ``per_image`` (shape ``(n_images, len(ks))``), ``ks``,
-        ``n_images``, ``root_height`` (:math:`H`) and ``lca_distance``.
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed, a ``k`` is outside ``[1, n_candidates]`` or
-        ``lca_distance`` is not one of :data:`LCA_DISTANCES`.
-
-    Notes
-    -----
-    * :math:`d` is a minimum over common ancestors-or-self (a DAG); both distances lie in
-      :math:`[0, H]`, so :math:`H` normalises either. With several roots, :math:`H` is the
-      largest root height; pairs without a common ancestor get similarity 0. :math:`S` is
-      clipped to [0, 1], and with :math:`H = 0` (no edges) :math:`S(i, j) = [i = j]`.
-    * A class's similarity to itself is :math:`1 - d(i, i) / H`: 1 for a leaf under the LCA
-      height, but under ``"max_leaf_depth_minus_lca_depth"`` only for a leaf at the deepest
-      level (a shallower one sits :math:`d(i, i) > 0` levels above it). No other class is more
-      similar, so the ideal ranking still starts with the true class.
-    * If ``K < k``, the missing predictions add 0 similarity.
-    * If every candidate has similarity 0 to the true class (possible only when it is a root:
-      the highest root, under the LCA height), every ranking is ideal and the image scores 1.
-    * The ideal sums are computed once per distinct true class without any dense
-      ``classes x candidates`` matrix: for each distance h, one sparse product counts the
-      candidates whose LCA distance to the class is at most h, until ``max(ks)`` are found.
-
-    References
-    ----------
-    .. [1] J. Deng, A. C. Berg, L. Fei-Fei, "Hierarchical semantic indexing for large scale
-       image retrieval", CVPR 2011; J. Deng, PhD thesis, Princeton University, 2012, ch. 5.
-
-    Examples
-    --------
-    Tree entity -> {animal, vehicle}, animal -> {dog, cat}, vehicle -> {car}; H = 2.
-    S(dog, dog) = 1, S(dog, cat) = 1 - 1/2 = 0.5, S(dog, car) = 1 - 2/2 = 0. True dog ranked
-    car, cat: at k = 1, 0 / 1 = 0; at k = 2, (0 + 0.5) / (1 + 0.5) = 1/3:
-
-    >>> h = Hierarchy(["entity", "animal", "vehicle", "dog", "cat", "car"],
-    ...               [("entity", "animal"), ("entity", "vehicle"), ("animal", "dog"),
-    ...                ("animal", "cat"), ("vehicle", "car")])
-    >>> nodes = h.indices(["dog", "cat", "car"])
-    >>> result = hierarchical_retrieval_precision_at_k([0], [[2, 1]], hierarchy=h,
-    ...                                                candidate_nodes=nodes, ks=[1, 2])
-    >>> {k: round(v, 6) for k, v in result.values.items()}
-    {1: 0.0, 2: 0.333333}
+    See docs/metrics/hierarchical.md, `hierarchical_retrieval_precision_at_k`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     n_candidates = nodes.shape[0]
@@ -1221,56 +661,7 @@ def prediction_relations(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
 ) -> PredictionRelations:
-    r"""Shares of top-1 predictions that are correct, an ancestor, a descendant, or unrelated.
-
-    .. math::
-
-        \mathrm{rel}_i = \begin{cases}
-            \text{correct} & \hat{y}_i = y_i \\
-            \text{ancestor} & \hat{y}_i \text{ is a proper ancestor of } y_i \\
-            \text{descendant} & \hat{y}_i \text{ is a proper descendant of } y_i \\
-            \text{unrelated} & \text{otherwise}
-        \end{cases}
-
-    and the interval of "semantically correct" accuracy
-    :math:`[\,p_{\text{correct}},\ p_{\text{correct}} + p_{\text{ancestor}} +
-    p_{\text{descendant}}\,]`.
-
-    Parameters
-    ----------
-    y_true, ranked_top1, hierarchy, candidate_nodes
-        As in :func:`hierarchical_cost`.
-
-    Returns
-    -------
-    result : PredictionRelations
-        ``correct``, ``ancestor``, ``descendant``, ``unrelated``: shares (floats in [0, 1]
-        summing to 1); ``counts``: the same as ints; ``semantic_accuracy_lower`` (the correct
-        share: only the exact class counts) and ``semantic_accuracy_upper`` (correct + ancestor
-        + descendant: any prediction on the true class's line of descent counts);
-        ``n_images``; ``per_image`` (0 correct, 1 ancestor, 2 descendant, 3 unrelated).
-
-    Raises
-    ------
-    MetricError
-        If the inputs are malformed.
-
-    Notes
-    -----
-    Ancestry follows every path of the DAG (:meth:`~harness.hierarchy.Hierarchy.
-    is_ancestor_or_self`). Hascoet et al. [1]_ show that on generic ImageNet classes many
-    "errors" are hypernyms or hyponyms of the label, so plain accuracy lies between the two
-    bounds' meanings; both bounds are reported.
-
-    References
-    ----------
-    .. [1] T. Hascoet et al., "On Zero-Shot Recognition of Generic Objects", CVPR 2019.
-
-    Examples
-    --------
-    Chain animal -> dog -> puppy plus cat under animal. True dog predicted dog (correct),
-    animal (ancestor), puppy (descendant), cat (unrelated): a quarter each, bounds 0.25 and
-    0.75:
+    """Shares of top-1 predictions that are correct, an ancestor, a descendant, or unrelated.
 
     >>> h = Hierarchy(["animal", "dog", "puppy", "cat"],
     ...               [("animal", "dog"), ("dog", "puppy"), ("animal", "cat")])
@@ -1279,6 +670,8 @@ def prediction_relations(
     ...                               candidate_nodes=nodes)
     >>> result.counts, result.semantic_accuracy_lower, result.semantic_accuracy_upper
     ({'correct': 1, 'ancestor': 1, 'descendant': 1, 'unrelated': 1}, 0.25, 0.75)
+
+    See docs/metrics/hierarchical.md, `prediction_relations`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])

@@ -9,24 +9,9 @@ literature's definition says which unit :math:`\gamma` is in; on one model it do
 
 The rule (the harness's, stated in the glossary): a value chosen on the validation fit's scores
 is expressed in units of that fit's **score scale** and applied to the main fit in units of its
-own::
+own.
 
-    applied = chosen × scale(main fit) / scale(validation fit)
-
-A fit's score scale is :func:`score_scale` of its predictions on the *scale images*: a fixed,
-class-stratified sample of the validation fit's fitting images (its ``train`` and ``val`` parts,
-all of training classes; the main fit is given every one of them as training images), scored
-against the training classes, which both fits have been given. Both fits score the same
-images over the same classes, so the ratio measures the fits' units and nothing else, and no
-test image is looked at. The statistic is the mean over images
-of the standard deviation of an image's scores across the candidate classes: multiplying a
-fit's scores by ``a > 0`` and adding ``b`` multiplies it by ``a``, so calibrated accuracies,
-the seen-unseen curve and AUSUC (which needs no carrying: it sweeps every :math:`\gamma`) are
-unchanged by a per-fit affine rescaling of scores.
-
-The scale images are drawn data-side, by :func:`harness.data.scale_images.scale_rows` (at most
-:data:`~harness.data.scale_images.SCALE_IMAGES`), as the prediction rows of the settings
-:data:`harness.records.SCALE_SETTINGS`; this module holds only the statistic and the carrying.
+See docs/metrics/score-scale.md.
 """
 
 from __future__ import annotations

@@ -5,25 +5,7 @@ still exist; model code is not re-run for that. :func:`archive_predictions` (cal
 pipeline before it stores a run) copies each prediction file into the archive, and
 :func:`archived_paths` finds them again for a record, verified.
 
-Layout under :func:`predictions_dir` (``ZSL_PREDICTIONS_DIR``, else ``ZSL_HOME/predictions``)::
-
-    sha256/<file hex>.safetensors                  the file, named by the sha256 of its bytes
-    content/sha256/<content hex>/<file hex>.json   reference: a file whose predictions hash
-                                                   (RunRecord.predictions_hashes) is <content hex>
-
-Two hashes, because ``RunRecord.predictions_hashes`` is not a hash of file bytes: it is the
-hash of the predictions' *content* (:func:`harness.hashing.array_sha256` of the dense scores, or
-a streamed digest of top-K indices and scores; see :mod:`harness.submission.predictions`), so
-the same scores written as ``.npz`` or ``.safetensors`` hash the same. A file is stored under
-the hash of its bytes, which every read checks before the file is used; a reference maps a
-content hash to such a file, together with the benchmark hash and setting the file was scored
-for. The chain is verifiable end to end: the bytes against the file hash here, the content
-against the record when :func:`harness.submission.predictions.read_predictions` recomputes it
-(:mod:`harness.results.rescore` refuses a mismatch).
-
-Files are copied (never linked: a package folder may change later) through a temporary file and
-``os.replace``; a file already archived with the right bytes is not written again, one whose
-bytes no longer match is replaced.
+See docs/results.md.
 """
 
 from __future__ import annotations

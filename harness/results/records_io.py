@@ -7,32 +7,7 @@ recomputes the id and refuses a record whose content no longer matches it (an ed
 not re-export). The id is tamper evidence, not a signature: anyone can recompute it, so the
 trust boundary stays the review of the git diff.
 
-The file's *path*, on the other hand, comes from the run's identity, not its content:
-``<root>/<benchmark>/v<version>/<submission>@<version>.json``. Re-scoring a run or re-running a
-submission version rewrites the same file, so the change reviews as a diff of one file instead
-of a deletion plus an addition. Every path component is percent-encoded down to
-``[A-Za-z0-9._+-]`` (no separators, no leading dot, so never ``..``; ASCII only, so no Unicode
-normalization differences between file systems); a component too long for a file name keeps a
-prefix and a hash of the whole.
-
-Formatting is stable: two-space indent, sorted keys, UTF-8 text, trailing newline; the same
-record gives byte-identical text whatever order its dictionaries were built in.
-
-A file changes only when its *result* changes (:func:`harness.records.result_payload`: every
-field but the run metadata :data:`~harness.records.RUN_METADATA_FIELDS`, when the run happened,
-how long it took, on which machine, what it printed). Re-running a submission on the same data
-gives the same result with new metadata; the export then leaves the file as it is, metadata
-included, so re-running the demo and exporting again changes no file. The store keeps the
-newest run's metadata; the file keeps the metadata of the run that first gave its result.
-
-Writes are atomic per file (temporary file + ``os.replace``); reading a folder is all-or-nothing.
-
-No symbolic link is ever followed under a folder of records: the folder lives in git, and a
-committed link (``results/<bench>/<version> -> /home/…``) would otherwise make an export write,
-or a prune delete, outside the repository. Reading, writing and pruning refuse a link anywhere
-under the folder, and the folder itself, naming it; every folder is opened relative to its
-parent's descriptor with ``O_NOFOLLOW`` and every file is created with ``O_EXCL|O_NOFOLLOW``, so
-a link swapped in after the check is refused too, never followed. (POSIX only, as the harness.)
+See docs/results.md.
 """
 
 from __future__ import annotations
@@ -212,17 +187,7 @@ def safe_component(text: str, what: str = "name") -> str:
     100 characters keeps a prefix plus ``~`` and a hash of ``text`` (``~`` is never kept as
     is, so that form cannot collide with a short one).
 
-    >>> safe_component("ale")
-    'ale'
-    >>> safe_component("../x")
-    '%2E.%2Fx'
-    >>> safe_component("<b>é")
-    '%3Cb%3E%C3%A9'
-
-    Raises
-    ------
-    HarnessError
-        ``text`` is empty (``what`` names it in the message).
+    See docs/results.md, `safe_component`.
     """
     if not text:
         raise HarnessError(f"the {what} is empty; a record file needs a non-empty {what}")
@@ -415,14 +380,7 @@ def write_records(records: Iterable[RunRecord], root: Path, *, prune: bool = Fal
     ``kept``. With ``prune=True``, ``*.json`` files
     under ``root`` that belong to no given record are removed (and folders left empty).
 
-    Raises
-    ------
-    HarnessError
-        Two records are the same run, or two paths differ only in letter case (they would be
-        one file on macOS and Windows), or a record cannot be written; ``root`` is or holds a
-        symbolic link (or anything but folders and regular files), checked before anything is
-        written; or ``prune`` is asked with no records while ``root`` holds some (an empty store
-        would delete them all).
+    See docs/results.md, `write_records`.
     """
     planned: dict[Path, str] = {}
     results: dict[Path, RunRecord] = {}

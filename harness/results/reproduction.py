@@ -1,18 +1,7 @@
 """Does a fresh run reproduce a committed record? The result compared, exactly or within a
 tolerance for another platform's rounding.
 
-A record's *result* is everything but its run metadata (:func:`harness.records.result_payload`).
-On one platform the demo reproduces it to the bit: the runners pin the worker's BLAS/OpenMP
-threads to the package's ``resources.cpus`` (:func:`harness.runners.base.worker_env`), seeds
-are fixed and recorded, and the scorer's results do not depend on its own thread count. Across
-platforms they cannot: another CPU's kernels (or another BLAS) round the models' matrix products
-differently. :func:`result_differences` therefore lets the prediction hashes differ and every
-floating-point number under ``scores`` move by at most :data:`SCORE_TOLERANCE`; everything else
-(benchmark and its hash, package and its hash, metric names and versions, the harness version,
-counts and texts) must be identical. :func:`compare_reproduction` compares sets of runs
-(``zsl results diff``; ``zsl ci pr`` for a changed record and its fresh run).
-
-Pure functions of the records: no store, no files.
+See docs/results.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """Re-score stored runs from their archived predictions when the metrics changed.
 
-A stored run is *stale* when one of its scores was computed by a metric whose registered
-version is no longer the one it records, or when its list of (setting, metric key, function)
-is not what its benchmark's spec declares today. :func:`rescore_store` finds the spec of each
-run (by benchmark id and version under a specs folder; a spec whose hash differs from the
-run's is refused), prepares its frozen benchmark and finds the run's archived prediction files
-(:mod:`harness.results.prediction_archive`), all in the driver; each stale run is then one
-``rescore`` task on an executor (:mod:`harness.executors`: a local process pool by default,
-this process with ``inline``, or a Ray cluster, whose nodes get the benchmark and the
-prediction files shipped and verified), which reads the files (their content checked against
-the hashes the record holds) and scores them with the current metrics
-(:func:`rescore_record`). The driver checks that a re-scored record differs from the stored one
-in its scores and rescore log only, and saves every re-scored record in one transaction.
-
-What changes in a re-scored record: ``scores`` (all of them, so the record is exactly what a
-fresh ``zsl run`` of the same predictions would score) and one line in ``logs["rescore"]``
-saying which harness re-scored it and why. Everything else stays: the run's date, its timings
-(they describe the run that made the predictions), ``harness_version`` (the harness that ran
-the model and wrote the predictions). The ``rescore`` log line holds no time stamp, so
-re-scoring the same predictions twice gives the same record.
-
-A run that cannot be re-scored is reported with its reason and left as it is; the others
-proceed: *skipped* when its predictions are not archived (imported runs) or no spec is found,
-*failed* when something does not match (spec hash, benchmark hash, predictions hash) or
-scoring raised.
+See docs/results.md.
 """
 
 from __future__ import annotations

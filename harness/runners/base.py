@@ -6,17 +6,7 @@ a predictions package's generator, around its script (``python SCRIPT BUNDLE OUT
 :func:`job_argv`), and returns a :class:`RunOutcome`. A runner never reads test labels and never
 scores; what a phase produced is read by the harness (:mod:`harness.runners.judge`).
 
-:func:`run_process` is what every backend runs its command with. It reads the child's output as
-it comes and keeps only the head and the tail of each stream (a model printing gigabytes costs
-the harness :data:`LOG_LIMIT_BYTES` or so per stream), holds the run's processes in a cgroup
-(:mod:`harness.runners.cgroup`: the memory bound for the whole run, and the kill of everything
-the run started, daemons included, when it ends), and polls the size of the output folder,
-which lives on the host's disk, against its bound. The worker's progress events on stderr
-(:mod:`harness.runners.progress`) go to the sink of :func:`harness.runners.progress.reporting`
-as they come. A prediction pass also talks to the harness while it runs: the job's
-:attr:`RunJob.conversation` gets the harness's ends of two pipes and runs in a thread beside the
-polling loop (:mod:`harness.runners.protocol`), so limits, logs and the wall clock hold during
-the conversation as at any other time.
+See docs/runners.md.
 """
 
 from __future__ import annotations

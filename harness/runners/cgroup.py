@@ -6,30 +6,7 @@ plus tmpfs pages, which belong to no process), and a model can leave daemons beh
 process the run starts whatever it does to its session or parent, charges the run's tmpfs pages
 (a sandbox's ``/tmp``) to it, and can be killed as a whole.
 
-What :meth:`Containment.start` sets up, in order of preference, and reports in ``describe()``:
-
-- **cgroup v2** (the unified hierarchy, wherever it is mounted): a child ``zsl-<id>`` of the
-  harness's own cgroup, with ``memory.max`` (and ``memory.swap.max`` 0, ``memory.oom.group`` 1)
-  when the memory controller is delegated there, ``pids.max`` when pids is; at the end
-  ``cgroup.kill``.
-- **cgroup v1**, for what v2 does not provide: a child in the memory hierarchy
-  (``memory.limit_in_bytes``, and ``memory.memsw.limit_in_bytes`` when swap is accounted) and
-  in the pids hierarchy (``pids.max``). At the end every pid in ``cgroup.procs`` is killed until
-  none is left.
-- **neither writable** (not root and nothing delegated, a read-only ``/sys/fs/cgroup``, no
-  cgroup file system): the fallback. The harness becomes a child subreaper
-  (``PR_SET_CHILD_SUBREAPER``) for the run, so a double-forked daemon is re-parented to it
-  instead of to init, and the run's processes are the tree under the run's first process plus
-  the harness's children started after it. The memory bound becomes a watchdog polled every
-  :data:`POLL_S` seconds: the resident memory of that tree plus, for the sandbox, what its
-  private ``/tmp`` holds. Approximations: a model can overshoot for one polling interval,
-  resident pages shared between processes count once per process (so the watchdog errs on the
-  strict side), and a process that escapes the tree (re-parented to another subreaper) is not
-  seen. Per-process limits (``RLIMIT_AS``, ``RLIMIT_NPROC``) still apply in the sandbox.
-
-Whatever could not be set up is said in ``notes`` (kept in ``RunOutcome.details``), never
-silently. One run at a time per harness process: the subreaper flag and the "children started
-after the run" rule are process-wide.
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -170,7 +147,7 @@ def _read_counter(path: Path, key: str) -> int:
 
 @dataclass
 class Containment:
-    """Holds one run's processes (see the module docstring); ``start``, ``attach``, ``close``."""
+    """Holds one run's processes (see docs/runners.md); ``start``, ``attach``, ``close``."""
 
     memory_bytes: int | None
     groups: list[_Group]

@@ -1,40 +1,6 @@
 """Runner ``container``: the worker in a docker or podman container, for untrusted model code.
 
-The container gets no network (``--network none``), a read-only root file system with a tmpfs
-``/tmp`` sized to ``resources.memory_gb`` (and charged to the container's memory), no
-capabilities, ``no-new-privileges``, limits on processes, memory (no swap beyond it) and CPUs
-from the package's ``resources``, exactly the GPUs it asked for and holds a lease on
-(``--gpus '"device=…"'`` on docker, CDI devices ``nvidia.com/gpu=N`` on podman; none, and
-``NVIDIA_VISIBLE_DEVICES=void``, without), and three mounts: the bundle at ``/bundle`` and the
-package at ``/package`` read-only, the output folder at ``/out`` read-write, whose size the
-harness polls against ``memory_gb`` as for the other runners. The worker runs as a non-root
-user (:data:`~harness.images.CONTAINER_UID` when the harness is root, which hands it the output
-folder; else the harness's own uid, which owns it) under a minimal init (``--init``), so it is
-not PID 1 and signals and orphans behave as in the sandbox; its environment is the sandbox's
-(``PYTHONHASHSEED`` from the seed, BLAS threads from ``resources.cpus``), so a package scores
-bit-identically in both. Its system calls pass the sandbox's filter
-(:mod:`harness.runners.seccomp`), as a seccomp profile that replaces the engine's default one
-(``--security-opt seccomp=…``).
-
-The image is the package's ``model.image`` (checked against the OCI reference grammar when the
-manifest is loaded) or the harness's default worker image for its kind
-(:func:`harness.submission.package.default_worker_image`, made by ``zsl image build``). The
-runner asks the engine for it first: a missing image is an error naming the ``zsl image build``
-command that makes it, a harness-built image of another harness version or without one of the
-package's ``model.requirements`` likewise. The container is started from the image's id, after
-``--`` (never read as an option), and the outcome's details carry ``image``
-(``reference@sha256:…``), which the pipeline records in the run's ``environment``. The engine is
-``docker`` unless the runner is built with another or ``ZSL_CONTAINER_ENGINE`` names
-``podman``. When the harness stops a run (wall clock, output folder) it kills the client, then
-the container itself (``kill``), since it runs in the engine, not under us; every container is
-removed (``rm -f``) once its state (exit code, out-of-memory kill) has been read.
-
-Phases as in ``sandbox`` (:mod:`harness.runners.judge`): a fit container gets its one-fit bundle
-at ``/bundle`` (no test image), a prediction pass a fresh container with a private copy of the
-fitted state at ``/state`` (read-only), the protocol on its stdin and stdout (``-i``; an engine
-cannot pass descriptors), and its own IPC namespace (``--ipc private``: a private ``/dev/shm``).
-Nothing in the image judges: the worker in it only serves the harness's requests, so a package
-whose ``model.image`` carries a patched worker gains nothing by it.
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -183,7 +149,7 @@ def container_argv(
 
 
 class ContainerRunner:
-    """docker/podman isolation; see the module docstring."""
+    """docker/podman isolation; see docs/runners.md."""
 
     name = "container"
 

@@ -1,20 +1,6 @@
 """Does a model package's entrypoint run as a model? Checked inside a runner, never here.
 
-``zsl submission validate`` used to accept a package whose ``model.entrypoint`` names a class that
-does not exist: only a run found out. Importing the entrypoint runs the package's code, which is
-untrusted, so the harness never imports it itself: :func:`check_entrypoint` runs the worker's
-check mode (``python -m harness.worker --check PACKAGE ENTRYPOINT OUT``,
-:func:`harness.worker.check`) in a runner, the same one a run would use by default
-(:func:`harness.runners.default_runner`: sandbox, else container, else local with a warning),
-with an empty task bundle: no data reaches the check. The worker imports the module from the
-package's source, checks that the entrypoint is a class, builds it as ``Class()`` and checks
-with ``inspect.signature`` that ``fit(task)`` and ``predict(features, candidates)`` accept what
-the worker passes, then writes its findings to ``check.json``, read here without trust (no link
-followed, size bounded, every field checked).
-
-Each finding names the package file and line it is about (``model.py:3: entrypoint 'Ridge' not
-found in module 'model'; the module defines: RidgeModel; did you mean 'RidgeModel'?``); a
-finding about ``submission.yaml`` gets the line of its ``model.entrypoint`` key.
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -110,7 +96,7 @@ def _entrypoint_line(package: Package) -> int | None:
 
 def check_entrypoint(package: Package, runner: str | None = None) -> EntrypointCheck:
     """Import ``package``'s entrypoint in ``runner`` (default: the one a run would use) and
-    check it against the model protocol (see the module docstring). A check that does not
+    check it against the model protocol (see docs/runners.md). A check that does not
     finish (an import that hangs past the wall clock, a crash) is a problem too."""
     from harness.runners import default_runner, runners
     from harness.submission.package import MANIFEST

@@ -2,21 +2,12 @@
 
 A worker that refuses a run says why in ``worker.json`` (``message``, and ``location``: the
 package file and line the failure comes from, see :mod:`harness.worker`), or, in a prediction
-pass, in its answer to the harness, and exits 3 (model error) or 4 (protocol violation). A bare
-"exited with code 4" throws that away, so every runner (``local``, ``sandbox``, ``container``)
-ends its ``run`` with :func:`explain_failure` (a prediction pass's is left to the harness,
-which holds its answers: :mod:`harness.runners.judge`), which for a failed run
+pass, in its answer to the harness, and exits 3 (model error) or 4 (protocol violation).
+A bare "exited with code 4" throws that away, so every runner ends its ``run`` with
+:func:`explain_failure`: it keeps the run's log under ``ZSL_HOME/logs`` and extends
+``outcome.reason`` with what the worker said and where the log is.
 
-- writes the run's log (what the worker said, its stderr and stdout, as the runner kept them)
-  to a file under ``ZSL_HOME/logs`` that outlives the run's temporary folders,
-- and extends ``outcome.reason`` to
-  ``exited with code 3; model error: fit() raised RuntimeError: diverged (model.py:12, in fit);
-  log: /home/me/.cache/zsl-harness/logs/20260101-120000-pkg-1a2b3c4d.log``.
-
-A generator script (a predictions package's ``make_predictions.py``) writes no ``worker.json``:
-its failing line is the last frame inside the package of the Python traceback on its stderr.
-``worker.json`` is read through :class:`harness.runners.outputs.OutputDir` (the output folder is
-the model's to write: no link is followed), and what it says is shown, never trusted further.
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -11,23 +11,7 @@ use is restricted by ``ZSL_GPUS`` (indices or UUIDs, comma-separated; empty: no 
 harness's own ``CUDA_VISIBLE_DEVICES`` where set: a harness running inside an allocation (a Ray
 task that asked for GPUs, a Slurm job) uses only the GPUs it was given.
 
-**Assignment** (:func:`lease`). A run with ``resources.gpus = k`` holds k GPUs for its whole
-duration through one file lock (``flock``) per GPU under ``ZSL_HOME/gpu-leases/<host>/``, so runs
-started at once by any processes or threads sharing that ``ZSL_HOME`` (the executor's pool,
-several ``zsl run``) get disjoint GPUs, and a run waits while fewer than k are free. A run takes
-its k GPUs all at once or none (it never holds some while it waits for more, so runs cannot
-deadlock each other), and its lease ends with it: the kernel drops the locks of a process that
-dies, so no stale lease is left to clean up. A run asking for more GPUs than the machine offers
-is refused at once (:func:`check_request`), before anything starts.
-
-**Passing them on.** :func:`cuda_env`: ``CUDA_VISIBLE_DEVICES`` names the assigned GPUs (UUIDs
-where known) and is empty for a run that asked for none, so model code cannot use a GPU it did
-not ask for; with GPUs also ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (indices count as ``nvidia-smi``
-does) and ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, without which cuBLAS refuses to run under
-``torch.use_deterministic_algorithms(True)``. :func:`device_nodes`: the nodes the sandbox binds
-(the driver's control nodes and the assigned GPUs' own, no other GPU's). :func:`driver_lib_dirs`:
-where the loader finds the driver's user-space libraries. :func:`container_gpu_args`: the flags
-for ``docker run`` / ``podman run``.
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -159,7 +143,7 @@ def list_gpus(
     smi: Callable[[], str | None] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[Gpu]:
-    """The GPUs runs may use on this machine (see the module docstring), in index order.
+    """The GPUs runs may use on this machine (see docs/runners.md), in index order.
 
     ``devices``: the device folder (default :func:`dev_dir`); ``smi``: what ``nvidia-smi``
     answers (default: asked when ``devices`` is ``/dev``, None where it is absent or fails);

@@ -1,32 +1,7 @@
 """The judge: a model package's fit and prediction passes, each in its own isolated run, and
 every verdict made here, outside them.
 
-For each fit of the bundle (the validation fit, when a metric needs validation predictions, then
-the main fit), :func:`run_model`
-
-1. runs the **fit** phase on that fit's model bundle (training and validation data; no test
-   image in any form, :func:`harness.tasks.write_model_bundles`); the model ends by saving its
-   state, which :func:`harness.runners.state.take_state` checks, copies and hashes;
-2. runs the **canonical pass**, a fresh run (sandbox, container, local process) with a private
-   read-only copy of the state: the harness sends every test row of the fit, for each setting's
-   candidates, in chunks of an order fixed by the rows' content (:func:`canonical_order`: blind
-   to class and setting, the same on every rerun, so results are bit-identical run to run) and
-   sizes drawn from a seeded generator; a chunk is sent only once the previous one is answered,
-   over a pipe (:mod:`harness.runners.protocol`): no file of test features is ever in a run;
-3. unless the package declares ``declarations.transductive: true``, runs the **check pass** in
-   another fresh run once every process of the first is gone: a secret random order, chunk
-   sizes from the same distribution, the settings' chunks interleaved; and compares the two
-   here. Any score further apart than float noise (``RTOL`` relative plus ``ATOL`` times the
-   setting's score scale, at least a few ulps of the returned dtype; top-K settings compare
-   their top-K lists, ties at the K-th place allowed) refuses the run, naming the declaration to
-   make. A declared transductive package gets one pass, each setting's images in one call (top-K
-   settings in row chunks bounded by memory).
-
-The passes share nothing but the state the harness copied for each: no process, no writable
-file, no memory, no kernel object (keyrings and the rest are behind the syscall filter of every
-run). What model code or its image does inside a run can change its own answers, never the
-order of the rows, the comparison or the verdict. The residual channels between sequential runs
-(timing, the page cache of read-only files) are in the threat model (README, "Threat model").
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -5,28 +5,7 @@ the network. Use it for the project's own reference submissions and for code you
 code goes through ``sandbox`` or ``container`` (``harness.runners.default_runner`` picks the
 strongest one the machine offers, and warns when only ``local`` is left).
 
-What it does hold:
-
-- **the environment**: an allow-list (:data:`PASSED_ENV`: the path, the locale, the temporary
-  folder), never the caller's secrets (``AWS_*``, ``ZSL_DATABASE_URL``…). ``VIRTUAL_ENV`` is not
-  passed (the worker is started with this interpreter, it needs no activation), and
-  ``PYTHONPATH`` only ever names the folder the ``harness`` package was imported from, when the
-  caller's ``PYTHONPATH`` is how it was found (a source checkout run without installing).
-- **the harness's own environment**: while a run is alive the harness is not dumpable
-  (``prctl(PR_SET_DUMPABLE, 0)``), so a model running as the same non-root user cannot read
-  ``/proc/<harness pid>/environ`` (or its memory). Root is exempt from that check (it holds
-  ``CAP_SYS_PTRACE``): a harness run as root hands a ``local`` model everything, which is one
-  more reason ``local`` is for trusted code only.
-- **the test features**: no phase is given them (see ``harness.runners.judge``), but their file
-  lies in the run's temporary folder on the host's disk, where a ``local`` model, running as
-  the harness's user, can read it: only the isolating runners keep them out of reach.
-- **limits and the process tree**: the run's total memory (``resources.memory_gb``), its
-  processes and the size of its output folder, and at the end every process it started,
-  daemons included, is killed (see ``base.run_process`` and ``harness.runners.cgroup``).
-- **GPUs** (``resources.gpus``, see ``harness.runners.gpus``): the run holds a lease on that many
-  of the machine's GPUs, disjoint from every other run's, and ``CUDA_VISIBLE_DEVICES`` names them
-  (empty for a run that asked for none, so CUDA shows it no GPU). This is a convention, not a
-  wall: a ``local`` model can still open every ``/dev/nvidia*`` node the user can.
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -7,14 +7,7 @@ must be a regular file with one link, is bounded in size, and is read through th
 only. Every failure (a link, a fifo, a folder, a device, too big, unreadable, malformed) is a
 :class:`RunnerError` naming the file, never a traceback; nothing of the run is stored then.
 
-Files::
-
-    worker.json     status, exit code, message, location (the package file and line a failure
-                    comes from), timings and peak memory (:func:`worker_timings`),
-                    hyperparameters the model exposed (:func:`worker_hyperparameters`)
-    state/          what ``Model.save`` wrote (:mod:`harness.runners.state` reads it)
-
-Prediction passes leave nothing: their answers come over a pipe (:mod:`harness.runners.judge`).
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -4,28 +4,9 @@ A long run used to print nothing for minutes (ESZSL on AWA2: 4.5 min of silence)
 reports each phase as it starts and ends: per fit (``fit``, and ``validation fit``: the fit on
 training classes only, whose predictions choose calibration parameters), per setting its prediction
 pass, and the inductive check's second pass. :func:`zsl run <harness.pipeline.run_submission>`
-prints them on stderr as they come::
+prints them on stderr as they come.
 
-    [   0.3 s] zsl: validation fit started
-    [   2.1 s] zsl: validation fit done (1.7 s)
-    [   2.2 s] zsl: predict zsl_val done (0.0 s)
-
-The channel is the worker's stderr: one line per event, :data:`MARKER` then a JSON object
-(:func:`event_line`), written with a single ``write`` (atomic on a pipe), so it works alike under
-every runner (``local``, ``sandbox``, ``container``: each passes the worker's stderr through) and
-needs no file in the output folder, which the inductive check watches for changes. The runner
-reads stderr as it comes anyway (:func:`harness.runners.base.run_process`); a
-:class:`ProgressReader` picks the event lines out of it, and :func:`strip_events` takes the
-well-formed ones out of the stderr the run keeps (the model's, in the run record: event lines
-would make it differ run to run by their durations).
-
-Untrusted. Model code shares that stderr and can write anything to it, event lines included, so
-the reader bounds what it holds (a partial line keeps its last :data:`LINE_LIMIT` bytes, at most
-:data:`EVENTS_LIMIT` events are passed on), parses each line defensively (known fields and
-values only, finite durations) and never raises: a malformed event line is reported to the sink
-(the first :data:`REJECTS_SHOWN`, then a count) and ignored. A well-formed line a model forges
-shows as progress: it is only ever shown, never trusted (timings in the record come from
-``worker.json``).
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -125,7 +106,7 @@ class ProgressEvent:
 def event_line(
     phase: str, fit: str, state: str, *, setting: str | None = None, seconds: float | None = None
 ) -> bytes:
-    """The worker's line for one event (see the module docstring); checked like any reader
+    """The worker's line for one event (see docs/runners.md); checked like any reader
     checks it, so the worker cannot send what the harness would refuse."""
     fields: dict[str, Any] = {"phase": phase, "fit": fit, "state": state}
     if setting is not None:

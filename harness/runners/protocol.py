@@ -5,24 +5,7 @@ prediction pass (``python -m harness.worker predict``, inside a sandbox or conta
 one chunk at a time and must answer a chunk before it is sent the next, so what a model has seen
 when it scores an image is exactly what the harness chose to send it.
 
-Messages, in order:
-
-1. harness → pass: a *control* message (8-byte little-endian length, then JSON of at most
-   :data:`CONTROL_LIMIT` bytes): ``{"settings": [{"name", "candidates": [int...],
-   "keep": K or null}]}``.
-2. pass → harness: a :data:`REPLY` header with status ``READY``, or an error (below).
-3. any number of requests, harness → pass: a :data:`REQUEST` header (op ``PREDICT``, setting
-   index, rows, feature columns, numpy dtype string) and the rows' features; each answered by a
-   :data:`REPLY` header (``OK``, ``DENSE`` or ``TOPK``, dtype code, 0, rows, width) and the
-   arrays (top-K: int64 candidate columns, then scores), or an error: status ``MODEL_ERROR``
-   or ``PROTOCOL`` and a JSON payload ``{"message", "location"}`` of at most
-   :data:`MESSAGE_LIMIT` bytes.
-4. harness → pass: a request with op ``QUIT``; pass → harness: a control message
-   ``{"peak_rss_mib": float}``; the pass exits 0.
-
-Everything a pass sends is untrusted (model code runs in that process and may write anything to
-the pipe): the harness checks each header against what it asked, bounds every length, and reads
-arrays into buffers of the size it expects.
+See docs/runners.md.
 """
 
 from __future__ import annotations

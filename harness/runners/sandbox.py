@@ -1,52 +1,6 @@
 """Runner ``sandbox``: the worker inside bubblewrap (``bwrap``), for untrusted model code.
 
-What the model sees: a read-only system (``/usr`` and the ``/lib*``, ``/bin`` links, a few files
-of ``/etc``), the Python installation and the ``harness`` package read-only at their own paths,
-the package's snapshot at ``/package`` read-only, and per phase: for ``fit``, its one-fit task
-bundle at ``/bundle`` (read-only; no test image) and the output folder at ``/out`` where it
-saves its state; for a ``predict`` pass, a private copy of that state at ``/state`` (read-only)
-and an empty ``/out`` the harness removes after the pass, the test rows arriving one chunk at a
-time over two inherited pipes (:mod:`harness.runners.protocol`). Besides ``/out`` only a
-private tmpfs ``/tmp`` is writable; a fresh ``/proc`` and a minimal ``/dev`` (its ``/dev/shm``
-inside the sandbox's own tmpfs). It has no network (a new, empty network namespace), its own
-PID, IPC and UTS namespaces, a new session (no terminal injection), a cleared environment, and
-rlimits on address space (``resources.memory_gb``), CPU time, processes, file size and open files.
-
-GPUs (``resources.gpus``, see ``harness.runners.gpus``): a run holds a lease on that many GPUs of
-the machine, and its ``/dev`` gets the driver's control nodes (``nvidiactl``, ``nvidia-uvm``,
-``nvidia-uvm-tools``, ``nvidia-modeset``) and the assigned GPUs' own ``/dev/nvidiaN`` only
-(``--dev-bind``: CUDA opens them read-write), ``/sys`` read-only (CUDA fails to initialise
-without it) and the folders of the driver's libraries where they lie outside ``/usr``;
-``CUDA_VISIBLE_DEVICES`` names the assigned GPUs, and is empty for a run that asked for none,
-which gets no device node either. A GPU run has no address-space rlimit (CUDA reserves far more
-address space than it uses); the cgroup, or the watchdog, still bounds its memory.
-
-The address-space rlimit of a CPU run is ``memory_gb`` *plus* the size of the shared libraries
-installed in the Python environment (:func:`library_address_space`): mapping a library reserves
-address space for all of it, resident or not, and a CUDA build of torch (what PyPI ships, and
-what the ``features`` extra installs) maps about 3 GiB of CUDA libraries on ``import torch``
-even on a machine without a GPU, which a 2 GiB limit refuses ("failed to map segment"). The
-rlimit still stops runaway allocations; the run's memory itself is held to ``memory_gb`` by the
-cgroup or the watchdog.
-
-Totals, which per-process rlimits cannot bound (``base.run_process`` and ``cgroup``): the whole
-run's memory, processes and ``/tmp`` together, is held to ``resources.memory_gb`` by a cgroup
-(tmpfs pages are charged to it), or where none can be made by a watchdog that polls the run's
-resident memory plus what ``/tmp`` holds. ``/tmp`` is also sized to ``memory_gb`` (bwrap
-``--size``). ``/out`` lives on the host's disk: it may hold ``memory_gb`` too (prediction files
-are arrays the worker held in memory), one file at most that much (``RLIMIT_FSIZE``), and the
-harness polls its size and stops the run past the bound. The wall-clock limit, any limit passed,
-and the end of the run kill every process of the run; ``--die-with-parent`` and the PID
-namespace take the sandbox's processes with bwrap as well.
-
-Root and non-root differ in one point. As a normal user, bwrap also creates a user namespace and
-the model runs as that user. As root (a CI container), a user namespace would map the model to
-the real root, which the kernel exempts from ``RLIMIT_NPROC`` and which could read root-only
-files; so bwrap runs without one and the launcher drops to ``nobody`` (65534) before the model
-starts, with the output folder handed to that user.
-
-Model code also runs under the system-call filter of :mod:`harness.runners.seccomp`, which
-bwrap (``--seccomp``) applies just before it starts the launcher.
+See docs/runners.md.
 """
 
 from __future__ import annotations
@@ -218,7 +172,7 @@ def sandbox_argv(
     except, for a GPU job, asking the loader's cache where the driver's libraries are).
 
     ``as_root`` (default: whether this process is root) chooses between a user namespace (normal
-    users) and a drop to ``nobody`` inside the sandbox (root); see the module docstring.
+    users) and a drop to ``nobody`` inside the sandbox (root); see docs/runners.md.
     ``channel``: a prediction pass's descriptors (requests, replies), which bwrap and the
     launcher pass on to the worker at the same numbers.
     ``assigned``: the ``job.gpus`` GPUs the job holds (``harness.runners.gpus.lease``), whose
@@ -235,7 +189,7 @@ def sandbox_argv(
     )
     python = sys.executable
     if as_root:
-        # No user namespace (see the module docstring); keep only what the uid drop needs.
+        # No user namespace (see docs/runners.md); keep only what the uid drop needs.
         unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         unshare += ["--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
@@ -338,7 +292,7 @@ def _explain(outcome: RunOutcome) -> RunOutcome:
 
 
 class SandboxRunner:
-    """Bubblewrap isolation; see the module docstring for what the model can and cannot do."""
+    """Bubblewrap isolation; see docs/runners.md for what the model can and cannot do."""
 
     name = "sandbox"
 

@@ -9,27 +9,7 @@ runs. The list covers every call Docker's default seccomp profile documents as b
 more (io_uring, the new mount API, ``pidfd_getfd``, ``adjtimex``). Python, numpy, BLAS
 threads, torch on CPU and the CUDA driver (context, allocations, pinned memory) work under it.
 
-- :data:`DENIED` calls fail with ``EPERM``.
-- ``clone`` fails with ``EPERM`` when its flags (argument 0) hold a ``CLONE_NEW*`` flag
-  (:data:`CLONE_NAMESPACE_FLAGS`). Plain ``clone`` (fork, threads) is allowed.
-- :data:`ENOSYS_CALLS` (``clone3``) fail with ``ENOSYS``. glibc then falls back to ``clone``,
-  whose flags a filter can read; ``clone3`` keeps its flags behind a pointer. Docker does the same.
-- ``personality`` is denied whatever its argument. Docker allows five arguments, but a
-  default-allow libseccomp profile cannot say "none of these" (several comparisons on one
-  argument do not combine). Neither Python nor the libraries of its environment call it.
-
-Two compilations of the table:
-
-- :func:`bpf_program` is a classic BPF program for bubblewrap's ``--seccomp FD``
-  (:func:`program_fd` hands it over). It is built for this machine's architecture (x86_64 or
-  aarch64, :data:`SYSCALLS`). A call made through any other ABI (i386 ``int 0x80`` on x86_64,
-  arm32 on aarch64) kills the process, and x32 calls on x86_64 fail with ``EPERM``.
-- :func:`docker_profile` is a runc/libseccomp JSON profile for ``docker run --security-opt
-  seccomp=PATH`` (:func:`write_docker_profile`, :func:`profile_path`). It replaces Docker's own
-  profile, so the container, too, allows every call not named. The compat ABIs (i386 and x32,
-  arm32) stay usable there as under Docker's profile, with the same names denied, plus
-  :data:`COMPAT_ONLY`, the 32-bit-only calls Docker blocks. The engine's libseccomp resolves the
-  names. It skips a name it does not know (a call newer than it) without an error.
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -5,24 +5,9 @@ code could fill with anything, so :func:`take_state` reads it as hostile input: 
 directory descriptors, never following a link, regular single-link files only, names of
 :data:`NAME` only, at most :data:`MAX_FILES` files and :data:`MAX_DEPTH` folders deep, and the
 whole at most the run's memory bound (a prediction pass has to load it). Only data formats are
-accepted, checked by content, never by name alone:
+accepted, checked by content, never by name alone.
 
-- ``.npy``: a NumPy header (no object dtype, so nothing is ever unpickled) whose shape and dtype
-  account for exactly the file's size;
-- ``.npz``: a zip of ``.npy`` members only, each checked like a ``.npy``, their expanded sizes
-  bounded before anything is expanded;
-- ``.safetensors``: an 8-byte header length, a JSON header of dtypes, shapes and offsets that
-  tile the data exactly;
-- ``.json``: UTF-8 JSON.
-
-Nothing else (code, pickles, libraries) can be a state. The files are copied into a folder of
-the harness as they are read; the copy, not the sandbox's folder, is what every prediction pass
-gets (:func:`copy_state`, one private read-only copy per pass).
-
-The state's hash (:attr:`ModelState.sha256`) is of its *content*: the sorted relative paths and,
-per file, the SHA-256 of its bytes, except ``.npz`` files, whose members are hashed by name and
-expanded bytes (the same arrays saved compressed or not, or by a zip writer that stamps the
-time, hash alike). It goes in the run record.
+See docs/runners.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """Render run records into a static leaderboard site, atomically.
 
-The builder reads records only (from the store or exported JSON) and writes plain HTML, one CSS
-file, one small script (sorting, filtering, the comparison picker: progressive enhancement, the
-pages are complete without it), text logs and ``results.json``. Links are relative and nothing is
-fetched from elsewhere, so the site opens from ``file://`` and can be served from anywhere. Output
-is deterministic: the same records give byte-identical files. Every submitted string is escaped
-by jinja2's autoescaping and isolated (its own ``<bdi>``, or FSI … PDI where only text can go, its
-bidi controls balanced: :mod:`harness.site.text`), so a right-to-left override in a name reorders
-nothing outside it; a submitted URL becomes a link only when it is ``http``/``https``; every page
-carries a Content-Security-Policy that allows the site's own script and nothing inline. Two names
-(or benchmark ids) that read alike are refused (:mod:`harness.identity`), and transductive runs
-are ranked apart from inductive ones unless the reader asks for one ranking
-(:mod:`harness.site.model`).
-
-Layout::
-
-    index.html                           benchmarks, rank matrix, submissions
-    across.html                          scores across benchmarks (GBU Table III), per family
-    benchmarks/<id>-v<version>.html      tables, groups, charts; rows are #sub-<slug>
-    submissions/<name>@<version>.html    metadata, every score, hashes, logs, comparisons
-    compare.html, compare/<a>--<b>.html  paired tests between two submissions
-    *.csv                                every table's data, beside its page
-    logs/<name>@<version>/<id>-v<version>.txt
-    results.json, static/style.css, static/site.js
-
-The site is rendered into a temporary directory next to ``out_dir`` and moved into place when
-complete, so a failed build never leaves half a site behind.
+See docs/site.md.
 """
 
 from __future__ import annotations

@@ -143,46 +143,7 @@ def line_chart(
 ) -> Markup:
     """A line chart with one curve per :class:`Series` and a legend below.
 
-    Parameters
-    ----------
-    series : sequence of Series
-        The curves, drawn in this order, each joining its points in the order given.
-        Non-finite points (NaN or ±inf in ``x`` or ``y``) are dropped.
-    title, x_label, y_label : str
-        The chart's title (also its accessible name) and the axis labels.
-    x_range, y_range : (float, float), default=None
-        Fixed axis limits; points outside are drawn at the edge (their tooltips keep the exact
-        values). By default an axis spans the data, widened to round ticks.
-    step : bool, default=False
-        Sort each series by ``x`` and draw a staircase: each ``y`` holds until the next ``x``
-        (matplotlib's ``steps-post``).
-    markers : bool, default=None
-        Mark every point, with a tooltip of its values. None marks series of at most
-        ``MARKER_LIMIT`` points; a lone point is always marked.
-    x_percent, y_percent : bool, default=False
-        Label that axis's ticks as percentages of fractions (0.5 → "50%").
-    max_series : int, default=10
-        Draw only the first ``max_series`` series and end the legend with "+k more series not
-        shown": beyond about ten curves a reader can no longer tell them apart.
-    width, height : int, default=640, 360
-        Size in pixels without the legend, which wraps into rows below.
-    description : str, default=None
-        The ``<desc>``; by default a sentence naming the axes and the series.
-    x_rules : sequence of (float, str), default=()
-        Vertical reference lines, each ``(x, label)``: a dashed line across the plot with its
-        label at the top (e.g. a target the curves are read at). Non-finite x are skipped.
-    x_limits : (float, float), default=None
-        The values x can take (an accuracy: 0 to 1). The automatic x axis stays within them,
-        and when it covers less of them than all, the x label says from where to where (a
-        zoom a reader sees, not a sliver that looks like the whole range).
-    x_min_span : float, default=0.0
-        The least span of the automatic x axis (within ``x_limits``): points that differ
-        by 0.4 % are not spread over the whole width.
-
-    Returns
-    -------
-    markupsafe.Markup
-        The ``<svg>`` element.
+    See docs/site.md, `line_chart`.
     """
     _check_text(description, title=title, x_label=x_label, y_label=y_label)
     _check_size(width=width, height=height)
@@ -272,33 +233,7 @@ def bar_chart(
 ) -> Markup:
     """Horizontal bars from zero, one row per label, with optional interval whiskers.
 
-    Parameters
-    ----------
-    labels : sequence of str
-        Row labels, top to bottom.
-    values : sequence of float
-        One value per label; a NaN value shows "not scored" instead of a bar.
-    title, value_label : str
-        The chart's title and the value axis label.
-    lo, hi : sequence of float, default=None
-        Interval bounds per label (both or neither); a NaN bound draws no whisker.
-    percent : bool, default=False
-        The values are fractions, shown as percentages with one decimal.
-    value_format : str, default=".2f"
-        Format spec of the value printed right of each bar when ``percent`` is False.
-    value_range : (float, float), default=None
-        Fixed value axis limits; by default the axis spans zero and the data.
-    hrefs : sequence of str or None, default=None
-        A link per label (only http(s) or relative URLs are linked).
-    width : int, default=640
-        Width in pixels; the height grows with the rows.
-    description : str, default=None
-        The ``<desc>``; by default a sentence naming the values and the rows.
-
-    Returns
-    -------
-    markupsafe.Markup
-        The ``<svg>`` element.
+    See docs/site.md, `bar_chart`.
     """
     names = _bar_labels(labels, description, title, value_label, width)
     n = len(names)
@@ -344,29 +279,7 @@ def stacked_bar_chart(
 ) -> Markup:
     """Horizontal 100% stacked bars: each row split into the shares of its parts.
 
-    Parameters
-    ----------
-    labels : sequence of str
-        Row labels, top to bottom.
-    parts : mapping of str to sequence of float
-        Non-negative amounts (counts or fractions) per part, one per row, stacked left to right
-        in the mapping's order; each row is divided by its total. A row holding a NaN, or with a
-        zero total, shows "not scored".
-    title : str
-        The chart's title.
-    value_label : str, default="share"
-        The share axis label.
-    hrefs : sequence of str or None, default=None
-        A link per label (only http(s) or relative URLs are linked).
-    width : int, default=640
-        Width in pixels; the height grows with the rows and the legend.
-    description : str, default=None
-        The ``<desc>``; by default a sentence naming the parts and the rows.
-
-    Returns
-    -------
-    markupsafe.Markup
-        The ``<svg>`` element.
+    See docs/site.md, `stacked_bar_chart`.
     """
     names = _bar_labels(labels, description, title, value_label, width)
     if not isinstance(parts, Mapping) or not parts:
@@ -422,31 +335,7 @@ def heatmap(
 ) -> Markup:
     """A grid of cells coloured and printed with their values; missing cells are hatched grey.
 
-    Parameters
-    ----------
-    row_labels, col_labels : sequence of str
-        Labels of the rows (left) and of the columns (top, slanted).
-    values : array-like of shape (n_rows, n_cols)
-        The cell values; a non-finite value (NaN) is a missing cell, titled "not scored".
-    title : str
-        The chart's title.
-    value_format : str, default=".2f"
-        Format spec of the printed values (``".0f"`` for ranks, ``".3f"`` for p-values).
-    vmin, vmax : float, default=None
-        The values of the lightest and the darkest colour; by default the data's extremes.
-    reverse : bool, default=False
-        Give low values the darkest colour (rank 1, small p-values).
-    row_hrefs, col_hrefs : sequence of str or None, default=None
-        A link per row or column label (only http(s) or relative URLs are linked).
-    cell_width : int, default=56
-        Width of a cell in pixels; the chart's size follows from the grid and the labels.
-    description : str, default=None
-        The ``<desc>``; by default a sentence giving the grid's size.
-
-    Returns
-    -------
-    markupsafe.Markup
-        The ``<svg>`` element.
+    See docs/site.md, `heatmap`.
     """
     _check_text(description, title=title)
     _check_size(cell_width=cell_width)

@@ -3,23 +3,9 @@ per dataset.
 
 Xian et al. (TPAMI 2019, Table III) print one row per method and, per dataset, its ZSL per-class
 top-1 on the standard split (SS) and the proposed split (PS), then GZSL u / s / H. This module
-builds such tables from the site model, one per *setting* and *split family*:
+builds such tables from the site model, one per *setting* and *split family*.
 
-- benchmarks named like the xlsa17 specs (``xlsa17-<dataset>-<ss|ps>[-val<n>]``,
-  ``specs/xlsa17/*.yaml``) form the ``xlsa17`` family. In its ZSL table a column group is a
-  dataset (in GBU's order SUN, CUB, AWA1, AWA2, aPY, then others) and its columns the splits
-  present (SS, PS, PS val2, …); in its GZSL table a group is a dataset's split, its columns u, s, H;
-- any other benchmark belongs to the family named by its id up to the first ``-`` (``imagenet-all``
-  and ``imagenet-goz``: ``imagenet``; ``demo``: ``demo``), a column group per benchmark version.
-
-A ZSL (or any non-GZSL) column is the benchmark's primary metric; a GZSL group holds the unseen,
-seen and harmonic-mean accuracies where the benchmark has them, else its primary metric. Each
-score's interval is in its cell's tooltip, and the best score of each column *among the inductive
-runs* is marked (transductive runs saw the unlabelled test images: listed, badged, never marked
-best). Rows follow the site's ranking rule on the family's primary scores
-(:func:`harness.metrics.comparison.rank_matrix`: more benchmarks covered first, then mean rank),
-inductive runs first, then transductive ones. Each table also exists as a CSV file
-(:mod:`harness.site.csv_tables`).
+See docs/site.md.
 """
 
 from __future__ import annotations

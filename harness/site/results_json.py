@@ -1,33 +1,6 @@
 """``results.json``: the site for machines -- every record, plus the ranks and groups computed.
 
-Layout (format ``zsl-leaderboard-results/2``)::
-
-    {"format": ..., "harness_version": ..., "tests": {how groups were tested},
-     "benchmarks": [{"id", "version", "title", "hash", "page",
-                     "settings": [{"setting", "primary": {"metric", "version"} | null,
-                                   "ranking": [{"submission", "version", "transductive",
-                                                "rank", "group", "rank_combined",
-                                                "group_combined", "value", "interval"}],
-                                   "groups": [[...]], "transductive_groups": [[...]],
-                                   "combined_groups": [[...]]}]}],
-     "rank_matrices": {setting: {"benchmarks", "submissions", "ranks", "mean_rank",
-                                 "n_benchmarks"}},
-     "rank_matrices_transductive": {...}, "rank_matrices_combined": {...},
-     "submissions": [{"submission", "version", "slug", "page", "transductive"}],
-     "records": [record file, one per line]}
-
-Transductive runs (``declarations["transductive"]`` true) are ranked apart, as the pages show
-them: ``rank`` and ``group`` count runs of the same kind only (inductive among inductive,
-transductive among transductive; ``groups`` and ``rank_matrices`` are the inductive runs'),
-``rank_combined``/``group_combined``, ``combined_groups`` and ``rank_matrices_combined`` rank
-every run together. Version 2 of the format: in version 1 every rank counted every run. A rank
-matrix lists ``submissions`` in leaderboard order: more benchmarks covered (``n_benchmarks``)
-first, then lower ``mean_rank`` (:func:`harness.metrics.comparison.rank_matrix`).
-
-Each line of ``records`` is exactly a record file of :mod:`harness.results.records_io` (its
-``format``/``id``/``record`` envelope, with the same content id) written compactly, so a record
-can be cut out of the site and verified. Keys are sorted and the records are in a fixed order
-(benchmark, version, submission, version): the same records give the same bytes.
+See docs/site.md.
 """
 
 from __future__ import annotations

@@ -8,21 +8,7 @@ splits (Fig. 4). Here a *benchmark family* is what the records say it is
 each member's short label such as ``val2``), never guessed from ids. Only families with at least
 two member benchmarks in the records are shown; without one the site has no robustness page.
 
-Per setting, :func:`robustness_tables` gives a row per submission and a column group per family:
-each member's primary score, their mean and spread over the members the submission has a score
-on (a missing member is "—" and left out; the count says how many, e.g. 2/3), and the main
-member's score with its interval. The *spread* is the range, max − min, over those members (two
-at least; with three validation splits a standard deviation says little more and is harder to
-check by hand). Members of a family whose primary metric differs (another metric, function or
-metric version) from the main member's are left out of its group: their scores don't average.
-
-:func:`rank_counts` is the rank matrix of GBU Fig. 4 over every family member benchmark where at
-least two submissions of one kind have a primary score, by the site's ranking rule
-(:func:`harness.site.stats.ranks_across`, i.e. :func:`harness.metrics.comparison.rank_matrix`:
-ties share their average rank and split their count, e.g. 0.5 to rank 1 and 0.5 to rank 2; a
-submission missing a benchmark is ranked among those present, and its coverage is shown). Rows
-of both views follow that ranking. Transductive runs are ranked among themselves (a matrix of
-their own) and listed after the inductive ones, as on the across page.
+See docs/site.md.
 """
 
 from __future__ import annotations

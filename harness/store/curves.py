@@ -1,18 +1,8 @@
 """Split a score's curve into point rows for the store, and put it back together on load.
 
-Metrics hand their curve over in ``details["curve"]`` in one of two shapes:
+Metrics hand their curve over in ``details["curve"]`` in one of two shapes.
 
-- ``points``: a list of operating points, e.g. DARTS (``darts_area``, ``darts_reward``) gives
-  one dict per accuracy target with ``target``, ``lambda``, ``accuracy``, ``info_gain`` and the
-  ``share_*`` of predictions per hierarchy level;
-- ``columns``: a dict of equal-length lists, one list per quantity, plus scalars, e.g. AUSUC
-  gives ``{"seen": [...], "unseen": [...], "n_points": 1234}``.
-
-Either becomes one point per row (a ``columns`` curve's i-th point is the dict of every list's
-i-th item) with ``x`` and ``y`` read from the first pair of :data:`AXES` that every point has.
-:func:`join_curve` rebuilds the curve, scalars, key order and its place among the details
-included, so a record comes back from the store equal to what went in. A curve of any other
-shape (a dict whose lists differ in length, a scalar) stays inside the details as it is.
+See docs/store.md.
 """
 
 from __future__ import annotations

@@ -7,14 +7,7 @@ metadata of ``name@version``. Dictionaries and lists live in JSON columns. A run
 flag (``zsl results hide``) is the store's, not the record's: a hidden run is kept but left out
 of exports and the site.
 
-A score whose details carry a curve (``details["curve"]``: DARTS accuracy-specificity points,
-calibrated-stacking seen-unseen columns) keeps it as :class:`CurvePointRow` rows, one per
-operating point with its ``x`` and ``y`` as numbers SQL can plot, filter and aggregate; the
-score's ``details`` hold the rest. :mod:`harness.store.curves` splits and reassembles them.
-
-The public schema of a stored run is :class:`harness.records.RunRecord`; these rows are never
-handed out of :mod:`harness.store.service`. Every change here needs a migration
-(``harness/store/migrations/README.md``); a test fails while models and migrations differ.
+See docs/store.md.
 """
 
 from __future__ import annotations

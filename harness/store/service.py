@@ -171,11 +171,7 @@ def save_runs(
     run's row lock. A run re-made by ``zsl run`` since it was loaded is never overwritten with
     the old run's predictions; the whole save is refused instead (:class:`StaleRunError`).
 
-    Raises
-    ------
-    HarnessError
-        Two records are the same run (benchmark version and submission version), or as
-        :func:`save_run`.
+    See docs/store.md, `save_runs`.
     """
     return _save_all(engine, records, only_unchanged=only_unchanged, replaced=None)
 

@@ -8,43 +8,9 @@ library saved as ``calib.dat`` (``ctypes.CDLL``), marshalled code saved as ``wei
 code a reviewer can read, so :func:`content_problem` refuses, by content, every file that a
 loader takes *as it is* and turns into running code, and every container whose members neither
 validation nor review sees. Rules, all on the file's bytes (nothing here imports, unmarshals,
-unpickles or loads a file):
+unpickles or loads a file).
 
-- **Native code**: ELF (``\\x7fELF``); Mach-O, both byte orders, 32 and 64 bit (``feedface``,
-  ``feedfacf`` and their reverses); ``cafebabe`` (a Mach-O universal binary *or* a Java class
-  file: one magic, both refused); Windows PE (``MZ`` whose header offset at 0x3c points at
-  ``PE\\0\\0``; ``MZ`` alone begins many innocent files, a CSV row for one); WebAssembly
-  (``\\0asm``).
-- **Python code**: a ``.pyc`` of any Python 3 version: a 16-bit magic number from 3000 to 3999
-  then ``\\r\\n``, followed by the flags of 3.7+ (0 to 3) or by a code object after the header
-  of any version (8, 12 or 16 bytes); a marshalled code object at offset 0
-  (``marshal.dumps(code)``) or after such a header, whatever its bytes; a marshalled tuple,
-  list, dict or set whose first 64 KiB hold one. The magic alone is not enough: any text whose
-  first line is one character ended by ``\\r\\r\\n`` has it. A code object is recognised
-  by its structure, never by unmarshalling it: the type byte ``c`` (``0xe3`` with FLAG_REF),
-  the four or five 32-bit counts of every Python 3 layout (each below 65536), the flags (below
-  2**28), then the byte string of its instructions (``s``/``0xf3``). Text never matches: the
-  counts put NUL bytes at fixed places.
-- **Pickles**: protocol 2 to 5 (``\\x80`` then the protocol byte), whatever follows; protocol 0
-  and 1 (no header) when their opcodes, decoded by :func:`pickletools.genops` (which decodes and
-  runs nothing), reach ``STOP`` within the first 64 KiB after importing or calling something
-  (``GLOBAL``, ``REDUCE``, ``BUILD``…). A ``.npy`` (``\\x93NUMPY``) of an object dtype is
-  pickled objects too: its header is read (:func:`numpy.lib.format.read_array_header_1_0`),
-  never its data.
-- **Archives**: zip (found by its end record, as ``zipfile`` finds it, so a zip appended to a
-  CSV counts), gzip, bzip2, xz, zstd, lz4, 7z, rar and tar. The package itself is the archive,
-  so its files travel unpacked, where this check and the reviewer see them. The one zip
-  accepted is a NumPy ``.npz`` (by its suffix) whose every member is a ``.npy`` of a non-object
-  dtype (each member's header read, no data).
-
-Allowed, and why: a ``#!`` script is text a reviewer reads like any source, so a shebang alone
-refuses nothing; a file that only *looks* like a format for two bytes (``MZ,3`` in a CSV, a
-note starting with ``c``) passes, since every rule above checks the structure behind the magic.
-
-What no content rule can see: a payload the package's own code decodes first (base64 in a
-``.txt``, bytes XORed, an offset into an array's data). Turning data into code takes Python in
-the package's ``.py`` source (``marshal``, ``ctypes``, ``exec``), which is what review reads;
-``zsl ci pr`` also accepts only declared data formats (``allowed_data_suffixes``).
+See docs/submission.md.
 """
 
 from __future__ import annotations

@@ -7,21 +7,9 @@ wins over it, a byte-code cache ``__pycache__/model.cpython-311.pyc`` is run ins
 ``model.py`` (an "unchecked-hash" pyc is never compared with the source at all), and a sourceless
 ``model.pyc`` imports without any source. Package validation
 (:meth:`harness.submission.package.Package.files`) refuses all of these; this loader makes the
-worker safe even if validation were bypassed:
+worker safe even if validation were bypassed.
 
-- a path hook, first in ``sys.path_hooks``, answers for every directory inside the package root
-  with a ``FileFinder`` that knows only :data:`importlib.machinery.SOURCE_SUFFIXES` and
-  :class:`SourceOnlyLoader`; so no extension module and no ``.pyc`` in the package can be found.
-  For a path inside the package that is not a directory (a zip someone puts on ``sys.path``) it
-  answers with a finder that finds nothing, so ``zipimport`` never reads the package either.
-- :class:`SourceOnlyLoader` makes ``path_stats`` raise ``OSError``. CPython 3.11's
-  ``SourceLoader.get_code`` (``importlib/_bootstrap_external.py``) reads cached byte-code only
-  inside the ``else`` branch of ``try: st = self.path_stats(source_path)``, and writes it only
-  when ``source_mtime`` (set in that branch) is not None: with ``OSError`` there it neither reads
-  nor writes ``__pycache__`` and compiles the source it reads.
-
-Once the model's own code runs it can of course load anything it computes; what this guarantees
-is that the entrypoint import, and every import of the package's modules, runs hashed source.
+See docs/submission.md.
 """
 
 from __future__ import annotations
@@ -55,7 +43,7 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
 
     def path_stats(self, path: str) -> dict[str, Any]:
         # get_code reads a pyc only after path_stats succeeds, and writes one only with the
-        # mtime it returned; failing here switches both off (see the module docstring).
+        # mtime it returned; failing here switches both off (see docs/submission.md).
         raise OSError(f"{path}: byte-code caching is disabled for submission packages")
 
     def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:

@@ -5,25 +5,7 @@ through the model protocol by a runner) or prediction files (``kind: predictions
 with a generator script that writes them from a task bundle (run in the same runner as model
 code: it is untrusted too).
 
-The code that runs must be the code that was hashed and shown for review. So validation refuses
-every file Python could import or run in place of the package's ``.py`` source: byte-code
-(``.pyc``, ``.pyo``, ``__pycache__`` folders, which Python prefers to the source), compiled
-extension modules and shared libraries (every suffix in ``importlib.machinery.EXTENSION_SUFFIXES``,
-plus ``.so``, ``.pyd``, ``.dylib``, ``.dll``), and ``.pth`` files; and the package hash covers every
-other file. Names are not enough: a package's code can load any file as it likes (an ELF
-library saved as ``calib.dat`` through ``ctypes``, marshalled code saved as ``weights.bin``), so
-validation also refuses, by content and whatever the file is called, native code, Python
-byte-code and marshalled code, pickles (object arrays in ``.npy``/``.npz`` included) and
-archives other than a plain ``.npz`` (:mod:`harness.submission.content` has the rules).
-Nothing is silently left out: editor and tool folders (``.pytest_cache``,
-``.ipynb_checkpoints``, ``.git``) are hashed like any other file, so delete them before
-submitting if they should not be part of the package. The worker imports through
-:mod:`harness.submission.loader`, which finds only ``.py`` source even if this check were bypassed.
-
-What a leaderboard accepts is narrower (:meth:`Package.undeclared_files`, checked by
-``zsl ci pr``): source a reviewer reads in the diff (:data:`SOURCE_SUFFIXES`,
-:data:`SOURCE_NAMES`) and the data formats the harness declares (:data:`DATA_SUFFIXES`, the
-package's own prediction files), plus the suffixes the leaderboard's configuration allows.
+See docs/submission.md.
 """
 
 from __future__ import annotations

@@ -9,28 +9,7 @@ refuses a file made for another benchmark or class order, a wrong shape or dtype
 out-of-range or repeated top-K entries (naming the first bad row).
 Rows are in the frozen test order of the setting; columns in the spec's candidate order.
 
-Top-K lists and ties at the cut
--------------------------------
-A row of a top-K file lists K candidates with their scores; the reader sorts it by decreasing
-score (equal scores: smaller column first). The flat accuracies count ties *against* the true
-class (:mod:`harness.metrics.flat`), and the rank-based metrics rank equal scores by the smaller
-column: both agree with dense scores only if the list is a *strict cut*, i.e. its K-th score is
-strictly greater than the score of every candidate it leaves out. When the K-th and (K+1)-th
-scores tie, which of the tied classes the list keeps would decide the row's score, so:
-
-* a writer that holds the dense scores must refuse such a row: :func:`top_k_from_scores` (which
-  the worker uses to cut a model's scores, and :func:`write_predictions` with ``top_k=``) raises a
-  :class:`~harness.errors.PredictionError` naming the first row whose K-th and (K+1)-th scores
-  tie, rather than pick one of the tied classes;
-* a file written elsewhere (a generator's own top-K lists) must follow the same rule; the reader
-  cannot check it, because the file holds no score of an unlisted candidate.
-
-A prediction file is untrusted input, so reading one costs memory in proportion to the
-predictions the run expects, never to what the file claims: only the members the contract names
-are read (an unknown or repeated ``.npz`` member is refused, listed, without being inflated);
-every member's declared size, the ``.npy`` or safetensors header and the file's size are checked
-against the expected shape before any array data is read; object dtypes are refused from the
-header (no pickle is ever loaded).
+See docs/submission.md.
 """
 
 from __future__ import annotations
@@ -88,43 +67,8 @@ def top_k_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarra
     """The ``k`` best columns of every row and their scores, best first; a tie at the cut is
     refused.
 
-    Parameters
-    ----------
-    scores : ndarray of float of shape (n_rows, n_candidates)
-        Dense scores, higher is better.
-    k : int
-        How many columns to keep, ``k >= 1``; at least ``n_candidates`` keeps every column.
-
-    Returns
-    -------
-    indices : ndarray of int64 of shape (n_rows, min(k, n_candidates))
-        Columns by decreasing score; equal scores put the smaller column first.
-    top_scores : ndarray of shape (n_rows, min(k, n_candidates))
-        Their scores, in the dtype of ``scores``.
-
-    Raises
-    ------
-    PredictionError
-        If a row's k-th and (k+1)-th best scores are equal (a tie straddling the cut: the list
-        would depend on which tied class it keeps), naming the first such row and the score.
-
-    Examples
-    --------
-    Row 1 ties 0.3 and 0.3 at places 2 and 3: refused at K = 2, fine at K = 1 and K = 3 (a tie
-    inside the list is ordered by column):
-
-    >>> scores = np.array([[0.1, 0.9, 0.5], [0.3, 0.3, 0.7]])
-    >>> [top_k_from_scores(scores, k)[0].tolist() for k in (1, 3)]
-    [[[1], [2]], [[1, 2, 0], [2, 0, 1]]]
-    >>> top_k_from_scores(scores, 2)
-    Traceback (most recent call last):
-    ...
-    harness.errors.PredictionError: top-2 lists: row 1's 2nd and 3rd best scores tie (0.3), so the list would depend on which tied class it keeps; break ties in the scores (e.g. add a tiny class-dependent offset) or choose another K
-    >>> top_k_from_scores(np.array([[0.5, 0.2, 0.5]]), 1)
-    Traceback (most recent call last):
-    ...
-    harness.errors.PredictionError: top-1 lists: row 0's 1st and 2nd best scores tie (0.5), so the list would depend on which tied class it keeps; break ties in the scores (e.g. add a tiny class-dependent offset) or choose another K
-    """  # noqa: E501
+    See docs/submission.md, `top_k_from_scores`.
+    """
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise PredictionError(f"top-K lists: K must be an integer >= 1; got {k!r}")
     scores = np.asarray(scores)
@@ -180,7 +124,7 @@ def write_predictions(
 
     With ``top_k`` and dense ``scores``, write the top-K lists cut from the scores by
     :func:`top_k_from_scores`, which refuses a row whose K-th and (K+1)-th scores tie. Top-K
-    lists given directly must follow the same rule (module docstring); nothing here can check
+    lists given directly must follow the same rule (docs/submission.md); nothing here can check
     it.
     """
     if top_k is not None:

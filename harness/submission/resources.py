@@ -3,26 +3,9 @@
 A package declares what its run needs (``resources`` in ``submission.yaml``: :class:`Resources`),
 and those numbers size the run: the sandbox's ``/tmp`` and cgroup, its rlimits, its wall clock
 and its math-library threads. A declared number is the package author's, so it is never used as
-it stands: every run gets :func:`cap_resources` of it under caps (:class:`ResourceCaps`):
+it stands: every run gets :func:`cap_resources` of it under caps (:class:`ResourceCaps`).
 
-- **this machine's** (:func:`machine_caps`): the CPUs this process may use, the memory of the
-  machine (or of this process's cgroup, when that is lower), a wall clock of at most
-  :data:`DEFAULT_MAX_TIME_S` (``ZSL_MAX_TIME_S`` sets another) and the GPUs the harness sees
-  (:func:`harness.runners.gpus.list_gpus`). A number above what the machine has cannot be
-  honoured anyway; the full amount (not a fraction) is the cap, so a package that needs most of
-  a machine still runs there;
-- **the leaderboard's** (``max_resources`` in ``leaderboard/ci.yaml``,
-  :meth:`harness.ci.config.CIConfig.resource_caps`), for ``zsl ci pr``: what any package gets
-  at most on CI, whatever it declares.
-
-CPUs, memory and time above their cap are lowered to it, with one :class:`CapNote` each
-(``zsl submission validate`` prints them). GPUs are never lowered: a model written for two GPUs
-fails on one, so a GPU count above its cap is refused (:meth:`CappedResources.check`), as
-:func:`harness.runners.gpus.lease` refuses a run asking for more GPUs than the machine has.
-
-The caps of a whole block of runs (CI's, which an executor's task sets around
-:func:`harness.pipeline.run_submission`) are held by :func:`limited_to`; :func:`effective_caps`
-is what a run is held to: those, tightened by this machine's.
+See docs/submission.md.
 """
 
 from __future__ import annotations
@@ -302,7 +285,7 @@ def machine_caps(
     cgroup_root: Path = CGROUP_ROOT,
     env: Mapping[str, str] | None = None,
 ) -> ResourceCaps:
-    """What a run can get on this machine (see the module docstring).
+    """What a run can get on this machine (see docs/submission.md).
 
     ``meminfo``, ``self_cgroup``, ``cgroup_root``: where the memory is read (tests point them
     at fake files); ``env``: the environment holding ``ZSL_MAX_TIME_S`` and what restricts the

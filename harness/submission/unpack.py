@@ -9,13 +9,7 @@ an archive whose data exceeds ``max_bytes``, or ``max_ratio`` times the archive'
 extracted into a temporary folder beside ``dest`` and renamed into place only when the whole
 archive passed, so a refused archive leaves nothing half-written.
 
->>> import io, zipfile, tempfile
->>> from pathlib import Path
->>> tmp = Path(tempfile.mkdtemp())
->>> with zipfile.ZipFile(tmp / "pkg.zip", "w") as zf:
-...     zf.writestr("pkg/submission.yaml", "name: pkg\\n")
->>> unpack_package(tmp / "pkg.zip", tmp / "out").relative_to(tmp).as_posix()
-'out/pkg'
+See docs/submission.md.
 """
 
 from __future__ import annotations
@@ -300,25 +294,7 @@ def unpack_package(
 ) -> Path:
     """Extract the package archive ``path`` into ``dest`` and return the package folder.
 
-    Parameters
-    ----------
-    path
-        A ``.zip``, ``.tar.gz`` or ``.tgz`` archive, or a package folder (returned as is).
-    dest
-        Where to extract: must not exist yet (or be an empty folder).
-    max_bytes, max_members, max_ratio
-        Limits on the uncompressed size (counted while extracting), the number of members, and
-        the uncompressed size relative to the archive's size on disk (above 1 MiB).
-
-    Returns
-    -------
-    Path
-        ``dest``, or its single top-level folder when the archive wraps the package in one.
-
-    Raises
-    ------
-    SubmissionError
-        Naming the archive and the offending member; nothing is left in ``dest``.
+    See docs/submission.md, `unpack_package`.
     """
     path, dest = Path(path), Path(dest)
     if path.is_dir():

@@ -39,7 +39,7 @@ from harness.metrics.gzsl import GzslAccuracies, gzsl_accuracies, harmonic_mean
 INF = math.inf
 CURVE_FIELDS = ("gamma", "seen_accuracy", "unseen_accuracy", "harmonic_mean")
 
-# Worked example of the module docstring. Columns 0, 1 seen; column 2 unseen.
+# Worked example of docs/metrics/calibrated-stacking.md. Columns 0, 1 seen; column 2 unseen.
 #   image 0: true 0, best seen 3, best unseen 0 -> margin 3,   right for gamma < 3
 #   image 1: true 1, best seen 2, best unseen 1 -> margin 1,   right for gamma < 1
 #   image 2: true 2, best seen 2, best unseen 1 -> margin 1,   right for gamma > 1

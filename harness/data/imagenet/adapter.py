@@ -4,23 +4,7 @@
 :mod:`~harness.data.imagenet.features` (which images), draws the validation classes and the
 held-out seen images, and hands the result to ``prepare``.
 
-The frozen benchmark (adapter ``imagenet``)
--------------------------------------------
-* classes: the training classes ∪ the split's test classes (sorted by WordNet id);
-* ``val_classes``: ``n_val_classes`` training classes drawn with ``seed`` (default 100 of the
-  1,000); ``train_classes`` the others. Both are seen classes in GZSL;
-* ``test_seen_images``: a seeded ``test_seen_fraction`` of every seen class's images (at least
-  one image of a class with two or more, never all); the rest are ``train_images`` /
-  ``val_images``; every image of a test class is ``test_unseen``;
-* image order: the selected images are shuffled with ``seed``, so a frozen image index says
-  nothing about the user's file order (which is often sorted by class);
-* hierarchy: the is-a graph restricted to the ancestors-or-self of the benchmark's classes
-  (:meth:`~harness.hierarchy.Hierarchy.restrict_to_ancestors`);
-* meta: the requested and honest split names (and, for a list split, the list's file name,
-  sha256 and size), the structural ratio of the split and the histogram of hops from each test
-  class to its nearest training class, both on the full is-a graph (:func:`split_structure`),
-  classes without is-a edges, classes dropped for lack of an embedding, and test classes
-  without images.
+See docs/data.md.
 """
 
 from __future__ import annotations

@@ -3,20 +3,7 @@
 The arrays stay memory-mapped; :func:`select_images` and :func:`gather_features` copy only
 the rows a benchmark keeps, a bounded chunk at a time.
 
-Features the user provides
---------------------------
-The project ships no ImageNet images or features. The user writes a directory (see
-``specs/imagenet/README.md``)::
-
-    features.npy            float16 or float32 [N, D]   one row per image (any images, any order)
-    labels.npy              integer [N]                 row index into wnids.txt
-    wnids.txt               one WordNet id per line     the classes labels.npy refers to
-    class_embeddings.npy    float32 [len(wnids), E]     one embedding per wnids.txt line (the
-                                                        spec's default class embedding)
-    class_embeddings.<name>.npy                         further class embeddings named in the spec
-
-``features.npy`` and ``labels.npy`` are memory-mapped (``allow_pickle=False``) and read in
-chunks of bounded size: only the images of the split's classes are copied, one chunk at a time.
+See docs/data.md.
 """
 
 from __future__ import annotations
@@ -113,7 +100,7 @@ def _open_npy(file: Path, what: str) -> np.ndarray:
 def open_user_features(
     directory: str | os.PathLike[str], embeddings: Mapping[str, str] | None = None
 ) -> UserFeatures:
-    """Open and check a user feature directory (see the module docstring for the format).
+    """Open and check a user feature directory (see docs/data.md for the format).
 
     Parameters
     ----------

@@ -1,65 +1,9 @@
-r"""ImageNet-21K test splits: hop splits under honest names, literature lists, GOZ.
+"""ImageNet-21K test splits: hop splits under honest names, literature lists, GOZ.
 
 This module decides which classes an ImageNet benchmark tests: it resolves
 ``data.params.split`` and reads the class lists, the counts and the is-a graph it needs.
 
-Splits
-------
-The training classes are the 1,000 ILSVRC-2012 classes (class set ``ilsvrc2012``); the
-candidates are the 21,843 ImageNet fall 2011 classes (``imagenet21k``) minus the training
-classes. Hop distances are undirected is-a edges of ImageNet's ``wordnet.is_a.txt``
-(:func:`~harness.hierarchy.imagenet_isa.load_isa_hierarchy`), measured from the *nearest*
-training class (:meth:`~harness.hierarchy.Hierarchy.nearest_hops`).
-
-================================  ==================================================================
-split                             test classes
-================================  ==================================================================
-``within-1-hop``                  candidates at hop distance 1 from the training set (1,548)
-``within-2-hops``                 candidates at hop distance 1 or 2 (5,994)
-``within-<d>-hops``               candidates at distance ``<= d``; ``exactly-<d>-hop(s)``: ``== d``
-``all``                           every candidate: 21K minus the training classes (20,844)
-``goz``                           the 500 GOZ test classes (Hascoet et al., CVPR 2019)
-``most-populated`` /              the ``n_classes`` candidates with the most / fewest images, from a
-``least-populated``               user-supplied counts file (``wnid<TAB>count``)
-``{list: FILE, sha256: HEX}``     exactly the classes of a class list, e.g. a literature list
-                                  (:class:`ListSplit`, :func:`read_class_list`)
-================================  ==================================================================
-
-Hop splits are named for what they are. The literature's test sets "2-hops" and "3-hops"
-(DeViSE, Frome et al., NeurIPS 2013; ConSE, Norouzi et al., ICLR 2014; as distributed with the
-GCNZ and DGP code) are *class lists*, not hop sets, and no split name stands for them
-(:data:`LITERATURE_LISTS`; ``split: 2-hops`` is refused with directions). Measured on the
-shared ImageNet lists:
-
-* "2-hops" (1,549 classes) is ``within-1-hop`` (1,548) without ``n00021939`` (artifact) and
-  with ``n00015388`` (animal, 3 hops from the nearest ILSVRC class on this is-a graph) and
-  ``n06793231`` (sign, 7 hops): the list was built on another is-a graph.
-* "3-hops" (7,860 classes; GBU counts 7,678) is not ``within-2-hops`` (5,994): it holds 5,984
-  of them and 1,876 other classes, 1,871 of them 3 to 16 hops away and 5 without an is-a edge
-  (about a quarter of the list lies beyond two hops).
-* "all" (DGP: 20,842 classes) is ``all`` (20,844) without ``n03931044`` (picture, image) and
-  ``n09859684`` (bleacher). GCNZ's ``all.txt`` adds 4 ids that are not fall 2011 classes.
-
-A literature list is used exactly through a list split, ``split: {list: FILE, sha256: HEX}``:
-the user's file (one wnid per line) must hash to ``HEX`` (:func:`class_list_sha256`: sha256
-of the sorted ids joined by newlines), so every benchmark built from it tests the same classes.
-The shipped specs ``literature-2-hops`` and ``literature-3-hops`` do this.
-
-GZSL (the literature's "+1K" variants: the training classes join the candidates) is not a
-separate split: list the ``gzsl`` setting in the spec, whose candidates are seen ∪ unseen
-classes. :func:`hop_splits` also returns ``<name>+1k`` class lists for analysis.
-
-Examples
---------
->>> resolve_split_name("within-1-hops").name
-'within-1-hop'
->>> h = Hierarchy(["r", "a", "b", "a1", "b1"],
-...               [("r", "a"), ("r", "b"), ("a", "a1"), ("b", "b1")])
->>> splits = hop_splits(h, ["a1"], ["r", "a", "b", "a1", "b1"], max_hops=2)
->>> splits["within-1-hop"], splits["exactly-2-hops"], splits["all"]
-(('a',), ('r',), ('a', 'b', 'b1', 'r'))
->>> splits["within-1-hop+1k"]
-('a', 'a1')
+See docs/splits.md.
 """
 
 from __future__ import annotations
@@ -222,32 +166,12 @@ def _literature_refusal(split: str, lit: LiteratureList) -> SpecError:
 def resolve_split_name(split: str, n_classes: int | None = None) -> SplitName:
     """Resolve a split name to its honest name.
 
-    Parameters
-    ----------
-    split : str
-        ``within-<d>-hop(s)``, ``exactly-<d>-hop(s)``, ``all``, ``goz``, ``most-populated``,
-        ``least-populated`` (optionally ``-<N>``). Class lists are not named: see
-        :func:`list_split`.
-    n_classes : int, default=None
-        ``N`` of the populated splits (or give it in the name, e.g. ``most-populated-500``).
-
-    Returns
-    -------
-    SplitName
-
-    Raises
-    ------
-    SpecError
-        For an unknown name, a literature list name (``2-hops``, ``3-hops``: they are not hop
-        sets; the message says how to use the list itself), a ``+1k`` name (a setting, not a
-        split), or populated splits without a (consistent) ``N``.
-
-    Examples
-    --------
     >>> resolve_split_name("within-2-hops").hops
     2
     >>> resolve_split_name("least-populated", 500).name
     'least-populated-500'
+
+    See docs/splits.md, `resolve_split_name`.
     """
     name = split
     literature = LITERATURE_LISTS.get(name.removesuffix("+1k"))
@@ -345,30 +269,7 @@ def hop_splits(
 ) -> dict[str, tuple[str, ...]]:
     """Hop splits of ``candidate_wnids`` (minus the training classes) by distance to training.
 
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-        Typically :func:`~harness.hierarchy.imagenet_isa.load_isa_hierarchy`.
-    train_wnids : iterable of str
-        The training classes (ILSVRC-2012).
-    candidate_wnids : iterable of str
-        The classes a test set may draw from (ImageNet-21K); training classes among them are
-        left out.
-    max_hops : int, default=2
-        Largest ``d`` of the ``exactly-``/``within-`` splits.
-
-    Returns
-    -------
-    dict of str to tuple of str
-        Sorted wnid tuples: ``exactly-<d>-hop(s)`` (candidates whose nearest training class is
-        ``d`` undirected hops away) and ``within-<d>-hop(s)`` (``<= d``) for ``d = 1 ..
-        max_hops``; ``all`` (every candidate); and ``<name>+1k`` for every ``within`` split and
-        ``all``: the same classes plus the training classes (the GZSL candidates).
-
-    Raises
-    ------
-    HierarchyError
-        If a training or candidate wnid is not a node of ``hierarchy``.
+    See docs/splits.md, `hop_splits`.
     """
     if max_hops < 1:
         raise HierarchyError(f"max_hops must be at least 1; got {max_hops}")
@@ -432,20 +333,10 @@ def populated_splits(
     deterministic. Candidates missing from ``counts`` or with a count of 0 are not eligible
     (a class without images cannot be tested).
 
-    Returns
-    -------
-    dict
-        ``most-populated-<n>`` and ``least-populated-<n>``: sorted wnid tuples.
-
-    Raises
-    ------
-    SpecError
-        If fewer than ``n`` candidates are eligible.
-
-    Examples
-    --------
     >>> populated_splits({"n1": 5, "n2": 9, "n3": 1, "n4": 9}, ["n4"], ["n1", "n2", "n3", "n4"], 2)
     {'most-populated-2': ('n1', 'n2'), 'least-populated-2': ('n1', 'n3')}
+
+    See docs/splits.md, `populated_splits`.
     """
     train = set(train_wnids)
     eligible = sorted(
@@ -548,31 +439,7 @@ def read_class_list(
 ) -> tuple[str, ...]:
     """The test classes of a class-list split, checked: exactly the ids the file lists.
 
-    Parameters
-    ----------
-    path : path
-        One WordNet id per line: the first token of each non-empty line (blank lines, extra
-        columns, ``\\r\\n`` line endings and surrounding whitespace are ignored).
-    sha256 : str
-        The expected :func:`class_list_sha256` of the ids (hex, any case).
-    candidates : iterable of str
-        The classes a test list may hold (the ImageNet-21K fall 2011 classes).
-    train : iterable of str
-        The training classes, which a test list must not hold.
-    train_class_set : str, default="ilsvrc2012"
-        Their name, for messages.
-
-    Returns
-    -------
-    tuple of str
-        The listed ids, sorted.
-
-    Raises
-    ------
-    SpecError
-        One line each: a malformed or repeated id (file and line), an empty file, a hash that
-        differs (naming the file, the expected and the actual hash), an id that is not a
-        candidate, or a training class (naming the first such id and its line, and how many).
+    See docs/splits.md, `read_class_list`.
     """
     file = Path(path)
     lines = read_wnid_lines(file, what="class list (data.params.split.list)")

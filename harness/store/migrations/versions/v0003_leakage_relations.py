@@ -11,12 +11,7 @@ with another ``match`` did not record which relation each id had, so it converts
 whose ``error`` says to run the submission again; nothing is guessed. The classes the old audit
 only counted as not auditable cannot be named and are dropped with that count.
 
-The conversion is written out here, not imported, so that later changes to the audit cannot
-change what this revision does.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-23
+See docs/store.md.
 """
 
 from __future__ import annotations
