@@ -102,6 +102,9 @@ def structural_ratio(
 ) -> StructuralRatio:
     r"""How close test classes are to training classes, relative to each other.
 
+    R is the mean over test classes of (hops to the nearest training class) / (hops to the
+    nearest other test class): below 1, test classes sit next to training classes.
+
     >>> h = Hierarchy(["r", "a", "b", "a1", "a2"],
     ...               [("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2")])
     >>> result = structural_ratio(h, h.indices(["a1"]), h.indices(["a2", "b"]))

@@ -43,6 +43,9 @@ def clopper_pearson_lower_bounds(n: int, *, confidence: float = 0.95) -> FloatAr
 def clopper_pearson_lower(successes: int, n: int, *, confidence: float = 0.95) -> float:
     """One-sided Clopper-Pearson lower confidence bound of a binomial proportion.
 
+    0 for no success, else the (1 - confidence) quantile of Beta(k, n - k + 1): the proportion is
+    at least this with probability ``confidence``.
+
     >>> round(clopper_pearson_lower(10, 10), 6), round(0.05 ** (1 / 10), 6)
     (0.741134, 0.741134)
 

@@ -120,6 +120,9 @@ def bootstrap_samples(
 ) -> FloatArray:
     r"""Bootstrap replicates of a decomposition's value.
 
+    Scheme ``"images_within_class"`` (default) resamples each class's images; ``"classes"``
+    resamples whole classes within their groups, which is what class values kept in a record allow.
+
     See docs/metrics/bootstrap.md, `bootstrap_samples`.
     """
     scheme_ = check_choice(scheme, "scheme", SCHEMES)

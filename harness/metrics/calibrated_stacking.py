@@ -319,6 +319,9 @@ def calibrated_stacking_curve(
 ) -> SeenUnseenCurve:
     r"""The exact seen-unseen accuracy curve of calibrated stacking over every :math:`\gamma`.
 
+    The curve is constant between breakpoints (the distinct margins of group-correct images), so one
+    value per open interval describes it exactly, not sampled on a grid.
+
     See docs/metrics/calibrated-stacking.md, `calibrated_stacking_curve`.
     """
     checked_y, seen_mask, margin, group_correct = _checked_margins(y_true, scores, seen)
@@ -327,6 +330,9 @@ def calibrated_stacking_curve(
 
 def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
     r"""Area under the seen-unseen accuracy curve (AUSUC) of calibrated stacking.
+
+    The curve's points (unseen accuracy, seen accuracy), from gamma = -inf to +inf, joined by
+    straight segments: the trapezoid rule over them.
 
     See docs/metrics/calibrated-stacking.md, `area_under_seen_unseen_curve`.
     """

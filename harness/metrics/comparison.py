@@ -589,6 +589,9 @@ def paired_class_tests(
     Every run gets the *same* class draws in every replicate, so the spread of a difference
     reflects only where the runs disagree.
 
+    Entry ``[s, t]`` holds the observed difference of runs s and t, the percentile interval of its
+    replicates and a two-sided bootstrap p-value.
+
     See docs/metrics/comparison.md, `paired_class_tests`.
     """
     level = check_scalar(level, "level", low=0, high=1, closed="neither")
@@ -706,8 +709,9 @@ def rank_matrix(
     """Friedman-style ranks of submissions across benchmarks (the GBU rank matrix).
 
     On each benchmark the submissions scored there are ranked 1 (best) to :math:`S_b`, ties
-    getting their average rank (``scipy.stats.rankdata(method="average")``). With
-    :math:`B_s` the benchmarks that scored submission :math:`s`.
+    getting their average rank (``scipy.stats.rankdata(method="average")``). A submission's mean
+    rank runs over the benchmarks that scored it, and its row counts how often it took each
+    position (a tie block shares its positions).
 
     See docs/metrics/comparison.md, `rank_matrix`.
     """

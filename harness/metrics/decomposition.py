@@ -93,6 +93,10 @@ def _build_layout(classes: IntArray, n_classes: int, groups: IntArray) -> _Layou
 class Decomposition:
     """A scalar (or ``m`` scalars) written as a reduction of per-image values by true class.
 
+    Three reductions: the mean of class means (``class_mean``), the mean over images
+    (``image_mean``), and the harmonic mean of group class means (``harmonic_of_groups``, GZSL's
+    H). Classes without images are left out and reported.
+
     >>> d = Decomposition(values=[1.0, 0.0, 1.0], classes=[0, 0, 1], n_classes=3)
     >>> point_estimate(d), d.excluded_classes.tolist()
     (0.75, [2])

@@ -145,6 +145,10 @@ def gzsl_accuracies(
 ) -> GzslAccuracies:
     r"""GZSL seen accuracy, unseen accuracy and their harmonic mean H.
 
+    acc_S and acc_U are per-class top-k accuracies over the seen (unseen) classes with test
+    images, every image ranked among all candidates; H = 2 acc_S acc_U / (acc_S + acc_U), 0 when
+    either is 0.
+
     See docs/metrics/gzsl.md, `gzsl_accuracies`.
     """
     return gzsl_accuracies_details(y_true, scores, seen=seen, k=k).accuracies

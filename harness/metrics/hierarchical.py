@@ -323,6 +323,9 @@ def hierarchical_precision_at_k(
 ) -> HierarchicalPrecision:
     r"""Hierarchical precision at k (hp@k) of DeViSE, per image and averaged over images.
 
+    hp@k of an image is the share of its top k predictions that lie in the hCorrectSet of its true
+    label (:func:`hcorrect_radii`); the value is the mean over images.
+
     See docs/metrics/hierarchical.md, `hierarchical_precision_at_k`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
@@ -376,6 +379,9 @@ def per_class_hierarchical_precision_at_k(
     valid_nodes: npt.ArrayLike | None = None,
 ) -> PerClassHierarchicalPrecision:
     r"""hp@k averaged over classes: the mean over ``classes`` with images of their mean hp@k.
+
+    Every class weighs the same, however many test images it has: the per-image mean lets
+    frequent classes dominate, which matters on class-imbalanced splits (ImageNet-21K).
 
     See docs/metrics/hierarchical.md, `per_class_hierarchical_precision_at_k`.
     """
@@ -464,6 +470,9 @@ def hierarchical_cost(
     lca_distance: LcaDistance = "lca_height",
 ) -> HierarchicalCost:
     """Mean hierarchical cost of the top-1 predictions (Deng et al. 2010); lower is better.
+
+    A prediction costs 0 when it is the true class or a descendant of it, else the LCA distance
+    ``lca_distance`` between them (by default the LCA's height); the value is a mean over classes.
 
     See docs/metrics/hierarchical.md, `hierarchical_cost`.
     """
@@ -615,6 +624,9 @@ def hierarchical_retrieval_precision_at_k(
     lca_distance: LcaDistance = "lca_height",
 ) -> HierarchicalRetrievalPrecision:
     r"""Hierarchical precision@k of a ranking (Deng, Berg, Fei-Fei 2011), per image, averaged.
+
+    With the similarity S(i, j) = 1 - d(i, j) / H, an image's value is the summed similarity of its
+    top k to the true class, over the best sum any ranking of the candidates could reach.
 
     See docs/metrics/hierarchical.md, `hierarchical_retrieval_precision_at_k`.
     """
