@@ -8,7 +8,7 @@ Every problem is reported at once, each as ``file:line: key.path: message``. Unk
 errors, YAML is loaded safely, and duplicate keys are refused.
 
 A spec may start from a *spec base* with ``extends: _<name>.yaml`` (lm-evaluation-harness's
-``include:``, one level deep). The rule, in full.
+``include:``, one level deep).
 
 See docs/scoring.md.
 """

@@ -55,8 +55,8 @@ class _Folder:
 def remove_tree(path: str | os.PathLike[str]) -> None:
     """Remove ``path`` and everything under it, without recursion and without following links.
 
-    A missing ``path`` is fine; a link or a file at ``path`` is unlinked. See the module
-    docstring for what the tree may hold.
+    A missing ``path`` is fine; a link or a file at ``path`` is unlinked. See
+    docs/core.md for what the tree may hold.
 
     Raises
     ------

@@ -5,7 +5,8 @@ aliases nest ten deep) composes into a handful of shared nodes, and then every c
 walks it (the spec's line-number walk, pydantic, JSON dumps) expands it to 10^9 nodes; a
 10^5-deep ``[[[[...]]]]`` overflows Python's recursion limit; ``&a [*a]`` is a cycle. So every
 YAML the harness reads (specs, ``submission.yaml``, the CI configuration) goes through this
-module, which refuses, before anything is constructed.
+module, which refuses, before anything is constructed, a document too large, too deep, with too
+many aliases or nodes (aliases expanded), or cyclic.
 
 See docs/core.md.
 """

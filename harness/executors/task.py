@@ -245,8 +245,8 @@ def _unpack(root: Path, files: dict[str, bytes], expected_hash: str, where: str)
 
 
 def execute(kind: str, task_json: str, shipment: Shipment | None = None) -> dict[str, Any]:
-    """Run the task of ``kind`` here; the outcome as a JSON-ready dict (see the module
-    docstring). ``shipment`` None: this node shares the driver's disk."""
+    """Run the task of ``kind`` here; the outcome as a JSON-ready dict (see
+    docs/executors.md). ``shipment`` None: this node shares the driver's disk."""
     try:
         body = TASKS[kind]
     except KeyError:

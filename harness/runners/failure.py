@@ -102,8 +102,8 @@ def explain_failure(
     logs: Path | None = None,
     status: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    """``outcome`` of ``job``, its ``reason`` extended for a failed run (see the module
-    docstring) and ``details["log"]`` set to the log written under ``logs`` (default
+    """``outcome`` of ``job``, its ``reason`` extended for a failed run (see
+    docs/runners.md) and ``details["log"]`` set to the log written under ``logs`` (default
     :func:`log_dir`). A successful run is returned as it is. ``status``: the verdict in
     ``worker.json``'s terms where it comes from elsewhere (a prediction pass's answer, or the
     harness itself: :mod:`harness.runners.judge`); default: the job's ``worker.json``."""

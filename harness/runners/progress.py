@@ -221,8 +221,8 @@ def strip_events(text: str) -> str:
 
 
 class ProgressReader:
-    """Picks the event lines out of a worker's stderr, fed piece by piece (see the module
-    docstring for the bounds); never raises on what it is fed."""
+    """Picks the event lines out of a worker's stderr, fed piece by piece (see
+    docs/runners.md for the bounds); never raises on what it is fed."""
 
     def __init__(self, sink: ProgressSink | None, start: float | None = None) -> None:
         self.sink = sink

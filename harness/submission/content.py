@@ -7,8 +7,8 @@ library saved as ``calib.dat`` (``ctypes.CDLL``), marshalled code saved as ``wei
 (``marshal.loads`` then ``exec``), a pickle saved as ``table.csv``. The code that runs must be
 code a reviewer can read, so :func:`content_problem` refuses, by content, every file that a
 loader takes *as it is* and turns into running code, and every container whose members neither
-validation nor review sees. Rules, all on the file's bytes (nothing here imports, unmarshals,
-unpickles or loads a file).
+validation nor review sees. The rules read only the file's bytes: nothing here imports,
+unmarshals, unpickles or loads a file.
 
 See docs/submission.md.
 """
