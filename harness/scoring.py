@@ -108,7 +108,7 @@ class _Accumulator:
 
     metric: Metric
     entry: MetricSpec
-    params: MetricParams  # the entry's parameters, parsed once for every chunk
+    params: MetricParams  # the entry's parameters, as the spec parsed them at load
     results: list[MetricResult]
 
     def final(self) -> MetricResult:
@@ -199,8 +199,7 @@ def score_setting(
     accumulators = []
     for entry in entries:
         metric = metrics.get(entry.name)
-        params = metric.params.model_validate(entry.params)
-        accumulators.append(_Accumulator(metric, entry, params, []))
+        accumulators.append(_Accumulator(metric, entry, entry.metric_params, []))
     whole: MetricInput | None = None
     for n_chunks, chunk in enumerate(chunks, start=1):
         whole = chunk if n_chunks == 1 else None

@@ -40,6 +40,7 @@ from harness.features.backbones import is_weights_name, named_weights_pretrained
 from harness.features.preprocess import PRESETS, Preprocessing
 from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
+from harness.metrics.base import MetricParams
 from harness.records import SCALE_SETTINGS, Setting
 
 Slug = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=64)]
@@ -277,7 +278,8 @@ class MetricSpec(BaseModel):
     """A metric entry: registry ``name``, result ``key``, ``settings``, and parameters inline.
 
     Parameters are checked against the registered metric's own parameter model after the spec
-    itself is valid (see :func:`_check_metric_params`).
+    itself is valid (see :func:`_check_metric_params`), once, at load; the entry keeps what that
+    check parsed (:attr:`metric_params`), which scoring uses.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -285,10 +287,19 @@ class MetricSpec(BaseModel):
     name: str
     key: MetricKey | None = Field(None, description="result name; defaults to the metric name")
     settings: list[Setting] | None = Field(None, description="defaults to every spec setting")
+    _metric_params: MetricParams | None = PrivateAttr(None)
 
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    @property
+    def metric_params(self) -> MetricParams:
+        """The parameters parsed by the registered metric's parameter model: kept from the
+        spec's load (:func:`parse_spec`); an entry made otherwise parses them on first use."""
+        if self._metric_params is None:
+            self._metric_params = metrics.get(self.name).params.model_validate(self.params)
+        return self._metric_params
 
     @property
     def result_key(self) -> str:
@@ -657,8 +668,11 @@ def _resolve(
     return merged, where, base_path
 
 
-def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
-    """Resolve every metric name in the registry and validate its inline parameters."""
+def _check_metric_params(
+    spec_data: dict[str, Any], parsed: dict[int, MetricParams] | None = None
+) -> list[tuple[Loc, str]]:
+    """Resolve every metric name in the registry and validate its inline parameters; what
+    parses goes into ``parsed`` (by entry index) for the spec to keep."""
     problems: list[tuple[Loc, str]] = []
     entries = spec_data.get("metrics") or []
     for i, entry in enumerate(entries):
@@ -682,7 +696,9 @@ def _check_metric_params(spec_data: dict[str, Any]) -> list[tuple[Loc, str]]:
             problems.append((("metrics", i, "name"), f"metric '{name}' needs a 'hierarchy'"))
         params = {k: v for k, v in entry.items() if k not in MetricSpec.model_fields}
         try:
-            metric.params.model_validate(params)
+            parsed_params = metric.params.model_validate(params)
+            if parsed is not None:
+                parsed[i] = parsed_params
         except ValidationError as err:
             for e in err.errors():
                 loc: Loc = ("metrics", i, *e["loc"])
@@ -711,6 +727,7 @@ def parse_spec(text: str, source: str = "<string>", path: Path | None = None) ->
     ``extends``, are found next to it.
     """
     data, where, base_path = _resolve(text, source, path)
+    parsed: dict[int, MetricParams] = {}
     spec = yamlio.validate_model(
         data,
         Spec,
@@ -718,8 +735,10 @@ def parse_spec(text: str, source: str = "<string>", path: Path | None = None) ->
         where,
         error=SpecError,
         also_allowed=["extends"],
-        checks=_check_metric_params,
+        checks=lambda checked: _check_metric_params(checked, parsed),
     )
+    for index, entry in enumerate(spec.metrics):  # validated once: the entries keep them
+        entry._metric_params = parsed.get(index)
     spec._path = path
     spec._base_path = base_path
     return spec
