@@ -5,30 +5,28 @@ shows progress, and assembles the :class:`RunRecord`. Nothing is stored unless e
 succeeded, and the store writes the record in one transaction; a run that replaces a stored
 one says so on stderr (:func:`replacement_message`), and scores below chance
 (:func:`harness.scoring.below_chance`) are kept in the record's ``logs["warnings"]``.
-:func:`plan_submission` is ``zsl run --dry-run``: every check before running, nothing run.
+Everything checked before running is the run's plan (:mod:`harness.plan`): :func:`run_planned`
+runs one, :func:`dry_run` (``zsl run --dry-run``) describes one, nothing run.
 """
 
 from __future__ import annotations
 
 import platform
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.text import Text
 
 import harness
 from harness.audit import benchmark_audit
-from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.describe import structure_summary, test_classes
+from harness.data.prepare import PreparedBenchmark
 from harness.errors import SubmissionError
 from harness.hyperparameters import Hyperparameters
+from harness.plan import PackagePlan, RunPlan, Steps, console, plan_submission
 from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
 from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
@@ -38,40 +36,15 @@ from harness.runners.judge import ModelRun, check_ran, run_model
 from harness.runners.outputs import OutputDir
 from harness.runners.progress import ConsoleProgress, reporting
 from harness.scoring import score, with_chance_warnings
-from harness.spec import Spec, load_spec
+from harness.spec import Spec
 from harness.submission.package import MANIFEST, Package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.submission.resources import cap_resources, effective_caps
-from harness.submission.unpack import open_package, snapshot_package
 from harness.tasks import write_bundle
 from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.store.service import ReplacedRun, StoredRun
-
-_console = Console(stderr=True, highlight=False, emoji=False, markup=False)
-
-
-class Steps:
-    """Times named steps and shows a spinner on a terminal while each runs."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.timings: dict[str, float] = {}
-        self.quiet = quiet
-
-    @contextmanager
-    def __call__(self, name: str, label: str) -> Iterator[None]:
-        start = time.perf_counter()
-        if self.quiet:
-            yield
-        else:
-            with _console.status(f"{label}…"):
-                yield
-        self.timings[name] = round(time.perf_counter() - start, 4)
-        if not self.quiet:
-            _console.print(
-                Text.assemble("  ", ("✓", "green"), f" {label} ({self.timings[name]:.1f} s)")
-            )
 
 
 def environment() -> dict[str, str]:
@@ -215,21 +188,23 @@ def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
         n_classes=len(bench.class_ids),
         n_seen=len(bench.seen_classes),
         n_unseen=len(bench.array("splits/unseen_classes")),
-        structure=structure_summary(bench),
-        test_classes=test_classes(bench),
+        structure=bench.facts.structure,
+        test_classes=bench.facts.test_classes,
         family=spec.family.id if spec.family else None,
         family_member=spec.family.member if spec.family else None,
         provenance=bench.frozen.meta.get("provenance"),
     )
 
 
-def submission_info(package: Package) -> SubmissionInfo:
+def submission_info(planned: PackagePlan) -> SubmissionInfo:
+    """The record's submission: the planned package's manifest, hash and README."""
+    package = planned.package
     m = package.manifest
     return SubmissionInfo(
         name=m.name,
         version=m.version,
         kind=m.kind,
-        package_hash=package.hash(),
+        package_hash=planned.hash,
         authors=list(m.authors),
         paper=m.paper,
         url=m.url,
@@ -251,56 +226,73 @@ def run_submission(
     quiet: bool = False,
     archive_to: Path | None = None,
 ) -> RunRecord:
-    """Score one package on one benchmark and store the record (one transaction).
+    """Score one package on one benchmark and store the record (one transaction): its plan
+    (:func:`harness.plan.plan_submission`), run (:func:`run_planned`).
 
     ``runner`` runs model code; None picks the strongest this machine offers
     (``harness.runners.default_runner``: sandbox, else container, else local with a warning).
-    ``archive_to``: with ``store=False``, archive the scored prediction files under this root
-    all the same (the executors' workers, whose driver stores the record; see
-    :mod:`harness.executors`).
+    """
+    steps = Steps(quiet)
+    with run_directory("zsl-run-") as tmp:
+        plan = plan_submission(package_path, spec_path, tmp, runner=runner, steps=steps)
+        return run_planned(
+            plan,
+            database_url=database_url,
+            store=store,
+            quiet=quiet,
+            archive_to=archive_to,
+            steps=steps,
+        )
+
+
+def run_planned(
+    plan: RunPlan,
+    *,
+    database_url: str | None = None,
+    store: bool = True,
+    quiet: bool = False,
+    archive_to: Path | None = None,
+    steps: Steps | None = None,
+) -> RunRecord:
+    """Run ``plan``, score it and store the record (one transaction).
+
+    The plan's package (for a model, its snapshot) must still exist: the caller's work folder
+    holds it. ``archive_to``: with ``store=False``, archive the scored prediction files under
+    this root all the same (the executors' workers, whose driver stores the record; see
+    :mod:`harness.executors`). ``steps``: the steps the plan was made in (their timings come
+    first in the record's); default: new ones, from the plan's timings.
     """
     freeze_all()
-    steps = Steps(quiet)
-    spec = load_spec(spec_path)
-    with steps("prepare", f"prepare {spec.benchmark} v{spec.version}"):
-        bench = load_benchmark(spec)
+    if steps is None:
+        steps = Steps(quiet)
+        steps.timings.update(plan.timings)
+    spec, bench, package = plan.spec, plan.benchmark.prepared, plan.package.package
+    logs: dict[str, str] = {}
+    chosen: dict[str, Hyperparameters] = {}
+    states: dict[str, str] = {}
+    env = environment()
     with run_directory("zsl-run-") as tmp:
-        with steps("validate", f"validate {package_path}"):
-            # A folder is used in place; a .zip/.tar.gz is unpacked safely into the run's tmp.
-            package = open_package(Path(package_path), Path(tmp) / "package")
-            if package.manifest.kind == "model" and runner is not None:
-                runners.get(runner)  # unknown runner names fail before any work
-        if package.manifest.kind == "model" and runner is None:
-            runner = default_runner(package)  # outside the step: its warning is not a spinner's
-        logs: dict[str, str] = {}
-        chosen: dict[str, Hyperparameters] = {}
-        states: dict[str, str] = {}
-        env = environment()
-        if package.manifest.kind == "model":
+        if plan.resources is not None:
+            runner = plan.runner
             assert runner is not None
             # Declared resources above what this machine (or CI's block) allows are capped.
-            capped = cap_resources(package.manifest.resources, effective_caps())
-            for note in capped.notes if not quiet else ():
-                _console.print(Text.assemble(("warning: ", "bold yellow"), str(note)))
-            given = capped.resources
+            for note in plan.resources.notes if not quiet else ():
+                console.print(Text.assemble(("warning: ", "bold yellow"), str(note)))
+            given = plan.resources.resources
             env["resources"] = (
                 f"cpus={given.cpus} memory_gb={given.memory_gb:g} time_s={given.time_s}"
                 f" gpus={given.gpus}"
             )
-            # Every phase runs from one private copy, hashed once: what ran is what is recorded.
-            package = snapshot_package(package, Path(tmp) / "snapshot")
             # The phases' progress (fit, validation fit, predict per setting) as it comes.
-            sink = None if quiet else ConsoleProgress(_console)
+            sink = None if quiet else ConsoleProgress(console)
             with steps("run", f"run {package.name} ({runner} runner)"), reporting(sink):
-                ran = _run_model(bench, package, runner, Path(tmp))
+                ran = _run_model(bench, package, runner, tmp)
             paths, states, chosen, logs = ran.paths, ran.states, ran.hyperparameters, ran.logs
             steps.timings.update(ran.timings)
             if ran.image is not None:
                 env["image"] = ran.image
-        else:  # missing files are named with the command that writes them
-            paths = package.prediction_files(
-                spec.benchmark, spec.prediction_settings(), spec=spec_path
-            )
+        else:
+            paths = dict(plan.prediction_paths)
         with steps("score", "score"):
             predictions = read_all(
                 bench,
@@ -311,7 +303,7 @@ def run_submission(
         # Keep the scored files (model outputs live in tmp) for `zsl results rescore`.
         if store or archive_to is not None:
             archive_predictions(paths, predictions, root=archive_to)
-        submission = submission_info(package)  # hashes the files while they exist
+        submission = submission_info(plan.package)
     declared = package.manifest.declarations.backbone_pretrained_on
     # The audit frozen with the benchmark (not this machine's class lists and WordNet); only a
     # declared backbone of its own is audited here.
@@ -321,7 +313,7 @@ def run_submission(
         submission=submission,
         predictions_hashes={s: p.sha256 for s, p in predictions.items()},
         harness_version=harness.__version__,
-        runner=runner if package.manifest.kind == "model" else "predictions",
+        runner=plan.runner if plan.runner is not None else "predictions",
         environment=env,
         timings=steps.timings,
         leakage=leakage,
@@ -339,7 +331,7 @@ def run_submission(
         with steps("store", "store"):
             _, replaced = save_run_reporting(open_store(database_url), record)
         if replaced is not None:
-            _console.print(
+            console.print(
                 Text.assemble(("note: ", "bold yellow"), replacement_message(replaced, record)),
                 soft_wrap=True,
             )
@@ -382,9 +374,10 @@ def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
 
 
 @dataclass
-class RunPlan:
-    """What ``zsl run --dry-run`` found for one package on one spec: everything ``zsl run``
-    checks before running, and what it would run and store. Nothing was run or stored."""
+class DryRun:
+    """What ``zsl run --dry-run`` found for one package on one spec: its plan (everything
+    ``zsl run`` checks before running), what it would run and what it would store. Nothing was
+    run or stored."""
 
     package: str
     spec: str
@@ -436,15 +429,16 @@ class RunPlan:
         ]
 
 
-def plan_submission(
+def dry_run(
     package_path: str | Path,
     spec_path: str | Path,
     *,
     runner: str | None = None,
     database_url: str | None = None,
     store: bool = True,
-) -> RunPlan:
-    """Check what :func:`run_submission` would check, without running model code or storing.
+) -> DryRun:
+    """The plan :func:`run_submission` would run (:func:`harness.plan.plan_submission`, with
+    nothing written), described, and the stored run it would replace.
 
     The spec is loaded and validated; the frozen benchmark, where prepared, is verified (not
     prepared: ``zsl run`` would prepare it first; nothing is written here); the package is
@@ -458,55 +452,44 @@ def plan_submission(
         What ``zsl run`` would fail with before running: a bad spec or package, a frozen
         benchmark that does not verify, bad prediction files, an unknown runner.
     """
-    from harness.data.artifacts import benchmark_dir, cache_action
-
-    freeze_all()
-    spec = load_spec(spec_path)
-    root = benchmark_dir(spec.benchmark, spec.version)
-    bench: PreparedBenchmark | None = None
-    if cache_action(root, spec.data_hash()) == "create":
-        state = (
-            f"not prepared yet: `zsl run` would prepare it first (or `zsl data prepare "
-            f"{spec_path}`) under {root}"
-        )
-    else:
-        bench = load_benchmark(spec)  # verifies every artifact; a conflict raises
-        state = f"prepared and verified ({bench.hash}) at {root}"
     with run_directory("zsl-plan-") as tmp:
-        package = open_package(Path(package_path), Path(tmp) / "package")
-        manifest = package.manifest
+        plan = plan_submission(package_path, spec_path, tmp, runner=runner, dry_run=True)
+        spec, bench, root = plan.spec, plan.benchmark.bench, plan.benchmark.root
+        if bench is None:
+            state = (
+                f"not prepared yet: `zsl run` would prepare it first (or `zsl data prepare "
+                f"{spec_path}`) under {root}"
+            )
+        else:
+            state = f"prepared and verified ({bench.hash}) at {root}"
+        manifest = plan.package.package.manifest
         settings = spec.prediction_settings()
-        if manifest.kind == "model":
+        if plan.runner is not None:
             assert manifest.model is not None
-            if runner is not None:
-                runners.get(runner)  # an unknown name fails here, as in a run
-            else:
-                runner = default_runner(package)
             res = manifest.resources
             action = (
-                f"would run {manifest.model.entrypoint} in the {runner} runner (fit, then "
+                f"would run {manifest.model.entrypoint} in the {plan.runner} runner (fit, then "
                 f"predict for {', '.join(settings)}; at most {res.time_s} s, "
                 f"{res.memory_gb:g} GB, {res.cpus} CPU, {res.gpus} GPU), then score"
             )
         else:
-            paths = package.prediction_files(spec.benchmark, settings, spec=spec_path)
+            paths = dict(plan.prediction_paths)
             shown = ", ".join(p.name for p in paths.values())
             if bench is not None:  # hashes, shapes, values: as a run reads them
-                read_all(bench, paths, package.display_names(paths))
+                read_all(bench, paths, plan.package.package.display_names(paths))
                 action = f"would score the prediction files {shown} (read and checked)"
             else:
                 action = (
                     f"would score the prediction files {shown} (checked once the benchmark "
                     "is prepared)"
                 )
-        package_hash = package.hash()
     key: RunKey = (spec.benchmark, spec.version, manifest.name, manifest.version)
-    plan = RunPlan(
+    found = DryRun(
         package=str(package_path),
         spec=str(spec_path),
         submission=f"{manifest.name}@{manifest.version}",
         kind=manifest.kind,
-        package_hash=package_hash,
+        package_hash=plan.package.hash,
         benchmark=f"{spec.benchmark} v{spec.version}",
         spec_hash=spec.spec_hash(),
         benchmark_state=state,
@@ -522,12 +505,12 @@ def plan_submission(
             stored = list_runs(engine, benchmark=spec.benchmark, submission=manifest.name)
         finally:
             engine.dispose()
-        plan.replaces = next((s for s in stored if s.key == key), None)
-        if plan.replaces is not None:
-            old = plan.replaces.record
-            plan.same_hashes = (
-                old.submission.package_hash == package_hash
-                and old.benchmark.spec_hash == plan.spec_hash
+        found.replaces = next((s for s in stored if s.key == key), None)
+        if found.replaces is not None:
+            old = found.replaces.record
+            found.same_hashes = (
+                old.submission.package_hash == found.package_hash
+                and old.benchmark.spec_hash == found.spec_hash
                 and (bench is None or old.benchmark.hash == bench.hash)
             )
-    return plan
+    return found

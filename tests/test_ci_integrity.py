@@ -13,10 +13,10 @@
   overwriting the record file of a package still in the tree fails the job and the vetted record
   is exported again; deleting it with (or after) its package passes and says so.
 
-Most tests replace ``harness.pipeline.run_submission`` with a stand-in that returns records of
-one real run of ESZSL on the demo (made once per module), so the comparison, not the model, is
-what runs; they run the matrix on the ``inline`` executor, in this process, where the stand-in
-is. The transductive test runs the real pipeline end to end, on the local process pool.
+Most tests replace the worker's ``run_planned`` (:mod:`harness.executors.task`: the run of a
+plan) with a stand-in that returns records of one real run of ESZSL on the demo (made once per
+module), so the comparison, not the model, is what runs; they run the matrix on the ``inline``
+executor, in this process, where the stand-in is. The transductive test runs the real pipeline end to end, on the local process pool.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 import harness.ci.pr
+import harness.executors.task
 import harness.pipeline
 import harness.site
 import harness.submission.unpack
@@ -46,6 +47,7 @@ from harness.ci import (
 )
 from harness.cli.main import app
 from harness.errors import HarnessError
+from harness.plan import RunPlan
 from harness.records import RunRecord, run_key
 from harness.results.records_io import read_records, record_path, write_records
 from harness.store import open_store, save_run
@@ -103,16 +105,16 @@ def fresh_run(real_run: RunRecord) -> RunRecord:
 
 
 class FakeRuns:
-    """Stands in for ``run_submission``: per package folder name, a record or an exception."""
+    """Stands in for ``run_planned``: per package folder name, a record or an exception."""
 
-    def __init__(self, plan: dict[str, RunRecord | BaseException]) -> None:
-        self.plan = plan
+    def __init__(self, outcomes: dict[str, RunRecord | BaseException]) -> None:
+        self.outcomes = outcomes
         self.calls: list[str] = []
 
-    def __call__(self, package_path: Path, spec_path: Path, **options: Any) -> RunRecord:
-        name = Path(package_path).name
+    def __call__(self, plan: RunPlan, **options: Any) -> RunRecord:
+        name = plan.package.path.name
         self.calls.append(name)
-        outcome = self.plan[name]
+        outcome = self.outcomes[name]
         if isinstance(outcome, BaseException):
             raise outcome
         if options.get("store", True):  # as the real one: stored in the throwaway store
@@ -128,7 +130,7 @@ def fake_runs(
     monkeypatch: pytest.MonkeyPatch, plan: dict[str, RunRecord | BaseException]
 ) -> FakeRuns:
     runs = FakeRuns(plan)
-    monkeypatch.setattr(harness.pipeline, "run_submission", runs)
+    monkeypatch.setattr(harness.executors.task, "run_planned", runs)
     return runs
 
 
@@ -160,7 +162,7 @@ def pr(repo: Path, **options: Any) -> PullRequestResult:
         results_dir=repo / RESULTS,
         out_dir=repo / "build" / "ci",
         runner="local",
-        execution=Execution("inline"),  # where the stand-in for run_submission is
+        execution=Execution("inline"),  # where the stand-in for run_planned is
         **options,
     )
 
@@ -642,7 +644,7 @@ def test_repo_option_scores_a_pr_checkout_with_the_base_checkouts_configuration(
     runs = fake_runs(monkeypatch, {"eszsl": fresh_run})
     monkeypatch.chdir(tmp_path)
     argv = ["ci", "pr", "--repo", "pr", "--base", "origin/main", "--runner", "local", "--quiet"]
-    argv += ["--executor", "inline"]  # where the stand-in for run_submission is
+    argv += ["--executor", "inline"]  # where the stand-in for run_planned is
 
     mine = cli.invoke(app, argv)  # the PR's own ci.yaml names a spec it does not even have
     assert mine.exit_code == 1 and "specs/mine.yaml" in mine.stderr

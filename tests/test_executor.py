@@ -488,9 +488,9 @@ def test_stale_runs_are_rescored_alike_inline_on_the_pool_and_on_ray(
     """A stored run whose metric version is outdated is re-scored by a task on each executor;
     the Ray node (its own empty ZSL_HOME) gets the benchmark and the prediction files shipped.
     All three give the record a fresh run scores, byte for byte the same."""
+    from harness.executors.rescore import rescore_store
     from harness.pipeline import run_submission
     from harness.results.records_io import dump_record
-    from harness.results.rescore import rescore_store
     from harness.store import save_run
 
     source = f"sqlite:///{tmp_path / 'source.sqlite3'}"

@@ -14,11 +14,13 @@ from typer.testing import CliRunner
 
 from harness.data.prepare import load_benchmark
 from harness.errors import HarnessError, IntegrityError
+from harness.executors import rescore as rescore_driver
+from harness.executors import task as task_module
+from harness.executors.rescore import rescore_store
 from harness.metrics import metrics
 from harness.metrics.base import Metric, MetricInput
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.records import RunRecord
-from harness.results import rescore as rescore_module
 from harness.results.prediction_archive import (
     PREDICTIONS_DIR_ENV,
     ArchiveMissingError,
@@ -26,7 +28,6 @@ from harness.results.prediction_archive import (
     archived_path,
     predictions_dir,
 )
-from harness.results.rescore import rescore_store
 from harness.spec import load_spec
 from harness.store import StaleRunError, load_runs, open_store, save_run
 from harness.submission.package import load_package
@@ -298,7 +299,7 @@ def test_a_run_stored_again_during_a_rescore_is_not_overwritten(
     _run_demo(tmp_path, db)
     engine = open_store(db)
     _bump(monkeypatch)
-    real = rescore_module.rescore_records
+    real = rescore_driver.rescore_records
 
     def rescore_then_rerun(records: Any, *args: Any, **kwargs: Any) -> Any:
         outcomes = real(records, *args, **kwargs)
@@ -306,7 +307,7 @@ def test_a_run_stored_again_during_a_rescore_is_not_overwritten(
         run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=db, quiet=True)
         return outcomes
 
-    monkeypatch.setattr(rescore_module, "rescore_records", rescore_then_rerun)
+    monkeypatch.setattr(rescore_driver, "rescore_records", rescore_then_rerun)
     with pytest.raises(StaleRunError, match=r"run of eszsl@1.0 on demo v1 was stored again"):
         rescore_store(engine, SPECS, executor="inline")
     after = {r.submission.name: r for r in load_runs(engine)}
@@ -405,7 +406,7 @@ def test_a_rescore_that_changes_more_than_scores_is_refused(
     _run_demo(tmp_path, db)
     engine = open_store(db)
     before = load_runs(engine)
-    real = rescore_module.rescore_record
+    real = task_module.rescore_record
 
     def tampering(record: RunRecord, *args: Any, **kwargs: Any) -> RunRecord:
         new = real(record, *args, **kwargs)
@@ -414,7 +415,7 @@ def test_a_rescore_that_changes_more_than_scores_is_refused(
         )
         return new.model_copy(update={"submission": submission})
 
-    monkeypatch.setattr(rescore_module, "rescore_record", tampering)
+    monkeypatch.setattr(task_module, "rescore_record", tampering)
     outcomes = rescore_store(engine, SPECS, force=True, executor="inline")
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert all("differs from the stored one in more than its scores" in o.message for o in outcomes)

@@ -23,9 +23,10 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
+from harness.executors.rescore import rescore_store
 from harness.records import RunKey
+from harness.rescore import RescoreOutcome
 from harness.results.reproduction import SCORE_TOLERANCE, compare_reproduction
-from harness.results.rescore import RescoreOutcome, rescore_store
 from harness.results.store_io import (
     RUN_NAME_FORM,
     export_store,

@@ -21,20 +21,25 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
+from harness.data.prepare import PreparedBenchmark
 from harness.errors import HarnessError, PredictionError, SpecError, SubmissionError
 from harness.pipeline import (
+    dry_run,
     generate_prediction_files,
-    plan_submission,
     read_all,
     replacement_message,
+    run_planned,
     run_submission,
 )
+from harness.plan import Steps, plan_benchmark, plan_package, plan_run
 from harness.records import RunRecord, run_key
+from harness.registry import freeze_all
 from harness.results.records_io import describe_key
 from harness.runners import default_runner, runners
 from harness.scoring import below_chance
 from harness.spec import load_family, load_spec
-from harness.submission.package import MANIFEST, load_package
+from harness.submission.package import MANIFEST, Package, load_package
+from harness.tempdirs import run_directory
 
 __all__ = ["RUNNER_HELP", "demo", "family_specs", "run"]
 
@@ -203,14 +208,14 @@ def _dry_run(
     database_url: str | None,
     store: bool,
 ) -> None:
-    """Print the plan of every package on every spec (:func:`plan_submission`). One pair: its
+    """Print the plan of every package on every spec (:func:`dry_run`). One pair: its
     error is the command's; several: each pair's error is printed, and the exit code is the
     highest (1 user, 2 integrity)."""
     pairs = [(package, spec_path) for spec_path in specs for package in packages]
     worst = 0
     for package, spec_path in pairs:
         try:
-            plan = plan_submission(
+            plan = dry_run(
                 package, spec_path, runner=runner, database_url=database_url, store=store
             )
         except HarnessError as err:
@@ -262,17 +267,13 @@ def _matrix_inputs(
     return specs, packages
 
 
-def _ensure_predictions(package_dir: Path, spec_path: Path, runner: str) -> None:
+def _ensure_predictions(package: Package, bench: PreparedBenchmark, runner: str) -> None:
     """Regenerate a shipped predictions package's files when missing or made for other data."""
-    from harness.data.prepare import load_benchmark
-
-    package = load_package(package_dir)
     if (
         package.manifest.kind != "predictions"
         or package.manifest.prediction_files.generator is None
     ):
         return
-    bench = load_benchmark(load_spec(spec_path))
     paths: dict[str, Path] = {
         s: package.prediction_path(bench.spec.benchmark, s)
         for s in bench.spec.prediction_settings()
@@ -307,9 +308,21 @@ def demo(
         runners.get(runner)  # an unknown name fails before any work
     else:
         runner = default_runner()  # once (one warning at most): no shipped package names an image
-    for package in packages:
-        _ensure_predictions(package, spec, runner)
-        record = run_submission(package, spec, runner=runner, database_url=database_url)
+    freeze_all()
+    # The demo benchmark is planned once for every package: spec loaded, benchmark prepared.
+    prepared = Steps()
+    loaded = load_spec(spec)
+    with prepared("prepare", f"prepare {loaded.benchmark} v{loaded.version}"):
+        benchmark = plan_benchmark(loaded, spec)
+    for package_dir in packages:
+        _ensure_predictions(load_package(package_dir), benchmark.prepared, runner)
+        steps = Steps()
+        steps.timings.update(prepared.timings)
+        with run_directory("zsl-run-") as tmp:
+            with steps("validate", f"validate {package_dir}"):
+                package = plan_package(package_dir, tmp, runner=runner)
+            plan = plan_run(benchmark, package, runner=runner, timings=steps.timings)
+            record = run_planned(plan, database_url=database_url, steps=steps)
         stdout.print(_summary(record))
         _warn_below_chance(record)
     index = build_site(load_runs(open_store(database_url)), out)

@@ -34,6 +34,7 @@ from harness.data.artifacts import (
     outdated_message,
     write_frozen,
 )
+from harness.data.facts import BenchmarkFacts, benchmark_facts
 from harness.data.scale_images import scale_rows
 from harness.errors import IntegrityError, SpecError
 from harness.hashing import file_sha256, strings_sha256
@@ -287,6 +288,7 @@ def prepare(spec: Spec, *, no_audit: str | None = None) -> FrozenBenchmark:
             ),
             meta=raw.meta,
         )
+        benchmark_facts(PreparedBenchmark(spec, frozen))  # kept with it, for every run to read
     if spec.data.checksum is not None and frozen.hash != spec.data.checksum:
         raise IntegrityError(
             f"{spec.benchmark} v{spec.version}: the frozen data hash {frozen.hash} differs from"
@@ -384,6 +386,12 @@ class PreparedBenchmark:
 
     def class_order_hash(self, setting: str) -> str:
         return strings_sha256(self.class_ids[self.columns(setting)])
+
+    @cached_property
+    def facts(self) -> BenchmarkFacts:
+        """The split's structure and its test classes, computed once per prepared benchmark
+        and kept next to it (:func:`harness.data.facts.benchmark_facts`)."""
+        return benchmark_facts(self)
 
     @cached_property
     def hierarchy(self) -> Hierarchy | None:

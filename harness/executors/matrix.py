@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,15 +35,15 @@ from harness.executors import (
     progress_bar,
 )
 from harness.executors.task import FamilyTask, RunTask, check_record
+from harness.plan import BenchmarkPlan, PackagePlan, plan_benchmark, plan_package
 from harness.records import RunRecord
+from harness.spec import load_spec
+from harness.submission.package import MANIFEST
 from harness.submission.resources import ResourceCaps, cap_resources
 from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
-    from harness.data.artifacts import FrozenBenchmark
-    from harness.spec import Spec
     from harness.store import ReplacedRun
-    from harness.submission.package import Package
 
 __all__ = [
     "MatrixReport",
@@ -133,31 +132,28 @@ class MatrixReport:
 def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun | RunResult]:
     """Resolve every request (spec hash, prepared benchmark, package hash, its resources capped
     by the request's ``caps``), in order; a request that cannot be resolved, whatever the
-    exception, becomes a failed result (so does one asking for more GPUs than ``caps``)."""
-    from harness.data.prepare import prepare
-    from harness.spec import load_spec
-    from harness.submission.package import MANIFEST
-    from harness.submission.unpack import open_package
+    exception, becomes a failed result (so does one asking for more GPUs than ``caps``).
 
-    specs: dict[Path, tuple[Spec, FrozenBenchmark] | Exception] = {}
-    packages: dict[Path, Package | Exception] = {}
+    Each spec is loaded and its benchmark prepared once (:func:`harness.plan.plan_benchmark`),
+    each package opened and hashed once (:func:`harness.plan.plan_package`; the worker makes
+    the snapshot it runs from, and checks its hash against this one)."""
+    specs: dict[Path, BenchmarkPlan | Exception] = {}
+    packages: dict[Path, PackagePlan | Exception] = {}
     planned: list[PlannedRun | RunResult] = []
     for request in requests:
         spec_path, package_path = request.spec.resolve(), request.package.resolve()
         if spec_path not in specs:
             try:
-                spec = load_spec(spec_path)
-                specs[spec_path] = (spec, prepare(spec))
+                specs[spec_path] = plan_benchmark(load_spec(spec_path), spec_path)
             except Exception as err:  # this spec's runs fail, the others go on
                 specs[spec_path] = err
         if package_path not in packages:
             try:
-                holder = Path(tempfile.mkdtemp(prefix="package-", dir=workdir))
-                packages[package_path] = open_package(package_path, holder)
+                packages[package_path] = plan_package(package_path, workdir, snapshot=False)
             except Exception as err:  # this package's runs fail, the others go on
                 packages[package_path] = err
-        spec_entry, package = specs[spec_path], packages[package_path]
-        problem = next((p for p in (spec_entry, package) if isinstance(p, Exception)), None)
+        benchmark, package = specs[spec_path], packages[package_path]
+        problem = next((p for p in (benchmark, package) if isinstance(p, Exception)), None)
         if problem is not None:
             code = problem.exit_code if isinstance(problem, HarnessError) else 1
             planned.append(
@@ -166,9 +162,9 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
                 )
             )
             continue
-        assert not isinstance(spec_entry, Exception) and not isinstance(package, Exception)
-        spec, frozen = spec_entry
-        manifest = package.manifest
+        assert not isinstance(benchmark, Exception) and not isinstance(package, Exception)
+        spec, frozen = benchmark.spec, benchmark.prepared.frozen
+        manifest = package.package.manifest
         resources = manifest.resources
         if request.caps is not None:  # a GPU count above the caps fails here, before any work
             try:
@@ -189,7 +185,7 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
             package=str(package_path),
             spec=str(spec_path),
             runner=request.runner,
-            package_hash=package.hash(),
+            package_hash=package.hash,
             benchmark_hash=frozen.hash,
             spec_hash=spec.spec_hash(),
             caps=request.caps,

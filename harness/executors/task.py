@@ -24,9 +24,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, benchmark_dir
+from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.errors import HarnessError, IntegrityError, error_text
 from harness.hashing import file_sha256
+from harness.pipeline import run_planned
+from harness.plan import Steps, plan_benchmark, plan_package, plan_run
 from harness.records import RunRecord
+from harness.rescore import rescore_record
+from harness.results.prediction_archive import archive_file, archived_path, predictions_dir
+from harness.results.records_io import dump_record, load_record
+from harness.spec import Spec, load_spec
 from harness.submission.resources import ResourceCaps, limited_to
 from harness.tempdirs import run_directory
 
@@ -294,38 +301,40 @@ def _failure(message: str, *, transient: bool, exit_code: int, trace: str = "") 
 
 
 def _run(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
-    from harness.pipeline import run_submission
-    from harness.results.prediction_archive import archived_path, predictions_dir
-    from harness.results.records_io import dump_record
-    from harness.spec import load_spec
-
+    """Plan the run again from the task's paths, refusing a spec, benchmark or package whose
+    hash is not the driver's, and run it (:func:`harness.pipeline.run_planned`)."""
     task = RunTask(**fields)
-    spec = load_spec(task.spec)
-    if spec.spec_hash() != task.spec_hash:
-        raise IntegrityError(
-            f"node {node_name()}: {task.spec} has spec hash {spec.spec_hash()}, the driver's has"
-            f" {task.spec_hash}; every node must see the same spec files"
+    where = f"node {node_name()}"
+    steps = Steps(quiet=True)
+    with steps("prepare", "prepare"):
+        spec = load_spec(task.spec)
+        if spec.spec_hash() != task.spec_hash:
+            raise IntegrityError(
+                f"{where}: {task.spec} has spec hash {spec.spec_hash()}, the driver's has"
+                f" {task.spec_hash}; every node must see the same spec files"
+            )
+        ensure_benchmark(
+            spec.benchmark,
+            spec.version,
+            task.benchmark_hash,
+            shipment.benchmark if shipment is not None else None,
         )
-    ensure_benchmark(
-        spec.benchmark,
-        spec.version,
-        task.benchmark_hash,
-        shipment.benchmark if shipment is not None else None,
-    )
+        benchmark = plan_benchmark(spec, task.spec)
     with run_directory("zsl-task-") as tmp:
         # Sharing the driver's disk, the files go straight into its archive; else they go
         # back with the record.
         root = predictions_dir() if shipment is None else Path(tmp) / "archive"
         with limited_to(task.caps):  # the driver's caps (CI's), beyond this machine's own
-            record = run_submission(
-                task.package,
-                task.spec,
-                runner=task.runner,
-                store=False,
-                quiet=True,
-                archive_to=root,
-            )
-        check_record(record, task, where=f"node {node_name()}")
+            with steps("validate", "validate"):
+                package = plan_package(task.package, tmp, runner=task.runner)
+            if package.hash != task.package_hash:  # what runs is what the driver planned
+                raise IntegrityError(
+                    f"{where}: {task.package} has package hash {package.hash}, the driver planned"
+                    f" {task.package_hash}; every node must see the same package files"
+                )
+            plan = plan_run(benchmark, package, runner=task.runner, timings=steps.timings)
+            record = run_planned(plan, store=False, quiet=True, archive_to=root, steps=steps)
+        check_record(record, task, where=where)
         result: dict[str, Any] = {"record": dump_record(record)}
         if shipment is not None:
             result["predictions"] = [
@@ -371,11 +380,6 @@ def _returned_file(path: Path, setting: str) -> dict[str, str]:
 
 
 def _rescore(fields: dict[str, Any], shipment: Shipment | None) -> dict[str, Any]:
-    from harness.results.prediction_archive import archive_file
-    from harness.results.records_io import dump_record, load_record
-    from harness.results.rescore import rescore_record
-    from harness.spec import load_spec
-
     task = RescoreTask(**fields)
     record = load_record(task.record, "the record to re-score")
     spec = load_spec(task.spec)
@@ -416,12 +420,10 @@ TASKS: dict[str, Callable[[dict[str, Any], Shipment | None], dict[str, Any]]] = 
 
 #: The last benchmark a rescore task of this process loaded: a pool worker re-scores many runs
 #: of one benchmark in a row, and loading (and re-hashing) it each time would dominate.
-_LOADED: dict[tuple[str, int, str], Any] = {}
+_LOADED: dict[tuple[str, int, str], PreparedBenchmark] = {}
 
 
-def _loaded_benchmark(spec: Any, benchmark_hash: str) -> Any:
-    from harness.data.prepare import load_benchmark
-
+def _loaded_benchmark(spec: Spec, benchmark_hash: str) -> PreparedBenchmark:
     key = (spec.benchmark, spec.version, benchmark_hash)
     if key not in _LOADED:
         _LOADED.clear()
