@@ -37,6 +37,10 @@ from harness.executors import (
 from harness.executors.task import FamilyTask, RunTask, check_record
 from harness.plan import BenchmarkPlan, PackagePlan, plan_benchmark, plan_package
 from harness.records import RunRecord
+from harness.registry import freeze_all
+from harness.results.prediction_archive import archive_file, predictions_dir
+from harness.results.records_io import load_record, record_path
+from harness.runners import runners
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST
 from harness.submission.resources import ResourceCaps, cap_resources
@@ -262,8 +266,6 @@ def run_matrix(
     ``rerun``: run requests the store already holds (same hashes) again instead of skipping
     them. ``backend``: an already made backend (tests); else :func:`make_backend`.
     """
-    from harness.registry import freeze_all
-    from harness.runners import runners
     from harness.store import open_store
 
     check_executor(executor, jobs)
@@ -429,8 +431,6 @@ def store_result(
     A record that could not be exported (an unusable name for its file) is refused here, as
     this run's failure, rather than failing a later export of every record.
     """
-    from harness.results.prediction_archive import archive_file, predictions_dir
-    from harness.results.records_io import load_record, record_path
     from harness.store import save_run_reporting
 
     label = plan.job.label
