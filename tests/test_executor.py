@@ -172,6 +172,37 @@ def test_an_unknown_task_kind_is_refused() -> None:
     assert outcome["ok"] is False and "unknown task kind 'format-disk'" in outcome["error"]
 
 
+def test_a_worker_refuses_a_package_the_driver_did_not_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker plans again from the task's paths; a package whose snapshot hashes to other
+    than the driver's hash is refused before any of it runs."""
+    from harness.data.prepare import load_benchmark
+    from harness.spec import load_spec
+
+    spec = load_spec(SPECS / "demo.yaml")
+    bench = load_benchmark(spec)
+    package = tmp_path / "eszsl"
+    shutil.copytree(SUBMISSIONS / "eszsl", package)
+    task = task_module.RunTask(
+        package=str(package),
+        spec=str(SPECS / "demo.yaml"),
+        runner="local",
+        package_hash="sha256:" + "0" * 64,
+        benchmark_hash=bench.hash,
+        spec_hash=spec.spec_hash(),
+    )
+
+    def ran(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the package ran")
+
+    monkeypatch.setattr(task_module, "run_planned", ran)
+    outcome = execute("run", task.to_json())
+    assert outcome["ok"] is False and outcome["exit_code"] == 2
+    assert f"{package} has package hash sha256:" in outcome["error"]
+    assert "the driver planned sha256:000" in outcome["error"]
+
+
 # -- the local pool admits runs by the CPUs they ask for -----------------------------------------
 
 
