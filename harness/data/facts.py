@@ -3,11 +3,12 @@
 :func:`structure_summary` (the split's structure diagnostics in the hierarchy) and
 :func:`test_classes` (every tested class, its columns, its nearest training class) depend on
 the frozen data and the spec's settings only, yet every run record holds them. So
-:func:`benchmark_facts` computes them once, when the benchmark is prepared, and keeps them next
-to the frozen benchmark, in :data:`FACTS`: a file outside its manifest, so the benchmark hash
-neither covers nor changes with it. The file names what it was computed from (benchmark hash,
-spec hash, harness version, :data:`FACTS_FORMAT`); one made from anything else (another spec
-of the same data, an older harness) is computed again and replaced, never used.
+:func:`benchmark_facts` computes them once, when the benchmark is frozen (or on first use of
+one frozen without them), and keeps them next to the frozen benchmark, in :data:`FACTS`: a
+file outside its manifest, so the benchmark hash neither covers nor changes with it. The file
+names what it was computed from (benchmark hash, spec hash, harness version,
+:data:`FACTS_FORMAT`); one made from anything else (another spec of the same data, an older
+harness) is computed again and replaced, never used.
 """
 
 from __future__ import annotations
