@@ -112,10 +112,6 @@ class PackagePlan:
     package: Package
     hash: str
 
-    @property
-    def is_model(self) -> bool:
-        return self.package.manifest.kind == "model"
-
 
 @dataclass(frozen=True)
 class RunPlan:
