@@ -1,20 +1,12 @@
 """The plan of a run: everything ``zsl run`` establishes before any model code runs.
 
-A run is planned in three steps, each done once for what it covers:
-
-- :func:`plan_benchmark`: the loaded, validated spec (its metric parameters parsed) and its
-  frozen benchmark, prepared or verified (a dry run leaves a benchmark not prepared as it is);
-- :func:`plan_package`: the package opened and validated and, for a model, the private snapshot
-  every phase runs from; hashed once (what ran is what is recorded);
-- :func:`plan_run`: the two together for one run, with the runner chosen and the declared
-  resources capped by this machine (and the caps of the block it runs in).
-
-:func:`plan_submission` makes the three for one package on one spec. ``zsl run`` runs that plan
-(:func:`harness.pipeline.run_planned`) and ``zsl run --dry-run`` prints it
-(:func:`harness.pipeline.dry_run`); ``zsl demo`` plans the demo benchmark once for all its
-packages; the matrix driver (:mod:`harness.executors.matrix`) plans each spec and each package
-once, and a worker, given paths and the driver's hashes, plans its run again and refuses a spec
-or package whose hash is not the driver's (:mod:`harness.executors.task`).
+Three steps, each done once for what it covers: :func:`plan_benchmark` (the validated spec,
+its metric parameters parsed, and its frozen benchmark), :func:`plan_package` (the package
+validated and, for a model, the private snapshot every phase runs from, hashed once) and
+:func:`plan_run` (both for one run, with the runner chosen and resources capped).
+:func:`plan_submission` makes the three for one package on one spec. ``zsl run``, the dry run,
+the demo and the matrix driver take plans; a matrix worker plans again from paths and refuses a
+spec or package whose hash is not the driver's. See docs/executors.md ("Plans").
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """One stored run scored again from its archived predictions, when the metrics changed.
 
-A stored run is *stale* when one of its scores was computed by a metric whose registered
-version is no longer the one it records, or when its list of (setting, metric key, function)
-is not what its benchmark's spec declares today (:func:`stale_reasons`). :func:`rescore_record`
-reads the run's archived prediction files (:mod:`harness.results.prediction_archive`; their
-content checked against the hashes the record holds) and scores them with the current metrics;
-``zsl results rescore`` runs it for every stale run on an executor
-(:mod:`harness.executors.rescore`).
-
-What changes in a re-scored record: ``scores`` (all of them, so the record is exactly what a
-fresh ``zsl run`` of the same predictions would score) and one line in ``logs["rescore"]``
-saying which harness re-scored it and why. Everything else stays: the run's date, its timings
-(they describe the run that made the predictions), ``harness_version`` (the harness that ran
-the model and wrote the predictions). The ``rescore`` log line holds no time stamp, so
-re-scoring the same predictions twice gives the same record.
+A run is *stale* when a score's metric version is no longer the registered one, or its list of
+(setting, metric key, function) is not what its spec declares today (:func:`stale_reasons`).
+:func:`rescore_record` scores the archived prediction files (their content checked against the
+record's hashes) with the current metrics. Only ``scores`` and one line of ``logs["rescore"]``
+(no time stamp, so re-scoring twice gives the same record) change. See docs/results.md.
 """
 
 from __future__ import annotations

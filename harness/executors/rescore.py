@@ -1,20 +1,12 @@
 """``zsl results rescore``: re-score the store's stale runs on an executor.
 
-:func:`rescore_store` finds the spec of each stored run (by benchmark id and version under a
-specs folder; a spec whose hash differs from the run's is refused), prepares its frozen
-benchmark and finds the run's archived prediction files
-(:mod:`harness.results.prediction_archive`), all in the driver; each stale run
-(:func:`harness.rescore.stale_reasons`) is then one ``rescore`` task on an executor
-(:mod:`harness.executors`: a local process pool by default, this process with ``inline``, or a
-Ray cluster, whose nodes get the benchmark and the prediction files shipped and verified), which
-scores it again (:func:`harness.rescore.rescore_record`). The driver checks that a re-scored
-record differs from the stored one in its scores and rescore log only, and saves every
-re-scored record in one transaction.
-
-A run that cannot be re-scored is reported with its reason and left as it is; the others
-proceed: *skipped* when its predictions are not archived (imported runs) or no spec is found,
-*failed* when something does not match (spec hash, benchmark hash, predictions hash) or
-scoring raised.
+:func:`rescore_store` finds each stale run's spec (refusing one whose hash differs), prepares
+its benchmark and finds its archived prediction files, all in the driver; each run is then one
+``rescore`` task on an executor (local pool, inline, or Ray), which scores it again
+(:func:`harness.rescore.rescore_record`). The driver checks that only scores and the rescore
+log changed and saves every re-scored record in one transaction. A run that cannot be
+re-scored is reported with its reason (skipped: no archived predictions or no spec; failed:
+a hash does not match, or scoring raised) and left as it is. See docs/results.md.
 """
 
 from __future__ import annotations
