@@ -24,7 +24,7 @@ __all__ = ["METHOD", "REPEAT", "measure"]
 
 
 def _unavailable() -> str | None:
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
     from harness.images import engine_path, inspect_image
     from harness.runners.sandbox import available
     from harness.submission.package import default_worker_image

@@ -63,9 +63,9 @@ def _bundle(work: Path, dim: int) -> Path:
     sys.path.insert(0, str(REPO))
     import yaml
 
+    from harness.bundles import write_bundle
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec, load_spec_data
-    from harness.tasks import write_bundle
     from tests.xlsa17_fixture import make_release
 
     make_release(work / "xlsa17", DATASET, dim=dim)
@@ -95,7 +95,7 @@ def _child(bundle: Path, method: str, scores_out: Path) -> dict[str, Any]:
     """In a fresh process: fit and predict ``method`` on ``bundle``, timed; scores to a file."""
     import torch
 
-    from harness.tasks import Bundle
+    from harness.bundles import Bundle
 
     sys.dont_write_bytecode = True  # no __pycache__ in a package folder (it would change its hash)
     path = REPO / "submissions" / method / "model.py"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -161,7 +161,7 @@ class AuditInputs(_Frozen):
 
     Two audits of the same test classes can differ only if one of these differs, so a
     benchmark frozen on two machines either gets the same audit or shows why not.
-    ``class_list_sha256`` is :func:`harness.data.class_sets.class_list_sha256` of the
+    ``class_list_sha256`` is :func:`harness.hierarchy.class_sets.class_list_sha256` of the
     pre-training ids (order and file layout do not matter).
     """
 
@@ -338,7 +338,7 @@ def _pretrained_index(
     reader: WordNetCorpusReader, pretrained: Iterable[str]
 ) -> dict[str, list[tuple[str, int]]]:
     """Each hypernym of a pre-training class → the pre-training classes below it, with hops."""
-    from harness.errors import HierarchyError
+    from harness.core.errors import HierarchyError
     from harness.hierarchy.wordnet import hypernym_hops
 
     below: dict[str, list[tuple[str, int]]] = {}
@@ -428,13 +428,13 @@ def pretrained_classes(
     """The WordNet ids of a named class set (``none`` is empty) or of an explicit list.
 
     ``lists_dir``: the ImageNet lists directory (a spec's ``data.params.lists_dir``); by default
-    ``$ZSL_IMAGENET_DIR`` (:func:`harness.data.class_sets.resolve_class_set`).
+    ``$ZSL_IMAGENET_DIR`` (:func:`harness.hierarchy.class_sets.resolve_class_set`).
     """
     if wnids is not None:
         return frozenset(wnids)
     if class_set in (None, "none"):
         return frozenset()
-    from harness.data.class_sets import resolve_class_set
+    from harness.hierarchy.class_sets import resolve_class_set
 
     return resolve_class_set(class_set, lists_dir)
 
@@ -502,7 +502,7 @@ def spec_audit(
             source=source,
         )
     except HarnessError as err:
-        from harness.errors import HierarchyError
+        from harness.core.errors import HierarchyError
 
         if isinstance(err, HierarchyError):  # WordNet not installed here
             return unavailable.model_copy(update={"error": str(err)})
@@ -583,14 +583,14 @@ def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
         )
     except HarnessError as err:
         raise refuse(str(err)) from None
-    from harness.errors import HierarchyError, SpecError
+    from harness.core.errors import HierarchyError, SpecError
 
     try:
         reader = _wordnet()
     except HierarchyError as err:
         raise refuse(str(err)) from None
-    from harness.data.class_sets import class_list_sha256
-    from harness.hashing import file_sha256
+    from harness.core.hashing import file_sha256
+    from harness.hierarchy.class_sets import class_list_sha256
 
     map_path = spec.audit_map_path()
     try:

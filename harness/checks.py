@@ -5,8 +5,8 @@ use it without importing that package, which registers every metric. Every publi
 split-diagnostic function calls these helpers before it computes anything, and never checks an
 array or a number by hand. Each helper converts its input, checks dtype, number of dimensions,
 range and finiteness, and returns a clean value; each failure raises
-:class:`~harness.errors.MetricError` in one stock phrasing -- *Expected `name` to be ..., but got
-...* -- that names the input, the first bad position or row where there is one, and how to fix
+:class:`~harness.core.errors.MetricError` in one stock phrasing -- *Expected `name` to be ..., but
+got ...* -- that names the input, the first bad position or row where there is one, and how to fix
 it. Every helper is told the input's name (``name=``), so a caller never rewrites a message.
 
 See docs/checks.md.
@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 
 __all__ = [
@@ -123,7 +123,7 @@ def check_targets(
     >>> check_targets([0, 3], 3)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `y_true` to hold candidate column indices in [0, 3), but got y_true[1] = 3 (first of 1 out-of-range value(s)).
+    harness.core.errors.MetricError: Expected `y_true` to hold candidate column indices in [0, 3), but got y_true[1] = 3 (first of 1 out-of-range value(s)).
 
     See docs/checks.md, `check_targets`.
     """  # noqa: E501
@@ -144,7 +144,7 @@ def check_consistent_length(
     >>> check_consistent_length(3, 2)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `scores` to have one row per image in `y_true` (3 images), but got 2 rows. Both must list the images in the same order.
+    harness.core.errors.MetricError: Expected `scores` to have one row per image in `y_true` (3 images), but got 2 rows. Both must list the images in the same order.
     """  # noqa: E501
     if n_images != n_rows:
         raise MetricError(
@@ -167,7 +167,7 @@ def check_scores(
     >>> check_scores([[0.5, 1.0], [float("nan"), 0.0]])
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `scores` to contain only finite values, but row 1 holds NaN (at column 0). Replace NaN/inf scores, e.g. with a very low finite score, before scoring.
+    harness.core.errors.MetricError: Expected `scores` to contain only finite values, but row 1 holds NaN (at column 0). Replace NaN/inf scores, e.g. with a very low finite score, before scoring.
 
     See docs/checks.md, `check_scores`.
     """  # noqa: E501
@@ -252,7 +252,7 @@ def check_classes(classes: npt.ArrayLike | None, n_candidates: int) -> npt.NDArr
     >>> check_classes([0, 2, 0], 3)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `classes` to hold distinct candidate columns, but classes[2] = 0 repeats classes[0].
+    harness.core.errors.MetricError: Expected `classes` to hold distinct candidate columns, but classes[2] = 0 repeats classes[0].
 
     See docs/checks.md, `check_classes`.
     """  # noqa: E501
@@ -286,7 +286,7 @@ def check_k(k: Any, n_candidates: int) -> int:
     >>> check_k(5, 3)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `k` to be at most the number of candidates (3), but got k=5. Use 1 <= k <= 3.
+    harness.core.errors.MetricError: Expected `k` to be at most the number of candidates (3), but got k=5. Use 1 <= k <= 3.
     """  # noqa: E501
     if isinstance(k, bool) or not isinstance(k, int | np.integer):
         raise MetricError(f"Expected `k` to be an integer >= 1, but got {k!r}.")
@@ -316,7 +316,7 @@ def check_seen(
     >>> check_seen([True, True], 2)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `seen` to mark at least one seen and one unseen candidate column, but got 2 seen and 0 unseen.
+    harness.core.errors.MetricError: Expected `seen` to mark at least one seen and one unseen candidate column, but got 2 seen and 0 unseen.
     """  # noqa: E501
     if seen is None:
         raise MetricError(
@@ -417,7 +417,7 @@ def check_integer(
     >>> check_integer(True, "n_boot", low=1)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `n_boot` to be an integer >= 1, but got True.
+    harness.core.errors.MetricError: Expected `n_boot` to be an integer >= 1, but got True.
     """
     return int(check_scalar(value, name, integer=True, low=low, high=high, hint=hint))
 
@@ -432,7 +432,7 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     >>> check_choice("images", "scheme", ("images_within_class", "classes"))
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `scheme` to be one of ['images_within_class', 'classes'], but got 'images'.
+    harness.core.errors.MetricError: Expected `scheme` to be one of ['images_within_class', 'classes'], but got 'images'.
     """  # noqa: E501
     if not isinstance(value, str) or value not in choices:
         raise MetricError(f"Expected `{name}` to be one of {list(choices)}, but got {value!r}.")
@@ -447,7 +447,7 @@ def check_hierarchy(hierarchy: Any, name: str = "hierarchy") -> Hierarchy:
     >>> check_hierarchy({})
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got dict.
+    harness.core.errors.MetricError: Expected `hierarchy` to be a harness.hierarchy.Hierarchy, but got dict.
     """  # noqa: E501
     if not isinstance(hierarchy, Hierarchy):
         raise MetricError(
@@ -472,7 +472,7 @@ def check_nodes(
     >>> check_nodes([3, 1, 3], 4, "candidate_nodes")
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `candidate_nodes` to hold distinct node indices, but candidate_nodes[2] = 3 repeats candidate_nodes[0].
+    harness.core.errors.MetricError: Expected `candidate_nodes` to hold distinct node indices, but candidate_nodes[2] = 3 repeats candidate_nodes[0].
 
     See docs/checks.md, `check_nodes`.
     """  # noqa: E501
@@ -518,11 +518,11 @@ def check_vector(
     >>> check_vector([0.5, float("nan")], "margin", 2, kind="real", finite=True)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `margin` to contain only finite values, but got margin[1] = nan.
+    harness.core.errors.MetricError: Expected `margin` to contain only finite values, but got margin[1] = nan.
     >>> check_vector([0.5, 1.5], "accuracy", kind="real", low=0, high=1)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `accuracy` to hold values in [0, 1], but got accuracy[1] = 1.5.
+    harness.core.errors.MetricError: Expected `accuracy` to hold values in [0, 1], but got accuracy[1] = 1.5.
 
     See docs/checks.md, `check_vector`.
     """  # noqa: E501
@@ -576,7 +576,7 @@ def check_real_rows(values: Any, name: str) -> npt.NDArray[np.float64]:
     >>> check_real_rows([[0.0, 1.0], [2.0, float("inf")]], "samples")
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `samples` to contain only finite values, but row 1 holds array([ 2., inf]).
+    harness.core.errors.MetricError: Expected `samples` to contain only finite values, but row 1 holds array([ 2., inf]).
     """  # noqa: E501
     array = np.asarray(values)
     if array.dtype.kind not in "biuf":
@@ -612,7 +612,7 @@ def check_indices(values: Any, name: str) -> npt.NDArray[np.int64]:
     >>> check_indices([4, 0, 4], "train_images")
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `train_images` to hold distinct entries, but train_images[2] = 4 repeats train_images[0].
+    harness.core.errors.MetricError: Expected `train_images` to hold distinct entries, but train_images[2] = 4 repeats train_images[0].
     """  # noqa: E501
     array = _integer_array(values, name, "indices")
     if array.size and int(array.min()) < 0:
@@ -648,7 +648,7 @@ def check_ks(
     >>> check_ks([1, 2, 1], 10)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `ks` to hold distinct values, but ks[2] = 1 repeats ks[0].
+    harness.core.errors.MetricError: Expected `ks` to hold distinct values, but ks[2] = 1 ...
     """
     items = [ks] if isinstance(ks, int | np.integer) else ks
     if isinstance(items, str) or not isinstance(items, Sequence | np.ndarray):
@@ -695,7 +695,7 @@ def check_ranked(ranked: Any, n_images: int, n_candidates: int) -> npt.NDArray[n
     >>> check_ranked([[2, 2]], 1, 3)
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `ranked` to hold distinct candidate columns in each row, but row 0 repeats column 2.
+    harness.core.errors.MetricError: Expected `ranked` to hold distinct candidate columns in each row, but row 0 repeats column 2.
     """  # noqa: E501
     array = np.asarray(ranked)
     if array.ndim != 2:
@@ -775,7 +775,7 @@ def check_valid_nodes(
     >>> check_valid_nodes([1, 3], 5, np.array([4, 1]))
     Traceback (most recent call last):
     ...
-    harness.errors.MetricError: Expected `valid_nodes` to contain every candidate's node (a prediction is always a valid label), but got candidate_nodes[0] = 4 outside it (1 candidate(s) missing). Add the candidates' nodes to `valid_nodes`.
+    harness.core.errors.MetricError: Expected `valid_nodes` to contain every candidate's node (a prediction is always a valid label), but got candidate_nodes[0] = 4 outside it (1 candidate(s) missing). Add the candidates' nodes to `valid_nodes`.
     """  # noqa: E501
     if valid_nodes is None:
         if candidate_nodes is None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.audit import benchmark_audit, spec_audit
+from harness.core.errors import HarnessError
 from harness.data.facts import exclusivity_entry, ratio_entry
 from harness.data.prepare import PreparedBenchmark
 from harness.data.structure import structural_ratio
-from harness.errors import HarnessError
 from harness.hierarchy import Hierarchy
 from harness.spec import Spec
 

@@ -23,12 +23,14 @@ from rich.text import Text
 
 import harness
 from harness.audit import benchmark_audit
+from harness.bundles import write_bundle
+from harness.core.errors import SubmissionError
+from harness.core.registry import freeze_all
+from harness.core.tempdirs import run_directory
 from harness.data.prepare import PreparedBenchmark
-from harness.errors import SubmissionError
 from harness.hyperparameters import Hyperparameters
 from harness.plan import PackagePlan, RunPlan, Steps, console, plan_submission
 from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
-from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_predictions
 from harness.results.records_io import describe_key
 from harness.runners import RunJob, default_runner, runners
@@ -40,8 +42,6 @@ from harness.spec import Spec
 from harness.submission.package import MANIFEST, Package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.submission.resources import cap_resources, effective_caps
-from harness.tasks import write_bundle
-from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.store.service import ReplacedRun, StoredRun
@@ -95,7 +95,7 @@ def _package_job(package: Package, bundle: Path, out: Path, time_s: float) -> Ru
     """A job running code of ``package`` on ``bundle`` into ``out``, with its declared seed and
     resources and a wall clock of ``time_s`` seconds, each capped by this machine and by the
     caps of the block it runs in (CI's: :func:`harness.submission.resources.effective_caps`);
-    a GPU count above its cap is refused (:class:`~harness.errors.SubmissionError`)."""
+    a GPU count above its cap is refused (:class:`~harness.core.errors.SubmissionError`)."""
     caps = effective_caps()
     resources = cap_resources(package.manifest.resources, caps).check(str(package.root / MANIFEST))
     return RunJob(

@@ -21,10 +21,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from harness.core.errors import HarnessError
+from harness.core.registry import freeze_all
 from harness.data.artifacts import benchmark_dir, cache_action
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.errors import HarnessError
-from harness.registry import freeze_all
 from harness.runners import default_runner, runners
 from harness.spec import Spec, load_spec
 from harness.submission.package import Package

@@ -23,8 +23,8 @@ from pydantic import (
 )
 
 from harness.audit import LeakageAudit
+from harness.core.identity import identity_text
 from harness.hyperparameters import Hyperparameters, check_hyperparameters
-from harness.identity import identity_text
 from harness.submission.package import BIBTEX_MAX_CHARS, README_MAX_CHARS
 
 __all__ = [

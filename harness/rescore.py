@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 import harness
+from harness.core.errors import HarnessError, IntegrityError, SpecError
 from harness.data.prepare import PreparedBenchmark
-from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.metrics import metrics
 from harness.pipeline import read_all
 from harness.records import RunRecord, ScoreEntry, run_key

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.errors import MetricError
 from harness.data.prepare import PreparedBenchmark
-from harness.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, metrics
 from harness.metrics.bootstrap import bootstrap_interval, bootstrap_recompute, confidence_interval
 from harness.metrics.comparison import RunClassValues, class_values, ratio_class_values

@@ -34,11 +34,11 @@ from pydantic import (
     model_validator,
 )
 
-from harness import yamlio
-from harness.errors import SpecError
+from harness.core import yamlio
+from harness.core.errors import SpecError
+from harness.core.hashing import file_sha256, json_sha256
 from harness.features.backbones import is_weights_name, named_weights_pretrained_on
 from harness.features.preprocess import PRESETS, Preprocessing
-from harness.hashing import file_sha256, json_sha256
 from harness.metrics import metrics
 from harness.metrics.base import MetricParams
 from harness.records import SCALE_SETTINGS, Setting

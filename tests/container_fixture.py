@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.images import ImageInfo, build_image
 
 __all__ = ["CACHE", "REQUIRED", "Engine", "docker_engine", "unavailable", "zsl_containers"]

@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         if flag == "-v":
             host, inside, _ = value.rsplit(":", 2)
             mounts[inside] = host
-    start = argv.index("harness.worker") - 2  # python -m harness.worker ...
+    start = argv.index("harness.worker.phases") - 2  # python -m harness.worker.phases ...
     cmd = [sys.executable, *[mounts.get(a, a) for a in argv[start + 1 :]]]
     return subprocess.call(cmd, cwd=mounts["/out"])
 

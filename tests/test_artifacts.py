@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from harness.audit import AuditStatus, LeakageAudit
+from harness.core.errors import IntegrityError
+from harness.core.hashing import array_sha256
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, cache_action, write_frozen
-from harness.errors import IntegrityError
-from harness.hashing import array_sha256
 
 
 def _arrays() -> dict[str, np.ndarray]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.atomic import write_bytes_atomic, write_text_atomic
-from harness.errors import HarnessError
+from harness.core.atomic import write_bytes_atomic, write_text_atomic
+from harness.core.errors import HarnessError
 
 
 def test_writes_replace_the_file_and_leave_no_temporary(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.M
     def broken(*_: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("harness.atomic.os.replace", broken)
+    monkeypatch.setattr("harness.core.atomic.os.replace", broken)
     with pytest.raises(HarnessError, match=r"cannot write .*a\.bin: disk full"):
         write_bytes_atomic(target, b"new")
     assert target.read_bytes() == b"old"

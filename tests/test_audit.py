@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness.audit import MATCHES, LeakageAudit, Relation, leakage_audit, pretrained_classes
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.hierarchy.class_maps import ClassMapRow, read_class_map
 from tests.conftest import SHARED_DATA, SPECS
 

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 from harness.cli.main import app
 from harness.cli.run import family_specs
-from harness.errors import SpecError
+from harness.core.errors import SpecError
 from harness.executors import Job, Outcome
 from harness.executors.inline import InlineBackend
 from harness.executors.matrix import RunRequest, run_matrix

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from harness.bundles import TrainTask
 from harness.pipeline import run_submission
 from harness.records import RunRecord
 from harness.submission.package import load_package
-from harness.tasks import TrainTask
 from tests.conftest import SPECS, SUBMISSIONS
 from tests.reference_benchmarks import package_module
 

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
+from harness.core.errors import SpecError
+from harness.core.hashing import file_sha256
 from harness.data.artifacts import zsl_home
 from harness.data.prepare import prepare
-from harness.errors import SpecError
 from harness.features.sets import ArtifactSet
-from harness.hashing import file_sha256
 from harness.spec import load_spec
 from harness.store import load_runs, open_store
 from tests.toy_images import CLASS_NAMES, make_images, random_weights, write_attribute_vectors

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markupsafe import Markup
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.site.charts import (
     LABEL_CHARS,
     ChartError,

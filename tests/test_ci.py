@@ -35,7 +35,7 @@ from harness.ci import (
     load_ci_config,
 )
 from harness.cli.main import app
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.records import BenchmarkInfo, Interval, RunRecord, ScoreEntry, SubmissionInfo, run_key
 from harness.results.records_io import read_records, record_path, write_records
 from harness.site.model import plan_site

@@ -46,7 +46,7 @@ from harness.ci import (
     run_pull_request,
 )
 from harness.cli.main import app
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.plan import RunPlan
 from harness.records import RunRecord, run_key
 from harness.results.records_io import read_records, record_path, write_records

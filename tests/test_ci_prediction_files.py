@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.ci import Execution, run_pull_request
-from harness.errors import PredictionError
+from harness.core.errors import PredictionError
 from harness.results.records_io import read_records
 from harness.submission.package import MAX_PREDICTION_FILE_BYTES, load_package
 from tests.conftest import REPO, SUBMISSIONS

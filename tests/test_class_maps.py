@@ -495,8 +495,8 @@ def test_broader_rows_share_synsets_and_round_trip(tmp_path: Path) -> None:
 def test_broader_rows_build_no_hierarchy_and_give_no_class_ids(
     reader: WordNetCorpusReader, tmp_path: Path
 ) -> None:
+    from harness.core.errors import SpecError
     from harness.data.xlsa17 import read_class_map as class_ids_from_map
-    from harness.errors import SpecError
 
     path = tmp_path / "birds.tsv"
     path.write_text(

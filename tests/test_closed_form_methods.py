@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_sylvester
 
-from harness.tasks import TrainTask
+from harness.bundles import TrainTask
 from tests.reference_benchmarks import (
     NAMES,
     FrozenBenchmark,

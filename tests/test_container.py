@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 
 import harness
 from harness.cli.main import app
-from harness.errors import RunnerError, SubmissionError
+from harness.core.errors import RunnerError, SubmissionError
+from harness.core.gpus import Gpu
 from harness.images.engine import LABEL_REQUIREMENTS, LABEL_VERSION
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
 from harness.runners.container import ContainerRunner, container_argv
-from harness.runners.gpus import Gpu
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS, stored_runs
 from tests.fake_container_cli import IMAGE_ID
@@ -41,7 +41,7 @@ ENV = [
 MOUNTS_AND_COMMAND = [
     "-v", "/b:/bundle:ro", "-v", "/p:/package:ro", "-v", "/o:/out:rw",
     "--tmpfs", f"/tmp:size={int(2.5 * (1 << 30))}", "--workdir", "/out", "--name", "zsl-x",
-    "--", "img:1", "python", "-m", "harness.worker", "fit",
+    "--", "img:1", "python", "-m", "harness.worker.phases", "fit",
     "/bundle", "/package", "model:M", "/out", "--seed", "3",
 ]  # fmt: skip
 
@@ -67,7 +67,7 @@ def test_a_prediction_pass_gets_its_state_and_the_protocol_on_stdin_and_stdout()
     assert "-i" in argv and "/w/state:/state:ro" in argv
     assert not any(a.endswith(":/bundle:ro") or "features" in a for a in argv)
     assert argv[argv.index("img:1") + 1 :] == [
-        "python", "-m", "harness.worker", "predict", "/package", "model:M", "/state",
+        "python", "-m", "harness.worker.phases", "predict", "/package", "model:M", "/state",
         "--requests", "0", "--replies", "1", "--seed", "3",
     ]  # fmt: skip
     fit = container_argv(JOB, "img:1", "docker", name="zsl-x")
@@ -131,7 +131,7 @@ def test_run_through_the_fake_engine_scores_like_local(fake_docker: Path, tmp_pa
         name = run[run.index("--name") + 1]
         assert state[:2] == ["container", "inspect"] and state[-1] == name
         assert rm == ["rm", "-f", name]
-        phases.append(run[run.index("harness.worker") + 1])
+        phases.append(run[run.index("harness.worker.phases") + 1])
     assert phases == ["fit", "predict", "predict", "fit", "predict", "predict"]
 
 

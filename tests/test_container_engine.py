@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 from tests.container_fixture import Engine
@@ -62,8 +62,8 @@ def test_the_worker_image_is_what_the_runner_needs(docker: Engine) -> None:
     tag = f"zsl-worker:{harness.__version__}"
     assert docker.image.reference == tag and docker.image.id.startswith("sha256:")
     probe = (
-        "import os, sys, importlib.util, harness, harness.worker;"
-        "spec = importlib.util.find_spec('harness.worker');"
+        "import os, sys, importlib.util, harness, harness.worker.phases;"
+        "spec = importlib.util.find_spec('harness.worker.phases');"
         "print(os.getuid(), os.getcwd(), harness.__version__, sys.version_info[:2],"
         " os.path.exists(importlib.util.cache_from_source(spec.origin)))"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 from harness.hierarchy.cub_taxonomy import (
     CLASSES_FILE,
     EDGES_FILE,

@@ -22,7 +22,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from harness.tasks import TrainTask
+from harness.bundles import TrainTask
 from tests.reference_benchmarks import (
     NAMES,
     FrozenBenchmark,

@@ -18,9 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 import harness.runners.sandbox as sandbox_module
+from harness.bundles import write_model_bundles
 from harness.cli.main import app
+from harness.core.errors import RunnerError
 from harness.data.prepare import load_benchmark
-from harness.errors import RunnerError
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.runners.base import RunJob
 from harness.runners.local import LocalRunner
@@ -28,7 +29,6 @@ from harness.runners.sandbox import SandboxRunner
 from harness.spec import load_spec
 from harness.store import create_tables, load_runs, make_engine
 from harness.submission.package import load_package
-from harness.tasks import write_model_bundles
 from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
 from tests.test_sandbox import _package
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import spearmanr
 
+from harness.core.hashing import array_sha256
 from harness.data.demo import DemoParams, generate
 from harness.data.prepare import load_benchmark, prepare
-from harness.hashing import array_sha256
 from harness.hierarchy import Hierarchy
 from harness.spec import load_spec
 from tests.conftest import SPECS

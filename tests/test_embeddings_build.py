@@ -20,7 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.embeddings import HELP, app
-from harness.errors import HarnessError, HierarchyError, IntegrityError
+from harness.core.errors import HarnessError, HierarchyError, IntegrityError
+from harness.core.hashing import file_sha256
+from harness.core.registry import RegistryError
 from harness.features.embeddings import (
     INSTALL_HINT,
     SENTENCE_TEXT,
@@ -33,9 +35,7 @@ from harness.features.embeddings import (
     text_models,
 )
 from harness.features.sets import MANIFEST, ArtifactSet
-from harness.hashing import file_sha256
 from harness.hierarchy.wordnet import open_wordnet
-from harness.registry import RegistryError
 from tests.conftest import WORDNET_DIR, WORDNET_LEXNAMES
 
 DOG, WOLF, AIRPLANE, GIANT_PANDA = "n02084071", "n02114100", "n02691156", "n02510455"

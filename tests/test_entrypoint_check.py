@@ -2,7 +2,7 @@
 against the model protocol (issue 14, item 9): each problem with its file and line, exit 1.
 
 Each case is a real tiny package (``model.py`` written here, lines numbered in the strings
-below); the check runs the worker's check mode (``python -m harness.worker --check``) in the
+below); the check runs the worker's check mode (``python -m harness.worker.phases --check``) in the
 ``sandbox`` (bubblewrap), the ``local`` runner, and the ``container`` runner through the fake
 engine of ``tests/fake_container_cli.py``, which runs the worker on this machine.
 """
@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.runners import default_runner
 from harness.runners.entrypoint_check import (
     CHECK_JSON,

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.core.errors import PredictionError, RunnerError
 from harness.data.prepare import load_benchmark
-from harness.errors import PredictionError, RunnerError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.failure import explain_failure, traceback_location
@@ -26,7 +26,7 @@ from harness.runners.outputs import WORKER_JSON
 from harness.runners.protocol import nonfinite_message
 from harness.spec import load_spec
 from harness.submission.predictions import read_predictions, write_predictions
-from harness.worker import raised_at
+from harness.worker.phases import raised_at
 from tests.conftest import SPECS, stored_runs
 from tests.tiny_packages import RUNNERS, use_runner, write_tiny_package
 

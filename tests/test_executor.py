@@ -30,8 +30,8 @@ from typer.testing import CliRunner
 
 from harness.audit import AuditStatus, LeakageAudit
 from harness.cli.main import app
+from harness.core.errors import HarnessError, IntegrityError, RunnerError, error_text
 from harness.data.artifacts import FrozenBenchmark, benchmark_dir, write_frozen
-from harness.errors import HarnessError, IntegrityError, RunnerError, error_text
 from harness.executors import Job, Outcome
 from harness.executors import task as task_module
 from harness.executors.matrix import MatrixReport, RunRequest, run_matrix
@@ -446,7 +446,7 @@ def test_a_node_killed_mid_run_has_its_run_retried_elsewhere(
     def kill_worker_node_when_a_model_runs() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            if any("harness.worker" in cmd for _, cmd in _descendants(raylet)):
+            if any("harness.worker.phases" in cmd for _, cmd in _descendants(raylet)):
                 killed.append(worker.node_id)
                 cluster.remove_node(worker, allow_graceful=False)
                 return

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.errors import HarnessError, IntegrityError
+from harness.core.errors import HarnessError, IntegrityError
 from harness.features.backbones import resolve_weights
 from harness.features.extract import (
     ExtractionRequest,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.records import RUN_METADATA_FIELDS, result_payload
 from harness.results.records_io import dump_record, load_record

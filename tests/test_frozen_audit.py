@@ -30,11 +30,11 @@ from harness.audit import (
     unseen_classes_of,
 )
 from harness.cli.main import app
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import json_sha256
 from harness.data.artifacts import FORMAT, FrozenBenchmark, OutdatedFormatError, benchmark_dir
-from harness.data.class_sets import class_list_sha256, read_wnids
 from harness.data.prepare import PreparedBenchmark, prepare
-from harness.errors import HarnessError, IntegrityError
-from harness.hashing import json_sha256
+from harness.hierarchy.class_sets import class_list_sha256, read_wnids
 from harness.spec import Spec, load_spec, load_spec_data
 from tests.conftest import REPO, SHARED_DATA, WORDNET_DIR, WORDNET_LEXNAMES
 

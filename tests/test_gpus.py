@@ -1,4 +1,4 @@
-"""GPUs (``harness.runners.gpus``): discovery, refusal, leases, and what the local and sandbox
+"""GPUs (``harness.core.gpus``): discovery, refusal, leases, and what the local and sandbox
 runners hand a run, on fake device nodes in a temporary folder (``ZSL_DEV_DIR``): no GPU needed.
 """
 
@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 import harness.runners.sandbox as sandbox_module
-from harness.errors import RunnerError
-from harness.runners import gpus as gpus_module
-from harness.runners.base import RunJob
-from harness.runners.gpus import (
+from harness.core import gpus as gpus_module
+from harness.core.errors import RunnerError
+from harness.core.gpus import (
     Gpu,
     check_request,
     container_gpu_args,
@@ -31,6 +30,7 @@ from harness.runners.gpus import (
     list_gpus,
     parse_smi,
 )
+from harness.runners.base import RunJob
 from harness.runners.local import LocalRunner, local_env
 from harness.runners.sandbox import SandboxRunner, library_address_space, sandbox_argv
 from tests.conftest import REPO, needs_bwrap
@@ -303,7 +303,7 @@ def test_a_waiting_run_gets_the_gpu_when_its_holder_ends(tmp_path: Path) -> None
 LEASE_CHILD = """
 import sys, time
 from pathlib import Path
-from harness.runners.gpus import Gpu, lease
+from harness.core.gpus import Gpu, lease
 home = Path(sys.argv[1])
 print("ready", flush=True)
 while len(sys.argv) > 3 and not (home / "go").exists():  # all children contend at once

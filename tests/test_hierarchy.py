@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 from harness.hierarchy import FORMAT, Hierarchy
 
 IDS = ["R", "S", "Z", "A", "B", "C", "D", "E", "F"]

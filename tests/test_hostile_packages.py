@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.core.errors import PredictionError, SubmissionError
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import run_submission
 from harness.spec import load_spec
 from harness.submission.predictions import read_predictions, write_predictions

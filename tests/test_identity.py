@@ -4,9 +4,9 @@ Attacks: a name typed decomposed ("cafe" + U+0301) beside the composed one; a bi
 isolate or mark, a zero-width space, a tag character or a no-break space hidden in a name,
 version, benchmark id or author; "ESZSL", Cyrillic "еszsl", "es\\u200bzsl", fullwidth and
 mathematical letters, digits for letters, beside "eszsl" -- in record files, in the site build
-and in the store. Rules: harness.identity, the validators of harness.records.
+and in the store. Rules: harness.core.identity, the validators of harness.records.
 
-The tests of harness.identity's own functions import it where they use it: on a harness without
+The tests of harness.core.identity's own functions import it where they use it: on a harness without
 the module the other tests still run (and fail one by one) instead of the file failing to load.
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from harness.errors import HarnessError
-from harness.hashing import json_sha256
+from harness.core.errors import HarnessError
+from harness.core.hashing import json_sha256
 from harness.records import RunRecord, run_key
 from harness.results.records_io import dump_record, load_record, read_records, write_records
 from harness.site import build_site
@@ -217,7 +217,7 @@ def test_the_zero_width_space_example_is_refused_with_its_position(tmp_path: Pat
 
 
 def test_the_message_shows_the_difference() -> None:
-    from harness.identity import check_distinct_identities
+    from harness.core.identity import check_distinct_identities
 
     records = [
         make_record("eszsl", zsl={"top1": 0.5}),
@@ -229,7 +229,7 @@ def test_the_message_shows_the_difference() -> None:
 
 
 def test_lookalike_benchmark_ids_and_versions_are_refused(tmp_path: Path) -> None:
-    from harness.identity import check_distinct_identities
+    from harness.core.identity import check_distinct_identities
 
     a = make_record("ale", benchmark="cub-demo", zsl={"top1": 0.5})
     b = make_record("ale", benchmark="cub\u2010demo", zsl={"top1": 0.5})  # U+2010 HYPHEN
@@ -242,7 +242,7 @@ def test_lookalike_benchmark_ids_and_versions_are_refused(tmp_path: Path) -> Non
 
 
 def test_different_names_stay_apart() -> None:
-    from harness.identity import check_distinct_identities, skeleton
+    from harness.core.identity import check_distinct_identities, skeleton
 
     names = ["ale", "sje", "sae", "eszsl", "devise", "conse", "dap", "method-01", "method-10"]
     check_distinct_identities([make_record(n, zsl={"top1": 0.5}) for n in names])
@@ -269,7 +269,7 @@ def test_the_store_refuses_a_lookalike_of_a_stored_name(tmp_path: Path) -> None:
 
 
 def test_skeleton_folds_what_a_reader_cannot_tell_apart() -> None:
-    from harness.identity import skeleton
+    from harness.core.identity import skeleton
 
     assert skeleton("Ρaypal") == skeleton("paypal")  # Greek capital rho
     assert skeleton("rnethod") == skeleton("method")

@@ -15,12 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.data.class_sets import (
-    ENV_IMAGENET_DIR,
-    imagenet_lists_dir,
-    read_wnids,
-    resolve_class_set,
-)
+from harness.core.errors import HarnessError, SpecError
 from harness.data.imagenet import features as imagenet_features
 from harness.data.imagenet.adapter import ImageNetAdapter, ImageNetParams
 from harness.data.imagenet.splits import (
@@ -33,7 +28,12 @@ from harness.data.imagenet.splits import (
     split_structure,
 )
 from harness.data.prepare import load_benchmark
-from harness.errors import HarnessError, SpecError
+from harness.hierarchy.class_sets import (
+    ENV_IMAGENET_DIR,
+    imagenet_lists_dir,
+    read_wnids,
+    resolve_class_set,
+)
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 from harness.spec import load_spec
 from tests.imagenet_fixture import (

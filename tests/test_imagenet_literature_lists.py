@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import dijkstra
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.data.class_sets import class_list_sha256, resolve_class_set
+from harness.core.errors import SpecError
 from harness.data.imagenet.splits import (
     LITERATURE_LISTS,
     ListSplit,
@@ -35,7 +35,7 @@ from harness.data.imagenet.splits import (
     split_classes,
 )
 from harness.data.prepare import load_benchmark
-from harness.errors import SpecError
+from harness.hierarchy.class_sets import class_list_sha256, resolve_class_set
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 from harness.spec import load_spec
 from tests.conftest import SPECS

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import harness
 from harness.cli.main import app
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 from harness.images import BuildInputs, ImageError, build_command, collect_requirements
 from harness.images.build import source_tree
 from harness.images.rootfs import _label, base_identity, rootfs_python

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import harness.pipeline as pipeline
+from harness.core.errors import RunnerError
 from harness.data.prepare import load_benchmark
-from harness.errors import RunnerError
 from harness.pipeline import read_all, run_submission
 from harness.runners.local import LocalRunner
 from harness.spec import load_spec
@@ -199,8 +199,8 @@ def test_missing_file_and_linked_folder(out: Path, tmp_path: Path) -> None:
 def test_prediction_files_map_shuffled_rows_into_the_frozen_order(tmp_path: Path) -> None:
     """Shuffled row j holds j in every column: the file of a setting must list, row by row, the
     shuffled rows of that setting's images in the frozen test order."""
+    from harness.bundles import write_model_bundles
     from harness.runners.judge import _Outputs, _prediction_files, pass_settings
-    from harness.tasks import write_model_bundles
 
     bench = load_benchmark(load_spec(DEMO))
     rowmap = write_model_bundles(bench, tmp_path / "bundles", tmp_path / "secret")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 from harness.submission.package import load_package
 from tests.conftest import SUBMISSIONS
 
@@ -149,7 +149,7 @@ def test_links_and_missing_manifest_are_refused(tmp_path: Path) -> None:
 
 
 def test_missing_prediction_files_name_the_command_that_writes_them(tmp_path: Path) -> None:
-    from harness.errors import PredictionError
+    from harness.core.errors import PredictionError
     from harness.submission.scaffold import write_template
 
     root = write_template("files", tmp_path, kind="predictions")

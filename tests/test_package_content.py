@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 from harness.pipeline import run_submission
 from harness.records import RunRecord
 from harness.submission.package import load_package
@@ -540,7 +540,7 @@ def test_ci_fails_an_undeclared_suffix_until_the_configuration_lists_it(
 
 def test_ci_configuration_refuses_what_is_not_one_suffix(tmp_path: Path) -> None:
     from harness.ci.config import load_ci_config
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     path = tmp_path / "ci.yaml"
     path.write_text("specs: [specs/demo.yaml]\nallowed_data_suffixes:\n  - .h5\n  - .tar.gz\n")

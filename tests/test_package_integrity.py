@@ -28,9 +28,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from harness.bundles import write_model_bundles
 from harness.cli.main import app
+from harness.core.errors import SubmissionError
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.errors import SubmissionError
 from harness.pipeline import run_submission
 from harness.runners import RunJob, default_runner, runners
 from harness.runners.sandbox import available
@@ -38,7 +39,6 @@ from harness.spec import load_spec
 from harness.submission.loader import check_entrypoint
 from harness.submission.package import Package, load_package
 from harness.submission.unpack import open_package
-from harness.tasks import write_model_bundles
 from tests import hostile
 from tests.conftest import REPO, SPECS, SUBMISSIONS, stored_runs
 
@@ -256,7 +256,7 @@ def _bundle(bench: PreparedBenchmark, tmp_path: Path) -> Path:
 
 
 def _worker(bundle: Path, package: Path, entrypoint: str, out: Path) -> dict[str, object]:
-    """``python -m harness.worker`` on ``package`` with no validation in front of it, and
+    """``python -m harness.worker.phases`` on ``package`` with no validation in front of it, and
     without PYTHONDONTWRITEBYTECODE: the loader itself must neither read nor write byte-code."""
     out.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(out), "PYTHONPATH": str(REPO)}
@@ -264,7 +264,7 @@ def _worker(bundle: Path, package: Path, entrypoint: str, out: Path) -> dict[str
         [
             sys.executable,
             "-m",
-            "harness.worker",
+            "harness.worker.phases",
             "fit",
             str(bundle),
             str(package),

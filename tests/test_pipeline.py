@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.core.errors import PredictionError, RunnerError
 from harness.data.prepare import load_benchmark
-from harness.errors import PredictionError, RunnerError
 from harness.pipeline import generate_prediction_files, run_submission
 from harness.spec import load_spec
 from harness.store import count_runs, create_tables, load_runs, make_engine
@@ -177,7 +177,7 @@ def test_topk_predictions_streamed_in_chunks_score_like_dense(
 
 
 def test_dense_only_metric_is_refused_for_topk_specs(tmp_path: Path) -> None:
-    from harness.errors import SpecError
+    from harness.core.errors import SpecError
 
     path = _zsl_spec(tmp_path, "predictions:\n  format: topk\n  k: 10\n")
     path.write_text(

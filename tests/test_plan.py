@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import HarnessError
 from harness.data import facts
 from harness.data.artifacts import MANIFEST, FrozenBenchmark
 from harness.data.facts import FACTS, benchmark_facts, structure_summary
 from harness.data.prepare import load_benchmark
-from harness.errors import HarnessError
 from harness.metrics import metrics
 from harness.plan import plan_submission
 from harness.spec import load_spec

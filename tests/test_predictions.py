@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import PredictionError
+from harness.core.errors import PredictionError
 from harness.submission.predictions import read_predictions, write_predictions
 from tests import hostile
 
@@ -437,7 +437,7 @@ def test_write_predictions_cuts_dense_scores_and_refuses_a_tie_at_the_cut(
 
 
 def test_worker_cut_refuses_a_tie_at_the_cut_and_keeps_ties_inside() -> None:
-    from harness.worker import _top_k
+    from harness.worker.phases import _top_k
 
     scores = np.array([[0.5, 0.5, 0.1, 0.9]], dtype="<f4")
     indices, top = _top_k(scores, 3)  # 0.9, then the 0.5 tie inside the list

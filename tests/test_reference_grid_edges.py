@@ -27,9 +27,9 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_sylvester
 
+from harness.bundles import TrainTask
 from harness.hierarchy import Hierarchy
 from harness.hyperparameters import check_hyperparameters
-from harness.tasks import TrainTask
 from tests.reference_benchmarks import package_module
 
 SAE = package_module("sae")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.bundles import Bundle, write_bundle
 from harness.data.prepare import load_benchmark
 from harness.pipeline import run_submission
 from harness.spec import load_spec
 from harness.submission.package import load_package
-from harness.tasks import Bundle, write_bundle
 from tests.conftest import SPECS, SUBMISSIONS
 from tests.reference_benchmarks import package_module
 

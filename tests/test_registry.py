@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.registry import Registry, RegistryError
+from harness.core.registry import Registry, RegistryError
 
 
 def test_register_get_and_did_you_mean() -> None:

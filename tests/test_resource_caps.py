@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.ci.config import CIConfig, MaxResources, load_ci_config
-from harness.errors import HarnessError, SubmissionError
+from harness.core.errors import HarnessError, SubmissionError
 from harness.executors.task import FamilyTask, RunTask
 from harness.submission import resources as caps_module
 from harness.submission.package import Resources, load_package

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from harness.errors import HarnessError, IntegrityError
+from harness.core.errors import HarnessError, IntegrityError
 from harness.records import ClassValues, Interval, RunRecord, ScoreEntry
 from harness.results.records_io import (
     RECORD_FORMAT,

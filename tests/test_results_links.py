@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from harness.ci import committed_records
 from harness.cli.main import app
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.results import records_io
 from harness.results.records_io import (
     dump_record,

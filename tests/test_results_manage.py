@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
+from harness.core.errors import HarnessError
 from harness.data.artifacts import benchmark_dir
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.errors import HarnessError
 from harness.pipeline import run_submission
 from harness.results.store_io import resolve_runs
 from harness.spec import load_spec

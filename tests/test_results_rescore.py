@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from harness.core.errors import HarnessError, IntegrityError
 from harness.data.prepare import load_benchmark
-from harness.errors import HarnessError, IntegrityError
 from harness.executors import rescore as rescore_driver
 from harness.executors import task as task_module
 from harness.executors.rescore import rescore_store

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners import base
 from harness.runners.base import RunJob, run_process, truncate

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.runners.base import RunJob
 from harness.runners.sandbox import SandboxRunner, library_address_space, sandbox_argv
@@ -205,9 +205,9 @@ def test_huge_stdout_is_truncated_and_the_run_still_judged(tmp_path: Path, db: s
     )
     record = run_submission(package, DEMO, runner="sandbox", database_url=db, quiet=True)
     assert record.scores and stored_runs(db) == 1
+    from harness.bundles import write_model_bundles
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_model_bundles
 
     write_model_bundles(load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "s")
     bundle = tmp_path / "bundles" / "main"

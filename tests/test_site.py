@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from harness.audit import ClassAudit, LeakageAudit, Relation, Relative
 from harness.cli import board
-from harness.errors import HarnessError, IntegrityError
+from harness.core.errors import HarnessError, IntegrityError
 from harness.records import Interval, RunRecord
 from harness.results.records_io import load_record, record_id, write_records
 from harness.site import build_site, builder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.comparison import paired_class_tests, stack_class_values
 from harness.site.stats import column_tests, ranks_across
 

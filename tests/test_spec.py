@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SpecError
+from harness.core.errors import SpecError
 from harness.spec import json_schema, load_spec, parse_spec, spec_files
 from tests.conftest import SPECS
 

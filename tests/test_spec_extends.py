@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import yamlio
 from harness.cli.main import app
-from harness.errors import SpecError
+from harness.core import yamlio
+from harness.core.errors import SpecError
 from harness.spec import (
     json_schema,
     load_spec,

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, MetaData, inspect, text
 from sqlmodel import Session, SQLModel, func, select
 
 from harness.audit import Relation
-from harness.errors import HarnessError, IntegrityError
+from harness.core.errors import HarnessError, IntegrityError
 from harness.records import ScoreEntry
 from harness.store import (
     StaleRunError,

@@ -151,13 +151,13 @@ def _children_of(pid: int) -> list[str]:
 
 
 def _worker_of(pid: int) -> int | None:
-    """The pid of ``pid``'s child running the model (``python -m harness.worker``), if any."""
+    """The pid of ``pid``'s child running the model (``python -m harness.worker.phases``), if any."""
     for child in _children_of(pid):
         try:
             argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"harness.worker" in argv:
+        if b"harness.worker.phases" in argv:
             return int(child)
     return None
 

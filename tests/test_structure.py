@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.core.errors import MetricError
 from harness.data.structure import (
     SplitSize,
     SplitSizes,
@@ -16,7 +17,6 @@ from harness.data.structure import (
     split_sizes,
     structural_ratio,
 )
-from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from tests.conftest import SHARED_DATA
 

@@ -16,8 +16,8 @@ from alembic import command
 from pydantic import ValidationError
 from sqlalchemy import inspect
 
+from harness.core.errors import RunnerError, SubmissionError
 from harness.data.structure import nearest_training_classes
-from harness.errors import RunnerError, SubmissionError
 from harness.hierarchy import Hierarchy
 from harness.hyperparameters import HyperparameterError, check_hyperparameters
 from harness.records import RunRecord, ScoredClass

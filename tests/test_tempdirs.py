@@ -1,4 +1,4 @@
-"""Temporary folders of runs are removed whatever a model left in them (harness.tempdirs).
+"""Temporary folders of runs are removed whatever a model left in them (harness.core.tempdirs).
 
 A hostile model made 1,200 nested folders in its ``/out``: ``shutil.rmtree`` raised
 ``RecursionError`` after scoring, and the run's folder stayed in ``/tmp``. These trees are built
@@ -26,11 +26,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import harness.tempdirs
+import harness.core.tempdirs
 from harness.cli._common import reports_errors
-from harness.errors import RunnerError, SubmissionError
+from harness.core.errors import RunnerError, SubmissionError
+from harness.core.tempdirs import OPEN_LIMIT, remove_tree, run_directory
 from harness.submission.unpack import unpack_package
-from harness.tempdirs import OPEN_LIMIT, remove_tree, run_directory
 
 #: The user and group the permission tests run as when the tests run as root.
 NOBODY = 65534
@@ -139,8 +139,8 @@ def test_5000_levels_beyond_path_max_are_removed_with_few_descriptors(
         if threading.get_ident() == caller:
             live.discard(fd)
 
-    monkeypatch.setattr(harness.tempdirs.os, "open", counting_open)
-    monkeypatch.setattr(harness.tempdirs.os, "close", counting_close)
+    monkeypatch.setattr(harness.core.tempdirs.os, "open", counting_open)
+    monkeypatch.setattr(harness.core.tempdirs.os, "close", counting_close)
     remove_tree(deep)
     monkeypatch.undo()
     assert not deep.exists()
@@ -281,7 +281,7 @@ def test_a_mount_point_inside_is_not_entered(
     (tree / "out.txt").write_text("x")
     st = (tree / "mnt").stat()
     monkeypatch.setattr(
-        harness.tempdirs, "_mount_points_under", lambda _path: {(st.st_dev, st.st_ino)}
+        harness.core.tempdirs, "_mount_points_under", lambda _path: {(st.st_dev, st.st_ino)}
     )
     with pytest.raises(RunnerError, match=r"^cannot remove .*/run/mnt: a file system is mounted"):
         remove_tree(tree)

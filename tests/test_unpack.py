@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.main import app
+from harness.core.errors import SubmissionError
 from harness.data.prepare import load_benchmark
-from harness.errors import SubmissionError
 from harness.pipeline import generate_prediction_files, run_submission
 from harness.spec import load_spec
 from harness.submission.package import load_package

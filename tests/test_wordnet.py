@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli.hierarchy import app
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 from harness.hierarchy import Hierarchy
 from harness.hierarchy.wordnet import (
     build_wordnet_hierarchy,

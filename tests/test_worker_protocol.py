@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
@@ -936,9 +936,9 @@ def test_fit_cannot_find_the_test_features(
 
 def _fit_bundle_with_test_features(tmp_path: Path) -> Path:
     """The main fit's model bundle, with its test features copied in as old bundles held them."""
+    from harness.bundles import write_model_bundles
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_model_bundles
 
     rowmap = write_model_bundles(
         load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "secret"
@@ -957,7 +957,7 @@ def test_hostile_search_finds_test_features_in_a_bundle(tmp_path: Path) -> None:
     _expect_test_features(package)
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "harness.worker", "fit", str(bundle), str(package),
+        [sys.executable, "-m", "harness.worker.phases", "fit", str(bundle), str(package),
          "model:Hostile", str(out)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
@@ -980,9 +980,9 @@ class Hostile(ESZSL):
 def test_a_model_writing_into_its_task_arrays_leaves_the_bundle_unchanged(tmp_path: Path) -> None:
     """Training features are memory-mapped copy-on-write (issue 15): a model may still write
     into them as into loaded arrays; the bundle files stay as written."""
+    from harness.bundles import write_model_bundles
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import write_model_bundles
 
     write_model_bundles(load_benchmark(load_spec(DEMO)), tmp_path / "bundles", tmp_path / "s")
     bundle = tmp_path / "bundles" / "main"
@@ -997,7 +997,7 @@ def test_a_model_writing_into_its_task_arrays_leaves_the_bundle_unchanged(tmp_pa
     for attempt in range(2):
         out = tmp_path / f"out-{attempt}"
         done = subprocess.run(
-            [sys.executable, "-m", "harness.worker", "fit", str(bundle),
+            [sys.executable, "-m", "harness.worker.phases", "fit", str(bundle),
              str(_package(tmp_path, WRITES_INTO_TASK, name=f"p{attempt}")), "model:Hostile",
              str(out)],
             capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -1096,7 +1096,7 @@ def test_a_patched_worker_in_the_packages_image_is_judged_from_outside(
 
     # Appended to the image's worker, its byte-code compiled ahead removed (else it runs on).
     patch = (
-        "import importlib.util, pathlib, harness.worker as w\n"
+        "import importlib.util, pathlib, harness.worker.phases as w\n"
         "p = pathlib.Path(w.__file__)\n"
         "main = 'if __name__ == \"__main__\":'\n"
         f"p.write_text(p.read_text().replace(main, {PATCH_WORKER!r} + main))\n"

@@ -23,6 +23,7 @@ import yaml
 from pydantic import ValidationError
 from xlsa17_fixture import DATASETS, XLSA17, make_release
 
+from harness.core.errors import HarnessError, IntegrityError, SpecError
 from harness.data import download
 from harness.data.adapters import RawBenchmark
 from harness.data.prepare import check_raw, load_benchmark, prepare
@@ -38,7 +39,6 @@ from harness.data.xlsa17 import (
     release_overlaps,
 )
 from harness.data.xlsa17_synthetic import copy_split_files, write_synthetic_res101
-from harness.errors import HarnessError, IntegrityError, SpecError
 from harness.hierarchy import Hierarchy
 from harness.spec import Spec, load_spec, load_spec_data, spec_files
 

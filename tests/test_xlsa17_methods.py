@@ -72,9 +72,9 @@ def test_no_test_image_reaches_a_bundle_fit(dataset: str, release: Path, tmp_pat
     """On the real xlsa17 index vectors: bundles (main and validation fits) hold no test image."""
     import numpy as np
 
+    from harness.bundles import Bundle, write_bundle
     from harness.data.prepare import load_benchmark
     from harness.spec import load_spec
-    from harness.tasks import Bundle, write_bundle
 
     if dataset == "CUB" and not (SHARED_DATA / "cub-hierarchy").is_dir():
         pytest.skip("CUB taxonomy files absent")

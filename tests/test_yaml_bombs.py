@@ -3,7 +3,7 @@
 Attack (issue 10, item 13): a ~1 KB "billion laughs" spec (anchors whose aliases nest nine deep)
 ran ``zsl spec validate`` past 60 s and 3.3 GB. Rule: every YAML the harness reads (specs,
 ``submission.yaml``, ``leaderboard/ci.yaml``, manifests read out of git) goes through
-:mod:`harness.yamlio`, which refuses a document whose alias expansion, nesting depth, node or
+:mod:`harness.core.yamlio`, which refuses a document whose alias expansion, nesting depth, node or
 alias count, or size passes a bound, with ``file:line: what; refused``, before anything walks or
 constructs it. Each case runs in-process twice: once timed, once under ``tracemalloc``; an alarm
 turns a loader that does not stop into a failure instead of a hung test.
@@ -24,10 +24,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from harness import yamlio
 from harness.ci import load_ci_config
 from harness.cli.main import app
-from harness.errors import HarnessError, SpecError, SubmissionError
+from harness.core import yamlio
+from harness.core.errors import HarnessError, SpecError, SubmissionError
 from harness.spec import load_spec, parse_spec
 from harness.submission.package import load_package
 from tests import hostile

@@ -8,8 +8,8 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from harness import yamlio
-from harness.errors import HarnessError
+from harness.core import yamlio
+from harness.core.errors import HarnessError
 
 
 class _Inner(BaseModel):

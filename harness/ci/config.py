@@ -1,7 +1,8 @@
 """``leaderboard/ci.yaml``: which benchmarks CI scores a submission package on.
 
 Contract: :func:`load_ci_config` reads the file through the harness's one YAML + pydantic loader
-(:func:`harness.yamlio.load_model_file`: bounded, no repeated key), so every problem is reported as
+(:func:`harness.core.yamlio.load_model_file`: bounded, no repeated key), so every problem is
+reported as
 ``file:line: key.path: message``, like a spec's. :func:`config_spec_paths` turns the listed spec
 files into paths under the repository that holds the configuration, refusing absolute paths,
 ``..`` and missing files at the line that names them. ``max_resources`` caps what any package
@@ -20,9 +21,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
-from harness import yamlio
 from harness.ci.git import find_repo_root
-from harness.errors import HarnessError
+from harness.core import yamlio
+from harness.core.errors import HarnessError
 from harness.submission.resources import ResourceCaps
 
 __all__ = [

@@ -19,12 +19,12 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from harness import yamlio
-from harness.errors import HarnessError
+from harness.core import yamlio
+from harness.core.errors import HarnessError
+from harness.core.tempdirs import run_directory
 from harness.records import RunRecord
 from harness.results.records_io import read_records
 from harness.submission.package import MANIFEST
-from harness.tempdirs import run_directory
 
 __all__ = [
     "MANIFEST",

@@ -14,7 +14,6 @@ from typing import Literal
 
 import harness.site
 import harness.submission.unpack
-from harness.atomic import write_text_atomic
 from harness.ci.config import CI_CONFIG, config_root, config_spec_paths, load_ci_config
 from harness.ci.diff import (
     index_records,
@@ -37,7 +36,9 @@ from harness.ci.git import (
     work_tree_changes,
 )
 from harness.ci.markdown import MAX_DETAIL, escape_markdown, one_line, short_list
-from harness.errors import HarnessError, error_text
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import HarnessError, error_text
+from harness.core.tempdirs import run_directory
 from harness.executors.matrix import RunRequest, RunResult, run_matrix
 from harness.records import RunKey, RunRecord, run_key
 from harness.results.records_io import (
@@ -56,7 +57,6 @@ from harness.site.text import format_value
 from harness.store import open_store, save_run
 from harness.submission.package import DATA_SUFFIXES, MANIFEST
 from harness.submission.resources import CapNote, ResourceCaps, cap_resources
-from harness.tempdirs import run_directory
 
 __all__ = [
     "DIFF_FILENAME",
@@ -150,7 +150,7 @@ def _primary_summary(record: RunRecord) -> str:
 
 
 def _error_text(err: Exception, repo_root: Path | None) -> str:
-    """One line for any exception (:func:`harness.errors.error_text`), paths made relative."""
+    """One line for any exception (:func:`harness.core.errors.error_text`), paths made relative."""
     return one_line(error_text(err), repo_root)
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from harness.errors import HarnessError, error_text
+from harness.core.errors import HarnessError, error_text
 from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -136,7 +136,7 @@ def reports_errors(command: F) -> F:
     """Turn a :class:`HarnessError` into one line on stderr and its exit code (1 user, 2 integrity).
 
     An ``OSError`` (a full disk, a folder that cannot be written or removed) is the machine's
-    failure, not the code's: one line too, with its type (:func:`harness.errors.error_text`),
+    failure, not the code's: one line too, with its type (:func:`harness.core.errors.error_text`),
     exit code 1. Anything else is a bug and keeps its traceback; with ``zsl --debug`` every
     traceback is kept.
     """

@@ -12,7 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from harness.cli._common import reports_errors, stdout
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 app = typer.Typer(
     help="Extract image features with torchvision backbones into frozen, hashed feature sets.",
@@ -35,7 +35,7 @@ def _preprocessing(value: str | None) -> Any:
     """A preset name, or a YAML/JSON file of the steps."""
     if value is None or not value.endswith((".yaml", ".yml", ".json")):
         return value
-    from harness import yamlio
+    from harness.core import yamlio
 
     path = Path(value)
     try:

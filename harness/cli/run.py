@@ -21,8 +21,10 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
+from harness.core.errors import HarnessError, PredictionError, SpecError, SubmissionError
+from harness.core.registry import freeze_all
+from harness.core.tempdirs import run_directory
 from harness.data.prepare import PreparedBenchmark
-from harness.errors import HarnessError, PredictionError, SpecError, SubmissionError
 from harness.pipeline import (
     dry_run,
     generate_prediction_files,
@@ -33,13 +35,11 @@ from harness.pipeline import (
 )
 from harness.plan import Steps, plan_benchmark, plan_package, plan_run
 from harness.records import RunRecord, run_key
-from harness.registry import freeze_all
 from harness.results.records_io import describe_key
 from harness.runners import default_runner, runners
 from harness.scoring import below_chance
 from harness.spec import load_family, load_spec
 from harness.submission.package import MANIFEST, Package, load_package
-from harness.tempdirs import run_directory
 
 __all__ = ["RUNNER_HELP", "demo", "family_specs", "run"]
 

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
-from harness.errors import SpecError
+from harness.core.errors import SpecError
 from harness.spec import is_spec_base, json_schema, load_family, load_spec, load_spec_base
 
 __all__ = ["app"]

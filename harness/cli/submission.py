@@ -11,15 +11,15 @@ import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.cli.run import RUNNER_HELP
+from harness.core.errors import PredictionError, SubmissionError
+from harness.core.tempdirs import run_directory
 from harness.data.prepare import load_benchmark
-from harness.errors import PredictionError, SubmissionError
 from harness.pipeline import generate_prediction_files, read_all
 from harness.spec import load_spec
 from harness.submission.package import Package, load_package
 from harness.submission.resources import CappedResources, cap_resources, effective_caps
 from harness.submission.scaffold import write_template
 from harness.submission.unpack import open_package
-from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.runners.entrypoint_check import EntrypointCheck

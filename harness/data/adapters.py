@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from pydantic import BaseModel
 
-from harness.registry import Registry
+from harness.core.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy

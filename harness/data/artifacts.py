@@ -17,8 +17,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from harness.audit import LeakageAudit
-from harness.errors import HarnessError, IntegrityError
-from harness.hashing import array_sha256, json_sha256
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import array_sha256, json_sha256
 
 __all__ = [
     "FORMAT",

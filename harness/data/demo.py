@@ -11,8 +11,8 @@ import numpy as np
 from numpy.random import PCG64, Generator
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.core.errors import SpecError
 from harness.data.adapters import RawBenchmark, adapters
-from harness.errors import SpecError
 from harness.hierarchy import Hierarchy
 
 if TYPE_CHECKING:

@@ -21,8 +21,8 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
+from harness.core.errors import HarnessError, IntegrityError
 from harness.data.artifacts import zsl_home
-from harness.errors import HarnessError, IntegrityError
 
 __all__ = ["downloads_dir", "extract_members", "fetch", "fetch_action"]
 

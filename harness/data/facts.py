@@ -22,14 +22,14 @@ import numpy as np
 from pydantic import TypeAdapter, ValidationError
 
 import harness
-from harness.atomic import write_bytes_atomic
+from harness.core.atomic import write_bytes_atomic
+from harness.core.errors import HarnessError
 from harness.data.structure import (
     StructuralRatio,
     mutual_exclusivity_violations,
     nearest_training_classes,
     structural_ratio,
 )
-from harness.errors import HarnessError
 from harness.hierarchy import Hierarchy
 from harness.records import ScoredClass
 

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from harness.core.errors import HarnessError, SpecError
+from harness.core.hashing import json_sha256
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
 from harness.data.artifacts import zsl_home
-from harness.errors import HarnessError, SpecError
 
 # A module reference, not its names: harness.features.sets imports harness.data.artifacts, so
 # importing it first runs this package's __init__, which imports this module.
 from harness.features import sets
-from harness.hashing import json_sha256
 
 if TYPE_CHECKING:
     from harness.spec import ExtractSpec, Spec

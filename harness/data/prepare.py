@@ -24,6 +24,9 @@ import numpy as np
 from pydantic import ValidationError
 
 from harness.audit import AuditStatus, freeze_audit, plan_audit
+from harness.core.errors import IntegrityError, SpecError
+from harness.core.hashing import file_sha256, strings_sha256
+from harness.core.registry import RegistryError
 from harness.data.adapters import SPLIT_CLASS_KEYS, SPLIT_IMAGE_KEYS, RawBenchmark, adapters
 from harness.data.artifacts import (
     MANIFEST,
@@ -36,11 +39,8 @@ from harness.data.artifacts import (
 )
 from harness.data.facts import BenchmarkFacts, benchmark_facts
 from harness.data.scale_images import scale_rows
-from harness.errors import IntegrityError, SpecError
-from harness.hashing import file_sha256, strings_sha256
 from harness.hierarchy import Hierarchy
 from harness.records import SCALE_SETTINGS
-from harness.registry import RegistryError
 from harness.spec import Spec
 
 __all__ = [

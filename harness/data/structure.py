@@ -28,7 +28,7 @@ from harness.checks import (
     check_indices,
     check_nodes,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 
 __all__ = [

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from harness.core.errors import HarnessError, IntegrityError, SpecError
+from harness.core.textio import read_text_file
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
-from harness.errors import HarnessError, IntegrityError, SpecError
-from harness.textio import read_text_file
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy

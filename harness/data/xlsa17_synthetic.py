@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import scipy.io as sio
 
+from harness.core.errors import HarnessError
 from harness.data.xlsa17 import DATASETS
-from harness.errors import HarnessError
 
 __all__ = [
     "SYNTHETIC_PREFIX",

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.submission.package import Resources
 
 __all__ = [

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.errors import HarnessError, IntegrityError, error_text
+from harness.core.errors import HarnessError, IntegrityError, error_text
+from harness.core.registry import freeze_all
+from harness.core.tempdirs import run_directory
 from harness.executors import (
     Backend,
     Job,
@@ -37,14 +39,12 @@ from harness.executors import (
 from harness.executors.task import FamilyTask, RunTask, check_record
 from harness.plan import BenchmarkPlan, PackagePlan, plan_benchmark, plan_package
 from harness.records import RunRecord
-from harness.registry import freeze_all
 from harness.results.prediction_archive import archive_file, predictions_dir
 from harness.results.records_io import load_record, record_path
 from harness.runners import runners
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST
 from harness.submission.resources import ResourceCaps, cap_resources
-from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.store import ReplacedRun

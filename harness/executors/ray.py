@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.executors import Job, Outcome
 from harness.executors.task import Shipment, benchmark_files, execute_json, node_name
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.core.errors import HarnessError, IntegrityError
 from harness.data.artifacts import FrozenBenchmark
 from harness.data.prepare import prepare
-from harness.errors import HarnessError, IntegrityError
 from harness.executors import Job, check_executor, drive, make_backend, progress_bar
 from harness.executors.task import RescoreTask
 from harness.records import RunRecord, run_key

@@ -23,10 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.core.errors import HarnessError, IntegrityError, error_text
+from harness.core.hashing import file_sha256
+from harness.core.tempdirs import run_directory
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, benchmark_dir
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.errors import HarnessError, IntegrityError, error_text
-from harness.hashing import file_sha256
 from harness.pipeline import run_planned
 from harness.plan import Steps, plan_benchmark, plan_package, plan_run
 from harness.records import RunRecord
@@ -35,7 +36,6 @@ from harness.results.prediction_archive import archive_file, archived_path, pred
 from harness.results.records_io import dump_record, load_record
 from harness.spec import Spec, load_spec
 from harness.submission.resources import ResourceCaps, limited_to
-from harness.tempdirs import run_directory
 
 __all__ = [
     "TASKS",

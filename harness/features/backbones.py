@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.errors import HarnessError
-from harness.hashing import file_sha256
+from harness.core.errors import HarnessError
+from harness.core.hashing import file_sha256
 
 __all__ = [
     "Backbone",

@@ -23,11 +23,11 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from harness.errors import HarnessError, HierarchyError
+from harness.core.errors import HarnessError, HierarchyError
+from harness.core.hashing import file_sha256
+from harness.core.registry import Registry
+from harness.core.textio import read_text_file
 from harness.features.sets import ArtifactSet, write_set
-from harness.hashing import file_sha256
-from harness.registry import Registry
-from harness.textio import read_text_file
 
 __all__ = [
     "INSTALL_HINT",

@@ -25,12 +25,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.hashing import json_sha256
 from harness.features.backbones import Backbone, WeightsRef, load_backbone, resolve_weights
 from harness.features.images import ImageList, read_image, read_images
 from harness.features.preprocess import Preprocessing, preset, transform
 from harness.features.sets import MANIFEST, ArtifactSet, write_set
-from harness.hashing import json_sha256
 from harness.spec import ExtractSpec, PretrainedOn
 
 __all__ = [

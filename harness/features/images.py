@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
-from harness.hashing import json_sha256
+from harness.core.errors import HarnessError
+from harness.core.hashing import json_sha256
 
 __all__ = ["ImageList", "read_image", "read_images"]
 

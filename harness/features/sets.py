@@ -6,7 +6,8 @@ A set is a directory that a spec references by path and pins by hash::
         manifest.json     format, kind, artifacts (shape, dtype, content sha256), provenance, hash
         features.npy      ...one .npy per artifact, as in a frozen benchmark
 
-The artifacts are hashed by content (:func:`harness.hashing.array_sha256`) and read back through
+The artifacts are hashed by content (:func:`harness.core.hashing.array_sha256`) and read back
+through
 :func:`harness.data.artifacts.load_verified` (memory-mapped when large, every read verified), like
 a frozen benchmark's. ``provenance`` says how the arrays were made (backbone, weights sha256,
 preprocessing, text model, versions); the set hash covers it, so an edited provenance fails the
@@ -26,9 +27,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import array_sha256, json_sha256
 from harness.data.artifacts import ArtifactEntry, artifact_path, load_verified
-from harness.errors import HarnessError, IntegrityError
-from harness.hashing import array_sha256, json_sha256
 
 __all__ = ["FORMAT", "MANIFEST", "ArtifactSet", "set_hash", "write_set"]
 

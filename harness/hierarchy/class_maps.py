@@ -19,8 +19,9 @@ from typing import Any
 
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
-from harness.atomic import write_text_atomic
-from harness.errors import HarnessError, HierarchyError
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import HarnessError, HierarchyError
+from harness.core.textio import read_text_file, unique_tokens
 from harness.hierarchy.dag import Hierarchy
 from harness.hierarchy.wordnet import (
     build_wordnet_hierarchy,
@@ -28,7 +29,6 @@ from harness.hierarchy.wordnet import (
     synset_of,
     wnid,
 )
-from harness.textio import read_text_file, unique_tokens
 
 __all__ = [
     "ANIMAL",

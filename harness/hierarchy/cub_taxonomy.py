@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
+from harness.core.textio import read_text_file
 from harness.hierarchy.dag import Hierarchy
-from harness.textio import read_text_file
 
 __all__ = [
     "CLASSES_FILE",

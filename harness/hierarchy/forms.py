@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.atomic import write_text_atomic
-from harness.errors import HierarchyError
-from harness.textio import read_text_file
+from harness.core.atomic import write_text_atomic
+from harness.core.errors import HierarchyError
+from harness.core.textio import read_text_file
 
 if TYPE_CHECKING:
     from harness.hierarchy.dag import Hierarchy

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 
 if TYPE_CHECKING:
     from harness.hierarchy.dag import Hierarchy

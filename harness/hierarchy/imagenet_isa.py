@@ -1,6 +1,6 @@
 """ImageNet's is-a graph (``wordnet.is_a.txt``) as a :class:`~harness.hierarchy.Hierarchy`.
 
-The ImageNet lists directory (``$ZSL_IMAGENET_DIR``, see :mod:`harness.data.class_sets`)
+The ImageNet lists directory (``$ZSL_IMAGENET_DIR``, see :mod:`harness.hierarchy.class_sets`)
 holds three files this module reads.
 
 See docs/hierarchy.md.
@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.errors import HierarchyError, SpecError
+from harness.core.errors import HierarchyError, SpecError
 from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
@@ -43,7 +43,8 @@ def _stat_key(*files: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def read_text_lines(file: Path) -> list[str]:
-    """The lines of a UTF-8 list file; a :class:`~harness.errors.SpecError` naming it if not."""
+    """The lines of a UTF-8 list file; a :class:`~harness.core.errors.SpecError` naming it if
+    not."""
     try:
         return file.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
@@ -79,7 +80,7 @@ def _read_words(file: Path) -> dict[str, str]:
 @functools.lru_cache(maxsize=4)
 def _isa_hierarchy(key: tuple[tuple[str, int, int], ...]) -> Hierarchy:
     # Imported here: harness.data's package imports its adapters, which import this module.
-    from harness.data.class_sets import read_wnids
+    from harness.hierarchy.class_sets import read_wnids
 
     isa, candidates, words = (Path(k[0]) for k in key)
     edges = _read_isa(isa)
@@ -102,7 +103,7 @@ def load_isa_hierarchy(directory: str | os.PathLike[str] | None = None) -> Hiera
 
     See docs/hierarchy.md, `load_isa_hierarchy`.
     """
-    from harness.data.class_sets import imagenet_lists_dir
+    from harness.hierarchy.class_sets import imagenet_lists_dir
 
     root = imagenet_lists_dir(directory)
     return _isa_hierarchy(_stat_key(root / ISA_FILE, root / CANDIDATES_FILE, root / WORDS_FILE))

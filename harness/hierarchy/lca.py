@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 from harness.hierarchy.csr import gather_rows
 from harness.hierarchy.hops import CHUNK_ENTRIES
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
 from harness.hierarchy.csr import gather_rows
 
 __all__ = ["checked_edges", "checked_nodes", "topological_levels"]

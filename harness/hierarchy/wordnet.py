@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import HierarchyError
+from harness.core.errors import HierarchyError
+from harness.core.textio import read_text_file, unique_tokens
 from harness.hierarchy.dag import Hierarchy
-from harness.textio import read_text_file, unique_tokens
 
 if TYPE_CHECKING:  # NLTK (and the SciPy it pulls in) is imported when WordNet is opened:
     # the CLI names this module's environment variables without paying for it.

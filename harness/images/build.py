@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 from harness.images.engine import (
     LABEL_INPUTS,
     LABEL_REQUIREMENTS,

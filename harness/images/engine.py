@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = [
     "ENGINES",

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from harness.core.registry import Registry
 from harness.records import Setting
-from harness.registry import Registry
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
@@ -98,7 +98,7 @@ class MetricInput:
 
             scores = np.asarray(self.scores)
             if scores.ndim != 2:
-                from harness.errors import MetricError
+                from harness.core.errors import MetricError
 
                 raise MetricError(
                     "Expected `scores` to be a 2D array of shape (n_images, n_candidates),"
@@ -181,7 +181,7 @@ class Metric:
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
         if data.kind not in self.inputs:
-            from harness.errors import MetricError
+            from harness.core.errors import MetricError
 
             raise MetricError(
                 f"Expected {' or '.join(sorted(self.inputs))} predictions for metric"

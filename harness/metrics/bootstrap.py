@@ -22,7 +22,7 @@ from harness.checks import (
     check_targets,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.decomposition import Decomposition, _Layout, _reduce, point_estimate
 
 __all__ = [

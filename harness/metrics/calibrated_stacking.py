@@ -25,7 +25,7 @@ from harness.checks import (
     check_vector,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.comparison import seen_unseen_class_values
 from harness.metrics.flat import class_counts_checked, count_classes_with_images, reduce_per_class

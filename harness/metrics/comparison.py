@@ -25,7 +25,7 @@ from harness.checks import (
     IntArray,
     check_scalar,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples, class_weights
 from harness.metrics.darts import accuracy_specificity_areas
 from harness.metrics.decomposition import COMBINES, Decomposition, point_estimate

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from pydantic import Field
 
 from harness.checks import FloatArray, IntArray, check_scalar
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.binomial import clopper_pearson_lower_bounds

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from harness.checks import BoolArray, FloatArray, IntArray, check_hierarchy, check_nodes
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 
 

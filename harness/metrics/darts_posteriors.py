@@ -22,7 +22,7 @@ from harness.checks import (
     check_targets,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.darts_graph import DartsGraph, first_true
 
 #: How far a posterior row's sum may exceed 1 (and, for dense rows, fall short of it).

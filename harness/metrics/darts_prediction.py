@@ -23,7 +23,7 @@ from harness.checks import (
     check_vector,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.darts_graph import DartsGraph, darts_graph, tie_order
 from harness.metrics.darts_posteriors import (

@@ -27,7 +27,7 @@ from harness.checks import (
     check_real_rows,
     check_vector,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 
 __all__ = ["COMBINES", "Decomposition", "concatenate", "point_estimate"]
 

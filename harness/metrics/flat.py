@@ -29,7 +29,7 @@ from harness.checks import (
     check_vector,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
 from harness.metrics.decomposition import point_estimate
 from harness.metrics.registration import (

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.checks import check_k, check_scalar, check_scores_and_targets, check_seen
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.base import MetricInput, MetricResult, register_metric
 from harness.metrics.flat import (
     PerClassAccuracy,

@@ -24,7 +24,7 @@ from harness.checks import (
     check_scores_and_targets,
     row_chunks,
 )
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 
 __all__ = ["fit_temperature", "softmax_posteriors"]
 

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import write_bytes_atomic
+from harness.core.atomic import write_bytes_atomic
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import file_sha256
 from harness.data.artifacts import zsl_home
-from harness.errors import HarnessError, IntegrityError
-from harness.hashing import file_sha256
 from harness.submission.predictions import Predictions
 
 PREDICTIONS_DIR_ENV = "ZSL_PREDICTIONS_DIR"

@@ -2,7 +2,7 @@
 
 A record file is ``{"format": "zsl-run-record/2", "id": "sha256:…", "record": {…}}``. The id is
 the hash of the record's canonical JSON (sorted keys, no whitespace, floats as Python writes
-them; :func:`harness.hashing.json_sha256`), so a file is *content-addressed*: whoever reads it
+them; :func:`harness.core.hashing.json_sha256`), so a file is *content-addressed*: whoever reads it
 recomputes the id and refuses a record whose content no longer matches it (an edit that did
 not re-export). The id is tamper evidence, not a signature: anyone can recompute it, so the
 trust boundary stays the review of the git diff.
@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from harness.errors import HarnessError, IntegrityError
-from harness.hashing import json_sha256
-from harness.identity import check_distinct_identities
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import json_sha256
+from harness.core.identity import check_distinct_identities
 from harness.records import RunKey, RunRecord, result_payload, run_key
 
 RECORD_FORMAT = "zsl-run-record/2"

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.records import RunKey, RunRecord
 from harness.results.records_io import ExportResult, describe_key, read_records, write_records
 

@@ -1,6 +1,7 @@
 """The runner interface: run one phase of a job inside some isolation, report what happened.
 
-Every backend builds a command around the same worker entrypoint (``python -m harness.worker``:
+Every backend builds a command around the same worker entrypoint
+(``python -m harness.worker.phases``:
 a ``fit`` phase, one ``predict`` pass, or the ``--check`` of ``zsl submission validate``) or, for
 a predictions package's generator, around its script (``python SCRIPT BUNDLE OUT``, see
 :func:`job_argv`), and returns a :class:`RunOutcome`. A runner never reads test labels and never
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal, Protocol
 
-from harness.registry import Registry
+from harness.core.registry import Registry
 from harness.runners.cgroup import POLL_S, Containment
 from harness.runners.progress import ProgressReader, current_sink, strip_events
 
@@ -126,16 +127,16 @@ runners: Registry[Runner] = Registry("runner")
 def worker_argv(
     job: RunJob, python: str = sys.executable, *, channel: tuple[int, int] | None = None
 ) -> list[str]:
-    """The worker's command line for the job's phase (see :mod:`harness.worker`).
+    """The worker's command line for the job's phase (see :mod:`harness.worker.phases`).
 
     ``channel``: the descriptors (requests, replies) of a prediction pass as the worker sees
     them (the runner's ``pass_fds``, or 0 and 1 where the protocol rides on the standard
     streams, as in containers). A ``check`` job runs the worker's check mode
-    (``--check PACKAGE ENTRYPOINT OUT``, see :func:`harness.worker.check`)."""
+    (``--check PACKAGE ENTRYPOINT OUT``, see :func:`harness.worker.phases.check`)."""
     if job.check:
-        return [python, "-m", "harness.worker", "--check", str(job.package), job.entrypoint,
+        return [python, "-m", "harness.worker.phases", "--check", str(job.package), job.entrypoint,
                 str(job.out)]  # fmt: skip
-    head = [python, "-m", "harness.worker", job.phase]
+    head = [python, "-m", "harness.worker.phases", job.phase]
     if job.phase == "fit":
         return [*head, str(job.bundle), str(job.package), job.entrypoint, str(job.out),
                 "--seed", str(job.seed)]  # fmt: skip

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.procfs import proc_stat, process_table, subtree
+from harness.core.procfs import proc_stat, process_table, subtree
 
 __all__ = [
     "MOUNTINFO",

@@ -6,7 +6,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.runners import container as _container
 from harness.runners import sandbox as _sandbox
 

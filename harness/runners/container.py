@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import harness
-from harness.errors import RunnerError, SubmissionError
+from harness.core.errors import RunnerError, SubmissionError
+from harness.core.gpus import Gpu, container_gpu_args, lease
 from harness.images.build import CONTAINER_UID, build_command
 from harness.images.engine import (
     ENGINES,
@@ -37,7 +38,6 @@ from harness.runners.base import (
     worker_env,
 )
 from harness.runners.failure import explain_failure
-from harness.runners.gpus import Gpu, container_gpu_args, lease
 from harness.runners.seccomp import profile_path
 from harness.submission.package import check_requirement, default_worker_image, load_package
 
@@ -77,8 +77,8 @@ def container_argv(
     ``engine`` is the executable (a path or ``docker``/``podman``); the GPU flag follows its
     base name. ``name`` defaults to a fresh ``zsl-<uuid>``; ``user`` is ``UID:GID``;
     ``host_cpus`` caps ``--cpus`` (engines refuse more CPUs than the host has); ``assigned``
-    are the GPUs the run holds (:func:`harness.runners.gpus.lease`), exactly ``job.gpus`` of
-    them: the container gets those and no other (:func:`~harness.runners.gpus.container_gpu_args`).
+    are the GPUs the run holds (:func:`harness.core.gpus.lease`), exactly ``job.gpus`` of
+    them: the container gets those and no other (:func:`~harness.core.gpus.container_gpu_args`).
     ``seccomp_profile``: a seccomp profile file for the engine
     (:func:`harness.runners.seccomp.write_docker_profile`), instead of its default one.
     """

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError, RunnerError
+from harness.core.errors import HarnessError, RunnerError
+from harness.core.tempdirs import run_directory
 from harness.runners.base import RunJob
 from harness.runners.outputs import OutputDir
-from harness.tempdirs import run_directory
 
 if TYPE_CHECKING:
     from harness.submission.package import Package
@@ -83,8 +83,8 @@ def read_check(out: Path) -> list[EntrypointProblem]:
 
 def _entrypoint_line(package: Package) -> int | None:
     """The line of ``model.entrypoint`` in the package's ``submission.yaml``."""
+    from harness.core.yamlio import load_document
     from harness.submission.package import MANIFEST
-    from harness.yamlio import load_document
 
     try:
         text = (package.root / MANIFEST).read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """Why a run failed, in words a submitter can act on: one explanation for every runner.
 
 A worker that refuses a run says why in ``worker.json`` (``message``, and ``location``: the
-package file and line the failure comes from, see :mod:`harness.worker`), or, in a prediction
+package file and line the failure comes from, see :mod:`harness.worker.phases`), or, in a prediction
 pass, in its answer to the harness, and exits 3 (model error) or 4 (protocol violation).
 A bare "exited with code 4" throws that away, so every runner ends its ``run`` with
 :func:`explain_failure`: it keeps the run's log under ``ZSL_HOME/logs`` and extends
@@ -19,13 +19,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.outputs import WORKER_JSON, read_worker_status
 
 __all__ = ["INSIDE_PACKAGE", "explain_failure", "traceback_location"]
 
-#: What the worker's exit codes mean (``harness.worker``).
+#: What the worker's exit codes mean (``harness.worker.phases``).
 EXIT_KINDS = {3: "model error", 4: "protocol violation"}
 #: Where the sandbox and container runners show the package to the code they run.
 INSIDE_PACKAGE = "/package"

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.errors import RunnerError
+from harness.bundles import RowMap, write_model_bundles
+from harness.core.errors import RunnerError
+from harness.core.tempdirs import remove_tree
 from harness.hyperparameters import Hyperparameters
 from harness.runners import runners
 from harness.runners.base import RunJob, RunOutcome, truncate
@@ -50,8 +52,6 @@ from harness.runners.protocol import (
 )
 from harness.runners.state import ModelState, copy_state, take_state
 from harness.submission.predictions import write_predictions
-from harness.tasks import RowMap, write_model_bundles
-from harness.tempdirs import remove_tree
 
 if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import harness
+from harness.core.gpus import Gpu, cuda_env, lease
 from harness.runners.base import (
     RunJob,
     RunLimits,
@@ -26,7 +27,6 @@ from harness.runners.base import (
 )
 from harness.runners.cgroup import PR_GET_DUMPABLE, PR_SET_DUMPABLE, prctl
 from harness.runners.failure import explain_failure
-from harness.runners.gpus import Gpu, cuda_env, lease
 
 __all__ = [
     "LocalRunner",

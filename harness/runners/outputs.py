@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.hyperparameters import HyperparameterError, Hyperparameters, check_hyperparameters
 
 __all__ = [
@@ -276,7 +276,7 @@ def worker_hyperparameters(status: dict[str, Any], out: Path) -> dict[str, Hyper
     """The hyperparameters the model exposed after each fit (``{fit: {name: value}}``), from a
     ``worker.json`` read by :func:`read_worker_status`, checked again here: the file lies in a
     folder model code could write (:mod:`harness.hyperparameters`)."""
-    from harness.tasks import FITS
+    from harness.bundles import FITS
 
     where = out / WORKER_JSON
     value = status.get("hyperparameters", {})

@@ -44,7 +44,7 @@ LINE_LIMIT = 4096
 EVENTS_LIMIT = 10_000
 #: Malformed event lines reported one by one; the rest are counted.
 REJECTS_SHOWN = 3
-#: How the user reads each fit of a bundle (:data:`harness.tasks.FITS`).
+#: How the user reads each fit of a bundle (:data:`harness.bundles.FITS`).
 FITS = {"main": "fit", "validation": "validation fit"}
 PHASES = ("fit", "predict", "check")
 STATES = ("start", "done")

@@ -1,7 +1,8 @@
 """The byte protocol between the harness and a prediction pass: one pipe each way.
 
 The harness (:mod:`harness.runners.judge`) is the only party that holds the test images; a
-prediction pass (``python -m harness.worker predict``, inside a sandbox or container) gets them
+prediction pass (``python -m harness.worker.phases predict``, inside a sandbox or container) gets
+them
 one chunk at a time and must answer a chunk before it is sent the next, so what a model has seen
 when it scores an image is exactly what the harness chose to send it.
 

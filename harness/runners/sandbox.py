@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import harness
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
+from harness.core.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, lease
 from harness.runners.base import (
     PIDS_LIMIT,
     RunJob,
@@ -29,7 +30,6 @@ from harness.runners.base import (
     worker_env,
 )
 from harness.runners.failure import explain_failure
-from harness.runners.gpus import Gpu, cuda_env, device_nodes, driver_lib_dirs, lease
 from harness.runners.seccomp import program_fd
 
 __all__ = [
@@ -175,7 +175,7 @@ def sandbox_argv(
     users) and a drop to ``nobody`` inside the sandbox (root); see docs/runners.md.
     ``channel``: a prediction pass's descriptors (requests, replies), which bwrap and the
     launcher pass on to the worker at the same numbers.
-    ``assigned``: the ``job.gpus`` GPUs the job holds (``harness.runners.gpus.lease``), whose
+    ``assigned``: the ``job.gpus`` GPUs the job holds (``harness.core.gpus.lease``), whose
     nodes are bound from ``devices`` (default ``ZSL_DEV_DIR`` or ``/dev``).
     ``seccomp_fd``: a descriptor holding the system-call filter
     (:func:`harness.runners.seccomp.program_fd`), which bwrap reads and applies.

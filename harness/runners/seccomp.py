@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 
 __all__ = [
     "AUDIT_ARCH",

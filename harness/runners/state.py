@@ -27,7 +27,7 @@ from typing import IO
 
 import numpy as np
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 
 __all__ = [
     "MAX_DEPTH",
@@ -49,7 +49,7 @@ _SAFETENSORS_DTYPES = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
     "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
 }  # fmt: skip
-SAVE_HINT = "save() writes arrays (.npy, .npz, .safetensors) and JSON only (harness.tasks.Model)"
+SAVE_HINT = "save() writes arrays (.npy, .npz, .safetensors) and JSON only (harness.bundles.Model)"
 
 
 @dataclass(frozen=True)

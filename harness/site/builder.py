@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.records import RunRecord
 from harness.site.model import SiteModel, plan_site
 from harness.site.pages import render_site

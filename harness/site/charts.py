@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from markupsafe import Markup, escape
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.site.text import safe_href
 
 __all__ = [

@@ -5,7 +5,7 @@ table (one benchmark version), which scores share a column (one setting, metric 
 *version*: scores of different metric versions never share a column), the rank order, the tied
 groups and the paired tests of every column (:mod:`harness.site.stats`), each submission's slug
 and badges. The records are checked on the way (one benchmark version, one hash; one run per
-submission version; no two identities that read alike, :mod:`harness.identity`).
+submission version; no two identities that read alike, :mod:`harness.core.identity`).
 
 Transductive runs (``declarations["transductive"]`` true: they used the unlabelled test images)
 are ranked apart: every ranking, tied group and rank matrix exists three times -- among the
@@ -25,8 +25,8 @@ from hashlib import sha256
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import HarnessError, IntegrityError, MetricError
-from harness.identity import check_distinct_identities
+from harness.core.errors import HarnessError, IntegrityError, MetricError
+from harness.core.identity import check_distinct_identities
 from harness.ranking import competition_ranks
 from harness.records import RunRecord, ScoreEntry
 from harness.site import stats
@@ -214,7 +214,7 @@ def plan_site(records: Sequence[RunRecord]) -> SiteModel:
         Records of one benchmark version disagree on its hash or spec hash.
     HarnessError
         Two records share a benchmark version and submission version, two benchmark ids would
-        share a page, or two names (ids) read alike (:func:`harness.identity.check_distinct_
+        share a page, or two names (ids) read alike (:func:`harness.core.identity.check_distinct_
         identities`).
     """
     check_distinct_identities(records)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__ as harness_version
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.records import RunRecord, run_key
 from harness.results.records_io import RECORD_FORMAT, describe_key
 from harness.site import stats

@@ -23,7 +23,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.pool import StaticPool
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = [
     "SQLITE_BEGIN_OPTION",

@@ -31,8 +31,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
 from harness.audit import LeakageAudit
-from harness.errors import HarnessError, IntegrityError
-from harness.identity import check_new_identities
+from harness.core.errors import HarnessError, IntegrityError
+from harness.core.identity import check_new_identities
 from harness.records import BenchmarkInfo, RunKey, RunRecord, ScoreEntry, SubmissionInfo, run_key
 from harness.store.curves import join_curve, split_curve
 from harness.store.db import SQLITE_BEGIN_OPTION, database_url, describe_url, make_engine, one_line

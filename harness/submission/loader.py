@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 
 __all__ = [
     "ENTRYPOINT",

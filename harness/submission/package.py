@@ -28,8 +28,8 @@ from pydantic import (
     model_validator,
 )
 
-from harness import yamlio
-from harness.errors import PredictionError, SubmissionError
+from harness.core import yamlio
+from harness.core.errors import PredictionError, SubmissionError
 from harness.submission.content import content_problem
 from harness.submission.resources import Resources
 
@@ -438,7 +438,7 @@ class Package:
         self, benchmark: str, settings: Sequence[str], *, spec: str | Path | None = None
     ) -> dict[str, Path]:
         """The prediction file of every setting in ``settings``; raises
-        :class:`~harness.errors.PredictionError` naming the missing ones (by their path in the
+        :class:`~harness.core.errors.PredictionError` naming the missing ones (by their path in the
         package) and the command that writes them: ``zsl submission generate PACKAGE --spec
         SPEC`` where the package has a generator (``spec``: the benchmark's spec file)."""
         paths = {setting: self.prediction_path(benchmark, setting) for setting in settings}
@@ -504,7 +504,7 @@ def load_package(path: str | Path) -> Package:
     """Read and validate ``PATH/submission.yaml``.
 
     Its problems are reported at once, each as ``submission.yaml:LINE: key.path: message``
-    (:func:`harness.yamlio.load_model_file`): an unknown key lists the allowed ones, a value
+    (:func:`harness.core.yamlio.load_model_file`): an unknown key lists the allowed ones, a value
     outside a field's choices lists them.
     """
     root = Path(path)

@@ -27,8 +27,8 @@ from typing import IO, Any, BinaryIO, cast
 
 import numpy as np
 
-from harness.errors import PredictionError
-from harness.hashing import array_sha256
+from harness.core.errors import PredictionError
+from harness.core.hashing import array_sha256
 
 FORMAT = "zsl-predictions/1"
 FLOAT_DTYPES = (np.float16, np.float32, np.float64)

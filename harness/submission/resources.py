@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from harness.errors import HarnessError, SubmissionError
+from harness.core.errors import HarnessError, SubmissionError
 
 __all__ = [
     "DEFAULT_MAX_TIME_S",
@@ -164,7 +164,7 @@ class CappedResources:
         return tuple(note for note in self.notes if note.refused)
 
     def check(self, where: str) -> Resources:
-        """:attr:`resources`, or a :class:`~harness.errors.SubmissionError` ``where: note;
+        """:attr:`resources`, or a :class:`~harness.core.errors.SubmissionError` ``where: note;
         what to do`` for the first field a run cannot get (``where``: the manifest)."""
         for note in self.refused:
             raise SubmissionError(
@@ -295,9 +295,9 @@ def machine_caps(
     ------
     HarnessError
         ``ZSL_MAX_TIME_S`` is not a whole number of seconds > 0, or ``ZSL_GPUS`` names a GPU
-        the machine does not have (:func:`harness.runners.gpus.list_gpus`).
+        the machine does not have (:func:`harness.core.gpus.list_gpus`).
     """
-    from harness.runners.gpus import GPUS_ENV, list_gpus
+    from harness.core.gpus import GPUS_ENV, list_gpus
 
     env = os.environ if env is None else env
     sources: dict[str, str] = {}

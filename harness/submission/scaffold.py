@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
 
 Kind = Literal["model", "predictions"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")

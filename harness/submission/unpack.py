@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from harness.errors import SubmissionError
+from harness.core.errors import SubmissionError
+from harness.core.tempdirs import discard_tree
 from harness.submission.package import MANIFEST, Package, load_package
-from harness.tempdirs import discard_tree
 
 __all__ = [
     "CHUNK",

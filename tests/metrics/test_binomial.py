@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.binomial import clopper_pearson_lower, clopper_pearson_lower_bounds
 
 

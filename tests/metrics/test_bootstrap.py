@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
 import harness.checks as validation
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.bootstrap import (
     bootstrap_interval,
     bootstrap_recompute,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics import Metric, MetricInput, MetricParams, metrics
 from harness.metrics.calibrated_stacking import calibrated_harmonic_mean, select_gamma
 from harness.metrics.decomposition import concatenate, point_estimate

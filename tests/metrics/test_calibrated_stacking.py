@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import harness.checks as validation
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.calibrated_stacking import (
     CalibratedAccuracies,
     SeenUnseenCurve,

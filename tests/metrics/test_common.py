@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, harmonic_mean, metrics
 from harness.metrics.decomposition import point_estimate

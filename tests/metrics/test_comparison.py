@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples
 from harness.metrics.comparison import (
     ClassTable,

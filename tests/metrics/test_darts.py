@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 from harness import checks
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import darts_posteriors
 from harness.metrics.binomial import clopper_pearson_lower

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.bootstrap import bootstrap_samples
 from harness.metrics.decomposition import Decomposition, concatenate, point_estimate
 from harness.metrics.flat import per_class_top_k_accuracy, per_image_top_k_accuracy, top_k_correct

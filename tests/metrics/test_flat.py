@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import recall_score, top_k_accuracy_score
 
 from harness import checks
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.flat import (
     PerClassAccuracy,
     per_class_counts,

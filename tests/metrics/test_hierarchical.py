@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import HierarchyError, MetricError
+from harness.core.errors import HierarchyError, MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.hierarchical import (
     average_hierarchical_distance_at_k,

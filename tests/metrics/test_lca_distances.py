@@ -24,7 +24,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from harness.errors import HierarchyError, MetricError, SpecError
+from harness.core.errors import HierarchyError, MetricError, SpecError
 from harness.hierarchy import LCA_DISTANCES, Hierarchy
 from harness.metrics import MetricInput, metrics
 from harness.metrics.hierarchical import (

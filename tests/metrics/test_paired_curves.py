@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics import metrics
 from harness.metrics.base import MetricInput
 from harness.metrics.bootstrap import bootstrap_samples, class_weights

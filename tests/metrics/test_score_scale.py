@@ -23,10 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from harness.core.errors import MetricError
 from harness.data import scale_images as scale_images_module
 from harness.data.prepare import load_benchmark
 from harness.data.scale_images import SCALE_IMAGES, scale_rows
-from harness.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics import MetricInput, MetricResult, metrics
 from harness.metrics.calibrated_stacking import calibrated_harmonic_mean

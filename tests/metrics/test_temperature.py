@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.errors import MetricError
+from harness.core.errors import MetricError
 from harness.metrics.temperature import fit_temperature, softmax_posteriors
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.runners.base import RunJob
 from harness.runners.container import ContainerRunner, container_argv
 from harness.runners.sandbox import SandboxRunner, sandbox_argv

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 from harness.runners.state import MAX_DEPTH, MAX_FILES, copy_state, take_state
 from tests.hostile import pickled_object_array
 

@@ -18,8 +18,8 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.core.errors import SpecError
 from harness.data.adapters import RawBenchmark, adapters
-from harness.data.class_sets import imagenet_lists_dir, resolve_class_set
 from harness.data.feature_set import EmbeddingSetRef, embedding_provenance, open_pinned_set
 from harness.data.imagenet.features import (
     EMBEDDINGS_FILE,
@@ -43,7 +43,7 @@ from harness.data.imagenet.splits import (
     split_classes,
     split_structure,
 )
-from harness.errors import SpecError
+from harness.hierarchy.class_sets import imagenet_lists_dir, resolve_class_set
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 
 if TYPE_CHECKING:

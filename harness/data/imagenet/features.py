@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from harness.core.errors import SpecError
 from harness.data.artifacts import zsl_home
-from harness.data.class_sets import read_wnids
-from harness.errors import SpecError
+from harness.hierarchy.class_sets import read_wnids
 
 __all__ = [
     "EMBEDDINGS_FILE",

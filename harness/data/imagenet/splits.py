@@ -19,16 +19,16 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from harness.data.class_sets import (
+from harness.core.errors import HierarchyError, MetricError, SpecError
+from harness.data.structure import structural_ratio
+from harness.hierarchy import Hierarchy
+from harness.hierarchy.class_sets import (
     ENV_IMAGENET_DIR,
     class_list_sha256,
     imagenet_lists_dir,
     read_wnid_lines,
     resolve_class_set,
 )
-from harness.data.structure import structural_ratio
-from harness.errors import HierarchyError, MetricError, SpecError
-from harness.hierarchy import Hierarchy
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy, read_text_lines
 
 __all__ = [

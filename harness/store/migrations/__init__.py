@@ -23,7 +23,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from harness.store.db import SQLITE_BEGIN_OPTION, describe_url
 
 __all__ = [

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from model import RidgeToEmbedding
 
+from harness.bundles import Bundle
 from harness.submission.predictions import write_predictions
-from harness.tasks import Bundle
 
 
 def main(bundle_dir: str, out_dir: str) -> None:

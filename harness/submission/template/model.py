@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # for the annotation only: nothing of the harness is imported at run time
-    from harness.tasks import TrainTask
+    from harness.bundles import TrainTask
 
 
 # >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
@@ -123,7 +123,7 @@ class RidgeToEmbedding:
         self.embedding_ = emb
 
     # fit runs in a sandbox of its own; each prediction pass in a fresh one that rebuilds the
-    # model from what save wrote (arrays and JSON only: harness.tasks.Model).
+    # model from what save wrote (arrays and JSON only: harness.bundles.Model).
     def save(self, directory: Path) -> None:
         write_state(directory, {"mean": self.mean_, "w": self.w_, "embedding": self.embedding_})
 

@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.errors import SpecError
-from harness.textio import read_text_file, unique_tokens
+from harness.core.errors import SpecError
+from harness.core.textio import read_text_file, unique_tokens
 
 __all__ = [
     "ENV_IMAGENET_DIR",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.errors import RunnerError
+from harness.core.errors import RunnerError
 
 if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark
@@ -478,7 +478,7 @@ class Bundle:
             raise RunnerError(
                 f"{self.root}: a model bundle does not say which test images belong to setting"
                 f" '{setting}'; predict every row of test_features() (generators get a bundle"
-                " from harness.tasks.write_bundle)"
+                " from harness.bundles.write_bundle)"
             )
         fit = self.fit_of(setting)
         rows = self.load(f"{self._fit_root(fit)}test/{setting}/rows")

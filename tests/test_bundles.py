@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.bundles import Bundle, write_bundle
+from harness.core.errors import RunnerError
 from harness.data.prepare import load_benchmark
-from harness.errors import RunnerError
 from harness.spec import load_spec
-from harness.tasks import Bundle, write_bundle
 from tests.conftest import SPECS
 
 
@@ -112,7 +112,7 @@ def test_model_bundles_hold_no_test_image_and_say_no_setting_rows(bench, tmp_pat
     images; since /4 a model bundle holds no test image at all (a fit could compute test-set
     statistics from them). Each fit's shuffled test images lie outside every bundle, and the
     harness's row map picks each setting's images from them."""
-    from harness.tasks import write_model_bundles
+    from harness.bundles import write_model_bundles
 
     rowmap = write_model_bundles(bench, tmp_path / "b", tmp_path / "secret")
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["main", "validation"]
@@ -150,7 +150,7 @@ def test_model_bundles_hold_no_test_image_and_say_no_setting_rows(bench, tmp_pat
 
 
 def test_the_order_is_fresh_per_bundle_and_blind_to_class(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from harness.tasks import write_model_bundles
+    from harness.bundles import write_model_bundles
 
     orders = []
     for name in ("a", "b"):

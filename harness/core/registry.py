@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = [
     "Registry",
@@ -44,7 +44,7 @@ class Registry(Generic[T]):
     >>> colours.get("rde")
     Traceback (most recent call last):
     ...
-    harness.registry.RegistryError: unknown colour 'rde'. Did you mean 'red'? Available: red
+    harness.core.registry.RegistryError: unknown colour 'rde'. Did you mean 'red'? Available: red
     """
 
     def __init__(self, kind: str) -> None:

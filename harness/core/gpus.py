@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.errors import RunnerError
 from harness.data.artifacts import zsl_home
-from harness.errors import RunnerError
 
 __all__ = [
     "GPUS_ENV",

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = ["write_bytes_atomic", "write_text_atomic"]
 

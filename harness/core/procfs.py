@@ -1,7 +1,7 @@
 """The process table from ``/proc``: one reading of ``/proc/PID/stat`` for every process tool.
 
 Used on both sides of the isolation: by the runners' containment (``harness.runners.cgroup``,
-the fallback without cgroups) and by the worker's process hygiene (``harness.worker_guard``).
+the fallback without cgroups) and by the worker's process hygiene (``harness.worker.guard``).
 Linux only, like the runners.
 """
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import HarnessError, RunnerError, error_text
+from harness.core.errors import HarnessError, RunnerError, error_text
 
 __all__ = ["OPEN_LIMIT", "discard_tree", "remove_tree", "run_directory"]
 

@@ -1,7 +1,7 @@
 """Process hygiene for the worker's check mode (``zsl submission validate``).
 
 The check imports a package's entrypoint in a forked process and reports what it found; the
-worker (see :mod:`harness.worker`), which never runs model code itself:
+worker (see :mod:`harness.worker.phases`), which never runs model code itself:
 
 - becomes a *child subreaper*, so every process the model starts stays its descendant even after
   a double fork or ``setsid``, and :meth:`Reaper.sweep` kills all of them before the findings are
@@ -22,7 +22,7 @@ import signal
 import time
 from collections.abc import Collection
 
-from harness.procfs import proc_stat, process_table, subtree
+from harness.core.procfs import proc_stat, process_table, subtree
 
 __all__ = [
     "PR_SET_CHILD_SUBREAPER",

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from harness import worker_guard as guard
+from harness.bundles import SAVE_LOAD_LINES, Bundle, Model
 from harness.hyperparameters import ATTRIBUTE as HYPERPARAMETERS
 from harness.hyperparameters import HyperparameterError, model_hyperparameters
 from harness.runners.outputs import STATE_DIR, WORKER_JSON
@@ -52,7 +52,7 @@ from harness.runners.protocol import (
     write_all,
 )
 from harness.submission.predictions import top_k_from_scores
-from harness.tasks import SAVE_LOAD_LINES, Bundle, Model
+from harness.worker import guard
 
 EXIT_MODEL_ERROR = 3
 EXIT_PROTOCOL = 4
@@ -147,7 +147,7 @@ def defined_at(obj: Any, what: str, package: Path) -> str | None:
 
 # --- the model class -----------------------------------------------------------------------
 
-#: The methods of the model protocol (:class:`harness.tasks.Model`) and what the worker passes.
+#: The methods of the model protocol (:class:`harness.bundles.Model`) and what the worker passes.
 PROTOCOL_CALLS = (
     ("fit", ("task",)),
     ("save", ("directory",)),
@@ -158,7 +158,7 @@ PROTOCOL_CALLS = (
 
 def missing_methods_message(entrypoint: str, missing: list[str]) -> str:
     """What a class lacking protocol methods is told; ``save``/``load`` come with the lines to
-    add (:data:`harness.tasks.SAVE_LOAD_LINES`)."""
+    add (:data:`harness.bundles.SAVE_LOAD_LINES`)."""
     names = " and ".join(f"no {m}() method" for m in missing)
     message = (
         f"{entrypoint} has {names}; a model class defines fit(task), save(directory),"
@@ -189,7 +189,7 @@ def _model_class(package: Path, entrypoint: str) -> type:
 def _failure(err: BaseException, step: str, package: Path) -> Violation:
     """The model's own exception as the phase's verdict (the loader's refusals name the
     entrypoint themselves)."""
-    from harness.errors import SubmissionError
+    from harness.core.errors import SubmissionError
 
     if isinstance(err, Violation):
         return err
@@ -544,7 +544,7 @@ def entrypoint_problems(package: Path, entrypoint: str) -> list[dict[str, Any]]:
     the package's source), the name is a class, ``Class()`` builds it, and its ``fit`` and
     ``predict`` accept the arguments the worker passes (``inspect.signature``). Runs model code:
     call it in a process that may run it (:func:`check`)."""
-    from harness.errors import SubmissionError
+    from harness.core.errors import SubmissionError
     from harness.submission.loader import check_entrypoint, import_entrypoint_module
 
     manifest = "submission.yaml"
@@ -760,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["--check"]:
         return _check_main(args_in)
-    parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.worker.phases", description=__doc__)
     phases = parser.add_subparsers(dest="phase", required=True)
     fit = phases.add_parser("fit", help="fit one model on a one-fit bundle and save its state")
     fit.add_argument("bundle", type=Path)
@@ -785,7 +785,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _check_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.worker --check",
+        prog="python -m harness.worker.phases --check",
         description="import a package's entrypoint and check it against the model protocol,"
         " without data; findings go to OUT/check.json",
     )

@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 if TYPE_CHECKING:  # records imports this module for its validators
     from harness.records import RunRecord

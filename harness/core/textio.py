@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = ["read_text_file", "unique_tokens"]
 

@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 MAX_BYTES = 1 << 20
 MAX_DEPTH = 64
