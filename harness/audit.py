@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, HierarchyError, SpecError
+from harness.core.hashing import file_sha256
+from harness.hierarchy.class_maps import read_class_map_rows
+from harness.hierarchy.class_sets import class_list_sha256, resolve_class_set
+from harness.hierarchy.wordnet import first_lemma, hypernym_hops, open_wordnet
 
 if TYPE_CHECKING:
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
@@ -280,7 +284,6 @@ class LeakageAudit(_Frozen):
 
 
 def _wordnet() -> WordNetCorpusReader:
-    from harness.hierarchy.wordnet import open_wordnet
 
     return open_wordnet()
 
@@ -338,9 +341,6 @@ def _pretrained_index(
     reader: WordNetCorpusReader, pretrained: Iterable[str]
 ) -> dict[str, list[tuple[str, int]]]:
     """Each hypernym of a pre-training class → the pre-training classes below it, with hops."""
-    from harness.core.errors import HierarchyError
-    from harness.hierarchy.wordnet import hypernym_hops
-
     below: dict[str, list[tuple[str, int]]] = {}
     for wordnet_id in sorted(pretrained):
         try:
@@ -361,8 +361,6 @@ def _relatives(
     within: int,
 ) -> dict[str, tuple[Relation, int, str | None]]:
     """Pre-training class → (relation, hops, shared hypernym) for one test class."""
-    from harness.hierarchy.wordnet import hypernym_hops
-
     # A 'broader' class sits one hop below its synset, which it is not.
     up = {h: n + broader for h, n in hypernym_hops(reader, synset).items()}
     out: dict[str, tuple[Relation, int, str | None]] = {}
@@ -395,7 +393,6 @@ def _class_audit(
     mapping: str,
     relatives: Mapping[str, tuple[Relation, int, str | None]],
 ) -> ClassAudit:
-    from harness.hierarchy.wordnet import first_lemma
 
     ordered = sorted(relatives.items(), key=lambda kv: (_ORDER[kv[1][0]], kv[1][1], kv[0]))
     counts: dict[Relation, int] = {}
@@ -434,7 +431,6 @@ def pretrained_classes(
         return frozenset(wnids)
     if class_set in (None, "none"):
         return frozenset()
-    from harness.hierarchy.class_sets import resolve_class_set
 
     return resolve_class_set(class_set, lists_dir)
 
@@ -449,7 +445,6 @@ def _wordnet_map(spec: Spec) -> dict[str, ClassMapRow] | None:
     map_path = spec.audit_map_path()
     if map_path is None:
         return None
-    from harness.hierarchy.class_maps import read_class_map_rows
 
     return {row.name: row for row in read_class_map_rows(map_path)}
 
@@ -502,8 +497,6 @@ def spec_audit(
             source=source,
         )
     except HarnessError as err:
-        from harness.core.errors import HierarchyError
-
         if isinstance(err, HierarchyError):  # WordNet not installed here
             return unavailable.model_copy(update={"error": str(err)})
         raise
@@ -583,14 +576,11 @@ def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
         )
     except HarnessError as err:
         raise refuse(str(err)) from None
-    from harness.core.errors import HierarchyError, SpecError
 
     try:
         reader = _wordnet()
     except HierarchyError as err:
         raise refuse(str(err)) from None
-    from harness.core.hashing import file_sha256
-    from harness.hierarchy.class_sets import class_list_sha256
 
     map_path = spec.audit_map_path()
     try:

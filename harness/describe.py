@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.audit import benchmark_audit, spec_audit
 from harness.core.errors import HarnessError
-from harness.data.facts import exclusivity_entry, ratio_entry
+from harness.data.adapters import adapters
 from harness.data.prepare import PreparedBenchmark
 from harness.data.structure import structural_ratio
 from harness.hierarchy import Hierarchy
@@ -58,8 +58,6 @@ def describe_benchmark(spec: Spec, bench: PreparedBenchmark) -> dict[str, Any]:
 
 def describe_release(spec: Spec) -> dict[str, Any]:
     """Sizes from the raw split files alone, for adapters that can (``describe_release``)."""
-    from harness.data.adapters import adapters
-
     adapter = adapters.get(spec.data.adapter)
     describe = getattr(adapter, "describe_release", None)
     if describe is None:

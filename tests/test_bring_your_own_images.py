@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from harness.cli.main import app
 from harness.core.errors import SpecError
 from harness.core.hashing import file_sha256
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 from harness.data.prepare import prepare
 from harness.features.sets import ArtifactSet
 from harness.spec import load_spec

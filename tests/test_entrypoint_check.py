@@ -19,11 +19,11 @@ from harness.cli.main import app
 from harness.core.errors import RunnerError
 from harness.runners import default_runner
 from harness.runners.entrypoint_check import (
-    CHECK_JSON,
     EntrypointProblem,
     check_entrypoint,
     read_check,
 )
+from harness.runners.outputs import CHECK_JSON
 from harness.submission.package import load_package
 from tests.conftest import SUBMISSIONS, needs_bwrap
 from tests.tiny_packages import RUNNERS, use_runner, write_tiny_package

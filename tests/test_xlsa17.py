@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import sys
-import types
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from pydantic import ValidationError
 from xlsa17_fixture import DATASETS, XLSA17, make_release
 
 from harness.core.errors import HarnessError, IntegrityError, SpecError
-from harness.data import download
+from harness.data import download, xlsa17
 from harness.data.adapters import RawBenchmark
 from harness.data.prepare import check_raw, load_benchmark, prepare
 from harness.data.xlsa17 import (
@@ -528,7 +526,7 @@ def test_class_map_errors(tmp_path: Path, rows: list[str], message: str) -> None
 def test_cub_taxonomy_hierarchy_from_the_adapter(
     tmp_path: Path, release_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The wiring to ``harness.hierarchy.cub_taxonomy`` (a stand-in module: class k → node 'sp<k>')."""
+    """The wiring to ``harness.hierarchy.cub_taxonomy`` (a stand-in loader: class k → node 'sp<k>')."""
     calls: list[Path] = []
 
     def load_cub_taxonomy(directory: Path) -> tuple[Hierarchy, list[str]]:
@@ -537,9 +535,7 @@ def test_cub_taxonomy_hierarchy_from_the_adapter(
         edges = [("aves", s) for s in species]
         return Hierarchy(["aves", *species], edges), species
 
-    module = types.ModuleType("harness.hierarchy.cub_taxonomy")
-    module.load_cub_taxonomy = load_cub_taxonomy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "harness.hierarchy.cub_taxonomy", module)
+    monkeypatch.setattr(xlsa17, "load_cub_taxonomy", load_cub_taxonomy)
     data = load_spec_data(SPECS / "cub-ps.yaml")
     assert data["hierarchy"] == {"source": "adapter", "class_to_node": "identity"}
     data["features"]["dim"] = DIM

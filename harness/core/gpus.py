@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import RunnerError
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 
 __all__ = [
     "GPUS_ENV",

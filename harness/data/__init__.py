@@ -4,7 +4,7 @@ from harness.data import demo as _demo  # noqa: F401  (registers the 'demo' adap
 from harness.data import feature_set as _feature_set  # noqa: F401  (registers 'feature-set')
 from harness.data import xlsa17 as _xlsa17  # noqa: F401  (registers 'xlsa17')
 from harness.data.adapters import RawBenchmark, adapters
-from harness.data.artifacts import FrozenBenchmark, zsl_home
+from harness.data.artifacts import FrozenBenchmark
 from harness.data.imagenet import adapter as _imagenet  # noqa: F401  (registers 'imagenet')
 
-__all__ = ["FrozenBenchmark", "RawBenchmark", "adapters", "zsl_home"]
+__all__ = ["FrozenBenchmark", "RawBenchmark", "adapters"]

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,23 +16,21 @@ import numpy as np
 from pydantic import ValidationError
 
 from harness.audit import LeakageAudit
+from harness.core.arrays import ArtifactEntry, artifact_path, load_verified
 from harness.core.errors import HarnessError, IntegrityError
 from harness.core.hashing import array_sha256, json_sha256
+from harness.core.home import zsl_home
 
 __all__ = [
     "FORMAT",
     "MANIFEST",
-    "ArtifactEntry",
     "FrozenBenchmark",
     "OutdatedFormatError",
-    "artifact_path",
     "benchmark_dir",
     "benchmark_hash",
     "cache_action",
-    "load_verified",
     "outdated_message",
     "write_frozen",
-    "zsl_home",
 ]
 
 MANIFEST = "manifest.json"
@@ -43,26 +40,10 @@ OUTDATED_FORMATS = {
     "zsl-frozen/1": "it holds no leakage audit (its runs were audited when scored, so their"
     " badge depended on the scorer's environment)",
 }
-MMAP_THRESHOLD_BYTES = 64 << 20
-
-
-def zsl_home() -> Path:
-    """The cache root: ``ZSL_HOME`` or ``~/.cache/zsl-harness``."""
-    return Path(os.environ.get("ZSL_HOME") or Path.home() / ".cache" / "zsl-harness")
 
 
 def benchmark_dir(benchmark: str, version: int, home: Path | None = None) -> Path:
     return (home or zsl_home()) / "benchmarks" / benchmark / f"v{version}"
-
-
-@dataclass(frozen=True)
-class ArtifactEntry:
-    shape: tuple[int, ...]
-    dtype: str
-    sha256: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype, "sha256": self.sha256}
 
 
 def benchmark_hash(entries: dict[str, ArtifactEntry], audit: dict[str, Any]) -> str:
@@ -87,45 +68,6 @@ def outdated_message(root: Path, found: str, spec: str = "SPEC") -> str:
         f" freeze it again, `rm -r {root} && zsl data prepare {spec}` (the benchmark hash changes;"
         " prediction files made for the old hash must be made again)"
     )
-
-
-def load_verified(path: Path, entry: ArtifactEntry, name: str, *, remedy: str) -> np.ndarray:
-    """Load one ``.npy`` artifact (memory-mapped read-only when large) and check its shape, dtype
-    and content hash against ``entry``; a mismatch is an :class:`IntegrityError` ending in
-    ``remedy`` (what the user does about it)."""
-    expected_bytes = int(np.prod(entry.shape, dtype=np.int64)) * np.dtype(entry.dtype).itemsize
-    mmap: Literal["r"] | None = "r" if expected_bytes >= MMAP_THRESHOLD_BYTES else None
-    try:
-        array = np.load(path, allow_pickle=False, mmap_mode=mmap)
-    except FileNotFoundError:
-        raise IntegrityError(f"{path}: artifact file is missing. {remedy}") from None
-    except (ValueError, OSError, EOFError) as err:
-        raise IntegrityError(
-            f"{path}: artifact file is truncated or corrupt ({err}). {remedy}"
-        ) from None
-    problem = None
-    if tuple(array.shape) != entry.shape:
-        problem = f"shape {tuple(array.shape)} instead of {entry.shape}"
-    elif array.dtype.str != entry.dtype:
-        problem = f"dtype {array.dtype.str} instead of {entry.dtype}"
-    else:
-        actual = array_sha256(array)
-        if actual != entry.sha256:
-            problem = f"content hash {actual} instead of {entry.sha256}"
-    if problem is not None:
-        raise IntegrityError(
-            f"{path}: artifact {name!r} does not match the manifest: {problem}. The file was"
-            f" modified or damaged after freezing. {remedy}"
-        )
-    if mmap is None:
-        array.setflags(write=False)
-    return array
-
-
-def artifact_path(root: Path, name: str) -> Path:
-    if name.startswith("/") or ".." in name.split("/") or not name:
-        raise ValueError(f"bad artifact name {name!r}")
-    return root.joinpath(*name.split("/")).with_suffix(".npy")
 
 
 CacheAction = Literal["create", "use", "conflict", "outdated"]

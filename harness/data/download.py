@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
 from harness.core.errors import HarnessError, IntegrityError
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 
 __all__ = ["downloads_dir", "extract_members", "fetch", "fetch_action"]
 

@@ -22,12 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from harness.core.errors import HarnessError, SpecError
 from harness.core.hashing import json_sha256
+from harness.core.home import zsl_home
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
-from harness.data.artifacts import zsl_home
 
 # A module reference, not its names: harness.features.sets imports harness.data.artifacts, so
 # importing it first runs this package's __init__, which imports this module.
 from harness.features import sets
+from harness.features.extract import extract_features, plan_extraction
+from harness.hierarchy.class_maps import read_class_list
 
 if TYPE_CHECKING:
     from harness.spec import ExtractSpec, Spec
@@ -82,8 +84,6 @@ def extracted_features(
     spec: Spec, extract: ExtractSpec, *, quiet: bool = False
 ) -> sets.ArtifactSet:
     """The feature set ``extract`` describes: extracted into the cache, or found there."""
-    from harness.features.extract import extract_features, plan_extraction
-
     request = plan_extraction(extract, spec.path.parent)
     key = json_sha256(
         {
@@ -121,10 +121,6 @@ def open_pinned_set(path: Path, kind: Any, pinned: str | None, where: str) -> se
 
 
 def _class_indices(spec: Spec, file: str, index: dict[str, int], key: str) -> np.ndarray:
-    # imported here: class_maps imports NLTK, which every importer of harness.data (the runners
-    # among them) would pay for
-    from harness.hierarchy.class_maps import read_class_list
-
     path = _relative(spec, file)
     names = read_class_list(path)
     unknown = [name for name in names if name not in index]

@@ -23,6 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from harness.core.errors import HarnessError, IntegrityError, SpecError
 from harness.core.textio import read_text_file
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
+from harness.data.download import downloads_dir, extract_members, fetch
+from harness.hierarchy.class_maps import read_class_map_rows
+from harness.hierarchy.cub_taxonomy import load_cub_taxonomy
+from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
@@ -541,8 +545,6 @@ def read_class_map(path: Path, names: Sequence[str]) -> list[str]:
         Naming the file and line of an unknown or repeated class, a repeated id, or the classes
         left unmapped (malformed rows raise :class:`~harness.hierarchy.class_maps.ClassMapError`).
     """
-    from harness.hierarchy.class_maps import read_class_map_rows
-
     if not path.is_file():
         raise SpecError(f"class map {path} does not exist (data.params.class_map)")
     known = set(names)
@@ -593,10 +595,6 @@ def _cub_taxonomy(
             f" data.params.taxonomy_path or ${ENV_CUB_TAXONOMY}"
         )
     try:
-        from harness.hierarchy.cub_taxonomy import load_cub_taxonomy
-    except ImportError as err:
-        raise SpecError(f"{spec.path}: hierarchy 'cub_taxonomy' is not available: {err}") from None
-    try:
         hierarchy, node_ids = load_cub_taxonomy(directory)
     except HarnessError as err:
         raise SpecError(
@@ -616,7 +614,6 @@ def _cub_taxonomy(
 
 
 def _wordnet_hierarchy(ids: list[str], params: Xlsa17Params, spec: Spec) -> Hierarchy:
-    from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet
 
     try:
         return build_wordnet_hierarchy(open_wordnet(), root=params.wordnet_root, leaves=ids)
@@ -642,7 +639,6 @@ def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
         return _resolve(params.path, spec), "data.params.path"
     if os.environ.get(ENV_DIR):
         return Path(os.environ[ENV_DIR]).expanduser().resolve(), f"${ENV_DIR}"
-    from harness.data.download import downloads_dir, extract_members, fetch
 
     if params.mirror is not None:
         mirror = params.mirror

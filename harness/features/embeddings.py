@@ -28,6 +28,7 @@ from harness.core.hashing import file_sha256
 from harness.core.registry import Registry
 from harness.core.textio import read_text_file
 from harness.features.sets import ArtifactSet, write_set
+from harness.hierarchy.wordnet import first_lemma, open_wordnet, synset_of
 
 __all__ = [
     "INSTALL_HINT",
@@ -191,7 +192,6 @@ def _wordnet_entries(
     """The entries of the lines ``(number, wnid)`` that hold a WordNet id alone, by line."""
     if not wanted:
         return {}
-    from harness.hierarchy.wordnet import first_lemma, open_wordnet, synset_of
 
     try:
         reader = open_wordnet(wordnet_dir, lexnames)

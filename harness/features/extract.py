@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -31,7 +31,9 @@ from harness.features.backbones import Backbone, WeightsRef, load_backbone, reso
 from harness.features.images import ImageList, read_image, read_images
 from harness.features.preprocess import Preprocessing, preset, transform
 from harness.features.sets import MANIFEST, ArtifactSet, write_set
-from harness.spec import ExtractSpec, PretrainedOn
+
+if TYPE_CHECKING:  # annotations only: the spec's schema sits above the feature extractors
+    from harness.spec import ExtractSpec, PretrainedOn
 
 __all__ = [
     "ExtractionRequest",

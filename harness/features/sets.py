@@ -7,12 +7,11 @@ A set is a directory that a spec references by path and pins by hash::
         features.npy      ...one .npy per artifact, as in a frozen benchmark
 
 The artifacts are hashed by content (:func:`harness.core.hashing.array_sha256`) and read back
-through
-:func:`harness.data.artifacts.load_verified` (memory-mapped when large, every read verified), like
-a frozen benchmark's. ``provenance`` says how the arrays were made (backbone, weights sha256,
-preprocessing, text model, versions); the set hash covers it, so an edited provenance fails the
-hash check like an edited array. The manifest is written last, by rename: a directory without
-one is unfinished work, never a set.
+through :func:`harness.core.arrays.load_verified` (memory-mapped when large, every read
+verified), like a frozen benchmark's. ``provenance`` says how the arrays were made (backbone,
+weights sha256, preprocessing, text model, versions); the set hash covers it, so an edited
+provenance fails the hash check like an edited array. The manifest is written last, by rename: a
+directory without one is unfinished work, never a set.
 """
 
 from __future__ import annotations
@@ -27,9 +26,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from harness.core.arrays import ArtifactEntry, artifact_path, load_verified
 from harness.core.errors import HarnessError, IntegrityError
 from harness.core.hashing import array_sha256, json_sha256
-from harness.data.artifacts import ArtifactEntry, artifact_path, load_verified
 
 __all__ = ["FORMAT", "MANIFEST", "ArtifactSet", "set_hash", "write_set"]
 

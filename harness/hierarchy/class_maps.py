@@ -15,9 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from nltk.corpus.reader.wordnet import WordNetCorpusReader
+from typing import TYPE_CHECKING, Any
 
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import HarnessError, HierarchyError
@@ -29,6 +27,9 @@ from harness.hierarchy.wordnet import (
     synset_of,
     wnid,
 )
+
+if TYPE_CHECKING:  # annotations only: importing a class map must not load NLTK
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 __all__ = [
     "ANIMAL",

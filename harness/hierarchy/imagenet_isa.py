@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from harness.core.errors import HierarchyError, SpecError
+from harness.hierarchy.class_sets import imagenet_lists_dir, read_wnids
 from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
@@ -79,9 +80,6 @@ def _read_words(file: Path) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=4)
 def _isa_hierarchy(key: tuple[tuple[str, int, int], ...]) -> Hierarchy:
-    # Imported here: harness.data's package imports its adapters, which import this module.
-    from harness.hierarchy.class_sets import read_wnids
-
     isa, candidates, words = (Path(k[0]) for k in key)
     edges = _read_isa(isa)
     wnids = read_wnids(candidates, what="ImageNet-21K class list")
@@ -103,7 +101,5 @@ def load_isa_hierarchy(directory: str | os.PathLike[str] | None = None) -> Hiera
 
     See docs/hierarchy.md, `load_isa_hierarchy`.
     """
-    from harness.hierarchy.class_sets import imagenet_lists_dir
-
     root = imagenet_lists_dir(directory)
     return _isa_hierarchy(_stat_key(root / ISA_FILE, root / CANDIDATES_FILE, root / WORDS_FILE))

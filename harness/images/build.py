@@ -237,7 +237,7 @@ def build_image(
     used. Otherwise ``ENGINE build`` from ``base`` (default :data:`CPU_BASE` /
     :data:`GPU_BASE`).
     """
-    from harness.images import rootfs as offline
+    from harness.images import rootfs as offline  # rootfs imports this module
 
     tag = _reference(tag or default_worker_image(1 if gpu else 0), "--tag")
     if base is not None:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 from harness.images.build import CONTAINER_UID, BuildInputs, _run
 from harness.images.engine import ImageError
 

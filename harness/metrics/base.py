@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from harness.core.errors import MetricError
 from harness.core.registry import Registry
 from harness.records import Setting
 
@@ -94,12 +95,11 @@ class MetricInput:
         the file's order; ``k`` larger than K gives the K available columns.
         """
         if self.scores is not None:
+            # here, not at the top: harness.metrics.hierarchical imports this module
             from harness.metrics.hierarchical import ranked_from_scores
 
             scores = np.asarray(self.scores)
             if scores.ndim != 2:
-                from harness.core.errors import MetricError
-
                 raise MetricError(
                     "Expected `scores` to be a 2D array of shape (n_images, n_candidates),"
                     f" but got shape {scores.shape}"
@@ -181,8 +181,6 @@ class Metric:
 
     def __call__(self, data: MetricInput, params: MetricParams | None = None) -> MetricResult:
         if data.kind not in self.inputs:
-            from harness.core.errors import MetricError
-
             raise MetricError(
                 f"Expected {' or '.join(sorted(self.inputs))} predictions for metric"
                 f" '{self.name}', but got {data.kind} predictions"

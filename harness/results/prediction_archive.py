@@ -22,7 +22,7 @@ from typing import Any
 from harness.core.atomic import write_bytes_atomic
 from harness.core.errors import HarnessError, IntegrityError
 from harness.core.hashing import file_sha256
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 from harness.submission.predictions import Predictions
 
 PREDICTIONS_DIR_ENV = "ZSL_PREDICTIONS_DIR"

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING
 
 from harness.core.errors import HarnessError, RunnerError
 from harness.core.tempdirs import run_directory
+from harness.core.yamlio import load_document
+from harness.runners import default_runner, runners
 from harness.runners.base import RunJob
-from harness.runners.outputs import OutputDir
+from harness.runners.outputs import CHECK_JSON, CHECK_JSON_LIMIT, OutputDir
+from harness.submission.package import MANIFEST
+from harness.submission.resources import cap_resources, effective_caps
 
 if TYPE_CHECKING:
     from harness.submission.package import Package
 
 __all__ = [
-    "CHECK_JSON",
     "EntrypointCheck",
     "EntrypointProblem",
     "check_entrypoint",
@@ -26,8 +29,6 @@ __all__ = [
     "read_check",
 ]
 
-CHECK_JSON = "check.json"
-CHECK_JSON_LIMIT = 256 * 1024
 #: The check's wall clock at most (importing a deep-learning framework takes a while).
 CHECK_TIMEOUT_S = 300.0
 
@@ -83,9 +84,6 @@ def read_check(out: Path) -> list[EntrypointProblem]:
 
 def _entrypoint_line(package: Package) -> int | None:
     """The line of ``model.entrypoint`` in the package's ``submission.yaml``."""
-    from harness.core.yamlio import load_document
-    from harness.submission.package import MANIFEST
-
     try:
         text = (package.root / MANIFEST).read_text(encoding="utf-8")
         _, lines = load_document(text, MANIFEST)
@@ -98,10 +96,6 @@ def check_entrypoint(package: Package, runner: str | None = None) -> EntrypointC
     """Import ``package``'s entrypoint in ``runner`` (default: the one a run would use) and
     check it against the model protocol (see docs/runners.md). A check that does not
     finish (an import that hangs past the wall clock, a crash) is a problem too."""
-    from harness.runners import default_runner, runners
-    from harness.submission.package import MANIFEST
-    from harness.submission.resources import cap_resources, effective_caps
-
     model = package.manifest.model
     if model is None:
         raise ValueError(f"{package.root}: a predictions package has no entrypoint to check")

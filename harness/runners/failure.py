@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import RunnerError
+from harness.core.home import zsl_home
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.outputs import WORKER_JSON, read_worker_status
 
@@ -36,8 +37,6 @@ _FRAME = re.compile(r'^\s*File "([^"\n]+)", line (\d+), in (\S+)', re.M)
 
 def log_dir() -> Path:
     """``ZSL_HOME/logs``: where failed runs' logs are kept (not created here)."""
-    from harness.data.artifacts import zsl_home
-
     return zsl_home().expanduser() / "logs"
 
 

@@ -24,10 +24,14 @@ from typing import Any
 
 import numpy as np
 
+from harness.bundles import FITS
 from harness.core.errors import RunnerError
 from harness.hyperparameters import HyperparameterError, Hyperparameters, check_hyperparameters
 
 __all__ = [
+    "BLOCK_BYTES",
+    "CHECK_JSON",
+    "CHECK_JSON_LIMIT",
     "FLOATS",
     "STATE_DIR",
     "WORKER_JSON",
@@ -40,6 +44,9 @@ __all__ = [
 WORKER_JSON = "worker.json"
 STATE_DIR = "state"
 WORKER_JSON_LIMIT = 1 << 20
+#: What the worker's check mode writes (:mod:`harness.runners.entrypoint_check` reads it).
+CHECK_JSON = "check.json"
+CHECK_JSON_LIMIT = 256 * 1024
 # An .npy header is at most a few hundred bytes (format 1.0 caps it at 64 KiB).
 HEADER_LIMIT = 1 << 16
 BLOCK_BYTES = 64 << 20
@@ -276,8 +283,6 @@ def worker_hyperparameters(status: dict[str, Any], out: Path) -> dict[str, Hyper
     """The hyperparameters the model exposed after each fit (``{fit: {name: value}}``), from a
     ``worker.json`` read by :func:`read_worker_status`, checked again here: the file lies in a
     folder model code could write (:mod:`harness.hyperparameters`)."""
-    from harness.bundles import FITS
-
     where = out / WORKER_JSON
     value = status.get("hyperparameters", {})
     if not isinstance(value, dict):

@@ -15,6 +15,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from harness.metrics import metrics
 from harness.site import stats
 from harness.site.csv_tables import RANK_HEADER, CsvCell, CsvTable, header_for
 from harness.site.model import (
@@ -49,8 +50,6 @@ def gzsl_functions() -> dict[str, tuple[str, str]]:
     >>> list(gzsl_functions().items())[0]
     ('gzsl_unseen_accuracy', ('u', "accuracy on the unseen classes' test images"))
     """
-    from harness.metrics import metrics
-
     short = {m.short_name: (name, m.short_description) for name, m in metrics.items()}
     return {short[s][0]: (s, short[s][1]) for s in GBU_COLUMNS if s in short}
 

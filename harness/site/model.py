@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import HarnessError, IntegrityError, MetricError
 from harness.core.identity import check_distinct_identities
+from harness.metrics import metrics
 from harness.ranking import competition_ranks
 from harness.records import RunRecord, ScoreEntry
 from harness.site import stats
@@ -536,16 +537,12 @@ def registered_metric(function: str) -> Metric | None:
     """The registration of a record's metric ``function``: what the site knows of a metric
     (group, figure, header, unit) it reads from there. None for a function this harness does
     not register (a removed metric's old records), which the site shows without those facts."""
-    from harness.metrics import metrics
-
     return metrics.get(function) if function in metrics else None
 
 
 def functions_drawn_as(*kinds: str) -> tuple[str, ...]:
     """The registered metric functions whose details the site draws as one of ``kinds``
     (:data:`harness.metrics.base.FIGURE_KINDS`): in the order of ``kinds``, then by name."""
-    from harness.metrics import metrics
-
     return tuple(
         name for kind in kinds for name, metric in metrics.items() if metric.figure == kind
     )

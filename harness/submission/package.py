@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness import __version__
 from harness.core import yamlio
 from harness.core.errors import PredictionError, SubmissionError
 from harness.submission.content import content_problem
@@ -186,8 +187,6 @@ def default_worker_image(gpus: int = 0) -> str:
     """The image the container runner uses for a package that names none: the harness's own
     worker image at this harness version, ``zsl-worker:<version>`` (``-gpu`` when the package
     asks for GPUs); ``zsl image build`` (``--gpu``) makes it."""
-    from harness import __version__
-
     return f"{WORKER_REPOSITORY}:{__version__}{'-gpu' if gpus > 0 else ''}"
 
 

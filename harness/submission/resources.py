@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness.core.errors import HarnessError, SubmissionError
+from harness.core.gpus import GPUS_ENV, list_gpus
 
 __all__ = [
     "DEFAULT_MAX_TIME_S",
@@ -297,8 +298,6 @@ def machine_caps(
         ``ZSL_MAX_TIME_S`` is not a whole number of seconds > 0, or ``ZSL_GPUS`` names a GPU
         the machine does not have (:func:`harness.core.gpus.list_gpus`).
     """
-    from harness.core.gpus import GPUS_ENV, list_gpus
-
     env = os.environ if env is None else env
     sources: dict[str, str] = {}
     affinity = getattr(os, "sched_getaffinity", None)

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from harness.bundles import SAVE_LOAD_LINES, Bundle, Model
+from harness.core.errors import SubmissionError
 from harness.hyperparameters import ATTRIBUTE as HYPERPARAMETERS
 from harness.hyperparameters import HyperparameterError, model_hyperparameters
-from harness.runners.outputs import STATE_DIR, WORKER_JSON
+from harness.runners.outputs import CHECK_JSON, STATE_DIR, WORKER_JSON
 from harness.runners.progress import event_line
 from harness.runners.protocol import (
     CODES,
@@ -51,6 +52,7 @@ from harness.runners.protocol import (
     send_json,
     write_all,
 )
+from harness.submission.loader import check_entrypoint, import_entrypoint_module, load_model_class
 from harness.submission.predictions import top_k_from_scores
 from harness.worker import guard
 
@@ -62,8 +64,6 @@ WAIT_S = 30.0
 def _load_model_class(package: Path, entrypoint: str) -> type:
     """The model class, imported from the package's .py source only: never from byte-code or
     extension modules, and nothing is cached into the package (see harness.submission.loader)."""
-    from harness.submission.loader import load_model_class
-
     return load_model_class(package, entrypoint)
 
 
@@ -189,8 +189,6 @@ def _model_class(package: Path, entrypoint: str) -> type:
 def _failure(err: BaseException, step: str, package: Path) -> Violation:
     """The model's own exception as the phase's verdict (the loader's refusals name the
     entrypoint themselves)."""
-    from harness.core.errors import SubmissionError
-
     if isinstance(err, Violation):
         return err
     traceback.print_exc()
@@ -544,9 +542,6 @@ def entrypoint_problems(package: Path, entrypoint: str) -> list[dict[str, Any]]:
     the package's source), the name is a class, ``Class()`` builds it, and its ``fit`` and
     ``predict`` accept the arguments the worker passes (``inspect.signature``). Runs model code:
     call it in a process that may run it (:func:`check`)."""
-    from harness.core.errors import SubmissionError
-    from harness.submission.loader import check_entrypoint, import_entrypoint_module
-
     manifest = "submission.yaml"
     try:
         module_name, class_name = check_entrypoint(entrypoint)
@@ -700,8 +695,6 @@ def check(package: Path, entrypoint: str, out: Path) -> int:
     Like a fit, the model code runs in a forked process, never in this one, which writes the
     findings only after every process the model started is gone (a file the model planted under
     the reserved name is refused, not trusted)."""
-    from harness.runners.entrypoint_check import CHECK_JSON
-
     out.mkdir(parents=True, exist_ok=True)
     folder = _OutDir(out)
     guard.set_undumpable()

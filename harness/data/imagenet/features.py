@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.core.errors import SpecError
-from harness.data.artifacts import zsl_home
+from harness.core.home import zsl_home
 from harness.hierarchy.class_sets import read_wnids
 
 __all__ = [

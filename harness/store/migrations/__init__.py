@@ -132,6 +132,7 @@ def run_environment(context: Any) -> None:
     """What ``env.py`` does when Alembic runs it: migrate the connection handed in."""
     from sqlmodel import SQLModel
 
+    # here, not at the top: harness.store imports this package (its __init__ opens the store)
     from harness.store import models  # noqa: F401  (registers the tables on the metadata)
 
     connection = context.config.attributes.get("connection")
