@@ -39,6 +39,7 @@ endif
 lint: install-features
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: install-features
 	$(BIN)/mypy
