@@ -12,6 +12,7 @@ from typing import Any
 from harness.audit import benchmark_audit, spec_audit
 from harness.core.errors import HarnessError
 from harness.data.adapters import adapters
+from harness.data.facts import exclusivity_entry, ratio_entry
 from harness.data.prepare import PreparedBenchmark
 from harness.data.structure import structural_ratio
 from harness.hierarchy import Hierarchy

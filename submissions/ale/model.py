@@ -277,7 +277,7 @@ class _Bilinear:
                 opt.step()
             yield w.detach()
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         emb = _normalise(task.embedding)
         train_cls, val_cls = task.train_classes, task.val_classes
         mean = task.train_features.mean(axis=0)

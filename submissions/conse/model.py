@@ -485,7 +485,7 @@ class ConSE:
         self.c_grid = tuple(sorted(c_grid))
         self.t_grid = tuple(sorted(t_grid))
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         emb = normalise(task.embedding)
         # Per C: the classifier's classes, its validation probabilities and their ranking.
         fitted: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}

@@ -473,7 +473,7 @@ class DAP:
     def __init__(self, grid: tuple[float, ...] = GRID) -> None:
         self.grid = tuple(sorted(grid))
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         emb = task.embedding.astype(np.float64)
         tuning: dict[float, _AttributeModel] = {}
 

@@ -290,7 +290,7 @@ class ESZSL:
         self.grid = grid
         self.preprocessing = preprocessing
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         emb = task.embedding
         train_cls, val_cls = task.train_classes, task.val_classes
         signed = self.preprocessing == "centre-l2"

@@ -460,7 +460,7 @@ class FlatSeenClassifier:
     def __init__(self, c_grid: tuple[float, ...] = C_GRID) -> None:
         self.c_grid = tuple(sorted(c_grid))
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         va_pos = np.searchsorted(task.val_classes, task.val_labels)
         weights = nearest_seen(task, task.train_classes)[task.val_classes]
 

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.neighbors import NearestCentroid
 
 from harness.submission.predictions import write_predictions
-from harness.tasks import Bundle
+from harness.bundles import Bundle
 
 
 def main(bundle_dir: str, out_dir: str) -> None:

@@ -299,7 +299,7 @@ class SAE:
         self.grid = grid
         self.directions = directions
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         emb = task.embedding.astype(np.float64)
         # One float64 copy of the fitting images serves the tuning and the refit: a fresh
         # AWA2-size array costs ~0.9 s of page faults, more than the arithmetic on it.

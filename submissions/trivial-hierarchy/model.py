@@ -498,7 +498,7 @@ class TrivialHierarchy:
     def __init__(self, c_grid: tuple[float, ...] = C_GRID) -> None:
         self.c_grid = tuple(sorted(c_grid))
 
-    def fit(self, task) -> None:  # task: harness.tasks.TrainTask
+    def fit(self, task) -> None:  # task: harness.bundles.TrainTask
         self.noise_ = NOISE * np.random.default_rng(task.seed).standard_normal(len(task.class_ids))
         weights = nearest_seen(task, task.train_classes)[task.val_classes]
 
