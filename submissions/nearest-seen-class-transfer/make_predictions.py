@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.neighbors import NearestCentroid
 
-from harness.submission.predictions import write_predictions
 from harness.bundles import Bundle
+from harness.submission.predictions import write_predictions
 
 
 def main(bundle_dir: str, out_dir: str) -> None:
