@@ -51,27 +51,13 @@ DEFAULT_TARGETS: tuple[float, ...] = (
 
 @dataclass(frozen=True)
 class DartsPoint:
-    """One target accuracy of :func:`darts_curve`: the validated lambda and what it does on test.
+    """One target accuracy of `darts_curve`: the validated lambda and what it does on test.
 
-    Every field but ``target`` and ``achieved`` is None for a target not achieved.
-
-    Attributes
-    ----------
-    target : float
-        The accuracy the lambda must reach on validation (with the curve's confidence).
-    achieved : bool
-        Whether some lambda up to the search cap reaches it.
-    lam : float or None
-        The lambda chosen on validation.
-    val_accuracy, val_lower_bound : float or None
-        Its per-image accuracy on validation and the Clopper-Pearson lower bound of that.
-    per_image_accuracy, per_image_info_gain : float or None
-        On test: means over images of hierarchical correctness and normalised information gain.
-    per_class_accuracy, per_class_info_gain : float or None
-        On test: the same as means over candidate classes with test images.
-    share_leaf, share_internal, share_root : float or None
-        On test: the shares of predictions at candidate leaves, internal nodes and the root
-        (summing to 1).
+    Holds the lambda chosen on validation, its validation accuracy and Clopper-Pearson lower bound,
+    and on test the per-image and per-class accuracy and information gain and the shares of
+    predictions at leaves, internal nodes and the root. Every field but ``target`` and ``achieved``
+    is None for a target not achieved. Each field: docs/metrics/darts.md, `DartsCurve` and
+    `DartsPoint`.
     """
 
     target: float
@@ -90,25 +76,12 @@ class DartsPoint:
 
 @dataclass(frozen=True)
 class DartsCurve:
-    r"""The DARTS accuracy-specificity curve on test, one :class:`DartsPoint` per target.
+    """The DARTS accuracy-specificity curve on test, one `DartsPoint` per target.
 
-    Attributes
-    ----------
-    points : tuple of DartsPoint
-        In the order of the targets.
-    area : float in [0, 1]
-        :func:`accuracy_specificity_area` of the achieved points.
-    reward_at_90 : float or None
-        ``per_image_info_gain`` of the 0.9 target; None when 0.9 is not a target or not achieved.
-    n_val, n_test, n_candidates, n_nodes : int
-        Validation and test images, candidate leaves, columns of the graph.
-    max_reward_bits : float
-        :math:`\log_2 |Y|`.
-    confidence : float
-        One-sided confidence level of the validation guarantee.
-    bisection_steps : int
-    excluded_classes : tuple of int
-        Candidate columns without test images.
+    Besides the points: ``area`` (`accuracy_specificity_area` of the achieved points),
+    ``reward_at_90``, the counts of images, candidates and graph columns, and the settings the
+    curve was computed with, so a record says how it was made. Each field: docs/metrics/darts.md,
+    `DartsCurve` and `DartsPoint`.
     """
 
     points: tuple[DartsPoint, ...]
@@ -213,95 +186,19 @@ def darts_curve(
     targets: Sequence[float] = DEFAULT_TARGETS,
     confidence: float = 0.95,
 ) -> DartsCurve:
-    r"""The DARTS accuracy-specificity curve: a validated :math:`\lambda` per target, on test.
+    """The DARTS accuracy-specificity curve: a validated lambda per target accuracy, scored on test.
 
-    For each target accuracy :math:`1 - \epsilon`, :math:`\lambda` is searched on the
-    validation posteriors so that the one-sided Clopper-Pearson lower bound of the validation
-    hierarchical accuracy reaches the target (``docs/metrics/darts.md``, "Choosing λ"). On test,
-    with :math:`f = f_\lambda`:
-
-    .. math::
-
-        \mathrm{acc} = \frac1n \sum_i [\, y_i \in \mathrm{leaves}(f(x_i)) \,], \qquad
-        \mathrm{gain} = \frac1n \sum_i [\, y_i \in \mathrm{leaves}(f(x_i)) \,]
-            \frac{r_{f(x_i)}}{\log_2 |Y|}
-
-    and ``area`` is :func:`accuracy_specificity_area` of the achieved points
-    :math:`(\mathrm{acc}_t, \mathrm{gain}_t)`: the integral over accuracy x in [0, 1] of the
-    best gain achieved with an accuracy of at least x (1 = always the correct leaf).
-
-    Parameters
-    ----------
-    val_posteriors : array-like of shape (n_val, n_candidates) or TopKPosteriors
-        Validation leaf posteriors (dense rows sum to 1; top-K missing mass goes to the root).
-    val_y_true : array-like of int of shape (n_val,)
-        Candidate column of each validation image's true class.
-    test_posteriors : array-like of shape (n_test, n_candidates) or TopKPosteriors
-        Test leaf posteriors, same candidate columns.
-    test_y_true : array-like of int of shape (n_test,)
-        Candidate column of each test image's true class.
-    hierarchy : Hierarchy
-        The class hierarchy (a DAG).
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Hierarchy node of each candidate column (see :func:`darts_graph`).
-    targets : sequence of float, default=DEFAULT_TARGETS
-        Distinct target accuracies in [0, 1]; points come out in this order.
-    confidence : float, default=0.95
-        One-sided confidence level of the validation guarantee, in (0, 1).
-
-    Returns
-    -------
-    curve : DartsCurve
-        ``points``: one :class:`DartsPoint` per target with ``target``; ``achieved`` (bool);
-        ``lam``; ``val_accuracy`` (per image) and ``val_lower_bound``; on test
-        ``per_image_accuracy``,
-        ``per_image_info_gain``, ``per_class_accuracy``, ``per_class_info_gain`` (means over
-        candidate classes with test images) and the shares of predictions at candidate leaves,
-        internal nodes and the root, ``share_leaf`` + ``share_internal`` + ``share_root`` = 1.
-        Every value but ``target`` and ``achieved`` is None for a target not achieved.
-        ``area`` (float in [0, 1]): :func:`accuracy_specificity_area` of the achieved points.
-        ``reward_at_90``: ``per_image_info_gain`` of the 0.9 target, None when 0.9 is not a
-        target or not achieved. Also ``n_val``, ``n_test``, ``n_candidates``, ``n_nodes``
-        (columns of the graph), ``max_reward_bits`` (:math:`\log_2 |Y|`), ``confidence``,
-        ``bisection_steps`` and ``excluded_classes`` (candidate columns without test images).
-        Plain Python values throughout.
-
-    Raises
-    ------
-    MetricError
-        If any input is malformed (see :func:`darts_graph`, :func:`darts_node_posteriors`), a
-        label is out of range, the posteriors and labels disagree in length, ``targets`` is
-        empty or holds a repeated value or one outside [0, 1], or ``confidence`` is not in
-        (0, 1).
-
-    Notes
-    -----
-    :math:`\lambda` is chosen on validation only; test labels are used for scoring alone. A
-    target is not achieved when the lower bound cannot reach it with ``n_val`` images (1.0 never
-    can) or no :math:`\lambda` up to the search cap reaches it (e.g. a node other than the root
-    holds posterior exactly 1 for validation images it gets wrong). The search relies on the
-    validation accuracy being monotone in :math:`\lambda` for minimality only; per image it need
-    not be (``docs/metrics/darts.md``, "Monotonicity").
-
-    References
-    ----------
-    .. [1] J. Deng, J. Krause, A. C. Berg, L. Fei-Fei, "Hedging Your Bets: Optimizing
-    .. [1] J. Deng et al., "Hedging Your Bets", CVPR 2012, Sec. 4-5; in full at :func:`darts_graph`.
-    Examples
-    --------
-    Two leaves a, b under root r. At target 0 :math:`\lambda = 0` and each image gets its
-    argmax leaf: image 0 (true a, p_a = 0.75) right, image 1 (true b) wrong, so accuracy and
-    gain are 1/2, all predictions at leaves:
+    For each target, lambda is searched on the validation posteriors until the Clopper-Pearson
+    lower bound of the validation accuracy reaches it; it is then applied to the test posteriors,
+    whose labels are used for scoring alone, so the guarantee is measured on test, never promised.
+    The maths, the parameters and a worked example: docs/metrics/darts.md, `darts_curve`.
 
     >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
     >>> p = [[0.75, 0.25], [0.75, 0.25]]
     >>> curve = darts_curve(p, [0, 1], p, [0, 1], hierarchy=h,
     ...                     candidate_nodes=h.indices(["a", "b"]), targets=[0.0])
-    >>> point = curve.points[0]
-    >>> point.lam, point.per_image_accuracy, point.per_image_info_gain
-    (0.0, 0.5, 0.5)
-    >>> point.share_leaf, point.share_root, curve.area  # 0.5 * 0.5
-    (1.0, 0.0, 0.25)
+    >>> curve.points[0].per_image_accuracy, curve.area
+    (0.5, 0.25)
     """
     graph = darts_graph(hierarchy, candidate_nodes)
     n_candidates = graph.n_candidates

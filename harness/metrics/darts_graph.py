@@ -24,22 +24,10 @@ from harness.hierarchy import Hierarchy
 class DartsGraph:
     """The sub-DAG DARTS predicts over: candidate leaves and all their ancestors.
 
-    Build it with :func:`darts_graph`. Column ``v`` of node posteriors is node ``nodes[v]``.
-
-    Attributes
-    ----------
-    nodes : ndarray of int64 of shape (n_columns,)
-        Hierarchy node index of each column: first ``candidate_nodes`` (column j is candidate
-        column j), then the other nodes in ascending index, then ``-1`` for a virtual root,
-        present only when no hierarchy node covers every candidate.
-    leaf_matrix : scipy.sparse.csr_array of float64 of shape (n_candidates, n_columns)
-        ``leaf_matrix[j, v] = 1`` when candidate column j's node is column v's node or below it.
-    n_leaves : ndarray of int64 of shape (n_columns,)
-        Number of candidate leaves below-or-at each column (the column sums of ``leaf_matrix``).
-    rewards : ndarray of float64 of shape (n_columns,)
-        :math:`r_v = \\log_2 C - \\log_2 n_v` in bits, in ``[0, log2 C]``.
-    is_leaf, is_root : ndarray of bool of shape (n_columns,)
-        Columns of candidate leaves, and of nodes covering every candidate (at least one).
+    Build it with `darts_graph`. Column ``v`` of node posteriors is node ``nodes[v]``: first the
+    candidate leaves in candidate order, then their ancestors, then a virtual root (node ``-1``)
+    when no hierarchy node covers every candidate. ``leaf_matrix``, ``n_leaves``, ``rewards``,
+    ``is_leaf`` and ``is_root`` describe the columns (docs/metrics/darts.md, `DartsGraph`).
     """
 
     nodes: IntArray
@@ -71,60 +59,16 @@ def first_true(mask: npt.ArrayLike) -> int:
 
 
 def darts_graph(hierarchy: Hierarchy, candidate_nodes: npt.ArrayLike) -> DartsGraph:
-    r"""The sub-DAG of the candidate leaves and their ancestors, with node rewards.
+    """The sub-DAG of the candidate leaves and their ancestors, with node rewards in bits.
 
-    .. math::
+    A node's reward is ``log2 |Y| - log2 |leaves(v)|``, the information its answer gives; the
+    leaves are counted as a set, so a node reached along several paths (a DAG) counts each once.
+    Candidates must be distinct, at least two, and none below another. The definitions, the checks
+    and a worked example: docs/metrics/darts.md, `darts_graph` (Deng et al. 2012, Sec. 3).
 
-        r_v = \log_2 |Y| - \log_2 |\mathrm{leaves}(v)|
-
-    where :math:`\mathrm{leaves}(v)` is the set of candidate leaves below-or-at :math:`v`.
-
-    Parameters
-    ----------
-    hierarchy : Hierarchy
-        The frozen class hierarchy (a DAG; multiple parents allowed).
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Hierarchy node index of each candidate column: distinct, at least two, and none an
-        ancestor of another.
-
-    Returns
-    -------
-    graph : DartsGraph
-        Columns are the candidate nodes in candidate order, then their ancestors in ascending
-        node index (then a virtual root, node ``-1``, when no node covers every candidate).
-
-    Raises
-    ------
-    MetricError
-        If ``hierarchy`` is not a :class:`~harness.hierarchy.Hierarchy`, or ``candidate_nodes``
-        is not a 1D integer array of at least two distinct node indices in range, or one
-        candidate lies below another (the message names both).
-
-    Notes
-    -----
-    Built from :attr:`Hierarchy.ancestor_matrix` (cached on the hierarchy), so a node reachable
-    from a leaf along several paths lists that leaf once.
-
-    References
-    ----------
-    .. [1] J. Deng, J. Krause, A. C. Berg, L. Fei-Fei, "Hedging Your Bets: Optimizing
-       Accuracy-Specificity Trade-offs in Large Scale Visual Recognition", CVPR 2012, Sec. 3.
-
-    Examples
-    --------
-    "dog" has two parents, "pet" and "canine"; the four candidates give
-    :math:`\log_2 4 = 2` bits per leaf, 1 bit for the two-leaf nodes and 0 for the root:
-
-    >>> h = Hierarchy(
-    ...     ["animal", "pet", "canine", "cat", "dog", "wolf", "fish"],
-    ...     [("animal", "pet"), ("animal", "canine"), ("animal", "fish"), ("pet", "cat"),
-    ...      ("pet", "dog"), ("canine", "dog"), ("canine", "wolf")],
-    ... )
-    >>> graph = darts_graph(h, h.indices(["cat", "dog", "wolf", "fish"]))
-    >>> h.node_ids[graph.nodes].tolist()
-    ['cat', 'dog', 'wolf', 'fish', 'animal', 'canine', 'pet']
-    >>> graph.n_leaves.tolist(), graph.rewards.tolist()
-    ([1, 1, 1, 1, 4, 2, 2], [2.0, 2.0, 2.0, 2.0, 0.0, 1.0, 1.0])
+    >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
+    >>> darts_graph(h, h.indices(["a", "b"])).rewards.tolist()
+    [1.0, 1.0, 0.0]
     """
     checked = check_hierarchy(hierarchy)
     n_nodes = checked.n_nodes

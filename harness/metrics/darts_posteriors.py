@@ -197,54 +197,12 @@ def checked_labels(
 def darts_node_posteriors(
     posteriors: npt.ArrayLike | TopKPosteriors, graph: DartsGraph
 ) -> FloatArray:
-    r"""Posterior of every node of the DARTS graph: the mass of its candidate leaves.
+    """Posterior of every node of the DARTS graph: the mass of its candidate leaves.
 
-    .. math::
-
-        p(v \mid x_i) = \sum_{y \in \mathrm{leaves}(v)} p(y \mid x_i), \qquad
-        p(\mathrm{root} \mid x_i) = 1
-
-    Parameters
-    ----------
-    posteriors : array-like of shape (n_images, n_candidates) or TopKPosteriors
-        Dense leaf posteriors (rows sum to 1 within ``SUM_TOLERANCE``), or top-K posteriors
-        whose missing mass goes to the root.
-    graph : DartsGraph
-        From :func:`darts_graph`.
-
-    Returns
-    -------
-    node_posteriors : ndarray of float64 of shape (n_images, n_columns)
-        In ``[0, 1]``; root columns are exactly 1.
-
-    Raises
-    ------
-    MetricError
-        If the posteriors are malformed: not 2D, non-finite, negative, a dense row not summing to
-        1 or a top-K row summing to more than 1 (within the tolerance), the wrong number of
-        columns, or top-K indices out of range or repeated in a row.
-
-    Notes
-    -----
-    This materialises ``[n_images, n_columns]``; :func:`darts_curve` and
-    :func:`darts_per_image` work in row chunks instead.
-
-    Examples
-    --------
-    With the graph of :func:`darts_graph` (columns cat, dog, wolf, fish, animal, canine, pet),
-    "canine" = dog + wolf = 0.375 + 0.25 and "pet" = cat + dog = 0.125 + 0.375, while "animal"
-    holds 1, not 1.375: dog is reached through both parents but counted once.
-
-    >>> from harness.hierarchy import Hierarchy
-    >>> from harness.metrics.darts_graph import darts_graph
-    >>> h = Hierarchy(
-    ...     ["animal", "pet", "canine", "cat", "dog", "wolf", "fish"],
-    ...     [("animal", "pet"), ("animal", "canine"), ("animal", "fish"), ("pet", "cat"),
-    ...      ("pet", "dog"), ("canine", "dog"), ("canine", "wolf")],
-    ... )
-    >>> graph = darts_graph(h, h.indices(["cat", "dog", "wolf", "fish"]))
-    >>> darts_node_posteriors([[0.125, 0.375, 0.25, 0.25]], graph).tolist()
-    [[0.125, 0.375, 0.25, 0.25, 1.0, 0.625, 0.5]]
+    Dense posteriors, or top-K posteriors whose missing mass goes to the root only (it supports no
+    more specific node, so no node is overstated); root columns are exactly 1. This materialises
+    ``[n_images, n_columns]``; `darts_curve` and `darts_per_image` work in row chunks instead.
+    The rules, the checks and a worked example: docs/metrics/darts.md, `darts_node_posteriors`.
     """
     if not isinstance(graph, DartsGraph):
         raise MetricError(

@@ -57,52 +57,14 @@ def _predict_checked(
 
 
 def darts_predict(node_posteriors: npt.ArrayLike, rewards: npt.ArrayLike, lam: float) -> IntArray:
-    r"""The DARTS prediction of every image at one :math:`\lambda`.
-
-    .. math::
-
-        f_\lambda(x_i) = \operatorname*{arg\,max}_v \; (r_v + \lambda)\, p(v \mid x_i)
+    """The DARTS prediction of every image at one lambda: ``argmax_v (r_v + lambda) p(v | x)``.
 
     Ties go to the larger reward (fewer candidate leaves), then to the smaller column (in a
-    :class:`DartsGraph`, candidate leaves come first).
+    `DartsGraph`, candidate leaves come first), so the answer is the most specific one. Returns
+    the predicted column of each image. The checks and a worked example of the tie policy:
+    docs/metrics/darts.md, `darts_predict` (Deng et al. 2012, Eq. 5).
 
-    Parameters
-    ----------
-    node_posteriors : array-like of float of shape (n_images, n_columns)
-        Node posteriors, e.g. from :func:`darts_node_posteriors`; finite and non-negative.
-    rewards : array-like of float of shape (n_columns,)
-        Node rewards (:attr:`DartsGraph.rewards`); finite and non-negative.
-    lam : float
-        The Lagrange multiplier :math:`\lambda \ge 0`.
-
-    Returns
-    -------
-    columns : ndarray of int64 of shape (n_images,)
-        Predicted column of each image; ``graph.nodes[columns]`` are hierarchy node indices.
-
-    Raises
-    ------
-    MetricError
-        If ``node_posteriors`` is not a non-empty 2D finite non-negative array, ``rewards`` is not
-        a 1D finite non-negative array with one entry per column, or ``lam`` is not a finite
-        number >= 0.
-
-    Notes
-    -----
-    Rows are processed in chunks of bounded size.
-
-    References
-    ----------
-    .. [1] J. Deng et al., "Hedging Your Bets", CVPR 2012, Eq. 5; in full at :func:`darts_graph`.
-
-    Examples
-    --------
-    Columns root (r = 0), node (r = 1), leaf (r = 2); posteriors 1, 0.625, 0.375. At
-    :math:`\lambda = 0` the leaf wins (0.75 > 0.625 > 0). At 0.5 leaf and node tie at
-    2.5 * 0.375 = 1.5 * 0.625 = 0.9375 and the leaf, with fewer leaves, wins. At 1 the node wins
-    (1.25 > 1.125 > 1); at 2 the root (2 > 1.875 > 1.5):
-
-    >>> p = [[1.0, 0.625, 0.375]]
+    >>> p = [[1.0, 0.625, 0.375]]  # columns root (r = 0), node (r = 1), leaf (r = 2)
     >>> [darts_predict(p, [0.0, 1.0, 2.0], lam).tolist() for lam in (0, 0.5, 1, 2)]
     [[2], [2], [1], [0]]
     """
@@ -150,57 +112,18 @@ def darts_per_image(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
 ) -> tuple[BoolArray, FloatArray]:
-    r"""Per-image hierarchical correctness and normalised information gain at one :math:`\lambda`.
+    """Per-image hierarchical correctness and normalised information gain at one lambda.
 
-    .. math::
-
-        \mathrm{correct}_i = [\, y_i \in \mathrm{leaves}(f_\lambda(x_i)) \,], \qquad
-        \mathrm{gain}_i = \mathrm{correct}_i \, \frac{r_{f_\lambda(x_i)}}{\log_2 |Y|}
-
-    Their means are the per-image hierarchical accuracy and normalised information gain of
-    :func:`darts_curve`, so a bootstrap resamples these two vectors.
-
-    Parameters
-    ----------
-    test_posteriors : array-like of shape (n_images, n_candidates) or TopKPosteriors
-        Leaf posteriors (see :func:`darts_node_posteriors`).
-    y_true : array-like of int of shape (n_images,)
-        Candidate column of each image's true class.
-    lam : float
-        :math:`\lambda \ge 0`, e.g. a point's ``lambda`` from :func:`darts_curve`.
-    hierarchy : Hierarchy
-        The class hierarchy.
-    candidate_nodes : array-like of int of shape (n_candidates,)
-        Hierarchy node of each candidate column (see :func:`darts_graph`).
-
-    Returns
-    -------
-    correct : ndarray of bool of shape (n_images,)
-    gain : ndarray of float64 of shape (n_images,)
-        Normalised information gain in ``[0, 1]`` (bits divided by :math:`\log_2 |Y|`), 0 where
-        the prediction is wrong.
-
-    Raises
-    ------
-    MetricError
-        If the hierarchy, candidate nodes, posteriors, ``y_true`` or ``lam`` are malformed (see
-        :func:`darts_graph`, :func:`darts_node_posteriors`, :func:`darts_predict`).
-
-    Examples
-    --------
-    Two leaves a, b under root r (1 bit per leaf). Image 0 (true a, p_a = 0.75) is predicted a
-    at :math:`\lambda = 0` (gain 1) and the root at 4 (4 > 5 * 0.75, gain 0); image 1 (true b,
-    p_b = 0.25) is predicted a (wrong) at 0 and the root (right) at 4:
+    Their means are the per-image accuracy and gain of `darts_curve`, so a bootstrap resamples
+    these two vectors. An image is correct when its prediction is its true leaf or an ancestor of
+    it; its gain is the prediction's reward over ``log2 |Y|`` when correct, else 0. The formulas,
+    parameters and a worked example: docs/metrics/darts.md, `darts_per_image`.
 
     >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("r", "b")])
-    >>> p = [[0.75, 0.25], [0.75, 0.25]]
     >>> kw = dict(hierarchy=h, candidate_nodes=h.indices(["a", "b"]))
-    >>> correct, gain = darts_per_image(p, [0, 1], 0.0, **kw)
+    >>> correct, gain = darts_per_image([[0.75, 0.25], [0.75, 0.25]], [0, 1], 0.0, **kw)
     >>> correct.tolist(), gain.tolist()
     ([True, False], [1.0, 0.0])
-    >>> correct, gain = darts_per_image(p, [0, 1], 4.0, **kw)
-    >>> correct.tolist(), gain.tolist()
-    ([True, True], [0.0, 0.0])
     """
     graph = darts_graph(hierarchy, candidate_nodes)
     leaves = check_posteriors(test_posteriors, graph.n_candidates, "test_posteriors")
