@@ -13,16 +13,6 @@ from pathlib import Path
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 MAX_LINES = 15
 
-# Modules that another branch is splitting and trimming; this set is emptied when it merges.
-NOT_YET_TRIMMED = {
-    "harness/hierarchy/dag.py",
-    "harness/hierarchy/hops.py",
-    "harness/metrics/darts.py",
-    "harness/metrics/darts_graph.py",
-    "harness/metrics/darts_posteriors.py",
-    "harness/metrics/darts_prediction.py",
-}
-
 
 def _long_docstrings(path: Path) -> list[str]:
     """``file:line (n lines)`` for each module, class or function docstring over the limit."""
@@ -45,17 +35,7 @@ def _long_docstrings(path: Path) -> list[str]:
 
 
 def test_no_docstring_is_over_15_lines() -> None:
-    modules = [
-        path
-        for path in sorted(HARNESS.rglob("*.py"))
-        if path.relative_to(HARNESS.parent).as_posix() not in NOT_YET_TRIMMED
-    ]
+    modules = sorted(HARNESS.rglob("*.py"))
     assert modules
     too_long = [entry for path in modules for entry in _long_docstrings(path)]
     assert not too_long, "docstrings over 15 lines:\n" + "\n".join(too_long)
-
-
-def test_the_not_yet_trimmed_modules_exist() -> None:
-    """A stale allowance would hide nothing, but it would mislead whoever reads it."""
-    for name in NOT_YET_TRIMMED:
-        assert (HARNESS.parent / name).is_file(), name

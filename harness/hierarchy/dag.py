@@ -67,50 +67,17 @@ def _reach(indptr: IntArray, indices: IntArray, start: IntArray, n: int) -> IntA
 
 
 class Hierarchy:
-    """A frozen directed acyclic graph of classes.
+    """A frozen directed acyclic graph of classes, queried by node index.
 
-    Parameters
-    ----------
-    node_ids : sequence of str
-        Unique, non-empty node ids, in any order; they are stored sorted.
-    edges : sequence of (str, str) pairs or array of shape (E, 2)
-        ``(parent_id, child_id)`` pairs. Both ends must be in ``node_ids``.
-    names : sequence of str, default=None
-        Human-readable names aligned with ``node_ids`` (as given, before sorting). ``None`` uses
-        the ids.
-    source : str, default=""
-        Where the graph came from (provenance only: it is not part of :meth:`content_hash`).
+    Built from unique node ids (stored sorted), ``(parent_id, child_id)`` edges, optional names and
+    a provenance ``source``; a duplicate id, unknown end, self loop, repeated edge or cycle raises a
+    `HierarchyError` that names it. Every graph query (structure, ancestry, levels, LCA distances,
+    hops) is a method here, so importers hold one object. The parameters and the list of queries:
+    docs/hierarchy.md, `Hierarchy`.
 
-    Raises
-    ------
-    HierarchyError
-        On duplicate node ids, an edge naming an unknown node, a self loop, a duplicate edge, or
-        a cycle. Messages name the offending position and ids.
-
-    Notes
-    -----
-    The graph queries, all on node indices and cached on the instance where they derive data:
-
-    * structure: :meth:`parents`, :meth:`children`, :attr:`roots`, :attr:`leaves`,
-      :attr:`topological_order`, :attr:`adjacency` (undirected);
-    * ancestry: :attr:`ancestor_matrix`, :attr:`descendant_matrix`, :meth:`ancestors`,
-      :meth:`descendants`, :meth:`is_ancestor_or_self`, :meth:`ancestor_pairs`,
-      :meth:`restrict_to_ancestors`;
-    * levels: :attr:`depth`, :attr:`max_depth`, :attr:`height`, :attr:`root_height`,
-      :attr:`max_leaf_depth`, :attr:`levels_above_deepest_leaf`;
-    * LCA distances (either of :data:`LCA_DISTANCES`): :meth:`lca_distance`,
-      :meth:`lca_distance_matrix`, :meth:`lca_distance_counts`, and the LCA height's own
-      :meth:`lca_height`, :meth:`lca_height_matrix`, :meth:`lca_height_counts`;
-    * hops (one search, :mod:`harness.hierarchy.hops`): :meth:`hop_distance`,
-      :meth:`nearest_hops`, :meth:`nearest_other_hops`, :meth:`hop_balls`.
-
-    Examples
-    --------
     >>> h = Hierarchy(["b", "a"], [("a", "b")], names=["bee", "ay"], source="toy")
     >>> h.node_ids.tolist(), h.names.tolist(), h.edges.tolist()
     (['a', 'b'], ['ay', 'bee'], [[0, 1]])
-    >>> h.summary()["leaves"]
-    1
     """
 
     def __init__(
@@ -201,49 +168,19 @@ class Hierarchy:
     # ------------------------------------------------------------------ lookups
 
     def index(self, node_id: str) -> int:
-        """Index of one node id.
+        """Index of one node id (its position in `node_ids`); `HierarchyError` if not a node.
 
-        Parameters
-        ----------
-        node_id : str
-            A node id.
-
-        Returns
-        -------
-        int
-            Its position in :attr:`node_ids`.
-
-        Raises
-        ------
-        HierarchyError
-            If ``node_id`` is not a node.
-
-        Examples
-        --------
         >>> Hierarchy(["x", "a"], []).index("x")
         1
         """
         return int(self.indices([node_id])[0])
 
     def indices(self, ids: Sequence[str] | npt.NDArray[Any]) -> IntArray:
-        """Indices of many node ids, vectorized (``searchsorted`` on the sorted ids).
+        """Indices of many node ids, in their shape (``searchsorted`` on the sorted ids).
 
-        Parameters
-        ----------
-        ids : sequence of str or unicode array of any shape
-            Node ids.
+        An unknown id raises a `HierarchyError` naming the first one, its position and how many are
+        unknown (docs/hierarchy.md, `index`, `indices`).
 
-        Returns
-        -------
-        ndarray of int64, same shape as ``ids``
-
-        Raises
-        ------
-        HierarchyError
-            Naming the first unknown id, its position and how many are unknown.
-
-        Examples
-        --------
         >>> Hierarchy(["c", "a", "b"], []).indices(["b", "c"]).tolist()
         [1, 2]
         """
@@ -528,27 +465,10 @@ class Hierarchy:
     def ancestor_pairs(self, idx: Any) -> tuple[IntArray, IntArray]:
         """Pairs of the distinct nodes ``idx`` where one is a proper ancestor of the other.
 
-        Vectorized: the rows and columns of ``idx`` are sliced out of :attr:`ancestor_matrix`
-        and its off-diagonal entries read.
-
-        Parameters
-        ----------
-        idx : array of int, shape (m,)
-            Distinct node indices (for instance the classes of one split).
-
-        Returns
-        -------
-        below, above : ndarray of int64, shape (n_pairs,)
-            Positions in ``idx``: ``idx[above[j]]`` is an ancestor of ``idx[below[j]]``. Ordered
-            by ``below``, then by the position of ``above`` in the sliced matrix.
-
-        Examples
-        --------
-        >>> h = Hierarchy(["animal", "pet", "dog", "cat"],
-        ...               [("animal", "dog"), ("animal", "cat"), ("pet", "dog")])
-        >>> below, above = h.ancestor_pairs(h.indices(["dog", "animal", "cat"]))
-        >>> below.tolist(), above.tolist()
-        ([0, 2], [1, 1])
+        Returns positions ``below, above`` in ``idx``: ``idx[above[j]]`` is an ancestor of
+        ``idx[below[j]]``. Vectorized: the rows and columns of ``idx`` are sliced out of
+        `ancestor_matrix` and its off-diagonal entries read. The order and an example:
+        docs/hierarchy.md, `is_ancestor_or_self`, `ancestor_pairs`.
         """
         rows = self._index_array(idx, "idx")
         if rows.ndim != 1:
@@ -583,19 +503,8 @@ class Hierarchy:
         )
 
     def is_ancestor_or_self(self, a: Any, b: Any) -> BoolArray:
-        """Whether ``a`` is ``b`` or an ancestor of ``b``, elementwise.
+        """Whether ``a`` is ``b`` or an ancestor of ``b``, elementwise (indices, broadcast).
 
-        Parameters
-        ----------
-        a, b : int or array of int
-            Node indices; broadcast against each other.
-
-        Returns
-        -------
-        ndarray of bool, the broadcast shape
-
-        Examples
-        --------
         >>> h = Hierarchy(["r", "a", "b"], [("r", "a"), ("a", "b")])
         >>> h.is_ancestor_or_self(2, [0, 1, 2]).tolist()
         [True, True, True]
@@ -609,65 +518,22 @@ class Hierarchy:
         return np.asarray(keys[pos] == query)
 
     def lca_distance(self, a: Any, b: Any, kind: LcaDistance = "lca_height") -> IntArray:
-        """The LCA distance ``kind`` between ``a`` and ``b``, elementwise.
+        """The LCA distance ``kind`` of ``a`` and ``b``, elementwise (``-1``: no common ancestor).
 
-        The minimum of :meth:`lca_levels` over the common ancestors-or-self of ``a`` and ``b``
-        (``docs/hierarchy.md``, "LCA distances"): their LCA height (``"lca_height"``), or the max
-        leaf depth minus the largest :attr:`max_depth` of a common ancestor-or-self
-        (``"max_leaf_depth_minus_lca_depth"``, Bertinetto et al. 2020); ``-1`` where they share
-        no ancestor. Vectorized: the ancestor rows of ``a`` are gathered in chunks and tested
-        for membership in the rows of ``b``.
-
-        Parameters
-        ----------
-        a, b : int or array of int
-            Node indices; broadcast against each other.
-        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-            Which distance (:data:`LCA_DISTANCES`).
-
-        Returns
-        -------
-        ndarray of int64, the broadcast shape
-
-        Raises
-        ------
-        HierarchyError
-            If an index is out of range or ``kind`` is not one of :data:`LCA_DISTANCES`.
-
-        Examples
-        --------
-        A DAG whose leaves lie at depths 3 (``c``) and 2 (``e``, below ``a`` and ``d``), so the
-        max leaf depth is 3. From ``e`` to ``d`` the LCA is ``d``: height 1, but depth 1, so
-        3 - 1 = 2 levels above the deepest leaf; ``e`` to itself: height 0, depth 2, so 1:
-
-        >>> h = Hierarchy(["r", "a", "b", "c", "d", "e"],
-        ...               [("r", "a"), ("a", "b"), ("b", "c"), ("r", "d"), ("d", "e"),
-        ...                ("a", "e")])
-        >>> i = h.indices(["e", "d", "c", "b"])
-        >>> h.lca_distance(i[0], i, "lca_height").tolist()  # e with e, d, c, b
-        [0, 1, 2, 2]
-        >>> h.lca_distance(i[0], i, "max_leaf_depth_minus_lca_depth").tolist()
-        [1, 2, 2, 2]
+        The minimum of `lca_levels` over the common ancestors-or-self: the LCA height
+        (``"lca_height"``, Deng et al. 2010), or the max leaf depth minus the largest `max_depth` of
+        a common ancestor-or-self (``"max_leaf_depth_minus_lca_depth"``, Bertinetto et al. 2020).
+        Both are defined for a DAG. The definitions, the vectorized algorithm and a worked example
+        on a DAG: docs/hierarchy.md, "LCA distances" and `lca_distance`, `lca_height`.
         """
         return lca.lca_distance(self, a, b, kind)
 
     def lca_height(self, a: Any, b: Any) -> IntArray:
-        """Height of a lowest common ancestor of ``a`` and ``b``, elementwise.
+        """Height of a lowest common ancestor of ``a`` and ``b``, elementwise (``-1``: none).
 
-        The minimum :attr:`height` over the common ancestors-or-self of ``a`` and ``b``; ``-1``
-        where they share no ancestor: :meth:`lca_distance` of kind ``"lca_height"``.
+        The minimum `height` over the common ancestors-or-self: `lca_distance` of kind
+        ``"lca_height"``.
 
-        Parameters
-        ----------
-        a, b : int or array of int
-            Node indices; broadcast against each other.
-
-        Returns
-        -------
-        ndarray of int64, the broadcast shape
-
-        Examples
-        --------
         >>> h = Hierarchy(["r", "a", "b", "c", "z"], [("r", "a"), ("a", "b"), ("r", "c")])
         >>> i = h.indices(["b", "c", "a", "z"])
         >>> h.lca_height(i[0], i).tolist()  # b with b, c, a, z
@@ -676,28 +542,12 @@ class Hierarchy:
         return self.lca_distance(a, b, "lca_height")
 
     def lca_distance_matrix(self, idx: Any, kind: LcaDistance = "lca_height") -> IntArray:
-        """Pairwise :meth:`lca_distance` ``kind`` of the nodes ``idx``, an int64 array ``[m, m]``.
+        """Pairwise `lca_distance` ``kind`` of the nodes ``idx``, symmetric int64 ``[m, m]``.
 
-        Computed by level: for each value ``v`` of :meth:`lca_levels` in ascending order, one
-        sparse product finds the pairs that share an ancestor-or-self at level ``v``; the first
-        ``v`` that appears is the answer.
-
-        Parameters
-        ----------
-        idx : array of int, shape (m,)
-            Node indices (for instance the candidate classes of a benchmark).
-        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-            Which distance (:data:`LCA_DISTANCES`).
-
-        Returns
-        -------
-        ndarray of int64, shape (m, m)
-            Symmetric; ``-1`` where two nodes share no ancestor.
-
-        Examples
-        --------
-        Leaf ``c`` hangs one level above the deepest leaf ``b``, so its distance to itself is 1
-        (and its LCA height 0):
+        Computed by level: for each value ``v`` of `lca_levels` in ascending order, one sparse
+        product finds the pairs that share an ancestor-or-self at level ``v``; the first ``v`` that
+        appears is the answer, so no pair is visited twice. ``-1`` where two nodes share no
+        ancestor. An example: docs/hierarchy.md, `lca_distance_matrix`.
 
         >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
         >>> h.lca_distance_matrix(h.indices(["b", "c"]), "max_leaf_depth_minus_lca_depth").tolist()
@@ -722,53 +572,14 @@ class Hierarchy:
     def lca_distance_counts(
         self, sources: Any, targets: Any, *, limit: int, kind: LcaDistance = "lca_height"
     ) -> tuple[IntArray, IntArray]:
-        """How many ``targets`` lie within LCA distance ``v`` of each source, per distance ``v``.
+        """How many ``targets`` lie within LCA distance ``v`` of each source, per ``v``.
 
-        :math:`N_i(v)`, the number of targets ``t`` with ``0 <= lca_distance(s_i, t, kind) <=
-        v``, is the size of the union of the target sets below the source's ancestors-or-self of
-        :meth:`lca_levels` ``<= v`` (a union, since a target may hang below several of them in a
-        DAG): one sparse product per level, over the sources whose count is still below
-        ``limit``, in row groups of about :data:`~harness.hierarchy.hops.CHUNK_ENTRIES` product
-        entries. No dense ``sources x targets`` matrix is built.
-
-        Parameters
-        ----------
-        sources : array of int, shape (m,)
-            Node indices.
-        targets : array of int, shape (t,)
-            Distinct node indices (for instance the candidate classes).
-        limit : int
-            A source's count stops being updated once it reaches ``limit``.
-        kind : {"lca_height", "max_leaf_depth_minus_lca_depth"}, default="lca_height"
-            Which distance (:data:`LCA_DISTANCES`).
-
-        Returns
-        -------
-        levels : ndarray of int64, shape (L,)
-            The distinct levels of the sources' ancestors-or-self, ascending, up to the first at
-            which every source has reached ``limit``.
-        counts : ndarray of int64, shape (m, L)
-            ``counts[i, j]`` is :math:`N_i(v_j)` until source ``i`` reaches ``limit``, and the
-            count it reached with after that. Targets that share no ancestor with a source are
-            never counted.
-
-        Examples
-        --------
-        The deepest leaf is ``c`` (depth 3, below ``d`` and ``x``). From ``b``: itself at
-        height 0 but 1 level above ``c``; ``e`` through ``a``, 1 high but 2 levels above ``c``;
-        ``c`` through the root, 3 either way:
-
-        >>> h = Hierarchy(["r", "a", "b", "e", "d", "x", "c"],
-        ...               [("r", "a"), ("a", "b"), ("a", "e"), ("r", "d"), ("d", "x"),
-        ...                ("x", "c")])
-        >>> targets = h.indices(["b", "e", "c"])
-        >>> levels, counts = h.lca_distance_counts(h.indices(["b"]), targets, limit=3)
-        >>> levels.tolist(), counts.tolist()
-        ([0, 1, 3], [[1, 2, 3]])
-        >>> levels, counts = h.lca_distance_counts(
-        ...     h.indices(["b"]), targets, limit=3, kind="max_leaf_depth_minus_lca_depth")
-        >>> levels.tolist(), counts.tolist()
-        ([1, 2, 3], [[1, 2, 3]])
+        Returns the distinct levels of the sources' ancestors-or-self (ascending, up to the first at
+        which every source has reached ``limit``) and ``counts[i, j]``, the targets within
+        ``levels[j]`` of source ``i`` (frozen once it reaches ``limit``). It takes one sparse
+        product per level in bounded row groups and never builds a dense ``sources x targets``
+        matrix, so it scales to ImageNet. The definition, parameters and a worked example on a DAG:
+        docs/hierarchy.md, `lca_distance_counts`.
         """
         return lca.lca_distance_counts(self, sources, targets, limit=limit, kind=kind)
 
@@ -817,54 +628,25 @@ class Hierarchy:
     ) -> FloatArray:
         """Undirected hop distances from each of ``sources`` to every node (or to ``targets``).
 
-        Parameters
-        ----------
-        sources : int or array of int, shape (k,)
-            Node indices to measure from (repeats allowed).
-        radius : int, default=None
-            Largest distance to compute; nodes farther away (or unreachable) get ``inf``.
-            ``None`` computes all distances.
-        targets : array of int, shape (t,), default=None
-            Node indices to measure to (repeats allowed); ``None``: every node, in index order.
-            Only these columns are stored, so many sources stay cheap on a large graph.
+        Float64 ``[k, n_nodes]`` (or ``[k, t]``), ``inf`` beyond ``radius`` or where unreachable.
+        Only the ``targets`` columns are stored, so many sources stay cheap on a large graph
+        (docs/hierarchy.md, `hop_distance`, `nearest_hops`).
 
-        Returns
-        -------
-        ndarray of float64, shape (k, n_nodes) or (k, t)
-
-        Examples
-        --------
         >>> h = Hierarchy(["r", "a", "b", "c"], [("r", "a"), ("a", "b"), ("r", "c")])
         >>> h.hop_distance([h.index("b")]).tolist()
         [[1.0, 0.0, 3.0, 2.0]]
         >>> h.hop_distance([h.index("b")], radius=1).tolist()
         [[1.0, 0.0, inf, inf]]
-        >>> h.hop_distance([h.index("b")], targets=h.indices(["c", "r"])).tolist()
-        [[3.0, 2.0]]
         """
         return hops.hop_distance(self, sources, radius, targets=targets)
 
     def nearest_hops(self, sources: Any, radius: int | None = None) -> FloatArray:
         """Undirected hop distance from every node to the *nearest* of ``sources``.
 
-        One search from all sources at once (a virtual node joined to each), whatever their
-        number: a few milliseconds for the 1,000 ILSVRC classes on the 74k-node ImageNet is-a
-        graph.
+        One search from all sources at once (a virtual node joined to each), whatever their number:
+        a few milliseconds for the 1,000 ILSVRC classes on the 74k-node ImageNet is-a graph. 0 at
+        sources, ``inf`` beyond ``radius`` or where no source is reachable.
 
-        Parameters
-        ----------
-        sources : array of int
-            Node indices (repeats are harmless); may be empty.
-        radius : int, default=None
-            Stop after this many hops; farther nodes get ``inf``. ``None``: the whole component.
-
-        Returns
-        -------
-        ndarray of float64, shape (n_nodes,)
-            0 at sources, ``inf`` where no source is within ``radius`` (or reachable).
-
-        Examples
-        --------
         >>> h = Hierarchy(["r", "a", "b", "c", "z"], [("r", "a"), ("a", "b"), ("r", "c")])
         >>> h.nearest_hops(h.indices(["b", "c"])).tolist()
         [1.0, 0.0, 0.0, 1.0, inf]
@@ -887,24 +669,12 @@ class Hierarchy:
         return hops.nearest_other_hops(self, nodes)
 
     def hop_balls(self, valid_nodes: Any, ks: Sequence[int] | int) -> HopBalls:
-        """The :class:`~harness.hierarchy.hops.HopBalls` of these valid nodes and sizes.
+        """The `HopBalls` of these valid nodes and ball sizes ``ks``, kept with the hierarchy.
 
-        Kept with the hierarchy (the last few (valid set, ``ks``) pairs), so that every query
-        with the same valid nodes and sizes -- one per chunk of images -- reuses the balls
-        already searched.
-
-        Parameters
-        ----------
-        valid_nodes : array of int
-            Distinct node indices that a ball counts (any order; stored sorted); not empty.
-        ks : int or sequence of int
-            Distinct ball sizes ``k >= 1`` (stored sorted).
-
-        Raises
-        ------
-        HierarchyError
-            If ``valid_nodes`` is empty or repeats a node, or ``ks`` is empty, repeats a value
-            or holds a value that is not an integer ``>= 1``.
+        The last few (valid set, ``ks``) pairs are kept, so that every query with the same valid
+        nodes and sizes -- one per chunk of images -- reuses the balls already searched. Valid
+        nodes must be distinct and not empty, sizes distinct and ``>= 1``; anything else raises a
+        `HierarchyError` (docs/hierarchy.md, `hop_balls`).
         """
         valid = np.sort(self._index_array(valid_nodes, "valid_nodes").reshape(-1))
         if valid.size == 0:

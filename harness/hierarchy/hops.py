@@ -79,24 +79,10 @@ def bfs(
 ) -> Search:
     """Level-by-level BFS of every row of ``starts`` at once (one sparse product per level).
 
-    Parameters
-    ----------
-    adjacency : csr_array of shape (n, n)
-        Undirected adjacency (symmetric, int32 ones).
-    starts : csr_array of shape (rows, n)
-        Row ``r`` marks the start set of search ``r`` (distance 0).
-    record : bool array of shape (n,), default=None
-        Nodes whose distances are returned; None: every node.
-    weight : int64 array of shape (n,), default=None
-        Node weights summed per row and level into ``cumulative``; None: all zero.
-    stop_at : int, default=None
-        A row stops once the nodes it reached weigh this much.
-    cap : int, default=None
-        Largest level searched.
-
-    Returns
-    -------
-    Search
+    Row ``r`` of ``starts`` marks the start set of search ``r`` on the undirected ``adjacency``.
+    ``record`` picks the nodes whose distances are returned, ``weight`` the node weights summed per
+    row and level, ``stop_at`` the weight at which a row stops, ``cap`` the largest level searched.
+    Why no visited set is needed: docs/hierarchy.md, "Hops"; the parameters: `bfs`.
     """
     n = adjacency.shape[0]
     s = starts.shape[0]
@@ -346,29 +332,13 @@ def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 class HopBalls:
-    r"""Hop balls around source nodes, each grown by whole radii until it holds ``k`` valid nodes.
+    """Hop balls around source nodes, each grown by whole radii until it holds ``k`` valid nodes.
 
-    For a source :math:`t`, valid nodes :math:`V` and a size :math:`k`:
-
-    .. math::
-
-        R_k(t) = \min\{R \ge 0 : |\{v \in V : d(t, v) \le R\}| \ge k\}
-
-    (the eccentricity of :math:`t` in its component when fewer than :math:`k` valid nodes are
-    reachable). This is the hCorrectSet of DeViSE (Frome et al. 2013, A.3) when :math:`V` are
-    the valid labels. A ball is searched once per source node, the first time a query names it,
-    and kept with the distances of the valid nodes inside the largest ball, so that a stream of
-    queries (one per chunk of images) searches each node once.
-
-    Get one from :meth:`~harness.hierarchy.Hierarchy.hop_balls`, which keeps it with the
-    hierarchy. Node arguments are node indices of that hierarchy.
-
-    Attributes
-    ----------
-    valid_nodes : ndarray of int64
-        The valid nodes, sorted.
-    ks : tuple of int
-        The ball sizes, ascending; the columns of every per-``k`` array.
+    This is the hCorrectSet of DeViSE (Frome et al. 2013, A.3) when the valid nodes are the valid
+    labels. A ball is searched once per source node, the first time a query names it, and kept, so
+    that a stream of queries (one per chunk of images) searches each node once. Get one from
+    `Hierarchy.hop_balls`, which keeps it with the hierarchy; node arguments are its node indices.
+    The radius formula and the attributes: docs/hierarchy.md, `HopBalls`.
     """
 
     def __init__(self, hierarchy: Hierarchy, valid_nodes: IntArray, ks: tuple[int, ...]) -> None:
