@@ -152,7 +152,7 @@ def run(
     wall = time.perf_counter()
     start = time.perf_counter()
     hierarchy, candidate_nodes = load_imagenet(folder)
-    # Derived arrays the metrics need; built once per benchmark (DESIGN "Hierarchy").
+    # Derived arrays the metrics need; built once per benchmark (docs/design.md, "Hierarchy").
     _ = hierarchy.ancestor_matrix, hierarchy.height
     timings = {"load_hierarchy": time.perf_counter() - start}
     n_candidates = candidate_nodes.size

@@ -72,7 +72,7 @@ class TrainTask:
 
 @runtime_checkable
 class Model(Protocol):
-    """The model protocol of DESIGN: fit on a TrainTask, score test features per candidate.
+    """The model protocol of docs/design.md: fit on a TrainTask, score test features per candidate.
 
     ``predict(features [n, d], candidates [C]) -> scores [n, C]`` (higher is better; floats).
     The worker calls it on row chunks of one shuffled set of test images, the same set for every

@@ -1,8 +1,8 @@
 """``prepare``: spec → adapter → checks → frozen benchmark; and a typed view of one.
 
-The checks here are the protocol of DESIGN §Conventions made executable: validation classes are
-disjoint from training classes, unseen classes from seen ones, every image sits in at most one
-split, test_seen images belong to seen classes and never to training or validation.
+The checks here are the protocol of docs/design.md, "Conventions", made executable: validation
+classes are disjoint from training classes, unseen classes from seen ones, every image sits in
+at most one split, test_seen images belong to seen classes and never to training or validation.
 
 The frozen benchmark also fixes the row order of prediction files (test images, shuffled with a
 seed derived from the benchmark id so seen and unseen rows are interleaved in GZSL) and the column

@@ -8,9 +8,9 @@ benchmarks such structure -- test classes that are near-duplicates, parents or c
 training classes, or of each other -- explains much of the reported accuracy; their GOZ
 benchmark is built to control it.
 
-Distances are hops: undirected hypernym/hyponym edges of the frozen hierarchy (DESIGN
-"Conventions"), so a class and its parent are 1 apart, two siblings 2 apart, whatever the
-number of parents a node has. Nodes are given as hierarchy node *indices*
+Distances are hops: undirected hypernym/hyponym edges of the frozen hierarchy (docs/design.md,
+"Conventions"), so a class and its parent are 1 apart, two siblings 2 apart, whatever the number
+of parents a node has. Nodes are given as hierarchy node *indices*
 (:meth:`harness.hierarchy.Hierarchy.indices` turns ids into indices).
 """
 

@@ -1,10 +1,10 @@
 r"""Generalized zero-shot learning (GZSL): seen accuracy, unseen accuracy and their harmonic mean.
 
-The protocol of Xian et al. (TPAMI 2019, Sec. 4.3; DESIGN "Conventions"): test images of seen
-and of unseen classes are classified over *all* candidates (seen :math:`\cup` unseen). The seen
-accuracy is the per-class top-k accuracy averaged over the seen classes, computed on the images
-whose true class is seen; the unseen accuracy likewise over the unseen classes; H is their
-harmonic mean, 0 when either is 0. Both accuracies reduce from one set of per-class counts
+The protocol of Xian et al. (TPAMI 2019, Sec. 4.3; docs/design.md, "Conventions"): test images
+of seen and of unseen classes are classified over *all* candidates (seen :math:`\cup` unseen).
+The seen accuracy is the per-class top-k accuracy averaged over the seen classes, computed on
+the images whose true class is seen; the unseen accuracy likewise over the unseen classes; H is
+their harmonic mean, 0 when either is 0. Both accuracies reduce from one set of per-class counts
 (:func:`harness.metrics.flat.per_class_counts`) and follow the tie and empty-class policies of
 :mod:`harness.metrics.flat`.
 """
