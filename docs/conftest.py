@@ -40,12 +40,11 @@ class MarkdownPage(pytest.File):
         text = self.path.read_text(encoding="utf-8")
         parser = doctest.DocTestParser()
         for match in FENCE.finditer(text):
-            if ">>>" not in match.group(1):
-                continue
             line = text.count("\n", 0, match.start(1))
             name = f"line {line + 1}"
             test = parser.get_doctest(match.group(1), {}, name, str(self.path), line)
-            yield MarkdownExample.from_parent(self, name=name, test=test)
+            if test.examples:
+                yield MarkdownExample.from_parent(self, name=name, test=test)
 
 
 class MarkdownExample(pytest.Item):
