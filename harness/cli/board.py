@@ -14,7 +14,6 @@ from harness.store import load_runs, open_store
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Build the static leaderboard site from the store.",
     no_args_is_help=True,
 )
 

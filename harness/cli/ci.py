@@ -33,7 +33,6 @@ from harness.cli._common import (
 )
 
 app = typer.Typer(
-    help="The leaderboard CI's steps: changed packages, score a pull request, publish the site.",
     no_args_is_help=True,
 )
 

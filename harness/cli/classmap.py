@@ -21,7 +21,6 @@ from harness.hierarchy.class_maps import (
 from harness.hierarchy.wordnet import open_wordnet
 
 app = typer.Typer(
-    help="Draft, check and freeze class → WordNet maps.",
     no_args_is_help=True,
     epilog=(
         "Example: zsl classmap suggest ../shared/data/xlsa17/AWA2/allclasses.txt "

@@ -15,7 +15,7 @@ from harness.spec import Spec, load_spec
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Freeze benchmarks under ZSL_HOME and verify them.", no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 
 SpecPath = Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)]
 

@@ -17,9 +17,7 @@ from harness.features.embeddings import (
 
 __all__ = ["app"]
 
-HELP = "Build frozen class embeddings from class names and glosses with offline text models."
-
-app = typer.Typer(help=HELP, no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 
 
 @app.callback()

@@ -15,7 +15,6 @@ from harness.cli._common import reports_errors, stdout
 from harness.core.errors import HarnessError
 
 app = typer.Typer(
-    help="Extract image features with torchvision backbones into frozen, hashed feature sets.",
     no_args_is_help=True,
     epilog=("Example: zsl features extract --images photos/ --weights IMAGENET1K_V2 --out feats/"),
 )

@@ -12,7 +12,6 @@ from harness.hierarchy import Hierarchy
 from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet, read_wnid_list
 
 app = typer.Typer(
-    help="Build and inspect frozen class hierarchies.",
     no_args_is_help=True,
     epilog=(
         "Example: zsl hierarchy build --root n01861778 --leaves specs/demo/classes.txt "

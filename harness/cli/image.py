@@ -11,7 +11,7 @@ from harness.cli._common import reports_errors, stdout
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Build worker images for runner 'container'.", no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 
 
 @app.command()

@@ -1,98 +1,141 @@
 """The ``zsl`` command: composes one sub-app per module (spec, data, hierarchy, …).
 
-:data:`COMMANDS` is the registry: each command name, the module that implements it and its
-one-line help. A module is imported only when its command runs, so ``zsl --version`` and
-``zsl --help`` do not pay for NumPy, SciPy, NLTK, SQLAlchemy and the site builder (seconds on
-a cold disk); the one-line helps listed by ``zsl --help`` come from the registry, and a test
-keeps them equal to each module's own. ``app`` (the whole command, every module imported) is
-what tests drive; :func:`main` (the ``zsl`` script, ``python -m harness.cli.main``) imports
-only the module of the command it runs.
+:data:`COMMANDS` is the table of commands: each name, its ``"module:object"`` (a sub-app or a
+command function) and its one-line help, the help ``zsl --help`` lists. :data:`commands` holds
+them as lazy registry entries, so a command's module is imported only when that command runs
+(or prints its own ``--help``): ``zsl --version`` and ``zsl --help`` import none, and ``zsl
+spec --help`` imports ``harness.cli.spec`` and what it needs, not the store, the site builder,
+NLTK or torch. :class:`LazyCommands` is the click group that does it: it lists every command
+from the table and loads one when click resolves it. ``app`` is the same whether a test drives
+it or the ``zsl`` script runs it.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import click
 import typer
+import typer.main
+from typer.core import TyperGroup
+from typer.models import CommandInfo
 
 import harness
+from harness.core.registry import Registry
 
-__all__ = ["COMMANDS", "app", "build_app", "main"]
+__all__ = ["COMMANDS", "Command", "LazyCommands", "app", "commands", "main"]
 
 
 @dataclass(frozen=True)
 class Command:
-    """A ``zsl`` command: ``attribute`` of ``module`` is a sub-app (``group``) or a function."""
+    """A ``zsl`` command: ``target`` (``"module:object"``) is a ``typer.Typer`` sub-app or a
+    command function; ``help`` is its one line in ``zsl --help``, and a sub-app's own help."""
 
-    module: str
-    attribute: str
+    target: str
     help: str
-    group: bool = True
 
 
 COMMANDS: dict[str, Command] = {
     "spec": Command(
-        "harness.cli.spec", "app", "Validate benchmark specs and print their JSON Schema."
+        "harness.cli.spec:app", "Validate benchmark specs and print their JSON Schema."
     ),
-    "data": Command("harness.cli.data", "app", "Freeze benchmarks under ZSL_HOME and verify them."),
+    "data": Command("harness.cli.data:app", "Freeze benchmarks under ZSL_HOME and verify them."),
     "hierarchy": Command(
-        "harness.cli.hierarchy", "app", "Build and inspect frozen class hierarchies."
+        "harness.cli.hierarchy:app", "Build and inspect frozen class hierarchies."
     ),
     "submission": Command(
-        "harness.cli.submission",
-        "app",
+        "harness.cli.submission:app",
         "Start and validate submission packages; write their prediction files.",
     ),
     "metrics": Command(
-        "harness.cli.metrics", "app", "List the registered metrics and their parameters."
+        "harness.cli.metrics:app", "List the registered metrics and their parameters."
     ),
     "classmap": Command(
-        "harness.cli.classmap", "app", "Draft, check and freeze class → WordNet maps."
+        "harness.cli.classmap:app", "Draft, check and freeze class → WordNet maps."
     ),
     "leaderboard": Command(
-        "harness.cli.board", "app", "Build the static leaderboard site from the store."
+        "harness.cli.board:app", "Build the static leaderboard site from the store."
     ),
     "ci": Command(
-        "harness.cli.ci",
-        "app",
+        "harness.cli.ci:app",
         "The leaderboard CI's steps: changed packages, score a pull request, publish the site.",
     ),
     "results": Command(
-        "harness.cli.results",
-        "app",
+        "harness.cli.results:app",
         "Run records in git (export, import), re-scoring, and managing stored runs (list, "
         "delete, hide, unhide).",
     ),
-    "image": Command("harness.cli.image", "app", "Build worker images for runner 'container'."),
+    "image": Command("harness.cli.image:app", "Build worker images for runner 'container'."),
     "features": Command(
-        "harness.cli.features",
-        "app",
+        "harness.cli.features:app",
         "Extract image features with torchvision backbones into frozen, hashed feature sets.",
     ),
     "embeddings": Command(
-        "harness.cli.embeddings",
-        "app",
+        "harness.cli.embeddings:app",
         "Build frozen class embeddings from class names and glosses with offline text models.",
     ),
     "run": Command(
-        "harness.cli.run",
-        "run",
-        "Prepare, validate, run, score and store submissions on benchmarks.",
-        group=False,
+        "harness.cli.run:run", "Prepare, validate, run, score and store submissions on benchmarks."
     ),
     "demo": Command(
-        "harness.cli.run",
-        "demo",
+        "harness.cli.run:demo",
         "Run every shipped submission on the demo benchmark and build the leaderboard site.",
-        group=False,
     ),
 }
 
+#: Each command's sub-app or function, imported on first use.
+commands: Registry[typer.Typer | Callable[..., Any]] = Registry("command")
+for _name, _command in COMMANDS.items():
+    commands.add_lazy(_name, _command.target)
+
 HELP = "Declarative zero-shot learning benchmarks, honest scoring, a static leaderboard."
+
+#: Each loaded command as click sees it, built once per process (tests invoke ``app`` often).
+_loaded: dict[str, click.Command] = {}
+
+
+def load_command(name: str) -> click.Command:
+    """Command ``name`` as click runs it: its module imported, its sub-app or function built."""
+    if name not in _loaded:
+        target = commands.get(name)
+        if isinstance(target, typer.Typer):
+            # A group even with one command (``zsl leaderboard build``), as add_typer makes it.
+            command: click.Command = typer.main.get_group(target)
+            command.help = COMMANDS[name].help
+        else:
+            command = typer.main.get_command_from_info(
+                CommandInfo(name=name, callback=target),
+                pretty_exceptions_short=app.pretty_exceptions_short,
+                rich_markup_mode=app.rich_markup_mode,
+            )
+        command.name = name
+        _loaded[name] = command
+    return _loaded[name]
+
+
+class LazyCommands(TyperGroup):
+    """The ``zsl`` group: lists every command of :data:`COMMANDS` with its one-line help, and
+    imports a command's module only when click resolves that command to run it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*self.commands, *COMMANDS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        # Listing (help, completion) reads a stand-in: name and help, nothing imported.
+        if cmd_name in self.commands or cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        if cmd_name in _loaded:
+            return _loaded[cmd_name]
+        return click.Command(cmd_name, help=COMMANDS[cmd_name].help)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in COMMANDS:
+            load_command(args[0])
+        return super().resolve_command(ctx, args)
 
 
 def _version(value: bool) -> None:
@@ -101,6 +144,16 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+app = typer.Typer(
+    name="zsl",
+    help=HELP,
+    cls=LazyCommands,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="show tracebacks of known errors")] = False,
     version: Annotated[
@@ -113,68 +166,8 @@ def _root(
     state.debug = debug
 
 
-def _listed_only(name: str) -> Any:
-    """A stand-in that lists command ``name`` in ``zsl --help``; it never runs, since a command
-    that runs is always imported (:func:`build_app`)."""
-
-    def command() -> None:
-        raise typer.Exit(code=2)  # pragma: no cover - see above
-
-    command.__name__ = name
-    return command
-
-
-def build_app(load: Sequence[str] | None = None) -> typer.Typer:
-    """The ``zsl`` app with the modules of the commands in ``load`` imported (None: all).
-
-    The other commands are listed, with the registry's help, but not imported.
-    """
-    root = typer.Typer(
-        name="zsl", help=HELP, no_args_is_help=True, pretty_exceptions_show_locals=False
-    )
-    root.callback()(_root)
-    for name, entry in COMMANDS.items():
-        loaded = load is None or name in load
-        if entry.group:
-            sub = (
-                getattr(importlib.import_module(entry.module), entry.attribute)
-                if loaded
-                else typer.Typer(help=entry.help)
-            )
-            root.add_typer(sub, name=name, help=entry.help)
-        elif loaded:
-            root.command(name)(getattr(importlib.import_module(entry.module), entry.attribute))
-        else:
-            root.command(name, help=entry.help)(_listed_only(name))
-    return root
-
-
-def invoked_command(argv: Sequence[str]) -> str | None:
-    """The command ``argv`` (without the program name) runs: the first word that is not an
-    option of ``zsl`` itself; None for ``zsl --help`` / ``--version`` / nothing."""
-    for word in argv:
-        if word == "--":
-            return None
-        if not word.startswith("-"):
-            return word if word in COMMANDS else None
-    return None
-
-
-#: The whole command, every module imported: built on first use (by ``__getattr__`` below).
-app: typer.Typer
-
-
-def __getattr__(name: str) -> Any:
-    if name == "app":
-        whole = build_app()
-        globals()["app"] = whole
-        return whole
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def main() -> None:
-    command = invoked_command(sys.argv[1:])
-    build_app([command] if command is not None else [])()
+    app()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from harness.metrics import metrics
 
 __all__ = ["app"]
 
-app = typer.Typer(help="List the registered metrics and their parameters.", no_args_is_help=True)
+app = typer.Typer(no_args_is_help=True)
 
 
 @app.command("list")

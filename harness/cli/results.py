@@ -47,8 +47,6 @@ from harness.store import (
 __all__ = ["app"]
 
 app = typer.Typer(
-    help="Run records in git (export, import), re-scoring, and managing stored runs (list,"
-    " delete, hide, unhide).",
     no_args_is_help=True,
 )
 

@@ -18,9 +18,7 @@ from harness.spec import is_spec_base, json_schema, load_family, load_spec, load
 
 __all__ = ["app"]
 
-app = typer.Typer(
-    help="Validate benchmark specs and print their JSON Schema.", no_args_is_help=True
-)
+app = typer.Typer(no_args_is_help=True)
 
 
 @app.command(

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["app", "validate_package"]
 
 app = typer.Typer(
-    help="Start and validate submission packages; write their prediction files.",
     no_args_is_help=True,
 )
 

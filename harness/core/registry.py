@@ -3,18 +3,26 @@
 The spec refers to metrics, data adapters and runners by name; this module is the one place where
 a name becomes code. A duplicate name with a different target fails loudly, an unknown name gets a
 "did you mean" hint, and ``freeze_all()`` makes every registry read-only before a run.
+
+An entry may be lazy: :meth:`Registry.add_lazy` records a name with a ``"module:object"`` string,
+and the module is imported when the name is first looked up, not when the registry is listed
+(``zsl --help`` and spec validation import no implementation they do not use). A target without
+``:object`` names a module whose import registers the name itself (a decorator at its end).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from harness.core.errors import HarnessError
 
 __all__ = [
+    "Lazy",
     "Registry",
     "RegistryError",
     "T",
@@ -33,6 +41,22 @@ class RegistryError(HarnessError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+@dataclass(frozen=True)
+class Lazy:
+    """A registered name's implementation, not imported yet: ``"module:object"``, or ``"module"``
+    when importing the module registers the name (see :meth:`Registry.add_lazy`)."""
+
+    target: str
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def attribute(self) -> str:
+        return self.target.partition(":")[2]
+
+
 class Registry(Generic[T]):
     """A named, lockable mapping from names to implementations.
 
@@ -49,19 +73,21 @@ class Registry(Generic[T]):
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self._items: dict[str, T] = {}
+        self._items: dict[str, T | Lazy] = {}
         self._frozen = False
         self._lock = threading.Lock()
         _ALL.append(self)  # type: ignore[arg-type]
 
     def add(self, name: str, item: T) -> T:
         with self._lock:
-            if self._frozen:
+            existing = self._items.get(name)
+            # A lazy entry's module registers the name when it is imported, which may be after
+            # freeze_all(): the name was announced before, so the registry's contents are unchanged.
+            if self._frozen and not isinstance(existing, Lazy):
                 raise RegistryError(
                     f"the {self.kind} registry is frozen; register '{name}' at import"
                 )
-            existing = self._items.get(name)
-            if existing is not None and existing is not item:
+            if existing is not None and not isinstance(existing, Lazy) and existing is not item:
                 raise RegistryError(f"{self.kind} '{name}' is already registered to {existing!r}")
             self._items[name] = item
         return item
@@ -74,11 +100,48 @@ class Registry(Generic[T]):
 
         return decorate
 
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register ``name`` to ``target`` (``"module:object"``, or ``"module"`` whose import
+        registers ``name``), imported on the first :meth:`get` of ``name``."""
+        with self._lock:
+            if self._frozen:
+                raise RegistryError(
+                    f"the {self.kind} registry is frozen; register '{name}' at import"
+                )
+            existing = self._items.get(name)
+            if existing is not None and existing != Lazy(target):
+                raise RegistryError(f"{self.kind} '{name}' is already registered to {existing!r}")
+            self._items[name] = Lazy(target)
+
     def get(self, name: str) -> T:
         try:
-            return self._items[name]
+            item = self._items[name]
         except KeyError:
             raise RegistryError(self.unknown_message(name)) from None
+        return self._resolve(name, item) if isinstance(item, Lazy) else item
+
+    def _resolve(self, name: str, lazy: Lazy) -> T:
+        # Outside the lock: importing the module may register names (add takes the lock).
+        module = importlib.import_module(lazy.module)
+        with self._lock:
+            current = self._items[name]
+            if lazy.attribute:
+                item = cast(T, getattr(module, lazy.attribute))
+                if not isinstance(current, Lazy) and current is not item:
+                    raise RegistryError(
+                        f"{self.kind} '{name}' is registered to {current!r}, not {lazy.target}"
+                    )
+                self._items[name] = item
+                return item
+            if isinstance(current, Lazy):
+                raise RegistryError(
+                    f"importing {lazy.module} did not register {self.kind} '{name}'"
+                )
+            return current
+
+    def is_loaded(self, name: str) -> bool:
+        """Whether ``name``'s implementation is imported (a test of what a command imports)."""
+        return name in self._items and not isinstance(self._items[name], Lazy)
 
     def unknown_message(self, name: str) -> str:
         names = sorted(self._items)
@@ -96,7 +159,8 @@ class Registry(Generic[T]):
         return len(self._items)
 
     def items(self) -> list[tuple[str, T]]:
-        return sorted(self._items.items())
+        """Every entry, lazy ones imported."""
+        return [(name, self.get(name)) for name in sorted(self._items)]
 
     def freeze(self) -> None:
         self._frozen = True
