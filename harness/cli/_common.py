@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.core.errors import HarnessError, error_text
-from harness.hierarchy.wordnet import ENV_DIR, ENV_LEXNAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,31 +57,6 @@ SiteFolder = Annotated[
         file_okay=False,
     ),
 ]
-
-#: The ``--wordnet-dir`` option of every command that opens WordNet.
-WordNetDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--wordnet-dir",
-        envvar=ENV_DIR,
-        help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
-        exists=True,
-        file_okay=False,
-    ),
-]
-#: The ``--lexnames`` option that goes with :data:`WordNetDir`.
-Lexnames = Annotated[
-    Path | None,
-    typer.Option(
-        "--lexnames",
-        envvar=ENV_LEXNAMES,
-        help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
-        exists=True,
-        dir_okay=False,
-        readable=True,
-    ),
-]
-
 
 #: The options of every command that spreads work over an executor (harness.executors).
 Executor = Annotated[

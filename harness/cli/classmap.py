@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import Lexnames, WordNetDir, reports_errors, stdout
-from harness.cli.hierarchy import one_line
+from harness.cli._common import reports_errors, stdout
+from harness.cli.hierarchy import Lexnames, WordNetDir, one_line
 from harness.hierarchy.class_maps import (
     ClassMapRow,
     build_class_map_hierarchy,

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import Lexnames, WordNetDir, reports_errors, stderr, stdout
+from harness.cli._common import reports_errors, stderr, stdout
+from harness.cli.hierarchy import Lexnames, WordNetDir
 from harness.features.embeddings import (
     Normalize,
     build_class_embeddings,

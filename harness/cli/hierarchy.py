@@ -7,9 +7,39 @@ from typing import Annotated
 
 import typer
 
-from harness.cli._common import Lexnames, WordNetDir, reports_errors, stdout
+from harness.cli._common import reports_errors, stdout
 from harness.hierarchy import Hierarchy
-from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet, read_wnid_list
+from harness.hierarchy.wordnet import (
+    ENV_DIR,
+    ENV_LEXNAMES,
+    build_wordnet_hierarchy,
+    open_wordnet,
+    read_wnid_list,
+)
+
+#: The ``--wordnet-dir`` option of every command that opens WordNet.
+WordNetDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--wordnet-dir",
+        envvar=ENV_DIR,
+        help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
+        exists=True,
+        file_okay=False,
+    ),
+]
+#: The ``--lexnames`` option that goes with :data:`WordNetDir`.
+Lexnames = Annotated[
+    Path | None,
+    typer.Option(
+        "--lexnames",
+        envvar=ENV_LEXNAMES,
+        help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
+        exists=True,
+        dir_okay=False,
+        readable=True,
+    ),
+]
 
 app = typer.Typer(
     no_args_is_help=True,

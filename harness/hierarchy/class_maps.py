@@ -31,6 +31,9 @@ from harness.hierarchy.wordnet import (
 if TYPE_CHECKING:  # annotations only: importing a class map must not load NLTK
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
+if TYPE_CHECKING:  # NLTK costs seconds to import; open_wordnet imports it when a map is read
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
 __all__ = [
     "ANIMAL",
     "APY_HINT_ROOTS",

@@ -21,11 +21,10 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.core.errors import HierarchyError
 from harness.hierarchy import forms, hops, lca
@@ -33,6 +32,11 @@ from harness.hierarchy.csr import gather_rows
 from harness.hierarchy.hops import HopBalls
 from harness.hierarchy.lca import LCA_DISTANCES, LcaDistance
 from harness.hierarchy.validation import checked_edges, checked_nodes, topological_levels
+
+# scipy.sparse costs ~0.2 s to import: the functions that use it import it, so that loading a
+# spec (or zsl --help) does not pay for it.
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["Hierarchy"]
 
@@ -383,6 +387,8 @@ class Hierarchy:
         >>> h.ancestor_matrix.toarray().astype(int).tolist()
         [[1, 0, 1], [1, 1, 1], [0, 0, 1]]
         """
+        import scipy.sparse as sp
+
         n = self._n
         order = self.topological_order
         position = np.empty(n, dtype=np.int64)
@@ -613,6 +619,8 @@ class Hierarchy:
         >>> Hierarchy(["r", "a"], [("r", "a")]).adjacency.toarray().tolist()
         [[0, 1], [1, 0]]
         """
+        import scipy.sparse as sp
+
         parent, child = self._edges[:, 0], self._edges[:, 1]
         data = np.ones(2 * parent.size, dtype=np.int32)
         matrix = sp.csr_array(

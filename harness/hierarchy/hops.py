@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.core.errors import HierarchyError
 
+# scipy.sparse costs ~0.2 s to import: the functions that use it import it, so that loading a
+# spec (or zsl --help) does not pay for it.
 if TYPE_CHECKING:
+    import scipy.sparse as sp
+
     from harness.hierarchy.dag import Hierarchy
 
 __all__ = [
@@ -84,6 +87,8 @@ def bfs(
     row and level, ``stop_at`` the weight at which a row stops, ``cap`` the largest level searched.
     Why no visited set is needed: docs/hierarchy.md, "Hops"; the parameters: `bfs`.
     """
+    import scipy.sparse as sp
+
     n = adjacency.shape[0]
     s = starts.shape[0]
     frontier = sp.csr_array(starts, dtype=np.int32)
@@ -159,6 +164,8 @@ def bfs_chunks(
     Yields ``(start, search)`` with ``search.rows`` relative to ``start`` (the position in
     ``sources`` of the chunk's first source).
     """
+    import scipy.sparse as sp
+
     n = adjacency.shape[0]
     size = _FIRST_SOURCES
     start = 0

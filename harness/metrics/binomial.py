@@ -14,7 +14,6 @@ References
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import beta
 
 from harness.checks import FloatArray, check_integer, check_scalar
 
@@ -32,6 +31,9 @@ def clopper_pearson_lower_bounds(n: int, *, confidence: float = 0.95) -> FloatAr
 
     See docs/metrics/binomial.md, `clopper_pearson_lower_bounds`.
     """
+    # scipy.stats costs ~0.5 s to import: only scoring pays it, not loading a spec.
+    from scipy.stats import beta
+
     checked_n = check_integer(n, "n", low=1)
     checked_confidence = check_scalar(confidence, "confidence", low=0, high=1, closed="neither")
     k = np.arange(checked_n + 1, dtype=np.float64)

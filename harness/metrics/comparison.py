@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import rankdata
 
 from harness.checks import (
     FloatArray,
@@ -715,6 +714,9 @@ def rank_matrix(
 
     See docs/metrics/comparison.md, `rank_matrix`.
     """
+    # scipy.stats costs ~0.5 s to import: only ranking pays it, not loading a spec.
+    from scipy.stats import rankdata
+
     if not isinstance(scores, Mapping) or not scores:
         raise MetricError(
             "Expected `scores` to be a non-empty mapping benchmark -> {submission: score}, "

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.checks import (
     FloatArray,
@@ -28,6 +27,11 @@ from harness.checks import (
     check_vector,
 )
 from harness.core.errors import MetricError
+
+# scipy.sparse costs ~0.2 s to import: the functions that use it import it, so that loading a
+# spec (or zsl --help) does not pay for it.
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["COMBINES", "Decomposition", "concatenate", "point_estimate"]
 
@@ -222,6 +226,8 @@ class Decomposition:
     @cached_property
     def _scatter(self) -> sp.csr_array:
         """``[P * m, n]``: row ``c * m + j`` holds column j of class c's values at its positions."""
+        import scipy.sparse as sp
+
         layout = self._layout
         n, m = self._sorted_values.shape
         rows = (layout.position_class[:, None] * m + np.arange(m)[None, :]).ravel()

@@ -14,8 +14,6 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize_scalar
-from scipy.special import logsumexp
 
 from harness.checks import (
     FloatArray,
@@ -73,6 +71,11 @@ def fit_temperature(
         raise MetricError(
             f"Expected `bounds` to be (low, high) with 0 < low < high finite, but got {bounds!r}."
         )
+    # scipy.optimize and scipy.special cost ~1 s to import: only fitting pays it, not loading a
+    # spec.
+    from scipy.optimize import minimize_scalar
+    from scipy.special import logsumexp
+
     chunks = list(row_chunks(values.shape[0], values.shape[1]))
 
     def nll(log_t: float) -> float:
