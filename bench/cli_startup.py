@@ -19,8 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import click
-
 HELP_TARGET_SECONDS = 0.3
 IMPORT_RUN_TARGET_SECONDS = 0.8
 
@@ -35,11 +33,10 @@ def command_paths() -> list[list[str]]:
 
     paths: list[list[str]] = []
 
-    def walk(command: click.Command, words: list[str]) -> None:
+    def walk(command: object, words: list[str]) -> None:
         paths.append(words)
-        if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
-                walk(sub, [*words, name])
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*words, name])
 
     for name in COMMANDS:
         walk(load_command(name), [name])

@@ -18,7 +18,8 @@ import pytest
 
 from harness.bundles import Bundle, write_bundle
 from harness.data.prepare import PreparedBenchmark, load_benchmark
-from harness.metrics import gzsl_accuracies, per_class_top_k_accuracy
+from harness.metrics.flat import per_class_top_k_accuracy
+from harness.metrics.gzsl import gzsl_accuracies
 from harness.spec import load_spec
 from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS, set_audit_inputs
 from tests.test_xlsa17_methods import _spec as xlsa17_fixture_spec

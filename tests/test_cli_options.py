@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from harness.cli.main import build_app
+from harness.cli.main import COMMANDS, app, load_command
 
 OPTION_NAMES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "cli.md"
 #: Options every typer app has; not ours to name.
@@ -42,7 +42,9 @@ def _commands() -> dict[str, list[tuple[str, str]]]:
         ]
         found[" ".join(path)] = options
 
-    walk(typer.main.get_command(build_app()), ["zsl"])
+    walk(typer.main.get_command(app), ["zsl"])  # zsl's own options (its commands load lazily)
+    for name in COMMANDS:
+        walk(load_command(name), ["zsl", name])
     return found
 
 
@@ -96,6 +98,6 @@ def test_the_records_folder_is_results_in_every_command() -> None:
     ],
 )
 def test_old_spellings_are_refused_by_name(argv: list[str], old: str) -> None:
-    result = CliRunner().invoke(build_app(), argv)
+    result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2
     assert f"No such option: {old}" in result.output

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import click
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer import _click as click  # Typer vendors click: its groups are this click's classes
+from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo
 
 import harness
@@ -128,7 +128,7 @@ class LazyCommands(TyperGroup):
             return super().get_command(ctx, cmd_name)
         if cmd_name in _loaded:
             return _loaded[cmd_name]
-        return click.Command(cmd_name, help=COMMANDS[cmd_name].help)
+        return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

@@ -4,9 +4,9 @@ Families, pure numpy functions: ``flat`` (top-k accuracy), ``gzsl`` (seen, unsee
 ``calibrated_stacking`` (AUSUC, calibrated H), ``hierarchical`` (hp@k, hierarchical cost,
 mistake severity, ...), ``darts`` (accuracy-specificity, with its ``darts_*`` steps). Supports:
 ``temperature``, ``score_scale``, ``binomial``, ``decomposition``, ``bootstrap``,
-``comparison``. Each family module ends with its registrations; importing this package
-registers every built-in metric. Split diagnostics live data-side (:mod:`harness.data.structure`).
-See docs/metrics/overview.md.
+``comparison``. Each family module ends with its registrations. Importing this package imports
+no family: :data:`FAMILIES` names each built-in metric's family module, a lazy entry of
+:data:`metrics` imported when the metric is first looked up. See docs/metrics/overview.md.
 
 >>> "per_class_top_k_accuracy" in metrics and "hierarchical_precision_at_k" in metrics
 True
@@ -14,10 +14,6 @@ True
 
 from __future__ import annotations
 
-# Importing a family module registers its metrics (flat and gzsl: imported below as well).
-from harness.metrics import calibrated_stacking as _calibrated_stacking  # noqa: F401
-from harness.metrics import darts as _darts  # noqa: F401
-from harness.metrics import hierarchical as _hierarchical  # noqa: F401
 from harness.metrics.base import (
     Metric,
     MetricInput,
@@ -26,42 +22,38 @@ from harness.metrics.base import (
     metrics,
     register_metric,
 )
-from harness.metrics.flat import (
-    PerClassAccuracy,
-    TopKParams,
-    per_class_counts,
-    per_class_top_k_accuracy,
-    per_class_top_k_accuracy_details,
-    per_image_top_k_accuracy,
-    top_k_correct,
-    top_k_correct_from_topk,
-)
-from harness.metrics.gzsl import (
-    GzslAccuracies,
-    GzslAccuracyDetails,
-    gzsl_accuracies,
-    gzsl_accuracies_details,
-    harmonic_mean,
-)
+
+#: Each family module and the built-in metrics it registers, in the registry as lazy entries.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "harness.metrics.flat": ("per_class_top_k_accuracy", "per_image_top_k_accuracy"),
+    "harness.metrics.gzsl": ("gzsl_harmonic_mean", "gzsl_seen_accuracy", "gzsl_unseen_accuracy"),
+    "harness.metrics.calibrated_stacking": (
+        "ausuc",
+        "calibrated_harmonic_mean",
+        "calibrated_seen_accuracy",
+        "calibrated_unseen_accuracy",
+    ),
+    "harness.metrics.hierarchical": (
+        "average_hierarchical_distance_at_k",
+        "hierarchical_cost",
+        "hierarchical_precision_at_k",
+        "hierarchical_retrieval_precision_at_k",
+        "mistake_severity",
+        "per_class_hierarchical_precision_at_k",
+        "prediction_relation_share",
+    ),
+    "harness.metrics.darts": ("darts_area", "darts_reward"),
+}
+for _module, _names in FAMILIES.items():
+    for _name in _names:
+        metrics.add_lazy(_name, _module)
 
 __all__ = [
-    "GzslAccuracies",
-    "GzslAccuracyDetails",
+    "FAMILIES",
     "Metric",
     "MetricInput",
     "MetricParams",
     "MetricResult",
-    "PerClassAccuracy",
-    "TopKParams",
-    "gzsl_accuracies",
-    "gzsl_accuracies_details",
-    "harmonic_mean",
     "metrics",
-    "per_class_counts",
-    "per_class_top_k_accuracy",
-    "per_class_top_k_accuracy_details",
-    "per_image_top_k_accuracy",
     "register_metric",
-    "top_k_correct",
-    "top_k_correct_from_topk",
 ]

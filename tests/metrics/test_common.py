@@ -27,8 +27,9 @@ from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, harmonic_mean, metrics
+from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, metrics
 from harness.metrics.decomposition import point_estimate
+from harness.metrics.gzsl import harmonic_mean
 
 ALL_METRICS = {
     "per_class_top_k_accuracy",
