@@ -3,8 +3,9 @@
 The time itself is measured in ``bench/cli_startup.py`` (targets: 0.3 s for every ``--help``,
 0.8 s to import ``harness.cli.run``); here, what makes it: which modules a fresh process imports
 for ``zsl --version``, ``zsl --help`` and each command's ``--help``, that loading a spec imports
-no ``scipy.stats``, and that every lazy entry (commands, metric families) resolves to what it
-names, so a typo in a ``"module:object"`` string cannot hide until a user runs that command.
+no ``scipy.stats``, and that every lazy entry (commands, metric families, data adapters)
+resolves to what it names, so a typo in a ``"module:object"`` string cannot hide until a user
+runs that command.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.testing import CliRunner
 
 from harness.cli.main import COMMANDS, app, commands, load_command
+from harness.data import ADAPTERS, adapters
 from harness.metrics import FAMILIES, Metric, metrics
 
 #: Libraries that cost from a tenth of a second to seconds to import; none is needed to print
@@ -129,6 +131,12 @@ def test_every_metric_family_registers_exactly_its_names() -> None:
     assert registered == listed
 
 
+@pytest.mark.parametrize("name", list(ADAPTERS))
+def test_every_adapter_entry_resolves_to_the_adapter_its_module_registers(name: str) -> None:
+    adapter = adapters.get(name)
+    assert adapter.name == name and type(adapter).__module__ == ADAPTERS[name]
+
+
 def test_zsl_help_lists_every_command_with_its_line() -> None:
     result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
@@ -140,3 +148,5 @@ def test_zsl_help_lists_every_command_with_its_line() -> None:
 def test_an_unknown_command_is_refused_as_before() -> None:
     result = CliRunner().invoke(app, ["nonsense"])
     assert result.exit_code == 2 and "No such command 'nonsense'" in result.output
+    result = CliRunner().invoke(app, ["spce"])
+    assert result.exit_code == 2 and "Did you mean 'spec'?" in result.output

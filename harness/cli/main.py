@@ -119,22 +119,18 @@ class LazyCommands(TyperGroup):
     """The ``zsl`` group: lists every command of :data:`COMMANDS` with its one-line help, and
     imports a command's module only when click resolves that command to run it."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return [*self.commands, *COMMANDS]
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        # Listing (help, completion) reads a stand-in: name and help, nothing imported.
-        if cmd_name in self.commands or cmd_name not in COMMANDS:
-            return super().get_command(ctx, cmd_name)
-        if cmd_name in _loaded:
-            return _loaded[cmd_name]
-        return TyperCommand(cmd_name, help=COMMANDS[cmd_name].help)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Stand-ins (name and help, nothing imported) for listing, completion and "did you
+        # mean"; a command that runs replaces its stand-in.
+        for name, command in COMMANDS.items():
+            self.commands[name] = _loaded.get(name) or TyperCommand(name, help=command.help)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] in COMMANDS:
-            load_command(args[0])
+            self.commands[args[0]] = load_command(args[0])
         return super().resolve_command(ctx, args)
 
 

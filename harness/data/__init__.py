@@ -1,10 +1,21 @@
-"""Data: adapters per raw source, the frozen artifact format, and ``prepare``."""
+"""Data: adapters per raw source, the frozen artifact format, and ``prepare``.
 
-from harness.data import demo as _demo  # noqa: F401  (registers the 'demo' adapter)
-from harness.data import feature_set as _feature_set  # noqa: F401  (registers 'feature-set')
-from harness.data import xlsa17 as _xlsa17  # noqa: F401  (registers 'xlsa17')
+Each adapter module registers its adapter when imported; :data:`ADAPTERS` names them as lazy
+registry entries, so a spec's adapter is imported when a benchmark is prepared or described,
+and loading a spec (or ``zsl run --help``) imports none of them.
+"""
+
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.artifacts import FrozenBenchmark
-from harness.data.imagenet import adapter as _imagenet  # noqa: F401  (registers 'imagenet')
 
-__all__ = ["FrozenBenchmark", "RawBenchmark", "adapters"]
+#: Each built-in adapter's name and the module that registers it.
+ADAPTERS: dict[str, str] = {
+    "demo": "harness.data.demo",
+    "feature-set": "harness.data.feature_set",
+    "xlsa17": "harness.data.xlsa17",
+    "imagenet": "harness.data.imagenet.adapter",
+}
+for _name, _module in ADAPTERS.items():
+    adapters.add_lazy(_name, _module)
+
+__all__ = ["ADAPTERS", "FrozenBenchmark", "RawBenchmark", "adapters"]
