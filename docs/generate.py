@@ -110,8 +110,11 @@ def _walk(command: Any, ctx: Any, path: list[str]) -> Iterator[tuple[list[str], 
     yield path, command, ctx
     if not hasattr(command, "list_commands"):
         return
+    from harness.cli.main import load_command
+
     for name in command.list_commands(ctx):
-        sub = command.get_command(ctx, name)
+        # The root lists stand-ins (name and help only); load_command gives the real command.
+        sub = load_command(name) if not path[1:] else command.get_command(ctx, name)
         if sub is None or getattr(sub, "hidden", False):
             continue
         yield from _walk(sub, sub.context_class(sub, info_name=name, parent=ctx), [*path, name])
@@ -121,9 +124,9 @@ def cli_page() -> str:
     """``docs/reference/cli.md``: every ``zsl`` command, its help, arguments and options."""
     import typer
 
-    from harness.cli.main import build_app
+    from harness.cli.main import app
 
-    root = typer.main.get_command(build_app())
+    root = typer.main.get_command(app)
     out = [
         HEADER.format(source="the zsl command tree", command=REGENERATE),
         "# Command-line reference",

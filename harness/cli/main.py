@@ -38,6 +38,13 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
+    "run": Command(
+        "harness.cli.run:run", "Prepare, validate, run, score and store submissions on benchmarks."
+    ),
+    "demo": Command(
+        "harness.cli.run:demo",
+        "Run every shipped submission on the demo benchmark and build the leaderboard site.",
+    ),
     "spec": Command(
         "harness.cli.spec:app", "Validate benchmark specs and print their JSON Schema."
     ),
@@ -75,13 +82,6 @@ COMMANDS: dict[str, Command] = {
     "embeddings": Command(
         "harness.cli.embeddings:app",
         "Build frozen class embeddings from class names and glosses with offline text models.",
-    ),
-    "run": Command(
-        "harness.cli.run:run", "Prepare, validate, run, score and store submissions on benchmarks."
-    ),
-    "demo": Command(
-        "harness.cli.run:demo",
-        "Run every shipped submission on the demo benchmark and build the leaderboard site.",
     ),
 }
 

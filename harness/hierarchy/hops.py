@@ -306,6 +306,8 @@ def hop_distance(
 def nearest_hops(hierarchy: Hierarchy, sources: Any, radius: int | None = None) -> FloatArray:
     """Hop distance from every node to the nearest source (:meth:`Hierarchy.nearest_hops`): one
     search from all sources at once (a virtual node joined to each), whatever their number."""
+    import scipy.sparse as sp  # ~0.2 s to import: loading a spec must not pay it
+
     src = np.unique(hierarchy._index_array(sources, "sources").reshape(-1))
     cap = _radius(radius)
     dist = np.full(hierarchy.n_nodes, np.inf)

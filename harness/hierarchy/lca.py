@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.core.errors import HierarchyError
 from harness.hierarchy.csr import gather_rows
@@ -127,6 +126,8 @@ def lca_distance_counts(
     is still below ``limit``, in row groups of about :data:`CHUNK_ENTRIES` product entries. No
     dense ``sources x targets`` matrix is built.
     """
+    import scipy.sparse as sp  # ~0.2 s to import: loading a spec (or zsl --help) must not pay it
+
     level = hierarchy.lca_levels(kind)
     src = hierarchy._index_array(sources, "sources")
     tgt = hierarchy._index_array(targets, "targets")

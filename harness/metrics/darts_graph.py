@@ -10,14 +10,17 @@ order is also the tie order of every prediction (``docs/metrics/darts.md``, "Gra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from harness.checks import BoolArray, FloatArray, IntArray, check_hierarchy, check_nodes
 from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +73,8 @@ def darts_graph(hierarchy: Hierarchy, candidate_nodes: npt.ArrayLike) -> DartsGr
     >>> darts_graph(h, h.indices(["a", "b"])).rewards.tolist()
     [1.0, 1.0, 0.0]
     """
+    import scipy.sparse as sp  # ~0.2 s to import: loading a spec must not pay it
+
     checked = check_hierarchy(hierarchy)
     n_nodes = checked.n_nodes
     candidates = check_nodes(candidate_nodes, n_nodes, "candidate_nodes", allow_empty=True)
