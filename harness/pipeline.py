@@ -326,6 +326,7 @@ def run_planned(
     # Below-chance warnings are kept with the record (its logs), shown by `zsl run` and CI.
     record = with_chance_warnings(record)
     if store:
+        # SQLAlchemy (~0.3 s): imported when a store is used
         from harness.store import open_store, save_run_reporting
 
         with steps("store", "store"):
@@ -350,7 +351,7 @@ def _stored_summary(runner: str, created_at: datetime) -> str:
 def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
     """What a save replaced, for stderr: the old run's runner, date, and its primary scores
     before → after (``record``: the run that replaced it)."""
-    from harness.store import primary_values
+    from harness.store import primary_values  # SQLAlchemy (~0.3 s): imported when a store is used
 
     after = primary_values(record)
     changes = [
@@ -401,6 +402,7 @@ class DryRun:
             stored = f"would store a new run: {describe_key(self.key)}"
         else:
             old = self.replaces.record
+            # SQLAlchemy (~0.3 s): imported when a store is used
             from harness.store import primary_values
 
             scores = ", ".join(
@@ -498,6 +500,7 @@ def dry_run(
         store=store,
     )
     if store:
+        # SQLAlchemy (~0.3 s): imported when a store is used
         from harness.store import list_runs, open_store
 
         engine = open_store(database_url)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from harness.cli._common import SITE_DIR, DatabaseUrl, SiteFolder, reports_errors, stdout
+from harness.results.records_io import read_records
 from harness.site import build_site
 from harness.store import load_runs, open_store
 
@@ -57,8 +58,6 @@ def build(
 ) -> None:
     """Render every run into a static site and print the path of its index.html."""
     if results is not None:
-        from harness.results.records_io import read_records
-
         records = read_records(results)
     else:
         engine = open_store(database_url)

@@ -55,6 +55,7 @@ def _class_names(classes: Path | None) -> list[str] | None:
     if classes is None:
         return None
     if classes.suffix == ".mat":
+        # the command's implementation, imported when it runs (its --help stays light)
         from harness.data.xlsa17 import release_class_names
 
         return release_class_names(classes)

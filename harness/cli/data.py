@@ -126,7 +126,10 @@ def synthetic_xlsa17(
 ) -> None:
     """Write SYNTHETIC res101.mat features for the real xlsa17 split files, to try the GBU
     benchmarks end to end without the release's features."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.data.xlsa17 import DATASETS
+
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.data.xlsa17_synthetic import synthetic_release
 
     made = synthetic_release(source, out, dataset or DATASETS, dim=dim, seed=seed)

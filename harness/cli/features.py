@@ -12,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from harness.cli._common import reports_errors, stdout
+from harness.core import yamlio
 from harness.core.errors import HarnessError
 
 app = typer.Typer(
@@ -24,6 +25,7 @@ def _pretrained_on(class_set: str | None, wnids: Path | None) -> dict[str, Any] 
     if class_set is not None and wnids is not None:
         raise HarnessError("give --pretrained-on or --pretrained-on-wnids, not both")
     if wnids is not None:
+        # the command's implementation, imported when it runs (its --help stays light)
         from harness.hierarchy.wordnet import read_wnid_list
 
         return {"wnids": read_wnid_list(wnids)}
@@ -34,7 +36,6 @@ def _preprocessing(value: str | None) -> Any:
     """A preset name, or a YAML/JSON file of the steps."""
     if value is None or not value.endswith((".yaml", ".yml", ".json")):
         return value
-    from harness.core import yamlio
 
     path = Path(value)
     try:
@@ -132,7 +133,10 @@ def extract(
 
     Unreadable images are listed with their reason and nothing is sealed, unless --skip-bad.
     """
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.features.extract import extract_features, plan_extraction
+
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.spec import ExtractSpec
 
     try:
@@ -192,6 +196,7 @@ def show(
     feature_set: Annotated[Path, typer.Argument(help="A feature set folder.", file_okay=False)],
 ) -> None:
     """Verify a feature set (every array against its hash) and print its provenance."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.features.sets import ArtifactSet
 
     found = ArtifactSet(feature_set)

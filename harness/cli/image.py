@@ -66,6 +66,7 @@ def build(
 ) -> None:
     """Build the worker image: this harness at its version, the packages' requirements, byte-code
     compiled, a non-root user. Prints TAG@DIGEST."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.images import build_image
 
     info, built = build_image(

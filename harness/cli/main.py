@@ -157,6 +157,7 @@ def _root(
     ] = False,
 ) -> None:
     """Declarative zero-shot learning benchmarks, honest scoring, a static leaderboard."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.cli._common import state
 
     state.debug = debug

@@ -88,6 +88,7 @@ def describe_metric(
 ) -> None:
     """Print one metric's glossary entry: definition, formula, averaging unit, unit, parameters
     and source paper, the same entry the site's glossary.html shows."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.site.glossary import metric_entry
 
     entry = metric_entry(metrics.get(name))  # an unknown name: the registry's "Did you mean"

@@ -26,6 +26,7 @@ from harness.cli._common import (
 from harness.executors.rescore import rescore_store
 from harness.records import RunKey
 from harness.rescore import RescoreOutcome
+from harness.results.records_io import describe_key, read_records
 from harness.results.reproduction import SCORE_TOLERANCE, compare_reproduction
 from harness.results.store_io import (
     RUN_NAME_FORM,
@@ -399,8 +400,7 @@ def diff(
 ) -> None:
     """Compare the stored runs with the committed record files: the same results, within a
     tolerance for another platform's rounding?"""
-    from harness.results.records_io import describe_key, read_records
-    from harness.store import load_runs
+    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
 
     committed = read_records(results)
     engine = open_store(database_url)

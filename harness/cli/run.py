@@ -173,6 +173,7 @@ def run(
             "--no-store runs one package on one --spec (no --matrix, --executor, --jobs or"
             " --ray-address): the matrix stores each run as it arrives"
         )
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.executors.matrix import RunRequest, run_matrix
 
     report = run_matrix(
@@ -254,6 +255,7 @@ def _matrix_inputs(
 ) -> tuple[list[Path], list[Path]]:
     """The specs and packages of a ``zsl run``: from the command line, or --matrix."""
     if matrix is not None:
+        # the command's implementation, imported when it runs (its --help stays light)
         from harness.ci.config import config_root, config_spec_paths, load_ci_config
 
         root = config_root(matrix, Path.cwd())
@@ -295,7 +297,10 @@ def demo(
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
 ) -> None:
     """Run every shipped submission on the demo benchmark and build the leaderboard site."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.site.builder import build_site
+
+    # SQLAlchemy (~0.3 s): imported when a store is used
     from harness.store import load_runs, open_store
 
     if not spec.is_file() or not submissions.is_dir():

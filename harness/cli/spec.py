@@ -79,7 +79,10 @@ def describe(
     ] = False,
 ) -> None:
     """Print a benchmark's sizes, structure diagnostics and leakage audit."""
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.data.prepare import load_benchmark
+
+    # the command's implementation, imported when it runs (its --help stays light)
     from harness.describe import describe_benchmark, describe_release
 
     spec = load_spec(path)

@@ -144,6 +144,7 @@ def validate(
     found = validate_package(package, spec)
     stdout.print(f"ok {package}: {found.name} {found.version} ({found.kind}) {found.package_hash}")
     if found.entrypoint is not None:
+        # the command's implementation, imported when it runs (its --help stays light)
         from harness.runners.entrypoint_check import describe
 
         for line in describe(found.entrypoint):

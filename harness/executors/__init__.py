@@ -126,6 +126,7 @@ def check_executor(executor: str, jobs: int | None) -> None:
     if jobs is not None and jobs < 1:
         raise HarnessError(f"--jobs must be at least 1, not {jobs}")
     if executor == "ray":
+        # a backend's module (Ray's is optional) imported when it is chosen
         from harness.executors.ray import import_ray
 
         import_ray()  # a missing extra is said before any work
@@ -136,13 +137,16 @@ def make_backend(
 ) -> Backend:
     check_executor(executor, jobs)
     if executor == "local":
+        # a backend's module (Ray's is optional) imported when it is chosen
         from harness.executors.local import LocalPool
 
         return LocalPool(jobs or default_jobs())
     if executor == "inline":
+        # a backend's module (Ray's is optional) imported when it is chosen
         from harness.executors.inline import InlineBackend
 
         return InlineBackend()
+    # a backend's module (Ray's is optional) imported when it is chosen
     from harness.executors.ray import RayCluster
 
     return RayCluster(address=ray_address, jobs=jobs, ship_benchmarks=ship_benchmarks)

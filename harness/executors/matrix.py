@@ -223,7 +223,7 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
 
 def stored_keys(engine: Any, benchmarks: set[str]) -> set[StoredKey]:
     """The keys of the runs ``engine`` holds on ``benchmarks``."""
-    from harness.store import load_runs
+    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
 
     keys: set[StoredKey] = set()
     for benchmark in sorted(benchmarks):
@@ -266,7 +266,7 @@ def run_matrix(
     ``rerun``: run requests the store already holds (same hashes) again instead of skipping
     them. ``backend``: an already made backend (tests); else :func:`make_backend`.
     """
-    from harness.store import open_store
+    from harness.store import open_store  # SQLAlchemy (~0.3 s): imported when a store is used
 
     check_executor(executor, jobs)
     for runner in {r.runner for r in requests if r.runner is not None}:
@@ -431,6 +431,7 @@ def store_result(
     A record that could not be exported (an unusable name for its file) is refused here, as
     this run's failure, rather than failing a later export of every record.
     """
+    # SQLAlchemy (~0.3 s): imported when a store is used
     from harness.store import save_run_reporting
 
     label = plan.job.label

@@ -32,7 +32,7 @@ def save_records(
     engine: Engine, records: Sequence[RunRecord], *, only_unchanged: bool = False
 ) -> None:
     """Save ``records`` into the store in one transaction (:func:`harness.store.save_runs`)."""
-    from harness.store import save_runs
+    from harness.store import save_runs  # SQLAlchemy (~0.3 s): imported when a store is used
 
     save_runs(engine, list(records), only_unchanged=only_unchanged)
 
@@ -40,7 +40,7 @@ def save_records(
 def export_store(engine: Engine, root: Path, *, prune: bool = False) -> ExportResult:
     """Write every stored run but the hidden ones under ``root`` (see
     :func:`.records_io.write_records`); with ``prune``, the file of a hidden run goes too."""
-    from harness.store import load_runs
+    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
 
     return write_records(load_runs(engine), root, prune=prune)
 
