@@ -81,7 +81,7 @@ class DemoRun:
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """`zsl demo` run once for the session (about 90 s): the tests that check its site and its
-    records only read them (tests/test_cli.py, tests/test_demo_records.py)."""
+    records only read them (tests/cli/test_cli.py, tests/test_demo_records.py)."""
     from typer.testing import CliRunner
 
     from harness.cli.main import app

@@ -39,8 +39,8 @@ from harness.store import load_runs, open_store, save_run
 from harness.store.migrations import alembic_config, upgrade
 from tests import store_records
 from tests.conftest import REPO, SPECS, SUBMISSIONS
+from tests.site.test_site import scan
 from tests.store_fixtures import store_url
-from tests.test_site import scan
 
 __all__ = ["store_url"]  # the fixture: the migration test runs on both databases
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from harness.cli.main import COMMANDS, app, load_command
 
-OPTION_NAMES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "cli.md"
+OPTION_NAMES_PAGE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cli.md"
 #: Options every typer app has; not ours to name.
 TYPER_OWN = {"--help", "--install-completion", "--show-completion"}
 

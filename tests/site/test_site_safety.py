@@ -12,6 +12,7 @@ from harness.records import RunRecord
 from harness.site import build_site, builder
 from harness.site.pages import CSP
 from harness.site.slugs import pair_slug, slug, submission_slug
+from tests.site.test_site import check_links
 from tests.site_records import (
     XSS_DESCRIPTION,
     XSS_NAME,
@@ -19,7 +20,6 @@ from tests.site_records import (
     make_record,
     synthetic_records,
 )
-from tests.test_site import check_links
 
 SAFE_FILE = re.compile(r"[a-z0-9._@~-]+\.(html|txt)")
 
@@ -210,7 +210,7 @@ PLANTED = (RLO, RLI, RLM)
 def bidi_records() -> list[RunRecord]:
     """Synthetic records and a copy whose every submitted string holds bidi controls.
 
-    Identity fields can't hold them since the validators refuse them (tests/test_identity.py):
+    Identity fields can't hold them since the validators refuse them (tests/core/test_identity.py):
     model_copy skips validation, as a record built by hand (or stored before the rule) would."""
     records = synthetic_records(3, 2)
     evil_title = f"{RLI}Evil{PDI}{PDI} title {RLO}tail"

@@ -1,6 +1,6 @@
 """Totals a run may not pass, whatever it does per process: logs, memory, /tmp, /out, processes.
 
-Each hostile model is a generated package (see ``tests.test_sandbox._package``) and runs for
+Each hostile model is a generated package (see ``tests.runners.test_sandbox._package``) and runs for
 real: under the sandbox (bubblewrap) and the local runner, with what the machine offers (cgroups
 where they are writable), and with cgroups hidden (``cgroup.MOUNTINFO`` pointed at a missing
 file) to exercise the fallback. Sizes stay small (memory_gb 0.5, writes of a few hundred MiB)
@@ -22,7 +22,7 @@ from harness.runners import base
 from harness.runners.base import RunJob, run_process, truncate
 from harness.runners.sandbox import library_address_space, sandbox_argv
 from tests.conftest import REPO, SPECS, needs_bwrap
-from tests.test_sandbox import _package
+from tests.runners.test_sandbox import _package
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 

@@ -37,20 +37,20 @@ from harness.records import RunRecord
 from harness.submission.package import load_package
 from harness.submission.unpack import open_package
 from tests import hostile
-from tests.conftest import SPECS, SUBMISSIONS, stored_runs
-from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
+from tests.ci.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
     _board_repo,
     _isolated_git,
     commit_all,
     git,
     write,
 )
-from tests.test_ci_integrity import (  # noqa: F401  (real_run is a fixture)
+from tests.ci.test_ci_integrity import (  # noqa: F401  (real_run is a fixture)
     add_package,
     fake_runs,
     pr,
     real_run,
 )
+from tests.conftest import SPECS, SUBMISSIONS, stored_runs
 
 DEMO = SPECS / "demo.yaml"
 RECOGNISED = "recognised by its content whatever its name"

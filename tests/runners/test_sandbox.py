@@ -54,7 +54,7 @@ def test_argv_binds_read_only_and_leaves_only_out_writable(tmp_path: Path) -> No
     assert ("--ro-bind", str(tmp_path / "b"), "/bundle") in pairs
     assert ("--ro-bind", str(tmp_path / "p"), "/package") in pairs
     assert [p for p in pairs if p[0] == "--bind"] == [("--bind", str(tmp_path / "o"), "/out")]
-    # No GPU asked for: no device node bound, and CUDA is shown none (tests/test_gpus.py).
+    # No GPU asked for: no device node bound, and CUDA is shown none (tests/runners/test_gpus.py).
     assert "--dev-bind" not in argv and ("--setenv", "CUDA_VISIBLE_DEVICES", "") in pairs
     tmpfs = argv.index("--tmpfs")
     assert argv[tmpfs - 4 : tmpfs + 2] == [

@@ -18,8 +18,8 @@ from harness.site.cross import placement
 from harness.site.csv_tables import CsvTable, csv_bytes, csv_text
 from harness.site.model import Column
 from harness.site.pages.benchmark import MAX_DEFAULT_COLUMNS, column_groups
+from tests.site.test_site import check_links, page, scan
 from tests.site_records import make_record, synthetic_records
-from tests.test_site import check_links, page, scan
 
 GZSL_FUNCTIONS = {
     "u": "gzsl_unseen_accuracy",

@@ -33,7 +33,7 @@ def test_hash_covers_every_file(tmp_path: Path) -> None:
     assert load_package(root).hash() != before
     (root / "notes.txt").unlink()
     assert load_package(root).hash() == before
-    # Byte-code is not ignored any more but refused (tests/test_package_integrity.py).
+    # Byte-code is not ignored any more but refused (tests/submission/test_package_integrity.py).
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "model.cpython-311.pyc").write_bytes(b"cache")
     with pytest.raises(SubmissionError, match=r"__pycache__ is a byte-code cache folder"):

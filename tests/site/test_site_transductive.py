@@ -5,7 +5,7 @@ and scores best. Rule: it never takes rank 1 (nor leads group 1, nor leads the i
 inductive submissions; it has its own table, ranks and groups; a "transductive" badge (text, not
 colour) marks it on the index, benchmark, submission, comparison and pair pages; a combined
 ranking exists only on request (an anchor without the script, a checkbox with it: the browser
-half is in tests/test_browser.py); results.json carries the flag and every ranking.
+half is in tests/site/test_browser.py); results.json carries the flag and every ranking.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.site import build_site
+from tests.site.test_site import scan
 from tests.site_records import make_record
-from tests.test_site import scan
 
 TRANSDUCTIVE = {"class_embedding": "attributes", "transductive": True}
 

@@ -40,7 +40,7 @@ from harness.data.xlsa17_synthetic import copy_split_files, write_synthetic_res1
 from harness.hierarchy import Hierarchy
 from harness.spec import Spec, load_spec, load_spec_data, spec_files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPECS = REPO / "specs" / "xlsa17"
 DIM = 64  # fixture feature dimension: the adapter takes any D equal to the spec's features.dim
 

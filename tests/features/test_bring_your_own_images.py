@@ -28,7 +28,7 @@ from tests.toy_images import CLASS_NAMES, make_images, random_weights, write_att
 
 pytest.importorskip("torchvision", reason="the features extra (make install-features)")
 
-SUBMISSIONS = Path(__file__).resolve().parents[1] / "submissions"
+SUBMISSIONS = Path(__file__).resolve().parents[2] / "submissions"
 UNSEEN = ("amber", "navy", "olive")
 
 

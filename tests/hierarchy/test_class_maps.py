@@ -38,13 +38,13 @@ from harness.hierarchy.class_maps import (
 )
 from harness.hierarchy.wordnet import open_wordnet, synset_of, wnid
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MAPS = REPO / "specs" / "xlsa17"
 AWA_TSV, APY_TSV = MAPS / "awa-wordnet.tsv", MAPS / "apy-wordnet.tsv"
 AWA_JSON, APY_JSON = MAPS / "awa-hierarchy.json", MAPS / "apy-hierarchy.json"
 CUB_TSV, SUN_TSV = MAPS / "cub-wordnet.tsv", MAPS / "sun-wordnet.tsv"
 SHARED_DATA = Path(
-    os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
 )
 XLSA17 = SHARED_DATA / "xlsa17"
 LEXNAMES = SHARED_DATA / "wordnet" / "lexnames"

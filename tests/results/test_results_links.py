@@ -27,8 +27,8 @@ from harness.results.records_io import (
     write_records,
 )
 from harness.store import open_store, save_run
+from tests.ci.test_ci import _isolated_git, commit_all, git, new_repo, write  # noqa: F401
 from tests.store_records import make_record
-from tests.test_ci import _isolated_git, commit_all, git, new_repo, write  # noqa: F401
 
 RECORD = make_record(benchmark="cub-demo", name="ale")  # cub-demo/v1/ale@1.0.json
 OTHER = make_record(benchmark="awa2", name="sje")

@@ -26,7 +26,7 @@ from harness.hierarchy.cub_taxonomy import (
 )
 
 SHARED_DATA = Path(
-    os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("ZSL_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
 )
 CUB = SHARED_DATA / "cub-hierarchy"
 

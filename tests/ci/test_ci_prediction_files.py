@@ -20,13 +20,13 @@ from harness.ci import Execution, run_pull_request
 from harness.core.errors import PredictionError
 from harness.results.records_io import read_records
 from harness.submission.package import MAX_PREDICTION_FILE_BYTES, load_package
-from tests.conftest import REPO, SUBMISSIONS
-from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
+from tests.ci.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
     _board_repo,
     _isolated_git,
     commit_all,
     git,
 )
+from tests.conftest import REPO, SUBMISSIONS
 
 BASELINE = "nearest-seen-class-transfer"
 RESULTS = Path("leaderboard", "results")

@@ -30,6 +30,7 @@ from harness.spec import load_spec
 from harness.store import count_runs, load_runs, make_engine, open_store, save_run
 from harness.store.migrations import VERSION_TABLE, current_revision, head_revision
 from tests.conftest import REPO, SPECS, SUBMISSIONS
+from tests.store.test_store import row_counts
 from tests.store_fixtures import store_url
 from tests.store_records import big_record
 from tests.store_workers import (
@@ -41,7 +42,6 @@ from tests.store_workers import (
     save_and_stall,
     submissions_of,
 )
-from tests.test_store import row_counts
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 

@@ -339,7 +339,7 @@ RLO = "\u202e"
 @pytest.fixture(scope="module")
 def bidi_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A submission named with an unclosed RIGHT-TO-LEFT OVERRIDE (built by hand: the
-    validators refuse it, tests/test_identity.py), and a stray POP DIRECTIONAL ISOLATE."""
+    validators refuse it, tests/core/test_identity.py), and a stray POP DIRECTIONAL ISOLATE."""
     records = synthetic_records(3, 1)
     evil = []
     for record in records:
@@ -531,7 +531,7 @@ def test_without_javascript_every_column_shows(site: Path, browser: Any) -> None
 def test_submission_page_bars_bibtex_and_hyperparameters(
     tmp_path: Path, watched: Watched, browser: Any
 ) -> None:
-    from tests.test_submission_pages import _page_record
+    from tests.site.test_submission_pages import _page_record
 
     build_site([_page_record()], tmp_path / "site")
     (page_file,) = sorted((tmp_path / "site" / "submissions").glob("*.html"))

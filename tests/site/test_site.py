@@ -624,7 +624,7 @@ def test_leakage_and_protocol_badges(tmp_path: Path) -> None:
         "a 1.0 model leakage 1/10",
         "c 1.0 model extra data",
     ]
-    # a transductive run is listed apart (tests/test_site_transductive.py)
+    # a transductive run is listed apart (tests/site/test_site_transductive.py)
     assert [r[2] for r in rows.tables["table-zsl-transductive"]] == ["b 1.0 model transductive"]
     assert 'data-flags="leakage"' in html and 'data-flags="transductive"' in html
     assert 'data-flags="extra-data"' in html

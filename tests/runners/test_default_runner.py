@@ -30,12 +30,12 @@ from harness.spec import load_spec
 from harness.store import create_tables, load_runs, make_engine
 from harness.submission.package import load_package
 from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap
-from tests.test_sandbox import _package
+from tests.runners.test_sandbox import _package
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
 DEMO = SPECS / "demo.yaml"
-FAKE_ENGINE = Path(__file__).with_name("fake_container_cli.py")
+FAKE_ENGINE = Path(__file__).parents[1] / "fake_container_cli.py"
 AWS_SECRET = "FAKE-aws-secret-4f9c2e7d1b"
 DB_PASSWORD = "FAKE-db-password-8a3d6c"
 

@@ -26,8 +26,8 @@ from harness.hierarchy.wordnet import (
     wnid,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", Path(__file__).parents[2] / "shared" / "data"))
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", Path(__file__).parents[3] / "shared" / "data"))
 LEXNAMES = SHARED_DATA / "wordnet" / "lexnames"
 DICT_DIR = Path(os.environ.get("ZSL_WORDNET_DIR", "/usr/share/wordnet"))
 DEMO = REPO / "specs" / "demo"

@@ -51,8 +51,7 @@ from harness.plan import RunPlan
 from harness.records import RunRecord, run_key
 from harness.results.records_io import read_records, record_path, write_records
 from harness.store import open_store, save_run
-from tests.conftest import SPECS, SUBMISSIONS
-from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
+from tests.ci.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
     _board_repo,
     _ci_runner,
     _isolated_git,
@@ -62,6 +61,7 @@ from tests.test_ci import (  # noqa: F401  (_isolated_git is an autouse fixture)
     record,
     write,
 )
+from tests.conftest import SPECS, SUBMISSIONS
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 

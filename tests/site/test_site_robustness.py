@@ -21,8 +21,8 @@ from harness.site.robustness import (
     spread,
 )
 from tests.conftest import REPO
+from tests.site.test_site import check_links, page, scan
 from tests.site_records import XSS_NAME, hostile_copy, make_record
-from tests.test_site import check_links, page, scan
 
 AWA2 = "xlsa17-awa2-ps"
 CUB = "xlsa17-cub-ps"

@@ -533,7 +533,7 @@ def test_adapter_refuses_malformed_user_files(
 
 @pytest.mark.parametrize("name", SPLIT_NAMES)
 def test_shipped_specs_validate_and_expect_the_true_sizes(lists: Path, name: str) -> None:
-    spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / "imagenet" / f"{name}.yaml")
+    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "imagenet" / f"{name}.yaml")
     assert spec.data.adapter == "imagenet" and spec.predictions.format == "topk"
     assert spec.features.pretrained_on.class_set == "ilsvrc2012"
     split = resolve_split_name(spec.data.params["split"])
