@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+# A pytest-xdist worker starts with COLUMNS=80 in its environment; rich fixes the width of the
+# harness's consoles (made on import, below) to it, and the ``terminal_width`` fixture could not
+# widen them. Without it they read COLUMNS as they print, as in a run without xdist.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+
 from harness.runners.sandbox import available as sandbox_available
 from harness.store import count_runs, create_tables, make_engine
 
@@ -31,6 +37,11 @@ SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "d
 #: A stand-in container engine CLI that runs the worker on this machine (runner 'container').
 FAKE = Path(__file__).with_name("fake_container_cli.py")
 
+#: The terminal width the command line renders for (rich reads ``COLUMNS``): wide and fixed, so
+#: a message that names a temporary path is not wrapped where the path happens to be long (under
+#: pytest-xdist every path gains a ``popen-gwN`` folder). Tests of wrapping set their own.
+COLUMNS = "200"
+
 
 def _interrupt(signum: int, frame: object) -> None:
     """SIGTERM/SIGHUP (a CI timeout, `kill`, SIGTERM to `make test`, which make passes on)
@@ -47,6 +58,20 @@ def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGHUP, _interrupt)
+
+
+#: Session fixtures of a minute or more that several tests only read: under pytest-xdist
+#: (``--dist loadgroup``, as ``make test`` runs it) the tests of each run on one worker, so it is
+#: made once, not once per worker.
+SHARED_SESSION_FIXTURES = ("demo_run", "demo_record")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in SHARED_SESSION_FIXTURES:
+            if name in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(name))
 
 
 @pytest.fixture(scope="session")
@@ -93,6 +118,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     site, url = root / "site", f"sqlite:///{root / 'runs.sqlite3'}"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ZSL_HOME", str(root / "zsl-home"))
+        patch.setenv("COLUMNS", COLUMNS)
         patch.delenv("ZSL_DATABASE_URL", raising=False)
         result = CliRunner().invoke(
             app,
@@ -119,6 +145,11 @@ def isolated_home(
     monkeypatch.setenv("ZSL_HOME", str(home))
     monkeypatch.delenv("ZSL_DATABASE_URL", raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", COLUMNS)
 
 
 # bwrap is probed once; CI installs it, so sandbox tests run there.

@@ -7,10 +7,15 @@ the harness's default worker image offline once (``zsl image build --rootfs``: t
 file system and the assembled tree are cached under :data:`CACHE` too; an image from the same
 inputs is not rebuilt), yields the engine, and stops the daemon it started. Where no engine can
 be had the tests skip, saying why, except under ``ZSL_REQUIRE_DOCKER=1`` (CI), where they fail.
+
+Under pytest-xdist each worker that needs an engine and finds none starts its own daemon (its
+state folder is named after the worker), and the image builds, which share the cached root file
+system, take turns under a lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -33,6 +38,8 @@ REQUIRED = os.environ.get("ZSL_REQUIRE_DOCKER") == "1"
 # daemon writes to its data root for the whole session.
 CACHE = Path(os.environ.get("ZSL_TEST_CONTAINER_CACHE") or "/var/cache/zsl-harness-test")
 READY_S = 60.0
+#: The pytest-xdist worker this process is ("gw0", ...), or "" outside xdist.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 @dataclass(frozen=True)
@@ -141,13 +148,26 @@ def zsl_containers(docker_host: str) -> list[str]:
 
 
 @contextmanager
+def _build_lock() -> Iterator[None]:
+    """One image build at a time across the session's processes (xdist workers share
+    :data:`CACHE`'s root file system and trees, and may share one daemon)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / "build.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
 def docker_engine() -> Iterator[Engine | str]:
     """The engine with the worker image built, or why there is none (see the module docstring)."""
     started: int | None = None
     candidates = [os.environ.get("DOCKER_HOST", ""), "unix:///var/run/docker.sock"]
     host = next((h for h in candidates if h and _answers(h)), None)
     if host is None:
-        outcome = _start_dockerd(CACHE / "dockerd")
+        outcome = _start_dockerd(CACHE / (f"dockerd-{WORKER}" if WORKER else "dockerd"))
         if isinstance(outcome, str):
             yield outcome
             return
@@ -158,7 +178,8 @@ def docker_engine() -> Iterator[Engine | str]:
         os.environ["DOCKER_HOST"] = host
         os.environ["ZSL_HOME"] = str(CACHE / "home")  # the cached root file system trees
         began = time.perf_counter()
-        image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
+        with _build_lock():
+            image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
         build_s = time.perf_counter() - began
     except HarnessError as err:
         problem = f"the worker image could not be built offline: {err}"

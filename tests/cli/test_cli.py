@@ -50,7 +50,7 @@ COMMANDS = [
 
 
 def test_top_level_help_lists_every_command_with_a_line() -> None:
-    result = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
     for name in (
         "spec",
@@ -71,7 +71,7 @@ def test_top_level_help_lists_every_command_with_a_line() -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
 def test_every_subcommand_has_help(command: list[str]) -> None:
-    result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
     lines = [line.strip(" │") for line in result.output.splitlines()]
     usage = next(i for i, line in enumerate(lines) if line.startswith("Usage:"))
@@ -175,15 +175,13 @@ def test_spec_describe_demo() -> None:
     assert 0 < report["structural_ratio"]["value"] < 10
     assert report["mutual_exclusivity_violations"]["unseen"] == []
     assert report["leakage"]["classes"] == [] and report["leakage"]["source"] == "none"
-    text = runner.invoke(
-        app, ["spec", "describe", str(SPECS / "demo.yaml")], env={"COLUMNS": "200"}
-    )
+    text = runner.invoke(app, ["spec", "describe", str(SPECS / "demo.yaml")])
     assert "classes 100 = 64 train + 16 val + 20 unseen" in " ".join(text.output.split())
 
 
 def test_spec_validate_checks_spec_bases_apart() -> None:
     paths = sorted(str(p) for p in (SPECS / "xlsa17").glob("*.yaml"))
-    result = runner.invoke(app, ["spec", "validate", *paths], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["spec", "validate", *paths])
     assert result.exit_code == 0, result.output
     bases = [line for line in result.output.splitlines() if line.startswith("base ")]
     assert len(bases) == 2 and all("_protocol-gbu" in line for line in bases)

@@ -331,7 +331,7 @@ def _flat(text: str) -> str:
 
 @pytest.mark.parametrize("command", [[], ["export"], ["import"], ["rescore"]])
 def test_results_commands_have_help_and_examples(command: list[str]) -> None:
-    result = cli.invoke(_app(), ["results", *command, "--help"], env={"COLUMNS": "200"})
+    result = cli.invoke(_app(), ["results", *command, "--help"])
     assert result.exit_code == 0, result.output
     if command:
         assert "Examples:" in result.output and f"zsl results {command[0]}" in result.output

@@ -103,7 +103,7 @@ def test_with_nothing_stronger_local_comes_with_a_warning(
 def test_help_says_local_is_for_trusted_code_only() -> None:
     cli = CliRunner()
     for command in (["run", "--help"], ["submission", "generate", "--help"]):
-        result = cli.invoke(app, command, env={"COLUMNS": "200"})
+        result = cli.invoke(app, command)
         assert result.exit_code == 0
         text = " ".join(result.output.split())
         assert "--runner" in text and "trusted code" in text and "default: the strongest" in text
