@@ -1,6 +1,6 @@
 # zsl-harness: `make demo` (set up + run the demo + print the site path), `make test` (everything,
-# as CI runs it), `make test-fast` (the tests not marked slow: under 2 minutes), `make docs` (the
-# documentation site, built strictly: CI runs it after `make test`).
+# as CI runs it), `make test-fast` (the tests not marked slow, on 2 pytest-xdist workers), `make
+# docs` (the documentation site, built strictly: CI runs it after `make test`).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -50,9 +50,11 @@ pytest: install-features
 test: lint typecheck pytest
 
 # Quick feedback while editing: every test but the end-to-end ones marked `slow` (see
-# pyproject.toml's markers); `make test` still runs them all.
+# pyproject.toml's markers), on PYTEST_WORKERS pytest-xdist workers (0: in this process; each test
+# file on one worker); `make test` still runs them all, serially (tests/README.md says why).
+PYTEST_WORKERS ?= 2
 test-fast: install-features
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile
 
 # The documentation site (mkdocs.yml) into build/docs: the generated references must be current
 # (docs/generate.py), and --strict fails on any warning: a broken link between pages, a missing

@@ -60,20 +60,6 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGHUP, _interrupt)
 
 
-#: Session fixtures of a minute or more that several tests only read: under pytest-xdist
-#: (``--dist loadgroup``, as ``make test`` runs it) the tests of each run on one worker, so it is
-#: made once, not once per worker.
-SHARED_SESSION_FIXTURES = ("demo_run", "demo_record")
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        for name in SHARED_SESSION_FIXTURES:
-            if name in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(name))
-
-
 @pytest.fixture(scope="session")
 def demo_record() -> Callable[[str], RunRecord]:
     """``demo_record(name)``: the record of ``run_submission`` of shipped package ``name`` on
