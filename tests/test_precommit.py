@@ -28,5 +28,8 @@ def test_the_hooks_are_the_makefile_lint_and_typecheck_commands() -> None:
 
 
 def test_test_fast_leaves_out_only_the_slow_marker() -> None:
-    assert _make_recipe("test-fast") == ['.venv/bin/python -m pytest -q -m "not slow"']
+    # the same tests on pytest-xdist workers (PYTEST_WORKERS=0: in one process)
+    assert _make_recipe("test-fast") == [
+        '.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile'
+    ]
     assert _make_recipe("pytest") == [".venv/bin/python -m pytest -q"]
