@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 import harness
+import harness.store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.audit import benchmark_audit
 from harness.bundles import write_bundle
 from harness.core.errors import SubmissionError
@@ -42,9 +42,6 @@ from harness.spec import Spec
 from harness.submission.package import MANIFEST, Package
 from harness.submission.predictions import Predictions, read_predictions
 from harness.submission.resources import cap_resources, effective_caps
-
-if TYPE_CHECKING:
-    from harness.store.service import ReplacedRun, StoredRun
 
 
 def environment() -> dict[str, str]:
@@ -326,11 +323,9 @@ def run_planned(
     # Below-chance warnings are kept with the record (its logs), shown by `zsl run` and CI.
     record = with_chance_warnings(record)
     if store:
-        # SQLAlchemy (~0.3 s): imported when a store is used
-        from harness.store import open_store, save_run_reporting
-
         with steps("store", "store"):
-            _, replaced = save_run_reporting(open_store(database_url), record)
+            engine = harness.store.open_store(database_url)
+            _, replaced = harness.store.save_run_reporting(engine, record)
         if replaced is not None:
             console.print(
                 Text.assemble(("note: ", "bold yellow"), replacement_message(replaced, record)),
@@ -348,12 +343,10 @@ def _stored_summary(runner: str, created_at: datetime) -> str:
     return f"{runner} runner, {created_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
-def replacement_message(replaced: ReplacedRun, record: RunRecord) -> str:
+def replacement_message(replaced: harness.store.ReplacedRun, record: RunRecord) -> str:
     """What a save replaced, for stderr: the old run's runner, date, and its primary scores
     before → after (``record``: the run that replaced it)."""
-    from harness.store import primary_values  # SQLAlchemy (~0.3 s): imported when a store is used
-
-    after = primary_values(record)
+    after = harness.store.primary_values(record)
     changes = [
         f"{setting} {record.benchmark.primary[setting]} "
         f"{format_score(before)} → {format_score(after[setting])}"
@@ -391,7 +384,7 @@ class DryRun:
     action: str
     key: RunKey
     store: bool
-    replaces: StoredRun | None = None
+    replaces: harness.store.StoredRun | None = None
     same_hashes: bool = False
 
     def lines(self) -> list[str]:
@@ -402,12 +395,9 @@ class DryRun:
             stored = f"would store a new run: {describe_key(self.key)}"
         else:
             old = self.replaces.record
-            # SQLAlchemy (~0.3 s): imported when a store is used
-            from harness.store import primary_values
-
             scores = ", ".join(
                 f"{s} {old.benchmark.primary[s]} {format_score(v)}"
-                for s, v in primary_values(old).items()
+                for s, v in harness.store.primary_values(old).items()
             )
             stored = (
                 f"would replace the stored run of {describe_key(self.key)} "
@@ -500,12 +490,11 @@ def dry_run(
         store=store,
     )
     if store:
-        # SQLAlchemy (~0.3 s): imported when a store is used
-        from harness.store import list_runs, open_store
-
-        engine = open_store(database_url)
+        engine = harness.store.open_store(database_url)
         try:
-            stored = list_runs(engine, benchmark=spec.benchmark, submission=manifest.name)
+            stored = harness.store.list_runs(
+                engine, benchmark=spec.benchmark, submission=manifest.name
+            )
         finally:
             engine.dispose()
         found.replaces = next((s for s in stored if s.key == key), None)

@@ -86,9 +86,8 @@ def test_each_function_level_import_says_why() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="39 today (issue 28 asks for 20): the CLI's commands import their implementation"
-    " when they run (19), SQLAlchemy is imported when a store is used (12), an executor"
-    " backend when it is chosen (4), and 4 break a cycle inside one package",
+    reason="23 today (issue 28 asks for 20): the CLI's commands import their implementation"
+    " when they run (19), and 4 break a cycle inside one package",
 )
 def test_few_function_level_imports() -> None:
     assert len(_function_level_imports()) <= LAZY_IMPORTS_AT_MOST

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +21,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.errors import HarnessError
+from harness.core.registry import Registry
 from harness.submission.package import Resources
 
 __all__ = [
+    "BACKENDS",
     "Backend",
+    "BackendKind",
     "Job",
     "Outcome",
+    "backends",
     "check_executor",
     "default_jobs",
     "drive",
@@ -34,7 +38,26 @@ __all__ = [
     "progress_bar",
 ]
 
-EXECUTORS = ("local", "inline", "ray")
+
+@dataclass(frozen=True)
+class BackendKind:
+    """A registered backend. ``make(jobs, ray_address, ship_benchmarks)`` opens one; ``check()``
+    raises, before any work, when it cannot run here (Ray's optional extra is not installed)."""
+
+    make: Callable[[int | None, str | None, bool], Backend]
+    check: Callable[[], object] = lambda: None
+
+
+#: Each backend's name (in the order the CLI lists them) and the :class:`BackendKind` its module
+#: defines: a backend's module is imported when it is chosen, so Ray's needs its extra only then.
+BACKENDS: dict[str, str] = {
+    "local": "harness.executors.local:BACKEND",
+    "inline": "harness.executors.inline:BACKEND",
+    "ray": "harness.executors.ray:BACKEND",
+}
+backends = Registry[BackendKind]("executor")
+for _name, _target in BACKENDS.items():
+    backends.add_lazy(_name, _target)
 
 _console = Console(stderr=True, highlight=False, emoji=False, markup=False)
 
@@ -121,35 +144,18 @@ def default_jobs() -> int:
 
 def check_executor(executor: str, jobs: int | None) -> None:
     """Refuse an unknown executor, a bad ``jobs`` or a missing Ray before any work."""
-    if executor not in EXECUTORS:
-        raise HarnessError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+    if executor not in BACKENDS:
+        raise HarnessError(f"unknown executor {executor!r}; choose one of: {', '.join(BACKENDS)}")
     if jobs is not None and jobs < 1:
         raise HarnessError(f"--jobs must be at least 1, not {jobs}")
-    if executor == "ray":
-        # a backend's module (Ray's is optional) imported when it is chosen
-        from harness.executors.ray import import_ray
-
-        import_ray()  # a missing extra is said before any work
+    backends.get(executor).check()  # a missing extra is said before any work
 
 
 def make_backend(
     executor: str, *, jobs: int | None, ray_address: str | None, ship_benchmarks: bool = True
 ) -> Backend:
     check_executor(executor, jobs)
-    if executor == "local":
-        # a backend's module (Ray's is optional) imported when it is chosen
-        from harness.executors.local import LocalPool
-
-        return LocalPool(jobs or default_jobs())
-    if executor == "inline":
-        # a backend's module (Ray's is optional) imported when it is chosen
-        from harness.executors.inline import InlineBackend
-
-        return InlineBackend()
-    # a backend's module (Ray's is optional) imported when it is chosen
-    from harness.executors.ray import RayCluster
-
-    return RayCluster(address=ray_address, jobs=jobs, ship_benchmarks=ship_benchmarks)
+    return backends.get(executor).make(jobs, ray_address, ship_benchmarks)
 
 
 def drive(

@@ -20,10 +20,10 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from harness.executors import Job, Outcome, default_jobs
+from harness.executors import BackendKind, Job, Outcome, default_jobs
 from harness.executors.task import execute_json
 
-__all__ = ["LocalPool"]
+__all__ = ["BACKEND", "LocalPool"]
 
 
 def _limit_threads(threads: int) -> None:
@@ -88,3 +88,6 @@ class LocalPool:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+BACKEND = BackendKind(make=lambda jobs, _address, _ship: LocalPool(jobs or default_jobs()))

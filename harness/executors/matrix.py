@@ -22,8 +22,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from harness import store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.core.errors import HarnessError, IntegrityError, error_text
 from harness.core.registry import freeze_all
 from harness.core.tempdirs import run_directory
@@ -45,9 +46,6 @@ from harness.runners import runners
 from harness.spec import load_spec
 from harness.submission.package import MANIFEST
 from harness.submission.resources import ResourceCaps, cap_resources
-
-if TYPE_CHECKING:
-    from harness.store import ReplacedRun
 
 __all__ = [
     "MatrixReport",
@@ -113,7 +111,7 @@ class RunResult:
     attempts: int = 0
     node: str | None = None
     trace: str | None = None  # where a harness bug happened, for its report
-    replaced: ReplacedRun | None = None  # the stored run this one replaced, to say so
+    replaced: store.ReplacedRun | None = None  # the stored run this one replaced, to say so
 
 
 @dataclass
@@ -223,12 +221,10 @@ def plan_runs(requests: Sequence[RunRequest], workdir: Path) -> list[PlannedRun 
 
 def stored_keys(engine: Any, benchmarks: set[str]) -> set[StoredKey]:
     """The keys of the runs ``engine`` holds on ``benchmarks``."""
-    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
-
     keys: set[StoredKey] = set()
     for benchmark in sorted(benchmarks):
         # A hidden run with the same hashes is stored already: hiding is not a reason to re-run.
-        for record in load_runs(engine, benchmark=benchmark, include_hidden=True):
+        for record in store.load_runs(engine, benchmark=benchmark, include_hidden=True):
             keys.add(stored_key(record))
     return keys
 
@@ -266,14 +262,12 @@ def run_matrix(
     ``rerun``: run requests the store already holds (same hashes) again instead of skipping
     them. ``backend``: an already made backend (tests); else :func:`make_backend`.
     """
-    from harness.store import open_store  # SQLAlchemy (~0.3 s): imported when a store is used
-
     check_executor(executor, jobs)
     for runner in {r.runner for r in requests if r.runner is not None}:
         runners.get(runner)  # an unknown runner name fails before any work
     freeze_all()
     start = time.perf_counter()
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     results: dict[int, RunResult] = {}
     with run_directory("zsl-matrix-") as tmp:
         planned = plan_runs(requests, Path(tmp))
@@ -424,16 +418,13 @@ def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
 
 def store_result(
     plan: PlannedRun, result: dict[str, Any], engine: Any
-) -> tuple[RunRecord, ReplacedRun | None]:
+) -> tuple[RunRecord, store.ReplacedRun | None]:
     """Verify a worker's record, archive the prediction files it sent back, store the record;
     return it and the stored run it replaced (None when it is new).
 
     A record that could not be exported (an unusable name for its file) is refused here, as
     this run's failure, rather than failing a later export of every record.
     """
-    # SQLAlchemy (~0.3 s): imported when a store is used
-    from harness.store import save_run_reporting
-
     label = plan.job.label
     record = load_record(str(result.get("record", "")), f"record of {label}")
     check_record(record, plan.task, where="driver")
@@ -461,5 +452,5 @@ def store_result(
                     setting=setting,
                     root=predictions_dir(),
                 )
-    _, replaced = save_run_reporting(engine, record)
+    _, replaced = store.save_run_reporting(engine, record)
     return record, replaced

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.executors import Job, Outcome
+from harness.executors import BackendKind, Job, Outcome
 from harness.executors.task import Shipment, benchmark_files, execute_json, node_name
 
-__all__ = ["RayCluster", "import_ray"]
+__all__ = ["BACKEND", "RayCluster", "import_ray"]
 
 _GIB = 1 << 30
 
@@ -169,3 +169,9 @@ class RayCluster:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+BACKEND = BackendKind(
+    make=lambda jobs, address, ship: RayCluster(address=address, jobs=jobs, ship_benchmarks=ship),
+    check=import_ray,
+)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.core.errors import HarnessError, IntegrityError
 from harness.data.artifacts import FrozenBenchmark
 from harness.data.prepare import prepare
@@ -182,11 +183,9 @@ def rescore_store(
     ``executor``, ``jobs``, ``ray_address``, ``max_retries``: where the scoring runs
     (:func:`rescore_records`).
     """
-    from harness.store import load_runs  # SQLAlchemy: imported when a store is used
-
     specs = find_specs(specs_dir)
     outcomes = rescore_records(
-        load_runs(engine, include_hidden=True),  # a hidden run shown again must be current
+        store.load_runs(engine, include_hidden=True),  # a hidden run shown again must be current
         specs,
         force=force,
         archive_root=archive_root,

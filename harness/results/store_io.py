@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.core.errors import HarnessError
 from harness.records import RunKey, RunRecord
 from harness.results.records_io import ExportResult, describe_key, read_records, write_records
@@ -32,17 +33,13 @@ def save_records(
     engine: Engine, records: Sequence[RunRecord], *, only_unchanged: bool = False
 ) -> None:
     """Save ``records`` into the store in one transaction (:func:`harness.store.save_runs`)."""
-    from harness.store import save_runs  # SQLAlchemy (~0.3 s): imported when a store is used
-
-    save_runs(engine, list(records), only_unchanged=only_unchanged)
+    store.save_runs(engine, list(records), only_unchanged=only_unchanged)
 
 
 def export_store(engine: Engine, root: Path, *, prune: bool = False) -> ExportResult:
     """Write every stored run but the hidden ones under ``root`` (see
     :func:`.records_io.write_records`); with ``prune``, the file of a hidden run goes too."""
-    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
-
-    return write_records(load_runs(engine), root, prune=prune)
+    return write_records(store.load_runs(engine), root, prune=prune)
 
 
 #: How a run is named on the command line (the form of :func:`describe_key`).

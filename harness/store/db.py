@@ -27,7 +27,6 @@ from harness.core.errors import HarnessError
 
 __all__ = [
     "SQLITE_BEGIN_OPTION",
-    "create_tables",
     "database_url",
     "describe_url",
     "make_engine",
@@ -218,11 +217,3 @@ def _sqlite_on_begin(connection: Connection) -> None:
             f"{SQLITE_BEGIN_OPTION} must be one of {sorted(_BEGIN_MODES)}; got {mode!r}"
         )
     connection.exec_driver_sql(f"BEGIN {mode}")
-
-
-def create_tables(engine: Engine) -> None:
-    """Bring the store's schema to the newest revision (idempotent): see
-    :func:`harness.store.migrations.upgrade`."""
-    from harness.store.migrations import upgrade  # the migrations import this module
-
-    upgrade(engine)

@@ -24,6 +24,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
 from harness.core.errors import HarnessError
+from harness.store import models  # noqa: F401  (registers the tables on the metadata)
 from harness.store.db import SQLITE_BEGIN_OPTION, describe_url
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "MIGRATIONS_DIR",
     "VERSION_TABLE",
     "alembic_config",
+    "create_tables",
     "current_revision",
     "head_revision",
     "upgrade",
@@ -109,6 +111,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(alembic_config(connection), revision)
 
 
+def create_tables(engine: Engine) -> None:
+    """Bring the store's schema to the newest revision (idempotent): :func:`upgrade`."""
+    upgrade(engine)
+
+
 def _stamp_unversioned(connection: Connection) -> None:
     """Stamp a store made before migrations (its tables, no version table) with 0001."""
     inspector = inspect(connection)
@@ -131,9 +138,6 @@ def _stamp_unversioned(connection: Connection) -> None:
 def run_environment(context: Any) -> None:
     """What ``env.py`` does when Alembic runs it: migrate the connection handed in."""
     from sqlmodel import SQLModel
-
-    # here, not at the top: harness.store imports this package (its __init__ opens the store)
-    from harness.store import models  # noqa: F401  (registers the tables on the metadata)
 
     connection = context.config.attributes.get("connection")
     if connection is None:
