@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli._common import SITE_DIR, DatabaseUrl, SiteFolder, reports_errors, stdout
-from harness.results.records_io import read_records
-from harness.site import build_site
-from harness.store import load_runs, open_store
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness import site, store
+    from harness.results import records_io
+else:
+    # The implementation, imported when the command runs: its --help must not import it.
+    records_io = lazy_module("harness.results.records_io")
+    site = lazy_module("harness.site")
+    store = lazy_module("harness.store")
 
 __all__ = ["app"]
 
@@ -58,12 +65,12 @@ def build(
 ) -> None:
     """Render every run into a static site and print the path of its index.html."""
     if results is not None:
-        records = read_records(results)
+        records = records_io.read_records(results)
     else:
-        engine = open_store(database_url)
+        engine = store.open_store(database_url)
         try:
-            records = load_runs(engine)
+            records = store.load_runs(engine)
         finally:
             engine.dispose()
-    index = build_site(records, out)
+    index = site.build_site(records, out)
     stdout.print(str(index), soft_wrap=True)

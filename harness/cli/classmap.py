@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli._common import reports_errors, stdout
 from harness.cli.hierarchy import Lexnames, WordNetDir, one_line
-from harness.hierarchy.class_maps import (
-    ClassMapRow,
-    build_class_map_hierarchy,
-    check_class_map,
-    describe_wordnet_id,
-    read_class_list,
-    suggest_wordnet_ids,
-    write_class_map,
-)
-from harness.hierarchy.wordnet import open_wordnet
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness.data import xlsa17
+    from harness.hierarchy import class_maps, wordnet
+else:
+    # The implementation, imported when a command runs: its --help must not import it.
+    class_maps = lazy_module("harness.hierarchy.class_maps")
+    wordnet = lazy_module("harness.hierarchy.wordnet")
+    xlsa17 = lazy_module("harness.data.xlsa17")
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -55,11 +55,8 @@ def _class_names(classes: Path | None) -> list[str] | None:
     if classes is None:
         return None
     if classes.suffix == ".mat":
-        # the command's implementation, imported when it runs (its --help stays light)
-        from harness.data.xlsa17 import release_class_names
-
-        return release_class_names(classes)
-    return read_class_list(classes)
+        return xlsa17.release_class_names(classes)
+    return class_maps.read_class_list(classes)
 
 
 @app.command()
@@ -90,11 +87,11 @@ def suggest(
 ) -> None:
     """Write a draft map: the top-ranked synset per class, 'CHECK:' comments where weak."""
     names = _class_names(classes) or []
-    reader = open_wordnet(wordnet_dir, lexnames)
+    reader = wordnet.open_wordnet(wordnet_dir, lexnames)
     roots = list(hint_root or [])
-    rows: list[ClassMapRow] = []
+    rows: list[class_maps.ClassMapRow] = []
     missing: list[str] = []
-    for s in suggest_wordnet_ids(reader, names, hint_roots=roots):
+    for s in class_maps.suggest_wordnet_ids(reader, names, hint_roots=roots):
         best = s.best
         if best is None:
             missing.append(s.name)
@@ -111,7 +108,7 @@ def suggest(
                 "CHECK: alternatives "
                 + "; ".join(f"{a.wnid} {a.synset} ({a.gloss})" for a in others)
             )
-        rows.append(ClassMapRow(s.name, best.wnid, best.lemma, "\n".join(notes)))
+        rows.append(class_maps.ClassMapRow(s.name, best.wnid, best.lemma, "\n".join(notes)))
         stdout.print(f"{s.name:<16} {best.wnid} {best.synset}: {best.gloss}", soft_wrap=True)
     header = [
         f"Draft class map for {classes.name} by `zsl classmap suggest` "
@@ -121,7 +118,7 @@ def suggest(
     ]
     if missing:
         header.append(f"TODO: no WordNet noun found for: {', '.join(missing)}")
-    write_class_map(out, rows, header="\n".join(header))
+    class_maps.write_class_map(out, rows, header="\n".join(header))
     stdout.print(f"wrote {out}: {len(rows)} rows, {len(missing)} class(es) to add by hand")
 
 
@@ -142,12 +139,13 @@ def check(
     lexnames: Lexnames = None,
 ) -> None:
     """Check a map against WordNet 3.0 and print each row's gloss and hypernym paths."""
-    reader = open_wordnet(wordnet_dir, lexnames)
+    reader = wordnet.open_wordnet(wordnet_dir, lexnames)
     names = _class_names(classes)
-    rows = check_class_map(reader, file, classes=names, exclusive=not overlapping)
+    rows = class_maps.check_class_map(reader, file, classes=names, exclusive=not overlapping)
     for row in rows:
         stdout.print(
-            f"{row.name}: {describe_wordnet_id(reader, row.wnid).format()}", soft_wrap=True
+            f"{row.name}: {class_maps.describe_wordnet_id(reader, row.wnid).format()}",
+            soft_wrap=True,
         )
         if row.comment:
             stdout.print("    # " + row.comment.replace("\n", "\n    # "), soft_wrap=True)
@@ -181,9 +179,9 @@ def freeze(
     lexnames: Lexnames = None,
 ) -> None:
     """Check a map, then save the WordNet hierarchy of its classes (every hypernym path)."""
-    reader = open_wordnet(wordnet_dir, lexnames)
+    reader = wordnet.open_wordnet(wordnet_dir, lexnames)
     names = _class_names(classes)
-    hierarchy = build_class_map_hierarchy(reader, file, classes=names, root=root)
+    hierarchy = class_maps.build_class_map_hierarchy(reader, file, classes=names, root=root)
     hierarchy.save_json(out)
     stdout.print(f"wrote {out}: {one_line(hierarchy)}", soft_wrap=True)
 

@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.audit import AuditStatus
 from harness.cli._common import reports_errors, stdout
-from harness.data.artifacts import FrozenBenchmark, benchmark_dir
-from harness.data.prepare import prepare
-from harness.spec import Spec, load_spec
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness import audit as leakage
+    from harness import spec as spec_module
+    from harness.data import artifacts, xlsa17, xlsa17_synthetic
+    from harness.data import prepare as preparation
+else:
+    # The implementation, imported when a command runs: its --help must not import it (pydantic,
+    # NumPy).
+    leakage = lazy_module("harness.audit")
+    spec_module = lazy_module("harness.spec")
+    artifacts = lazy_module("harness.data.artifacts")
+    preparation = lazy_module("harness.data.prepare")
+    xlsa17 = lazy_module("harness.data.xlsa17")
+    xlsa17_synthetic = lazy_module("harness.data.xlsa17_synthetic")
 
 __all__ = ["app"]
 
@@ -34,12 +46,12 @@ audited freeze). Features not pre-trained on a class set record 'not applicable'
 """
 
 
-def _print_audit(frozen: FrozenBenchmark, spec: Spec) -> None:
+def _print_audit(frozen: artifacts.FrozenBenchmark, spec: spec_module.Spec) -> None:
     audit = frozen.audit
     stdout.print(f"  leakage audit: {audit.summary()}", soft_wrap=True)
     if audit.inputs_text():
         stdout.print(f"    from {audit.inputs_text()}", soft_wrap=True)
-    if audit.status == AuditStatus.NOT_AUDITED:
+    if audit.status == leakage.AuditStatus.NOT_AUDITED:
         stdout.print(
             f"    to freeze it with its audit: rm -r {frozen.root} && zsl data prepare"
             f" {spec.path}, with the audit's inputs available (the benchmark hash changes)",
@@ -63,8 +75,8 @@ def prepare_benchmark(
 ) -> None:
     """Freeze a benchmark's artifacts and leakage audit under ZSL_HOME (or verify the frozen
     copy)."""
-    loaded = load_spec(spec)
-    frozen = prepare(loaded, no_audit=no_audit)
+    loaded = spec_module.load_spec(spec)
+    frozen = preparation.prepare(loaded, no_audit=no_audit)
     stdout.print(f"{loaded.benchmark} v{loaded.version}: {frozen.hash}")
     stdout.print(f"  {frozen.root} ({len(frozen.entries)} artifacts)")
     _print_audit(frozen, loaded)
@@ -74,8 +86,8 @@ def prepare_benchmark(
 @reports_errors
 def verify(spec: SpecPath) -> None:
     """Re-hash every frozen artifact of a benchmark and compare with its manifest."""
-    loaded = load_spec(spec)
-    frozen = FrozenBenchmark(benchmark_dir(loaded.benchmark, loaded.version))
+    loaded = spec_module.load_spec(spec)
+    frozen = artifacts.FrozenBenchmark(artifacts.benchmark_dir(loaded.benchmark, loaded.version))
     names = frozen.verify()
     stdout.print(f"ok {frozen.root}: {len(names)} artifacts match {frozen.hash}")
     _print_audit(frozen, loaded)
@@ -126,13 +138,9 @@ def synthetic_xlsa17(
 ) -> None:
     """Write SYNTHETIC res101.mat features for the real xlsa17 split files, to try the GBU
     benchmarks end to end without the release's features."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.data.xlsa17 import DATASETS
-
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.data.xlsa17_synthetic import synthetic_release
-
-    made = synthetic_release(source, out, dataset or DATASETS, dim=dim, seed=seed)
+    made = xlsa17_synthetic.synthetic_release(
+        source, out, dataset or xlsa17.DATASETS, dim=dim, seed=seed
+    )
     for folder in made:
         stdout.print(f"{folder / 'res101.mat'}: synthetic {dim}-d features", soft_wrap=True)
     stdout.print(f"then: export ZSL_XLSA17_DIR={out}", soft_wrap=True)

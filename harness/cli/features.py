@@ -6,14 +6,30 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
 from harness.cli._common import reports_errors, stdout
 from harness.core import yamlio
 from harness.core.errors import HarnessError
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pydantic
+
+    from harness import spec
+    from harness.features import extract as extraction
+    from harness.features import sets
+    from harness.hierarchy import wordnet
+else:
+    # The implementation, imported when a command runs: its --help must not import it (torch,
+    # pydantic, NumPy).
+    pydantic = lazy_module("pydantic")
+    spec = lazy_module("harness.spec")
+    extraction = lazy_module("harness.features.extract")
+    sets = lazy_module("harness.features.sets")
+    wordnet = lazy_module("harness.hierarchy.wordnet")
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -25,10 +41,7 @@ def _pretrained_on(class_set: str | None, wnids: Path | None) -> dict[str, Any] 
     if class_set is not None and wnids is not None:
         raise HarnessError("give --pretrained-on or --pretrained-on-wnids, not both")
     if wnids is not None:
-        # the command's implementation, imported when it runs (its --help stays light)
-        from harness.hierarchy.wordnet import read_wnid_list
-
-        return {"wnids": read_wnid_list(wnids)}
+        return {"wnids": wordnet.read_wnid_list(wnids)}
     return None if class_set is None else {"class_set": class_set}
 
 
@@ -133,14 +146,8 @@ def extract(
 
     Unreadable images are listed with their reason and nothing is sealed, unless --skip-bad.
     """
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.features.extract import extract_features, plan_extraction
-
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.spec import ExtractSpec
-
     try:
-        spec = ExtractSpec.model_validate(
+        extract_spec = spec.ExtractSpec.model_validate(
             {
                 "images": str(images),
                 "backbone": backbone,
@@ -154,12 +161,14 @@ def extract(
                 "skip_bad": skip_bad,
             }
         )
-    except ValidationError as err:
+    except pydantic.ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "options"
         raise HarnessError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
-    request = plan_extraction(spec, Path.cwd(), chunk_images=chunk, download=download)
-    result = extract_features(
+    request = extraction.plan_extraction(
+        extract_spec, Path.cwd(), chunk_images=chunk, download=download
+    )
+    result = extraction.extract_features(
         request,
         out,
         skip_bad=skip_bad,
@@ -196,9 +205,6 @@ def show(
     feature_set: Annotated[Path, typer.Argument(help="A feature set folder.", file_okay=False)],
 ) -> None:
     """Verify a feature set (every array against its hash) and print its provenance."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.features.sets import ArtifactSet
-
-    found = ArtifactSet(feature_set)
+    found = sets.ArtifactSet(feature_set)
     found.verify()
     typer.echo(json.dumps({"hash": found.hash, "kind": found.kind, **found.provenance}, indent=1))

@@ -3,26 +3,34 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli._common import reports_errors, stdout
-from harness.hierarchy import Hierarchy
-from harness.hierarchy.wordnet import (
-    ENV_DIR,
-    ENV_LEXNAMES,
-    build_wordnet_hierarchy,
-    open_wordnet,
-    read_wnid_list,
-)
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness.hierarchy import dag, wordnet
+else:
+    # The implementation, imported when a command runs: its --help must not import it (NumPy,
+    # and NLTK when WordNet opens).
+    dag = lazy_module("harness.hierarchy.dag")
+    wordnet = lazy_module("harness.hierarchy.wordnet")
+
+#: The environment variables of --wordnet-dir and --lexnames, as
+#: :func:`harness.hierarchy.wordnet.open_wordnet` reads them (``wordnet.ENV_DIR`` and
+#: ``wordnet.ENV_LEXNAMES``; tests/cli/test_cli_startup.py holds them equal): spelled here so
+#: that defining the options imports no WordNet module.
+WORDNET_DIR_ENV = "ZSL_WORDNET_DIR"
+WORDNET_LEXNAMES_ENV = "ZSL_WORDNET_LEXNAMES"
 
 #: The ``--wordnet-dir`` option of every command that opens WordNet.
 WordNetDir = Annotated[
     Path | None,
     typer.Option(
         "--wordnet-dir",
-        envvar=ENV_DIR,
+        envvar=WORDNET_DIR_ENV,
         help="WordNet 3.0 dict directory (default: NLTK's wordnet data).",
         exists=True,
         file_okay=False,
@@ -33,7 +41,7 @@ Lexnames = Annotated[
     Path | None,
     typer.Option(
         "--lexnames",
-        envvar=ENV_LEXNAMES,
+        envvar=WORDNET_LEXNAMES_ENV,
         help="WordNet 3.0 lexnames file, for a dict directory without one (Debian's).",
         exists=True,
         dir_okay=False,
@@ -50,7 +58,7 @@ app = typer.Typer(
 )
 
 
-def one_line(h: Hierarchy) -> str:
+def one_line(h: dag.Hierarchy) -> str:
     """A saved hierarchy's summary on one line: counts, maximum depth and content hash."""
     s = h.summary()
     return (
@@ -89,9 +97,9 @@ def build(
     lexnames: Lexnames = None,
 ) -> None:
     """Build a hierarchy from WordNet 3.0 (every hypernym path of the classes) and save it."""
-    classes = read_wnid_list(leaves) if leaves is not None else None
-    reader = open_wordnet(wordnet_dir, lexnames)
-    hierarchy = build_wordnet_hierarchy(reader, root=root, leaves=classes)
+    classes = wordnet.read_wnid_list(leaves) if leaves is not None else None
+    reader = wordnet.open_wordnet(wordnet_dir, lexnames)
+    hierarchy = wordnet.build_wordnet_hierarchy(reader, root=root, leaves=classes)
     hierarchy.save_json(out)
     stdout.print(f"wrote {out}: {one_line(hierarchy)}", soft_wrap=True)
 
@@ -105,7 +113,7 @@ def show(
     ],
 ) -> None:
     """Print the summary of a saved hierarchy (counts, depth, content hash)."""
-    hierarchy = Hierarchy.load_json(file)
+    hierarchy = dag.Hierarchy.load_json(file)
     summary = hierarchy.summary()
     width = max(len(key) for key in summary)
     for key, value in summary.items():

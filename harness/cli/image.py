@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli._common import reports_errors, stdout
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness import images
+else:
+    # The implementation, imported when the command runs: its --help must not import it.
+    images = lazy_module("harness.images")
 
 __all__ = ["app"]
 
@@ -66,10 +73,7 @@ def build(
 ) -> None:
     """Build the worker image: this harness at its version, the packages' requirements, byte-code
     compiled, a non-root user. Prints TAG@DIGEST."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.images import build_image
-
-    info, built = build_image(
+    info, built = images.build_image(
         tag=tag, base=base_image, gpu=gpu, rootfs=rootfs, packages=package or [], engine=engine
     )
     stdout.print(f"{info.pinned}{'' if built else ' (up to date)'}", soft_wrap=True)

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.padding import Padding
 from rich.text import Text
 
 from harness.cli._common import reports_errors, stdout
-from harness.metrics import metrics
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness import metrics
+    from harness.site import glossary
+else:
+    # The implementation, imported when a command runs: its --help must not import it.
+    metrics = lazy_module("harness.metrics")
+    glossary = lazy_module("harness.site.glossary")
 
 __all__ = ["app"]
 
@@ -30,7 +38,7 @@ def list_metrics(
     per_class_hierarchical_precision_at_k, per classes).
     """
     rows: list[dict[str, Any]] = []
-    for name, metric in metrics.items():
+    for name, metric in metrics.metrics.items():
         params = {key: field.description or "" for key, field in metric.params.model_fields.items()}
         rows.append(
             {
@@ -88,10 +96,9 @@ def describe_metric(
 ) -> None:
     """Print one metric's glossary entry: definition, formula, averaging unit, unit, parameters
     and source paper, the same entry the site's glossary.html shows."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.site.glossary import metric_entry
-
-    entry = metric_entry(metrics.get(name))  # an unknown name: the registry's "Did you mean"
+    entry = glossary.metric_entry(
+        metrics.metrics.get(name)
+    )  # an unknown name: the registry's "Did you mean"
     lines = [
         f"{entry.term} v{entry.version}: {entry.summary}",
         f"  formula: {entry.formula}",

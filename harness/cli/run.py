@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -22,24 +22,38 @@ from harness.cli._common import (
     stdout,
 )
 from harness.core.errors import HarnessError, PredictionError, SpecError, SubmissionError
+from harness.core.lazy import lazy_module
 from harness.core.registry import freeze_all
 from harness.core.tempdirs import run_directory
-from harness.data.prepare import PreparedBenchmark
-from harness.pipeline import (
-    dry_run,
-    generate_prediction_files,
-    read_all,
-    replacement_message,
-    run_planned,
-    run_submission,
-)
-from harness.plan import Steps, plan_benchmark, plan_package, plan_run
-from harness.records import RunRecord, run_key
-from harness.results.records_io import describe_key
-from harness.runners import default_runner, runners
-from harness.scoring import below_chance
-from harness.spec import load_family, load_spec
-from harness.submission.package import MANIFEST, Package, load_package
+
+if TYPE_CHECKING:
+    from harness import pipeline, records, runners, scoring
+    from harness import plan as planning
+    from harness import spec as spec_module
+    from harness import store as run_store
+    from harness.ci import config as ci_config
+    from harness.data.prepare import PreparedBenchmark
+    from harness.executors import matrix as executor_matrix
+    from harness.records import RunRecord
+    from harness.results import records_io
+    from harness.site import builder as site_builder
+    from harness.submission import package as submission_package
+    from harness.submission.package import Package
+else:
+    # The implementation, imported when a command runs: the --help of `zsl run` and `zsl demo`
+    # must not import it (pydantic models, NumPy, SQLAlchemy, Jinja2).
+    pipeline = lazy_module("harness.pipeline")
+    planning = lazy_module("harness.plan")
+    records = lazy_module("harness.records")
+    runners = lazy_module("harness.runners")
+    scoring = lazy_module("harness.scoring")
+    spec_module = lazy_module("harness.spec")
+    run_store = lazy_module("harness.store")
+    ci_config = lazy_module("harness.ci.config")
+    executor_matrix = lazy_module("harness.executors.matrix")
+    records_io = lazy_module("harness.results.records_io")
+    site_builder = lazy_module("harness.site.builder")
+    submission_package = lazy_module("harness.submission.package")
 
 __all__ = ["RUNNER_HELP", "demo", "family_specs", "run"]
 
@@ -66,10 +80,13 @@ def _note(message: str) -> None:
 def _warn_below_chance(record: RunRecord) -> bool:
     """Each below-chance score of ``record`` (:func:`below_chance`) as a warning on stderr;
     whether there was any."""
-    warnings = below_chance(record)
+    warnings = scoring.below_chance(record)
     for warning in warnings:
         stderr.print(
-            Text.assemble(("warning: ", "bold red"), f"{describe_key(run_key(record))}: {warning}"),
+            Text.assemble(
+                ("warning: ", "bold red"),
+                f"{records_io.describe_key(records.run_key(record))}: {warning}",
+            ),
             soft_wrap=True,
         )
     return bool(warnings)
@@ -156,7 +173,7 @@ def run(
         return
     single = len(packages) == 1 and len(specs) == 1
     if single and matrix is None and executor is None and jobs is None and ray_address is None:
-        record = run_submission(
+        record = pipeline.run_submission(
             packages[0],
             specs[0],
             runner=runner,
@@ -173,11 +190,8 @@ def run(
             "--no-store runs one package on one --spec (no --matrix, --executor, --jobs or"
             " --ray-address): the matrix stores each run as it arrives"
         )
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.executors.matrix import RunRequest, run_matrix
-
-    report = run_matrix(
-        [RunRequest(p, s, runner) for s in specs for p in packages],
+    report = executor_matrix.run_matrix(
+        [executor_matrix.RunRequest(p, s, runner) for s in specs for p in packages],
         executor=chosen_executor(executor, ray_address),
         jobs=jobs,
         ray_address=ray_address,
@@ -190,7 +204,7 @@ def run(
         if result.record is not None:
             stdout.print(_summary(result.record))
             if result.replaced is not None:
-                _note(replacement_message(result.replaced, result.record))
+                _note(pipeline.replacement_message(result.replaced, result.record))
             below += _warn_below_chance(result.record)
     stdout.print(
         f"{report.count('done')} done, {report.count('failed')} failed,"
@@ -216,7 +230,7 @@ def _dry_run(
     worst = 0
     for package, spec_path in pairs:
         try:
-            plan = dry_run(
+            plan = pipeline.dry_run(
                 package, spec_path, runner=runner, database_url=database_url, store=store
             )
         except HarnessError as err:
@@ -238,8 +252,8 @@ def family_specs(specs: list[Path]) -> list[Path]:
     """Every member spec of each spec's benchmark family, in family order, each once."""
     expanded: dict[Path, Path] = {}
     for path in specs:
-        spec = load_spec(path)
-        found = load_family(spec)
+        spec = spec_module.load_spec(path)
+        found = spec_module.load_family(spec)
         if found is None:
             raise SpecError(
                 f"{path}: --family: this spec declares no benchmark family (a 'family:' key"
@@ -255,13 +269,12 @@ def _matrix_inputs(
 ) -> tuple[list[Path], list[Path]]:
     """The specs and packages of a ``zsl run``: from the command line, or --matrix."""
     if matrix is not None:
-        # the command's implementation, imported when it runs (its --help stays light)
-        from harness.ci.config import config_root, config_spec_paths, load_ci_config
-
-        root = config_root(matrix, Path.cwd())
-        specs += config_spec_paths(load_ci_config(matrix), root, matrix)
+        root = ci_config.config_root(matrix, Path.cwd())
+        specs += ci_config.config_spec_paths(ci_config.load_ci_config(matrix), root, matrix)
         if not packages:
-            packages = sorted(p.parent for p in (root / "submissions").glob(f"*/{MANIFEST}"))
+            packages = sorted(
+                p.parent for p in (root / "submissions").glob(f"*/{submission_package.MANIFEST}")
+            )
     if not specs:
         raise SubmissionError("give a benchmark spec (--spec, repeatable) or --matrix ci.yaml")
     if not packages:
@@ -281,9 +294,9 @@ def _ensure_predictions(package: Package, bench: PreparedBenchmark, runner: str)
         for s in bench.spec.prediction_settings()
     }
     try:
-        read_all(bench, paths)
+        pipeline.read_all(bench, paths)
     except PredictionError:
-        generate_prediction_files(package, bench, runner=runner)
+        pipeline.generate_prediction_files(package, bench, runner=runner)
 
 
 @reports_errors
@@ -297,38 +310,36 @@ def demo(
     runner: Annotated[str | None, typer.Option(help=RUNNER_HELP, show_default=False)] = None,
 ) -> None:
     """Run every shipped submission on the demo benchmark and build the leaderboard site."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.site.builder import build_site
-
-    # SQLAlchemy (~0.3 s): imported when a store is used
-    from harness.store import load_runs, open_store
-
     if not spec.is_file() or not submissions.is_dir():
         raise SubmissionError(
             f"{spec} or {submissions}/ not found: run `zsl demo` from the repository root"
             " or pass --spec and --submissions"
         )
-    packages = sorted(p.parent for p in submissions.glob(f"*/{MANIFEST}"))
+    packages = sorted(p.parent for p in submissions.glob(f"*/{submission_package.MANIFEST}"))
     if runner is not None:
-        runners.get(runner)  # an unknown name fails before any work
+        runners.runners.get(runner)  # an unknown name fails before any work
     else:
-        runner = default_runner()  # once (one warning at most): no shipped package names an image
+        runner = (
+            runners.default_runner()
+        )  # once (one warning at most): no shipped package names an image
     freeze_all()
     # The demo benchmark is planned once for every package: spec loaded, benchmark prepared.
-    prepared = Steps()
-    loaded = load_spec(spec)
+    prepared = planning.Steps()
+    loaded = spec_module.load_spec(spec)
     with prepared("prepare", f"prepare {loaded.benchmark} v{loaded.version}"):
-        benchmark = plan_benchmark(loaded, spec)
+        benchmark = planning.plan_benchmark(loaded, spec)
     for package_dir in packages:
-        _ensure_predictions(load_package(package_dir), benchmark.prepared, runner)
-        steps = Steps()
+        _ensure_predictions(
+            submission_package.load_package(package_dir), benchmark.prepared, runner
+        )
+        steps = planning.Steps()
         steps.timings.update(prepared.timings)
         with run_directory("zsl-run-") as tmp:
             with steps("validate", f"validate {package_dir}"):
-                package = plan_package(package_dir, tmp, runner=runner)
-            plan = plan_run(benchmark, package, runner=runner, timings=steps.timings)
-            record = run_planned(plan, database_url=database_url, steps=steps)
+                package = planning.plan_package(package_dir, tmp, runner=runner)
+            plan = planning.plan_run(benchmark, package, runner=runner, timings=steps.timings)
+            record = pipeline.run_planned(plan, database_url=database_url, steps=steps)
         stdout.print(_summary(record))
         _warn_below_chance(record)
-    index = build_site(load_runs(open_store(database_url)), out)
+    index = site_builder.build_site(run_store.load_runs(run_store.open_store(database_url)), out)
     stdout.print(f"leaderboard: {index.resolve()}")

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 from rich import box
 from rich.table import Table
 
-from harness.audit import LeakageAudit, Relation, relation_meaning
 from harness.cli._common import reports_errors, stdout
 from harness.core.errors import SpecError
-from harness.spec import is_spec_base, json_schema, load_family, load_spec, load_spec_base
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pydantic
+
+    from harness import audit
+    from harness import describe as description
+    from harness import spec as spec_module
+    from harness.data import prepare as preparation
+else:
+    # The implementation, imported when a command runs: its --help must not import it (pydantic,
+    # NumPy).
+    pydantic = lazy_module("pydantic")
+    audit = lazy_module("harness.audit")
+    description = lazy_module("harness.describe")
+    spec_module = lazy_module("harness.spec")
+    preparation = lazy_module("harness.data.prepare")
 
 __all__ = ["app"]
 
@@ -47,11 +61,11 @@ def validate(
 
 def _validated(path: Path) -> str:
     """Load one spec or spec base (raising :class:`SpecError`); its line for ``validate``."""
-    if is_spec_base(path):
-        keys = load_spec_base(path)
+    if spec_module.is_spec_base(path):
+        keys = spec_module.load_spec_base(path)
         return f"base {path}: {len(keys)} keys, checked with each spec extending it"
-    spec = load_spec(path)
-    family = load_family(spec)  # every member found, and agreeing with this one
+    spec = spec_module.load_spec(path)
+    family = spec_module.load_family(spec)  # every member found, and agreeing with this one
     member = f", family {family.id} member {spec.family.member}" if family and spec.family else ""
     return f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]}){member}"
 
@@ -59,7 +73,7 @@ def _validated(path: Path) -> str:
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of a spec (for editors and CI)."""
-    typer.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+    typer.echo(json.dumps(spec_module.json_schema(), indent=2, sort_keys=True))
 
 
 @app.command(
@@ -79,15 +93,9 @@ def describe(
     ] = False,
 ) -> None:
     """Print a benchmark's sizes, structure diagnostics and leakage audit."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.data.prepare import load_benchmark
-
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.describe import describe_benchmark, describe_release
-
-    spec = load_spec(path)
+    spec = spec_module.load_spec(path)
     if release_only:
-        table = describe_release(spec)
+        table = description.describe_release(spec)
         if as_json:
             typer.echo(json.dumps(table, indent=1, sort_keys=True, default=_jsonable))
             return
@@ -97,7 +105,7 @@ def describe(
         if leak is not None:
             _print_leakage(leak)
         return
-    report = describe_benchmark(spec, load_benchmark(spec))
+    report = description.describe_benchmark(spec, preparation.load_benchmark(spec))
     if as_json:
         typer.echo(json.dumps(report, indent=1, sort_keys=True, default=_jsonable))
         return
@@ -172,21 +180,23 @@ def _plain(value: Any) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
+    if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     return str(value)
 
 
-def _print_leakage(leak: LeakageAudit) -> None:
+def _print_leakage(leak: audit.LeakageAudit) -> None:
     if not leak.audited:  # not applicable, not audited (frozen so) or unavailable: says why
         stdout.print(f"  leakage: {leak.summary()}", soft_wrap=True)
         return
     stdout.print(f"  leakage: {leak.summary()}", soft_wrap=True)
     if leak.inputs_text():
         stdout.print(f"    (frozen with the benchmark, from {leak.inputs_text()})", soft_wrap=True)
-    for relation in Relation:
-        stdout.print(f"    ({relation_meaning(relation, leak.related_within)})", soft_wrap=True)
-    for relation in Relation:
+    for relation in audit.Relation:
+        stdout.print(
+            f"    ({audit.relation_meaning(relation, leak.related_within)})", soft_wrap=True
+        )
+    for relation in audit.Relation:
         classes = leak.with_relation(relation)
         if not classes:
             continue

@@ -12,17 +12,30 @@ import typer
 from harness.cli._common import reports_errors, stdout
 from harness.cli.run import RUNNER_HELP
 from harness.core.errors import PredictionError, SubmissionError
+from harness.core.lazy import lazy_module
 from harness.core.tempdirs import run_directory
-from harness.data.prepare import load_benchmark
-from harness.pipeline import generate_prediction_files, read_all
-from harness.spec import load_spec
-from harness.submission.package import Package, load_package
-from harness.submission.resources import CappedResources, cap_resources, effective_caps
-from harness.submission.scaffold import write_template
-from harness.submission.unpack import open_package
 
 if TYPE_CHECKING:
+    from harness import pipeline
+    from harness import spec as spec_module
+    from harness.data import prepare as preparation
+    from harness.runners import entrypoint_check
     from harness.runners.entrypoint_check import EntrypointCheck
+    from harness.submission import package as submission_package
+    from harness.submission import resources, scaffold, unpack
+    from harness.submission.package import Package
+    from harness.submission.resources import CappedResources
+else:
+    # The implementation, imported when a command runs: its --help must not import it (pydantic
+    # models, NumPy).
+    pipeline = lazy_module("harness.pipeline")
+    spec_module = lazy_module("harness.spec")
+    preparation = lazy_module("harness.data.prepare")
+    entrypoint_check = lazy_module("harness.runners.entrypoint_check")
+    submission_package = lazy_module("harness.submission.package")
+    resources = lazy_module("harness.submission.resources")
+    scaffold = lazy_module("harness.submission.scaffold")
+    unpack = lazy_module("harness.submission.unpack")
 
 __all__ = ["app", "validate_package"]
 
@@ -51,7 +64,7 @@ def init(
     if kind not in ("model", "predictions"):
         raise SubmissionError(f"--kind {kind!r}: choose 'model' or 'predictions'")
     chosen: Literal["model", "predictions"] = "model" if kind == "model" else "predictions"
-    root = write_template(name, out, kind=chosen)
+    root = scaffold.write_template(name, out, kind=chosen)
     stdout.print(f"created {root} ({kind}); next: zsl submission validate {root}")
 
 
@@ -87,29 +100,27 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
         The package is invalid or hostile, or its entrypoint check found problems (each listed).
     """
     with run_directory("zsl-validate-") as tmp:
-        loaded = open_package(package, tmp)
+        loaded = unpack.open_package(package, tmp)
         m = loaded.manifest
         if spec is not None and m.kind == "predictions":
-            bench = load_benchmark(load_spec(spec))
+            bench = preparation.load_benchmark(spec_module.load_spec(spec))
             settings = bench.spec.prediction_settings()
             # Missing files are named with the command that writes them.
             paths = loaded.prediction_files(bench.spec.benchmark, settings, spec=spec)
             try:
-                read_all(bench, paths)
+                pipeline.read_all(bench, paths)
             except PredictionError as err:  # name the file by its path in the package
                 raise _in_package_terms(err, loaded, paths.values()) from None
         checked = None
         if m.kind == "model":
             # Imports the package's code: in a runner (sandbox by default), never here.
-            from harness.runners.entrypoint_check import check_entrypoint, describe
-
-            checked = check_entrypoint(loaded)
+            checked = entrypoint_check.check_entrypoint(loaded)
             if not checked.ok:
                 count = len(checked.problems)
                 raise SubmissionError(
                     f"{package}: entrypoint {checked.entrypoint} (checked in runner"
                     f" '{checked.runner}'): {count} problem{'s' if count > 1 else ''}\n  "
-                    + "\n  ".join(describe(checked))
+                    + "\n  ".join(entrypoint_check.describe(checked))
                 )
         return PackageValidation(
             name=m.name,
@@ -119,7 +130,7 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
             files=len(loaded.files()),
             review=tuple(loaded.files_to_review()),
             entrypoint=checked,
-            resources=cap_resources(m.resources, effective_caps()),
+            resources=resources.cap_resources(m.resources, resources.effective_caps()),
         )
 
 
@@ -144,10 +155,7 @@ def validate(
     found = validate_package(package, spec)
     stdout.print(f"ok {package}: {found.name} {found.version} ({found.kind}) {found.package_hash}")
     if found.entrypoint is not None:
-        # the command's implementation, imported when it runs (its --help stays light)
-        from harness.runners.entrypoint_check import describe
-
-        for line in describe(found.entrypoint):
+        for line in entrypoint_check.describe(found.entrypoint):
             stdout.print(f"  {line}", soft_wrap=True)
     for note in found.resources.notes:
         stdout.print(f"  {note}", soft_wrap=True)
@@ -181,8 +189,8 @@ def generate(
     ] = None,
 ) -> None:
     """Run a predictions package's generator on a benchmark's task bundle, in a runner."""
-    loaded = load_package(package)
-    bench = load_benchmark(load_spec(spec))
-    generate_prediction_files(loaded, bench, runner=runner)
+    loaded = submission_package.load_package(package)
+    bench = preparation.load_benchmark(spec_module.load_spec(spec))
+    pipeline.generate_prediction_files(loaded, bench, runner=runner)
     for setting in bench.spec.prediction_settings():
         stdout.print(f"wrote {loaded.prediction_path(bench.spec.benchmark, setting)}")

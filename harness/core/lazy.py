@@ -1,0 +1,41 @@
+"""A module bound now and imported at its first attribute access (issue 28).
+
+The CLI's command modules bind their implementation modules with :func:`lazy_module`, so that
+defining the commands (and printing a command's ``--help``) imports none of them; the first
+``pipeline.run_submission(...)`` in a command body imports ``harness.pipeline`` for real.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+__all__ = ["lazy_module"]
+
+
+class _LazyModule(ModuleType):
+    """Stands for the module of its name; every attribute is read from the real module.
+
+    Not ``importlib.util.LazyLoader``: that recipe finds the module's spec at once, and finding
+    ``harness.data.prepare`` executes the package ``harness.data`` (0.25 s, NumPy, pydantic) —
+    whose ``__init__`` imports the very submodules a command would defer. Here nothing is found
+    or executed before the first attribute, and then :func:`importlib.import_module` imports
+    the module the ordinary way (parents, cycles and ``sys.modules`` as for any import). The
+    proxy keeps no copy of the module's attributes, so a test that monkeypatches the real
+    module is seen through it.
+    """
+
+    def __getattr__(self, attribute: str) -> Any:
+        # Called only for what the proxy itself lacks: every attribute of the real module.
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def lazy_module(name: str) -> ModuleType:
+    """A stand-in for the module ``name`` that imports it at its first attribute access.
+
+    A name that names no module fails loudly there: :class:`ModuleNotFoundError` from the
+    command that first uses it (and ``tests/cli/test_cli_startup.py`` imports every name
+    the CLI binds, so a typo fails the tests before any user runs the command).
+    """
+    return _LazyModule(name)
