@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from harness.ci import (
-    DIFF_FILENAME,
-    SITE_DIRNAME,
-    Execution,
-    changed_packages,
-    find_repo_root,
-    publish_site,
-    run_pull_request,
-)
 from harness.cli._common import (
     RESULTS_DIR,
     SITE_DIR,
@@ -31,6 +22,20 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from harness import ci
+else:
+    # The implementation, imported when a command runs: its --help must not import it (the
+    # store's SQLAlchemy, the site's Jinja2, pydantic models, NumPy).
+    ci = lazy_module("harness.ci")
+
+#: Where ``zsl ci pr`` writes in its OUT folder, for the help: ``harness.ci.pr``'s
+#: ``SITE_DIRNAME`` and ``DIFF_FILENAME``, spelled here so that defining the command imports
+#: none of it (tests/cli/test_cli_startup.py holds them equal).
+SITE_DIRNAME = "site"
+DIFF_FILENAME = "leaderboard-diff.md"
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -58,7 +63,7 @@ Only committed changes count (git diff BASE...HEAD).
 @reports_errors
 def changed(base: Base) -> None:
     """List the submission packages added, modified or deleted between BASE and HEAD."""
-    changes = changed_packages(base, find_repo_root(Path.cwd()))
+    changes = ci.changed_packages(base, ci.find_repo_root(Path.cwd()))
     for status, folders in (
         ("added", changes.added),
         ("modified", changes.modified),
@@ -157,8 +162,8 @@ def pr(
     max_retries: MaxRetries = 2,
 ) -> None:
     """Validate, run and score the changed packages; write the site and the leaderboard diff."""
-    repo_root = find_repo_root(repo if repo is not None else Path.cwd())
-    result = run_pull_request(
+    repo_root = ci.find_repo_root(repo if repo is not None else Path.cwd())
+    result = ci.run_pull_request(
         base,
         repo_root=repo_root,
         results_dir=results if results is not None else repo_root / RESULTS_DIR,
@@ -168,7 +173,9 @@ def pr(
         every_package=every_package,
         quiet=quiet,
         trust_pr_harness=trust_pr_harness,
-        execution=Execution(chosen_executor(executor, ray_address), jobs, ray_address, max_retries),
+        execution=ci.Execution(
+            chosen_executor(executor, ray_address), jobs, ray_address, max_retries
+        ),
     )
     for outcome in result.outcomes:
         line = f"{outcome.status} {outcome.package}: {outcome.detail}"
@@ -199,5 +206,5 @@ def publish(
     out: SiteFolder = SITE_DIR,
 ) -> None:
     """Build the site from the committed run records and print the path of its index.html."""
-    index = publish_site(results, out)
+    index = ci.publish_site(results, out)
     stdout.print(str(index), soft_wrap=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
@@ -23,7 +23,15 @@ from typer.core import TyperCommand, TyperGroup
 from typer.models import CommandInfo
 
 import harness
+from harness.core.lazy import lazy_module
 from harness.core.registry import Registry
+
+if TYPE_CHECKING:
+    from harness.cli import _common
+else:
+    # Holds --debug for every command: imported when a command runs, so that `zsl --help` and
+    # `zsl --version` import no command module (Rich's console among them).
+    _common = lazy_module("harness.cli._common")
 
 __all__ = ["COMMANDS", "Command", "LazyCommands", "app", "commands", "main"]
 
@@ -157,10 +165,7 @@ def _root(
     ] = False,
 ) -> None:
     """Declarative zero-shot learning benchmarks, honest scoring, a static leaderboard."""
-    # the command's implementation, imported when it runs (its --help stays light)
-    from harness.cli._common import state
-
-    state.debug = debug
+    _common.state.debug = debug
 
 
 def main() -> None:

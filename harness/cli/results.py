@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
-from sqlalchemy import Engine
 
 from harness.cli._common import (
     RESULTS_DIR,
@@ -23,27 +22,31 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
-from harness.executors.rescore import rescore_store
-from harness.records import RunKey
-from harness.rescore import RescoreOutcome
-from harness.results.records_io import describe_key, read_records
-from harness.results.reproduction import SCORE_TOLERANCE, compare_reproduction
-from harness.results.store_io import (
-    RUN_NAME_FORM,
-    export_store,
-    import_folder,
-    resolve_runs,
-    run_name,
-)
-from harness.store import (
-    StoredRun,
-    count_runs,
-    delete_runs,
-    list_runs,
-    open_store,
-    primary_values,
-    set_hidden,
-)
+from harness.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from harness import store
+    from harness.executors import rescore as executor_rescore
+    from harness.records import RunKey
+    from harness.rescore import RescoreOutcome
+    from harness.results import records_io, reproduction, store_io
+    from harness.store import StoredRun
+else:
+    # The implementation, imported when a command runs: its --help must not import it
+    # (SQLAlchemy, pydantic models, NumPy).
+    store = lazy_module("harness.store")
+    executor_rescore = lazy_module("harness.executors.rescore")
+    records_io = lazy_module("harness.results.records_io")
+    reproduction = lazy_module("harness.results.reproduction")
+    store_io = lazy_module("harness.results.store_io")
+
+#: What the options' help and defaults need of the implementation, spelled here so that defining
+#: them imports none of it: ``store_io.RUN_NAME_FORM`` and ``reproduction.SCORE_TOLERANCE``
+#: (tests/cli/test_cli_startup.py holds them equal).
+RUN_NAME_FORM = "SUBMISSION@VERSION on BENCHMARK vN"
+SCORE_TOLERANCE = 1e-5
 
 __all__ = ["app"]
 
@@ -79,10 +82,10 @@ def export(
     ] = False,
 ) -> None:
     """Write every stored run to one JSON record file (stable text, content-addressed)."""
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
-        result = export_store(engine, results, prune=prune)
-        hidden = count_runs(engine, hidden=True)
+        result = store_io.export_store(engine, results, prune=prune)
+        hidden = store.count_runs(engine, hidden=True)
     finally:
         engine.dispose()
     stdout.print(
@@ -118,9 +121,9 @@ def import_(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Verify every record file in a folder, then store them all in one transaction."""
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
-        records = import_folder(engine, results)
+        records = store_io.import_folder(engine, results)
     finally:
         engine.dispose()
     stdout.print(f"imported {len(records)} records from {results}", soft_wrap=True)
@@ -165,9 +168,9 @@ def rescore(
     max_retries: MaxRetries = 2,
 ) -> None:
     """Re-score stored runs from their archived predictions when metric versions changed."""
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
-        outcomes = rescore_store(
+        outcomes = executor_rescore.rescore_store(
             engine,
             specs,
             force=force,
@@ -223,7 +226,7 @@ def _score_text(value: float) -> str:
 
 def _primary_text(stored: StoredRun) -> str:
     record = stored.record
-    values = primary_values(record)
+    values = store.primary_values(record)
     return ", ".join(
         f"{setting} {record.benchmark.primary[setting]} {_score_text(value)}"
         for setting, value in values.items()
@@ -254,15 +257,15 @@ def list_(
     database_url: DatabaseUrl = None,
 ) -> None:
     """List stored runs: benchmark, submission@version, runner, date and primary scores."""
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
-        runs = list_runs(engine, benchmark=benchmark, submission=submission)
+        runs = store.list_runs(engine, benchmark=benchmark, submission=submission)
     finally:
         engine.dispose()
     for stored in runs:
         record = stored.record
         stdout.print(
-            f"{run_name(stored.key)}  {record.runner}  "
+            f"{store_io.run_name(stored.key)}  {record.runner}  "
             f"{record.created_at:%Y-%m-%d %H:%M}  {_primary_text(stored) or '-'}"
             + ("  [hidden]" if stored.hidden else ""),
             soft_wrap=True,
@@ -279,8 +282,8 @@ def list_(
 def _resolve(engine: Engine, names: list[str]) -> tuple[list[RunKey], dict[RunKey, bool]]:
     """The stored runs ``names`` name (:func:`resolve_runs`, the one reader of run names), and
     the hidden flag of every stored run."""
-    hidden = {s.key: s.hidden for s in list_runs(engine)}
-    return resolve_runs(names, list(hidden)), hidden
+    hidden = {s.key: s.hidden for s in store.list_runs(engine)}
+    return store_io.resolve_runs(names, list(hidden)), hidden
 
 
 MANAGE_EPILOG = """
@@ -306,16 +309,16 @@ transaction. {after}
 @reports_errors
 def delete(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = None) -> None:
     """Delete stored runs with their scores, in one transaction."""
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
         keys, _ = _resolve(engine, runs)
         if not dry_run:
-            delete_runs(engine, keys)
+            store.delete_runs(engine, keys)
     finally:
         engine.dispose()
     verb = "would delete" if dry_run else "deleted"
     for key in keys:
-        stdout.print(f"{verb}: {run_name(key)}", soft_wrap=True)
+        stdout.print(f"{verb}: {store_io.run_name(key)}", soft_wrap=True)
     if not dry_run:
         stdout.print(
             "run `zsl results export --prune` to delete their record files too", soft_wrap=True
@@ -323,13 +326,13 @@ def delete(runs: RunNames, dry_run: DryRun = False, database_url: DatabaseUrl = 
 
 
 def _set_hidden(runs: list[str], hidden: bool, dry_run: bool, database_url: str | None) -> None:
-    engine = open_store(database_url)
+    engine = store.open_store(database_url)
     try:
         keys, flags = _resolve(engine, runs)
         changed = (
             [k for k in keys if flags.get(k) != hidden]
             if dry_run
-            else set_hidden(engine, keys, hidden)
+            else store.set_hidden(engine, keys, hidden)
         )
     finally:
         engine.dispose()
@@ -337,7 +340,7 @@ def _set_hidden(runs: list[str], hidden: bool, dry_run: bool, database_url: str 
     verb = ("would be " if dry_run else "") + done
     for key in keys:
         already = "" if key in changed else f" (already {done}: unchanged)"
-        stdout.print(f"{verb}: {run_name(key)}{already}", soft_wrap=True)
+        stdout.print(f"{verb}: {store_io.run_name(key)}{already}", soft_wrap=True)
     if changed and not dry_run:
         stdout.print(
             "run `zsl results export --prune` to update the record files"
@@ -400,19 +403,19 @@ def diff(
 ) -> None:
     """Compare the stored runs with the committed record files: the same results, within a
     tolerance for another platform's rounding?"""
-    from harness.store import load_runs  # SQLAlchemy (~0.3 s): imported when a store is used
-
-    committed = read_records(results)
-    engine = open_store(database_url)
+    committed = records_io.read_records(results)
+    engine = store.open_store(database_url)
     try:
-        fresh = load_runs(engine)
+        fresh = store.load_runs(engine)
     finally:
         engine.dispose()
-    report = compare_reproduction(committed, fresh, tolerance=tolerance)
+    report = reproduction.compare_reproduction(committed, fresh, tolerance=tolerance)
     for key, found in report.beyond.items():
         for difference in found:
             if not difference.within_tolerance:
-                stdout.print(difference.describe(describe_key(key), tolerance), soft_wrap=True)
+                stdout.print(
+                    difference.describe(records_io.describe_key(key), tolerance), soft_wrap=True
+                )
     compared = len(report.identical) + len(report.within) + len(report.beyond)
     if not compared:
         stderr.print(

@@ -2,25 +2,29 @@
 
 The time itself is measured in ``bench/cli_startup.py`` (targets: 0.3 s for every ``--help``,
 0.8 s to import ``harness.cli.run``); here, what makes it: which modules a fresh process imports
-for ``zsl --version``, ``zsl --help`` and each command's ``--help``, that loading a spec imports
-no ``scipy.stats``, and that every lazy entry (commands, metric families, data adapters)
-resolves to what it names, so a typo in a ``"module:object"`` string cannot hide until a user
-runs that command.
+for ``zsl --version``, ``zsl --help`` and each command's ``--help`` (its cli module, none of its
+implementation: :func:`harness.core.lazy.lazy_module` binds that), that loading a spec imports
+no ``scipy.stats``, and that every lazy entry (commands, metric families, data adapters, the
+modules the CLI binds lazily) resolves to what it names, so a typo in a ``"module:object"``
+string cannot hide until a user runs that command.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import typer
 from typer.core import TyperCommand, TyperGroup
 from typer.testing import CliRunner
 
+from harness.cli import ci, hierarchy, results
 from harness.cli.main import COMMANDS, app, commands, load_command
 from harness.data import ADAPTERS, adapters
 from harness.metrics import FAMILIES, Metric, metrics
@@ -28,12 +32,25 @@ from harness.metrics import FAMILIES, Metric, metrics
 #: Libraries that cost from a tenth of a second to seconds to import; none is needed to print
 #: the version, the list of commands or a command's help.
 HEAVY = ("numpy", "scipy", "nltk", "sqlalchemy", "sqlmodel", "jinja2", "pydantic", "torch")
-#: What no command's ``--help`` needs: SciPy (scoring), NLTK (opening WordNet), torch
-#: (extracting features).
-NEVER_FOR_HELP = ("scipy", "nltk", "torch", "torchvision")
-#: The commands that work on the store and the site: their modules import SQLAlchemy, SQLModel
-#: and the site's Jinja2 at the top (the store's tables are SQLModel classes).
-STORE_COMMANDS = {"leaderboard", "ci", "results"}
+#: What no command's ``--help`` needs: NumPy, SciPy (scoring), NLTK (opening WordNet), torch
+#: (extracting features), the store's SQLAlchemy and SQLModel, the site's Jinja2. (pydantic
+#: itself is Typer's: it builds every option's converter with it.)
+NEVER_FOR_HELP = (
+    "numpy",
+    "scipy",
+    "nltk",
+    "torch",
+    "torchvision",
+    "sqlalchemy",
+    "sqlmodel",
+    "jinja2",
+)
+#: Beside the CLI itself, the only harness modules a command's ``--help`` may import.
+LIGHT_HARNESS = ("harness", "harness.cli", "harness.core")
+#: The commands whose ``--help`` still imports their implementation, and why: the text models'
+#: names and summaries (the epilog, --model's help) and --normalize's choices are defined in
+#: harness.features.embeddings, which imports NumPy and WordNet's module.
+EAGER_HELP = {"embeddings"}
 
 _PROBE = """
 import json, sys
@@ -76,9 +93,52 @@ def test_a_commands_help_imports_only_its_own_module_and_nothing_heavy(name: str
     # submission reuses run's --runner help; classmap and embeddings the WordNet options.
     shared = {"harness.cli.run", "harness.cli.hierarchy"}
     assert sorted(others & set(modules) - shared) == []
+    if name in EAGER_HELP:
+        return
     assert _top(modules, NEVER_FOR_HELP) == set()
-    if name not in STORE_COMMANDS:
-        assert _top(modules, ("sqlalchemy", "sqlmodel", "jinja2")) == set()
+    implementation = [m for m in modules if m.startswith("harness.") and not _light(m)]
+    assert implementation == []
+
+
+def _light(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in LIGHT_HARNESS)
+
+
+def _lazy_bindings() -> list[str]:
+    """The module names every ``lazy_module("...")`` call under harness/cli binds."""
+    names = []
+    for path in sorted(Path("harness/cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "lazy_module"
+            ):
+                assert isinstance(node.args[0], ast.Constant), f"{path}: a literal name"
+                names.append(node.args[0].value)
+    return sorted(set(names))
+
+
+def test_the_cli_binds_its_implementation_lazily_and_every_name_resolves() -> None:
+    # A misspelt lazy_module name would fail only when its command runs: import each here.
+    names = _lazy_bindings()
+    assert "harness.pipeline" in names and "harness.store" in names
+    for name in names:
+        importlib.import_module(name)
+
+
+def test_what_the_cli_spells_to_stay_light_equals_its_source() -> None:
+    # Option help and defaults the CLI spells itself, so defining them imports no implementation.
+    from harness.ci import pr
+    from harness.hierarchy import wordnet
+    from harness.results import reproduction, store_io
+
+    assert hierarchy.WORDNET_DIR_ENV == wordnet.ENV_DIR
+    assert hierarchy.WORDNET_LEXNAMES_ENV == wordnet.ENV_LEXNAMES
+    assert results.RUN_NAME_FORM == store_io.RUN_NAME_FORM
+    assert results.SCORE_TOLERANCE == reproduction.SCORE_TOLERANCE
+    assert ci.SITE_DIRNAME == pr.SITE_DIRNAME
+    assert ci.DIFF_FILENAME == pr.DIFF_FILENAME
 
 
 def test_loading_a_spec_imports_no_scipy_stats() -> None:

@@ -1,0 +1,63 @@
+"""harness.core.lazy: a module bound now, imported at its first attribute (issue 28)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness.core.lazy import lazy_module
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_binding_imports_nothing_until_an_attribute_is_used() -> None:
+    out = _run(
+        "import sys\n"
+        "from harness.core.lazy import lazy_module\n"
+        "specs = lazy_module('harness.spec')\n"
+        "print('harness.spec' in sys.modules, 'harness' + '.spec' in repr(specs))\n"
+        "load = specs.load_spec\n"
+        "import harness.spec\n"
+        "print('harness.spec' in sys.modules, load is harness.spec.load_spec)\n"
+    )
+    assert out.splitlines() == ["False True", "True True"]
+
+
+def test_a_submodule_binds_without_importing_its_package() -> None:
+    # LazyLoader's find_spec would execute harness.data (NumPy, pydantic) right away.
+    out = _run(
+        "import sys\n"
+        "from harness.core.lazy import lazy_module\n"
+        "lazy_module('harness.data.prepare')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('harness.data') or m == 'numpy'))\n"
+    )
+    assert out == "[]"
+
+
+def test_a_typo_fails_loudly_at_first_use() -> None:
+    # Binding finds nothing, so a misspelt name binds; its first attribute raises what an
+    # import would. tests/cli/test_cli_startup.py imports every name the CLI binds.
+    misspelt = lazy_module("harness.no_such_module")
+    with pytest.raises(ModuleNotFoundError, match=r"harness\.no_such_module"):
+        misspelt.anything  # noqa: B018
+
+
+def test_a_missing_attribute_is_the_modules_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no_such_name"):
+        lazy_module("harness.core.hashing").no_such_name  # noqa: B018
+
+
+def test_a_monkeypatched_module_is_seen_through_the_binding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import harness.core.hashing as hashing
+
+    bound = lazy_module("harness.core.hashing")
+    monkeypatch.setattr(hashing, "file_sha256", lambda path: "patched")
+    assert bound.file_sha256("x") == "patched"
