@@ -17,13 +17,8 @@ __all__ = ["lazy_module"]
 class _LazyModule(ModuleType):
     """Stands for the module of its name; every attribute is read from the real module.
 
-    Not ``importlib.util.LazyLoader``: that recipe finds the module's spec at once, and finding
-    ``harness.data.prepare`` executes the package ``harness.data`` (0.25 s, NumPy, pydantic) —
-    whose ``__init__`` imports the very submodules a command would defer. Here nothing is found
-    or executed before the first attribute, and then :func:`importlib.import_module` imports
-    the module the ordinary way (parents, cycles and ``sys.modules`` as for any import). The
-    proxy keeps no copy of the module's attributes, so a test that monkeypatches the real
-    module is seen through it.
+    Not ``importlib.util.LazyLoader``, whose spec lookup executes a submodule's package: see
+    docs/core.md, ``lazy_module``.
     """
 
     def __getattr__(self, attribute: str) -> Any:
