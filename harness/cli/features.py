@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from harness.cli._common import reports_errors, stdout
-from harness.core import yamlio
 from harness.core.errors import HarnessError
 from harness.core.lazy import lazy_module
 
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     import pydantic
 
     from harness import spec
+    from harness.core import yamlio
     from harness.features import extract as extraction
     from harness.features import sets
     from harness.hierarchy import wordnet
@@ -26,6 +26,7 @@ else:
     # The implementation, imported when a command runs: its --help must not import it (torch,
     # pydantic, NumPy).
     pydantic = lazy_module("pydantic")
+    yamlio = lazy_module("harness.core.yamlio")
     spec = lazy_module("harness.spec")
     extraction = lazy_module("harness.features.extract")
     sets = lazy_module("harness.features.sets")
