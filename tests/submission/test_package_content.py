@@ -532,7 +532,7 @@ def test_ci_fails_an_undeclared_suffix_until_the_configuration_lists_it(
     commit_all(repo, "a suffix, and the configuration allows both")
     # ESZSL's run, made by this very package (notes and script included in its hash)
     hashed = eszsl_run.submission.model_copy(update={"package_hash": load_package(package).hash()})
-    runs.plan["eszsl"] = eszsl_run.model_copy(update={"submission": hashed})
+    runs.outcomes["eszsl"] = eszsl_run.model_copy(update={"submission": hashed})
     ok, status, detail = outcome_detail()
     assert (ok, status) == (True, "ok"), detail
     assert runs.calls == ["eszsl"]
