@@ -8,6 +8,7 @@ outside its hash.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.data import facts
 from harness.data.artifacts import MANIFEST, FrozenBenchmark
-from harness.data.facts import FACTS, benchmark_facts, structure_summary
+from harness.data.facts import FACTS, benchmark_facts, structure_summary, verify_facts
 from harness.data.prepare import load_benchmark
 from harness.metrics import metrics
 from harness.plan import plan_submission
@@ -90,3 +91,29 @@ def test_facts_made_from_anything_else_are_computed_again() -> None:
     assert benchmark_facts(bench).structure == {"forged": True}
     path.write_text("not json")
     assert benchmark_facts(bench).structure == structure_summary(bench)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(lambda s: {**s, "structure": {"forged": True}}, id="structure"),
+        pytest.param(lambda s: {**s, "test_classes": s["test_classes"][:1]}, id="test-classes"),
+        pytest.param(lambda s: {**s, "extra": 1}, id="extra-key"),
+        pytest.param(lambda s: None, id="removed"),
+    ],
+)
+def test_verify_facts_finds_a_file_that_is_not_the_frozen_datas(
+    tamper: Callable[[dict[str, object]], dict[str, object] | None],
+) -> None:
+    bench = load_benchmark(load_spec(DEMO))
+    path = bench.frozen.root / FACTS
+    original = path.read_bytes()
+    assert verify_facts(bench) and path.read_bytes() == original  # untouched when right
+    changed = tamper(json.loads(original))
+    if changed is None:
+        path.unlink()
+    else:
+        path.write_text(json.dumps(changed, sort_keys=True))
+    assert not verify_facts(bench)
+    assert path.read_bytes() == original  # replaced by the facts of the frozen data
+    assert verify_facts(bench)

@@ -13,7 +13,7 @@ from harness.core.lazy import lazy_module
 if TYPE_CHECKING:
     from harness import audit as leakage
     from harness import spec as spec_module
-    from harness.data import artifacts, xlsa17, xlsa17_synthetic
+    from harness.data import artifacts, facts, xlsa17, xlsa17_synthetic
     from harness.data import prepare as preparation
 else:
     # The implementation, imported when a command runs: its --help must not import it (pydantic,
@@ -21,6 +21,7 @@ else:
     leakage = lazy_module("harness.audit")
     spec_module = lazy_module("harness.spec")
     artifacts = lazy_module("harness.data.artifacts")
+    facts = lazy_module("harness.data.facts")
     preparation = lazy_module("harness.data.prepare")
     xlsa17 = lazy_module("harness.data.xlsa17")
     xlsa17_synthetic = lazy_module("harness.data.xlsa17_synthetic")
@@ -90,6 +91,15 @@ def verify(spec: SpecPath) -> None:
     frozen = artifacts.FrozenBenchmark(artifacts.benchmark_dir(loaded.benchmark, loaded.version))
     names = frozen.verify()
     stdout.print(f"ok {frozen.root}: {len(names)} artifacts match {frozen.hash}")
+    # The facts every record copies sit beside the manifest, outside its hash: checked here.
+    if facts.verify_facts(preparation.PreparedBenchmark(loaded, frozen)):
+        stdout.print(f"ok {facts.FACTS}: the split's facts match the frozen data")
+    else:
+        stdout.print(
+            f"replaced {facts.FACTS}: it did not hold the facts of the frozen data (computed"
+            " again; runs stored since it changed copied the wrong structure and test classes:"
+            " re-run them)"
+        )
     _print_audit(frozen, loaded)
 
 

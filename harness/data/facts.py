@@ -45,6 +45,7 @@ __all__ = [
     "ratio_entry",
     "structure_summary",
     "test_classes",
+    "verify_facts",
 ]
 
 #: The file, in the frozen benchmark's folder, that keeps its facts.
@@ -65,37 +66,66 @@ class BenchmarkFacts:
     test_classes: list[ScoredClass]
 
 
-def benchmark_facts(bench: PreparedBenchmark) -> BenchmarkFacts:
-    """``bench``'s facts: read from its :data:`FACTS` file when that was computed from this very
-    benchmark, spec and harness; else computed and the file (re)written atomically (a folder
-    that cannot be written keeps none: the facts are computed each time then)."""
-    path = bench.frozen.root / FACTS
-    key = {
+def _key(bench: PreparedBenchmark) -> dict[str, str]:
+    """What a :data:`FACTS` file must name to be ``bench``'s."""
+    return {
         "format": FACTS_FORMAT,
         "benchmark_hash": bench.hash,
         "spec_hash": bench.spec.spec_hash(),
         "harness_version": harness.__version__,
     }
+
+
+def _stored_text(bench: PreparedBenchmark, facts: BenchmarkFacts) -> str:
+    return json.dumps(
+        {
+            "key": _key(bench),
+            "structure": facts.structure,
+            "test_classes": _CLASSES.dump_python(facts.test_classes, mode="json"),
+        },
+        sort_keys=True,
+    )
+
+
+def _write(bench: PreparedBenchmark, facts: BenchmarkFacts) -> None:
+    with suppress(OSError):  # a read-only ZSL_HOME: the facts stay right, computed per run
+        write_bytes_atomic(
+            bench.frozen.root / FACTS,
+            _stored_text(bench, facts).encode("utf-8"),
+            make_parents=False,
+        )
+
+
+def benchmark_facts(bench: PreparedBenchmark) -> BenchmarkFacts:
+    """``bench``'s facts: read from its :data:`FACTS` file when that was computed from this very
+    benchmark, spec and harness; else computed and the file (re)written atomically (a folder
+    that cannot be written keeps none: the facts are computed each time then)."""
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(stored, dict) and stored.get("key") == key:
+        stored = json.loads((bench.frozen.root / FACTS).read_text(encoding="utf-8"))
+        if isinstance(stored, dict) and stored.get("key") == _key(bench):
             return BenchmarkFacts(
                 dict(stored["structure"]), _CLASSES.validate_python(stored["test_classes"])
             )
     except (OSError, ValueError, KeyError, TypeError, ValidationError):
         pass  # missing, unreadable or malformed: computed again below
     facts = BenchmarkFacts(structure_summary(bench), test_classes(bench))
-    text = json.dumps(
-        {
-            "key": key,
-            "structure": facts.structure,
-            "test_classes": _CLASSES.dump_python(facts.test_classes, mode="json"),
-        },
-        sort_keys=True,
-    )
-    with suppress(OSError):  # a read-only ZSL_HOME: the facts stay right, computed per run
-        write_bytes_atomic(path, text.encode("utf-8"), make_parents=False)
+    _write(bench, facts)
     return facts
+
+
+def verify_facts(bench: PreparedBenchmark) -> bool:
+    """Compute ``bench``'s facts afresh and compare them with its :data:`FACTS` file, which is
+    outside the manifest's hash (``zsl data verify``): True when the file holds exactly them;
+    else False, and the file is replaced by the fresh facts."""
+    facts = BenchmarkFacts(structure_summary(bench), test_classes(bench))
+    path = bench.frozen.root / FACTS
+    try:
+        same = path.read_text(encoding="utf-8") == _stored_text(bench, facts)
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
+        _write(bench, facts)
+    return same
 
 
 def structure_summary(bench: PreparedBenchmark) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -98,7 +99,16 @@ def test_data_prepare_verify_and_tamper_exit_2(isolated_home: Path) -> None:
     first = runner.invoke(app, ["data", "prepare", spec])
     assert first.exit_code == 0, first.output
     assert "sha256:" in first.output
-    assert runner.invoke(app, ["data", "verify", spec]).exit_code == 0
+    verified = runner.invoke(app, ["data", "verify", spec])
+    assert verified.exit_code == 0 and "ok facts.json" in verified.output
+    # The facts beside the manifest, outside its hash: a forged file is found and replaced.
+    facts = isolated_home / "benchmarks" / "demo" / "v1" / "facts.json"
+    forged = json.loads(facts.read_text())
+    forged["structure"] = {"forged": True}
+    facts.write_text(json.dumps(forged))
+    result = runner.invoke(app, ["data", "verify", spec])
+    assert result.exit_code == 0 and "replaced facts.json" in result.output
+    assert "forged" not in facts.read_text()
     features = isolated_home / "benchmarks" / "demo" / "v1" / "features.npy"
     data = np.load(features)
     data[0, 0] += 1
