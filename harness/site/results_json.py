@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from harness import __version__ as harness_version
@@ -18,7 +17,7 @@ from harness.results.records_io import RECORD_FORMAT, describe_key
 from harness.site import stats
 from harness.site.model import SiteModel
 
-__all__ = ["FORMAT", "write_results_json"]
+__all__ = ["FORMAT", "results_json"]
 
 FORMAT = "zsl-leaderboard-results/2"
 
@@ -150,11 +149,14 @@ def _matrices(by_setting: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_results_json(model: SiteModel, path: Path) -> None:
-    """Write ``results.json``: the summary, then the records one per line."""
+def results_json(model: SiteModel) -> str:
+    """The text of ``results.json``: the summary, then the records one per line."""
     head = json.dumps(summary(model), sort_keys=True, indent=1, ensure_ascii=False)
     records = sorted((r for bench in model.benchmarks for r in bench.records.values()), key=run_key)
-    with path.open("w", encoding="utf-8", newline="\n") as handle:
-        handle.write(head[:-1].rstrip() + ',\n "records": [\n')
-        handle.write(",\n".join(record_line(r) for r in records))
-        handle.write("\n ]\n}\n")
+    return "".join(
+        (
+            head[:-1].rstrip() + ',\n "records": [\n',
+            ",\n".join(record_line(r) for r in records),
+            "\n ]\n}\n",
+        )
+    )

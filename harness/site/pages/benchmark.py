@@ -9,8 +9,11 @@ column chooser groups score columns by their metric's registered group.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from jinja2 import Environment
 
 from harness.records import ScoreEntry
 from harness.site import figures, stats
@@ -20,11 +23,13 @@ from harness.site.model import (
     BenchmarkPage,
     Column,
     SettingTable,
+    SiteModel,
     record_badges,
     registered_metric,
 )
 from harness.site.pages.columns import darts_reached, is_operating_point
 from harness.site.pages.leakage import benchmark_leakage, leakage_note
+from harness.site.pages.page import Page, PageFile, SiteFile, TableFile, pages
 from harness.site.pages.shared import FLAGS, Ranking, protocol_badges, rankings, score_interval
 from harness.site.slugs import slug
 from harness.site.text import format_value, isolate_text
@@ -208,6 +213,18 @@ def benchmark_page(
     return html, tables
 
 
+def benchmark_pages(
+    env: Environment, model: SiteModel, common: dict[str, Any]
+) -> Iterator[SiteFile]:
+    """Every benchmark version's page, with the CSV files of its tables beside it."""
+    template = env.get_template("benchmark.html")
+    for bench in model.benchmarks:
+        html, tables = benchmark_page(template, bench, common)
+        yield PageFile(f"benchmarks/{bench.filename}", html)
+        for table in tables:
+            yield TableFile("benchmarks", table)
+
+
 def _score_csv(
     filename: str, bench: BenchmarkPage, plan: SettingTable, ranking: Ranking
 ) -> CsvTable:
@@ -326,3 +343,6 @@ def _cell(entry: ScoreEntry | None, column: Column) -> Cell:
         note_title=reached.title if reached else "",
         note_warn=reached.below if reached else False,
     )
+
+
+pages.add("benchmark", Page(order=40, render=benchmark_pages, folders=("benchmarks",)))

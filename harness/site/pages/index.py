@@ -7,6 +7,7 @@ ranked apart, and a combined ranking of every run is offered only where some are
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from jinja2 import Environment
@@ -15,6 +16,7 @@ from harness.site import figures
 from harness.site.csv_tables import RANK_HEADER, CsvTable
 from harness.site.model import SETTING_LABELS, BenchmarkPage, SettingTable, SiteModel, setting_key
 from harness.site.pages.leakage import benchmark_leakage
+from harness.site.pages.page import NavLink, Page, PageFile, SiteFile, TableFile, pages
 from harness.site.pages.shared import (
     FLAGS,
     Ranking,
@@ -27,9 +29,7 @@ from harness.site.slugs import slug
 from harness.site.text import format_value
 
 
-def index_page(
-    env: Environment, model: SiteModel, common: dict[str, Any]
-) -> tuple[str, list[CsvTable]]:
+def index_page(env: Environment, model: SiteModel, common: dict[str, Any]) -> Iterator[SiteFile]:
     """The index page and the CSV files of its tables."""
     rows = []
     for bench in model.benchmarks:
@@ -98,7 +98,9 @@ def index_page(
         page_title="Leaderboard",
         **common,
     )
-    return html, tables
+    yield PageFile("index.html", html)
+    for table in tables:
+        yield TableFile("", table)
 
 
 def _index_tables(model: SiteModel) -> tuple[CsvTable, CsvTable]:
@@ -229,3 +231,17 @@ def _leader(
         "tied_title": title,
         "transductive": transductive,
     }
+
+
+pages.add(
+    "index",
+    Page(
+        order=10,
+        render=index_page,
+        nav=(
+            NavLink("Benchmarks", "index.html#benchmarks", order=10),
+            NavLink("Submissions", "index.html#submissions", order=20),
+            NavLink("Ranks", "index.html#ranks", order=30),
+        ),
+    ),
+)

@@ -6,6 +6,7 @@ read by each pair page: a site of many submissions has a quadratic number of pai
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from harness.site import stats
 from harness.site.csv_tables import CsvLines, csv_line, csv_number
 from harness.site.model import BenchmarkPage, SiteModel, Submission
 from harness.site.pages.columns import Reached, column_title, darts_reached
+from harness.site.pages.page import NavLink, Page, PageFile, SiteFile, TableFile, pages
 from harness.site.pages.shared import metric_markup, plain_label
 from harness.site.slugs import pair_slug
 from harness.site.text import format_diff, format_p, format_value
@@ -48,6 +50,18 @@ def compare_page(
         page_title="Compare",
         **common,
     )
+
+
+def compare_pages(env: Environment, model: SiteModel, common: dict[str, Any]) -> Iterator[SiteFile]:
+    """compare.html, then every comparable pair's page with its CSV under ``compare/``."""
+    pairs = comparable_pairs(model)
+    yield PageFile("compare.html", compare_page(env, model, pairs, common))
+    template = env.get_template("pair.html")
+    columns = pair_columns(model)
+    for a, b in pairs:
+        html, csv = pair_page(template, model, columns, a, b, common)
+        yield PageFile(f"compare/{pair_slug(a.key, b.key)}.html", html)
+        yield TableFile("compare", csv)
 
 
 @dataclass
@@ -257,3 +271,14 @@ def _pair_row(column: PairColumn, i: int, j: int) -> tuple[str, str]:
         + ('<td class="tied">tied</td></tr>' if verdict == "tied" else f"<td>{verdict}</td></tr>")
     )
     return verdict, row
+
+
+pages.add(
+    "compare",
+    Page(
+        order=60,
+        render=compare_pages,
+        nav=(NavLink("Compare", "compare.html", order=60),),
+        folders=("compare",),
+    ),
+)

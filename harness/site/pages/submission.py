@@ -5,14 +5,18 @@ hyperparameters, hashes, logs (written as text files under ``logs/``) and its co
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from jinja2 import Environment
 
 from harness.records import ClassValues, RunRecord, ScoredClass
 from harness.site.csv_tables import CsvCell, CsvTable
 from harness.site.model import BenchmarkPage, SiteModel, Submission, record_badges
 from harness.site.pages.columns import column_title, darts_reached
+from harness.site.pages.page import Page, PageFile, SiteFile, TableFile, pages
+from harness.site.pages.pair import comparable_pairs
 from harness.site.pages.shared import metric_markup, plain_label, score_interval
 from harness.site.slugs import pair_slug
 from harness.site.text import Link, format_value, isolate_text, safe_href
@@ -277,16 +281,16 @@ def _pairs_text(mapping: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def write_logs(site: Path, model: SiteModel, sub: Submission) -> dict[str, str]:
-    """Each run's logs as UTF-8 text, ``logs/<submission>/<benchmark>-v<n>.txt``; {stem: path}."""
+def run_logs(model: SiteModel, sub: Submission) -> tuple[dict[str, str], list[PageFile]]:
+    """Each run's logs as UTF-8 text, ``logs/<submission>/<benchmark>-v<n>.txt``: {stem: path}
+    and the files."""
     out = {}
+    files = []
     benches = {(b.id, b.version): b for b in model.benchmarks}
     for record in sub.records:
         if not any(record.logs.values()):
             continue
         bench = benches[(record.benchmark.id, record.benchmark.version)]
-        folder = site / "logs" / sub.key
-        folder.mkdir(exist_ok=True)
         # Submitted parts between FSI and PDI: a text file has no elements to isolate them.
         lines = [
             f"{plain_label(sub)} on {isolate_text(bench.id)} v{bench.version}, "
@@ -297,8 +301,25 @@ def write_logs(site: Path, model: SiteModel, sub: Submission) -> dict[str, str]:
         ]
         for name, text in sorted(record.logs.items(), key=lambda kv: (kv[0] != "reason", kv[0])):
             lines += [f"== {name} ==", text.rstrip("\n"), ""]
+        path = f"logs/{sub.key}/{bench.stem}.txt"
         # A byte-order mark makes browsers read the file as UTF-8 even from file://.
-        path = folder / f"{bench.stem}.txt"
-        path.write_text("\ufeff" + "\n".join(lines), encoding="utf-8", newline="\n")
-        out[bench.stem] = f"logs/{sub.key}/{bench.stem}.txt"
-    return out
+        files.append(PageFile(path, "\ufeff" + "\n".join(lines)))
+        out[bench.stem] = path
+    return out, files
+
+
+def submission_pages(
+    env: Environment, model: SiteModel, common: dict[str, Any]
+) -> Iterator[SiteFile]:
+    """Every submission's page with its CSV, and its runs' logs."""
+    pairs = comparable_pairs(model)
+    template = env.get_template("submission.html")
+    for sub in model.submissions.values():
+        logs, log_files = run_logs(model, sub)
+        yield from log_files
+        html, csv = submission_page(template, model, sub, logs, pairs, common)
+        yield PageFile(f"submissions/{sub.filename}", html)
+        yield TableFile("submissions", csv)
+
+
+pages.add("submission", Page(order=50, render=submission_pages, folders=("submissions", "logs")))
