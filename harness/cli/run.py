@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
+# The package alone, which imports no backend until one of its names is used.
+from harness import runners
 from harness.cli._common import (
     SITE_DIR,
     DatabaseUrl,
@@ -27,7 +29,7 @@ from harness.core.registry import freeze_all
 from harness.core.tempdirs import run_directory
 
 if TYPE_CHECKING:
-    from harness import pipeline, records, runners, scoring
+    from harness import pipeline, records, scoring
     from harness import plan as planning
     from harness import spec as spec_module
     from harness import store as run_store
@@ -45,7 +47,6 @@ else:
     pipeline = lazy_module("harness.pipeline")
     planning = lazy_module("harness.plan")
     records = lazy_module("harness.records")
-    runners = lazy_module("harness.runners")
     scoring = lazy_module("harness.scoring")
     spec_module = lazy_module("harness.spec")
     run_store = lazy_module("harness.store")
@@ -57,11 +58,10 @@ else:
 
 __all__ = ["RUNNER_HELP", "demo", "family_specs", "run"]
 
+_BACKENDS = [f"'{name}' ({text})" for name, text in runners.BACKENDS.items()]
 RUNNER_HELP = (
-    "isolation for the package's code: 'sandbox' (bubblewrap), 'container' (docker/podman:"
-    " model.image or the worker image `zsl image build` makes) or 'local' (no isolation: only"
-    " for your own trusted code); default:"
-    " the strongest this machine offers, sandbox > container > local (with a warning)"
+    f"isolation for the package's code: {', '.join(_BACKENDS[:-1])} or {_BACKENDS[-1]};"
+    f" default: {runners.DEFAULT_CHOICE}"
 )
 
 

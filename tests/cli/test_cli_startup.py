@@ -45,8 +45,11 @@ NEVER_FOR_HELP = (
     "sqlmodel",
     "jinja2",
 )
-#: Beside the CLI itself, the only harness modules a command's ``--help`` may import.
-LIGHT_HARNESS = ("harness", "harness.cli", "harness.core")
+#: Beside the CLI itself, the only harness packages a command's ``--help`` may import from.
+LIGHT_HARNESS = ("harness.cli", "harness.core")
+#: And single modules it may import: the package's ``__init__`` (the version) and that of
+#: ``harness.runners``, which names the backends for ``--runner``'s help and imports none.
+LIGHT_MODULES = ("harness", "harness.runners")
 #: The commands whose ``--help`` still imports their implementation, and why: the text models'
 #: names and summaries (the epilog, --model's help) and --normalize's choices are defined in
 #: harness.features.embeddings, which imports NumPy and WordNet's module.
@@ -101,6 +104,8 @@ def test_a_commands_help_imports_only_its_own_module_and_nothing_heavy(name: str
 
 
 def _light(module: str) -> bool:
+    if module in LIGHT_MODULES:
+        return True
     return any(module == p or module.startswith(p + ".") for p in LIGHT_HARNESS)
 
 
