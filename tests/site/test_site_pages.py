@@ -16,6 +16,18 @@ from harness.site.pages import registered_pages
 from harness.site.pages.page import NavLink, Page, PageFile, SiteFile, pages
 from tests.site_records import sample_records
 
+#: The built-in pages, in rendering order (a new page may go anywhere between them).
+BUILT_IN = [
+    "index",
+    "across",
+    "robustness",
+    "benchmark",
+    "submission",
+    "compare",
+    "results.json",
+    "glossary",
+]
+#: The built-in nav links, in the nav's order.
 NAV = [
     ("Benchmarks", "index.html#benchmarks"),
     ("Submissions", "index.html#submissions"),
@@ -30,23 +42,15 @@ NAV = [
 
 def test_every_page_module_registers_its_page_in_a_declared_order() -> None:
     names = [name for name, _ in registered_pages()]
-    assert names == [
-        "index",
-        "across",
-        "robustness",
-        "benchmark",
-        "submission",
-        "compare",
-        "results.json",
-        "glossary",
-    ]
+    assert [name for name in names if name in BUILT_IN] == BUILT_IN
     orders = [page.order for _, page in registered_pages()]
     assert len(set(orders)) == len(orders)
 
 
 def test_the_nav_links_come_from_the_registered_pages_in_their_order() -> None:
     links = sorted((link for _, p in registered_pages() for link in p.nav), key=lambda x: x.order)
-    assert [(link.title, link.href) for link in links] == NAV
+    shown = [(link.title, link.href) for link in links]
+    assert [link for link in shown if link in NAV] == NAV
     assert len({link.order for link in links}) == len(links)
 
 
