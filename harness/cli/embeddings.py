@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from harness.cli._common import reports_errors, stderr, stdout
 from harness.cli.hierarchy import Lexnames, WordNetDir
-from harness.features.embeddings import (
-    Normalize,
-    build_class_embeddings,
-    text_models,
-    unknown_words_summary,
-)
+from harness.core.lazy import lazy_module
+
+# The catalogue (names, summaries, --normalize's choices) imports no NumPy: --help reads it.
+from harness.features.text_models import Normalize, text_models
+
+if TYPE_CHECKING:
+    from harness.features import embeddings
+else:
+    # The implementation, imported when a command runs: its --help must not import it.
+    embeddings = lazy_module("harness.features.embeddings")
 
 __all__ = ["app"]
 
@@ -108,7 +112,7 @@ def build(
         if not quiet:
             stderr.print(line, soft_wrap=True)
 
-    built = build_class_embeddings(
+    built = embeddings.build_class_embeddings(
         classes,
         model,
         out,
@@ -126,7 +130,7 @@ def build(
         soft_wrap=True,
     )
     stdout.print(f"hash: {built.hash}", soft_wrap=True)
-    summary = unknown_words_summary(provenance["unknown_words"])
+    summary = embeddings.unknown_words_summary(provenance["unknown_words"])
     if summary:
         stdout.print(summary, soft_wrap=True)
 

@@ -1,8 +1,10 @@
-"""A module bound now and imported at its first attribute access (issue 28).
+"""Imported at first use (issue 28): a module bound now, a ``"module:object"`` target.
 
 The CLI's command modules bind their implementation modules with :func:`lazy_module`, so that
 defining the commands (and printing a command's ``--help``) imports none of them; the first
 ``pipeline.run_submission(...)`` in a command body imports ``harness.pipeline`` for real.
+:func:`import_target` is what a registry's lazy entry and a text model's embed function are
+resolved with.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-__all__ = ["lazy_module"]
+__all__ = ["import_target", "lazy_module"]
 
 
 class _LazyModule(ModuleType):
@@ -34,3 +36,12 @@ def lazy_module(name: str) -> ModuleType:
     the CLI binds, so a typo fails the tests before any user runs the command).
     """
     return _LazyModule(name)
+
+
+def import_target(target: str) -> Any:
+    """What ``target`` names, imported now: ``"module:object"`` the object, ``"module"`` the
+    module (:class:`ModuleNotFoundError` or :class:`AttributeError` for a name that is not there).
+    """
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, attribute) if attribute else module

