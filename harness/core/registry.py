@@ -4,10 +4,12 @@ The spec refers to metrics, data adapters and runners by name; this module is th
 a name becomes code. A duplicate name with a different target fails loudly, an unknown name gets a
 "did you mean" hint, and ``freeze_all()`` makes every registry read-only before a run.
 
-An entry may be lazy: :meth:`Registry.add_lazy` records a name with a ``"module:object"`` string,
-and the module is imported when the name is first looked up, not when the registry is listed
-(``zsl --help`` and spec validation import no implementation they do not use). A target without
-``:object`` names a module whose import registers the name itself (a decorator at its end).
+Two ways to register without importing yet. :meth:`Registry.add_lazy` records a name with a
+``"module:object"`` string, imported when the name is first looked up, not when the registry is
+listed (``zsl --help`` imports no command): for tables that are the name's one definition. And
+:meth:`Registry.add_modules` names modules that register their entries themselves (a decorator
+or call beside each implementation), all imported the first time the registry is read: each name
+is then written once, where its implementation is (the metric families). See docs/core.md.
 """
 
 from __future__ import annotations
@@ -76,6 +78,11 @@ class Registry(Generic[T]):
         self._items: dict[str, T | Lazy] = {}
         self._frozen = False
         self._lock = threading.Lock()
+        #: Modules that register entries when imported, not imported yet (see add_modules).
+        self._modules: list[str] = []
+        # Reentrant: a module being loaded may read its own registry while it registers.
+        self._loading = threading.RLock()
+        self._loading_now = False
         _ALL.append(self)  # type: ignore[arg-type]
 
     def add(self, name: str, item: T) -> T:
@@ -113,7 +120,31 @@ class Registry(Generic[T]):
                 raise RegistryError(f"{self.kind} '{name}' is already registered to {existing!r}")
             self._items[name] = Lazy(target)
 
+    def add_modules(self, *modules: str) -> None:
+        """Name ``modules`` whose import registers entries here; all are imported the first time
+        the registry is read (:meth:`get`, ``in``, iteration, ``len``, :meth:`items`)."""
+        with self._lock:
+            if self._frozen:
+                raise RegistryError(f"the {self.kind} registry is frozen; add modules at import")
+            self._modules.extend(m for m in modules if m not in self._modules)
+
+    def _load_modules(self) -> None:
+        # Emptied only once every module has registered: another thread waits on the lock.
+        if not self._modules:
+            return
+        with self._loading:
+            if self._loading_now:  # a read from a module being loaded: what is registered so far
+                return
+            self._loading_now = True
+            try:
+                while self._modules:
+                    import_target(self._modules[0])
+                    del self._modules[0]
+            finally:
+                self._loading_now = False
+
     def get(self, name: str) -> T:
+        self._load_modules()
         try:
             item = self._items[name]
         except KeyError:
@@ -144,25 +175,31 @@ class Registry(Generic[T]):
         return name in self._items and not isinstance(self._items[name], Lazy)
 
     def unknown_message(self, name: str) -> str:
+        self._load_modules()
         names = sorted(self._items)
         close = difflib.get_close_matches(name, names, n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         return f"unknown {self.kind} '{name}'.{hint} Available: {', '.join(names) or '(none)'}"
 
     def __contains__(self, name: object) -> bool:
+        self._load_modules()
         return name in self._items
 
     def __iter__(self) -> Iterator[str]:
+        self._load_modules()
         return iter(sorted(self._items))
 
     def __len__(self) -> int:
+        self._load_modules()
         return len(self._items)
 
     def items(self) -> list[tuple[str, T]]:
         """Every entry, lazy ones imported."""
-        return [(name, self.get(name)) for name in sorted(self._items)]
+        return [(name, self.get(name)) for name in self]
 
     def freeze(self) -> None:
+        """Make the registry read-only, once the modules of :meth:`add_modules` have registered."""
+        self._load_modules()
         self._frozen = True
 
     @property
@@ -173,6 +210,7 @@ class Registry(Generic[T]):
         """Tests only: forget everything and unfreeze."""
         with self._lock:
             self._items.clear()
+            self._modules.clear()
             self._frozen = False
 
 

@@ -8,7 +8,9 @@ and loading a spec (or ``zsl run --help``) imports none of them.
 from harness.data.adapters import RawBenchmark, adapters
 from harness.data.artifacts import FrozenBenchmark
 
-#: Each built-in adapter's name and the module that registers it.
+#: Each built-in adapter's name and the module that registers it. Lazy entries, one import each,
+#: not the registry's ``add_modules`` as the metric families: importing all four on every spec
+#: load would cost 80-150 ms (NumPy's submodules, urllib and ssl for the downloads).
 ADAPTERS: dict[str, str] = {
     "demo": "harness.data.demo",
     "feature-set": "harness.data.feature_set",

@@ -5,8 +5,8 @@ Families, pure numpy functions: ``flat`` (top-k accuracy), ``gzsl`` (seen, unsee
 mistake severity, ...), ``darts`` (accuracy-specificity, with its ``darts_*`` steps). Supports:
 ``temperature``, ``score_scale``, ``binomial``, ``decomposition``, ``bootstrap``,
 ``comparison``. Each family module ends with its registrations. Importing this package imports
-no family: :data:`FAMILIES` names each built-in metric's family module, a lazy entry of
-:data:`metrics` imported when the metric is first looked up. See docs/metrics/overview.md.
+no family: :data:`FAMILIES` names the family modules, imported when :data:`metrics` is first
+read (a name looked up, tested or listed). See docs/metrics/overview.md.
 
 >>> "per_class_top_k_accuracy" in metrics and "hierarchical_precision_at_k" in metrics
 True
@@ -23,30 +23,16 @@ from harness.metrics.base import (
     register_metric,
 )
 
-#: Each family module and the built-in metrics it registers, in the registry as lazy entries.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "harness.metrics.flat": ("per_class_top_k_accuracy", "per_image_top_k_accuracy"),
-    "harness.metrics.gzsl": ("gzsl_harmonic_mean", "gzsl_seen_accuracy", "gzsl_unseen_accuracy"),
-    "harness.metrics.calibrated_stacking": (
-        "ausuc",
-        "calibrated_harmonic_mean",
-        "calibrated_seen_accuracy",
-        "calibrated_unseen_accuracy",
-    ),
-    "harness.metrics.hierarchical": (
-        "average_hierarchical_distance_at_k",
-        "hierarchical_cost",
-        "hierarchical_precision_at_k",
-        "hierarchical_retrieval_precision_at_k",
-        "mistake_severity",
-        "per_class_hierarchical_precision_at_k",
-        "prediction_relation_share",
-    ),
-    "harness.metrics.darts": ("darts_area", "darts_reward"),
-}
-for _module, _names in FAMILIES.items():
-    for _name in _names:
-        metrics.add_lazy(_name, _module)
+#: The family modules: each registers its built-in metrics (``register_metric`` beside each
+#: function), all imported the first time :data:`metrics` is read.
+FAMILIES = (
+    "harness.metrics.flat",
+    "harness.metrics.gzsl",
+    "harness.metrics.calibrated_stacking",
+    "harness.metrics.hierarchical",
+    "harness.metrics.darts",
+)
+metrics.add_modules(*FAMILIES)
 
 __all__ = [
     "FAMILIES",

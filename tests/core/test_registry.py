@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from harness.core.registry import Registry, RegistryError
@@ -64,3 +69,64 @@ def test_a_lazy_entry_may_be_registered_by_its_module_after_freeze() -> None:
         reg.add("other", object())
     with pytest.raises(RegistryError, match="frozen"):
         reg.add_lazy("other", "some.module")
+
+
+@pytest.fixture
+def widgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry[int]:
+    """A registry, and modules ``widgets_one`` and ``widgets_two`` that register into it."""
+    reg = Registry[int]("widget")
+    home = types.ModuleType("widget_registry")
+    home.widgets = reg  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "widget_registry", home)
+    (tmp_path / "widgets_one.py").write_text(
+        "from widget_registry import widgets\n"
+        "widgets.add('one', 1)\n"
+        "SEEN = sorted(widgets)  # a read while loading sees what is registered so far\n"
+        "widgets.add('uno', 1)\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "widgets_two.py").write_text(
+        "from widget_registry import widgets\nwidgets.add('two', 2)\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("widgets_one", "widgets_two"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    return reg
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda reg: reg.get("two"),
+        lambda reg: "two" in reg,
+        lambda reg: list(reg),
+        lambda reg: len(reg),
+        lambda reg: reg.items(),
+        lambda reg: reg.freeze(),
+    ],
+    ids=["get", "in", "iter", "len", "items", "freeze"],
+)
+def test_the_modules_of_a_registry_register_at_its_first_read(
+    widgets: Registry[int], read: Callable[[Registry[int]], object]
+) -> None:
+    widgets.add_modules("widgets_one", "widgets_two")
+    assert "widgets_one" not in sys.modules and not widgets.is_loaded("one")
+    read(widgets)
+    assert widgets.items() == [("one", 1), ("two", 2), ("uno", 1)]
+    assert sys.modules["widgets_one"].SEEN == ["one"]
+
+
+def test_modules_are_named_before_freeze_and_a_failed_import_is_tried_again(
+    widgets: Registry[int],
+) -> None:
+    widgets.add_modules("widgets_missing", "widgets_two")
+    with pytest.raises(ModuleNotFoundError):
+        len(widgets)
+    with pytest.raises(ModuleNotFoundError):
+        widgets.get("two")
+    widgets._clear()
+    widgets.add_modules("widgets_two")
+    widgets.freeze()
+    assert list(widgets) == ["two"]
+    with pytest.raises(RegistryError, match="frozen; add modules at import"):
+        widgets.add_modules("widgets_one")
