@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, Literal, Protocol
 
 from harness.core.registry import Registry
+from harness.runners import BACKENDS
 from harness.runners.cgroup import POLL_S, Containment
 from harness.runners.progress import ProgressReader, current_sink, strip_events
 
@@ -121,7 +122,10 @@ class Runner(Protocol):
     def run(self, job: RunJob) -> RunOutcome: ...
 
 
+#: The runners by name. Each backend module registers its runner at its end
+#: (``runners.add(...)``), imported the first time the registry is read.
 runners: Registry[Runner] = Registry("runner")
+runners.add_modules(*(f"harness.runners.{name}" for name in BACKENDS))
 
 
 def worker_argv(

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +76,55 @@ def test_a_target_names_an_object_or_a_module() -> None:
         import_target("harness.core.textio:no_such_function")
     with pytest.raises(ModuleNotFoundError):
         import_target("harness.core.no_such_module:anything")
+
+
+def _lazy_packages() -> list[str]:
+    """Every harness package whose ``__init__`` calls ``lazy_attributes``."""
+    return sorted(
+        ".".join(path.parent.parts)
+        for path in Path("harness").rglob("__init__.py")
+        if "lazy_attributes(" in path.read_text(encoding="utf-8")
+    )
+
+
+def _type_checking_imports(package: str) -> set[tuple[str, str]]:
+    """``(module, name)`` of each name the package imports under ``if TYPE_CHECKING:``."""
+    path = Path(*package.split("."), "__init__.py")
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom) and statement.module
+                found |= {(statement.module, alias.name) for alias in statement.names}
+    return found
+
+
+def test_the_lazy_packages_are_found() -> None:
+    assert {"harness.store", "harness.runners"} <= set(_lazy_packages())
+
+
+@pytest.mark.parametrize("package", _lazy_packages())
+def test_what_mypy_reads_of_a_lazy_package_is_what_it_imports(package: str) -> None:
+    # The names are written twice (for mypy, for lazy_attributes): they must agree.
+    imported = _type_checking_imports(package)
+    module = importlib.import_module(package)
+    assert sorted(name for _, name in imported) == module.__all__
+    for source, name in sorted(imported):
+        assert getattr(module, name) is getattr(importlib.import_module(source), name)
+        assert name in vars(module)  # kept: the next read skips __getattr__
+    assert set(module.__all__) <= set(dir(module))
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018
+
+
+def test_importing_a_lazy_package_imports_none_of_its_modules() -> None:
+    out = _run(
+        "import sys, harness.store, harness.runners\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('sqlalchemy', 'sqlmodel', 'alembic', 'numpy')"
+        " or m.startswith(('harness.store.', 'harness.runners.'))))\n"
+        "from harness.store import db\n"  # a submodule is still importable from it
+        "from harness.runners import runners\n"
+        "print(db.__name__, list(runners))\n"
+    )
+    assert out.splitlines() == ["[]", "harness.store.db ['container', 'local', 'sandbox']"]
