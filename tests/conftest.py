@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from filelock import FileLock
 
 # A pytest-xdist worker starts with COLUMNS=80 in its environment; rich fixes the width of the
 # harness's consoles (made on import, below) to it, and the ``terminal_width`` fixture could not
@@ -60,25 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGHUP, _interrupt)
 
 
-@pytest.fixture(scope="session")
-def demo_record() -> Callable[[str], RunRecord]:
-    """``demo_record(name)``: the record of ``run_submission`` of shipped package ``name`` on
-    the demo (default runner, not stored), made once for the session: the tests that compare a
-    second run with it (determinism, sandbox vs this) only read it. About 15-50 s a package."""
-    from harness.pipeline import run_submission
-
-    made: dict[str, RunRecord] = {}
-
-    def record(name: str) -> RunRecord:
-        if name not in made:
-            made[name] = run_submission(
-                SUBMISSIONS / name, SPECS / "demo.yaml", store=False, quiet=True
-            )
-        return made[name]
-
-    return record
-
-
 @dataclass(frozen=True)
 class DemoRun:
     """One `zsl demo` over every shipped submission (a copy of them), into a site and a store."""
@@ -89,15 +72,11 @@ class DemoRun:
     database_url: str
 
 
-@pytest.fixture(scope="session")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """`zsl demo` run once for the session (about 90 s): the tests that check its site and its
-    records only read them (tests/cli/test_cli.py, tests/test_demo_records.py)."""
+def _run_demo(root: Path) -> DemoRun:
     from typer.testing import CliRunner
 
     from harness.cli.main import app
 
-    root = tmp_path_factory.mktemp("demo-run")
     # A copy: a prediction-file package's generator writes its files into the package.
     submissions = root / "submissions"
     shutil.copytree(SUBMISSIONS, submissions)
@@ -121,6 +100,58 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
             ],
         )
     return DemoRun(result.exit_code, result.output, site, url)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoRun:
+    """`zsl demo` run once for the whole session, pytest-xdist workers included (about 90 s):
+    the tests that check its site and its records only read them (tests/cli/test_cli.py,
+    tests/test_demo_records.py, and through :func:`demo_record` the reference packages'
+    tests)."""
+    if worker_id == "master":  # no xdist: this process is the session
+        return _run_demo(tmp_path_factory.mktemp("demo-run"))
+    # Workers share the parent of their base temporary folders: the first to get here runs the
+    # demo under the lock, the others wait for it and read what it wrote.
+    shared = tmp_path_factory.getbasetemp().parent
+    made = shared / "demo-run.json"
+    with FileLock(shared / "demo-run.lock"):
+        if made.is_file():
+            fields = json.loads(made.read_text())
+            return DemoRun(
+                fields["exit_code"], fields["output"], Path(fields["site"]), fields["url"]
+            )
+        root = shared / "demo-run"
+        root.mkdir()
+        run = _run_demo(root)
+        made.write_text(
+            json.dumps(
+                {
+                    "exit_code": run.exit_code,
+                    "output": run.output,
+                    "site": str(run.site),
+                    "url": run.database_url,
+                }
+            )
+        )
+        return run
+
+
+@pytest.fixture(scope="session")
+def demo_record(demo_run: DemoRun) -> Callable[[str], RunRecord]:
+    """``demo_record(name)``: the record `zsl demo` (:func:`demo_run`, default runner) stored
+    for shipped package ``name``; the tests that compare another run with it (determinism,
+    local vs sandbox) only read it."""
+    from harness.store import load_runs
+
+    assert demo_run.exit_code == 0, demo_run.output
+    engine = make_engine(demo_run.database_url)
+    records = {record.submission.name: record for record in load_runs(engine)}
+    engine.dispose()
+
+    def record(name: str) -> RunRecord:
+        return records[name]
+
+    return record
 
 
 @pytest.fixture(autouse=True)

@@ -130,7 +130,7 @@ def test_package_validates_and_documents_itself(name: str) -> None:
 def test_runs_on_the_demo_deterministically_and_above_chance(
     name: str, demo_record: Callable[[str], RunRecord]
 ) -> None:
-    first = demo_record(name)  # the session's run, which test_sandbox_reference compares with
+    first = demo_record(name)  # `zsl demo`'s run (the session's), read by other tests too
     second = run_submission(SUBMISSIONS / name, DEMO, store=False, quiet=True)
     assert set(first.predictions_hashes) == {
         *("zsl", "gzsl", "zsl_val", "gzsl_val"),
