@@ -1,6 +1,7 @@
 # zsl-harness: `make demo` (set up + run the demo + print the site path), `make test` (everything,
-# as CI runs it), `make test-fast` (the tests not marked slow, on 2 pytest-xdist workers), `make
-# docs` (the documentation site, built strictly: CI runs it after `make test`).
+# as CI runs it: lint, types, the whole suite on PYTEST_WORKERS pytest-xdist workers), `make
+# test-fast` (the tests not marked slow, on the same workers), `make docs` (the documentation
+# site, built strictly: CI runs it after `make test`).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -44,17 +45,20 @@ lint: install-features
 typecheck: install-features
 	$(BIN)/mypy
 
+# PYTEST_WORKERS pytest-xdist workers (0: in this process); --dist worksteal: a worker that runs
+# out of tests takes some of the other's, so neither waits at the end (tests/README.md, Speed).
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist worksteal)
+
 pytest: install-features
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_XDIST)
 
 test: lint typecheck pytest
 
 # Quick feedback while editing: every test but the end-to-end ones marked `slow` (see
-# pyproject.toml's markers), on PYTEST_WORKERS pytest-xdist workers (0: in this process; each test
-# file on one worker); `make test` still runs them all, serially (tests/README.md says why).
-PYTEST_WORKERS ?= 2
+# pyproject.toml's markers), on the same workers.
 test-fast: install-features
-	$(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_XDIST)
 
 # The documentation site (mkdocs.yml) into build/docs: the generated references must be current
 # (docs/generate.py), and --strict fails on any warning: a broken link between pages, a missing

@@ -217,15 +217,17 @@ def docker_session() -> Iterator[object]:
 def docker(docker_session: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """The session's engine for one test (``DOCKER_HOST`` set); skips without one (fails under
     ``ZSL_REQUIRE_DOCKER=1``), and checks that the test left no ``zsl-`` container behind."""
-    from tests.container_fixture import Engine, unavailable, zsl_containers
+    from tests.container_fixture import Engine, containers_left_behind, unavailable, zsl_containers
 
     if not isinstance(docker_session, Engine):
         unavailable(str(docker_session))
     assert isinstance(docker_session, Engine)
     monkeypatch.setenv("DOCKER_HOST", docker_session.docker_host)
     monkeypatch.delenv("ZSL_CONTAINER_ENGINE", raising=False)
+    before = zsl_containers(docker_session.docker_host)
     yield docker_session
-    assert zsl_containers(docker_session.docker_host) == [], "containers left behind"
+    left = containers_left_behind(docker_session.docker_host, before)
+    assert left == [], f"containers left behind: {left}"
 
 
 @pytest.fixture

@@ -31,7 +31,15 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.images import ImageInfo, build_image
 
-__all__ = ["CACHE", "REQUIRED", "Engine", "docker_engine", "unavailable", "zsl_containers"]
+__all__ = [
+    "CACHE",
+    "REQUIRED",
+    "Engine",
+    "containers_left_behind",
+    "docker_engine",
+    "unavailable",
+    "zsl_containers",
+]
 
 REQUIRED = os.environ.get("ZSL_REQUIRE_DOCKER") == "1"
 # Outside HOME and TMPDIR: the worker's in-process check watches those for writes, and the
@@ -145,6 +153,26 @@ def zsl_containers(docker_host: str) -> list[str]:
         check=True,
     )
     return done.stdout.split()
+
+
+#: How long a container that appeared during a test may take to go before it counts as left
+#: behind: the other xdist workers' runs share the daemon, and their containers come and go.
+LEFT_BEHIND_WAIT_S = 60.0
+
+
+def containers_left_behind(docker_host: str, before: list[str]) -> list[str]:
+    """The ``zsl-*`` containers that appeared since ``before`` (:func:`zsl_containers` when the
+    test began) and are still there after :data:`LEFT_BEHIND_WAIT_S`: what the test left.
+
+    Under pytest-xdist the workers share one daemon (CI's): a container another worker's test
+    runs at this moment is new too, but it goes when that run ends; one this test left stays.
+    """
+    deadline = time.monotonic() + LEFT_BEHIND_WAIT_S
+    while True:
+        new = sorted(set(zsl_containers(docker_host)) - set(before))
+        if not new or time.monotonic() > deadline:
+            return new
+        time.sleep(0.5)
 
 
 @contextmanager

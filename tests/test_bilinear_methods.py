@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from harness.bundles import TrainTask
-from harness.pipeline import run_submission
 from harness.records import RunRecord
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
@@ -127,16 +126,14 @@ def test_package_validates_and_documents_itself(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_runs_on_the_demo_deterministically_and_above_chance(
-    name: str, demo_record: Callable[[str], RunRecord]
-) -> None:
-    first = demo_record(name)  # `zsl demo`'s run (the session's), read by other tests too
-    second = run_submission(SUBMISSIONS / name, DEMO, store=False, quiet=True)
+def test_runs_on_the_demo_above_chance(name: str, demo_record: Callable[[str], RunRecord]) -> None:
+    # `zsl demo`'s run; that a run is reproduced exactly is tested by test_sandbox_reference
+    # (a second run, under the other runner) and test_demo_records (the committed records).
+    first = demo_record(name)
     assert set(first.predictions_hashes) == {
         *("zsl", "gzsl", "zsl_val", "gzsl_val"),
         *("scale", "scale_val"),
     }
-    assert first.predictions_hashes == second.predictions_hashes
     assert _value(first, "zsl", "top1") > METHODS[name][1]
     assert _value(first, "gzsl", "H") > METHODS[name][2]
     # Speed is measured by `make bench`, not asserted here (a busy CI machine took 32 s).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import yaml
 
@@ -27,9 +28,25 @@ def test_the_hooks_are_the_makefile_lint_and_typecheck_commands() -> None:
         assert hook["pass_filenames"] is False, hook["id"]  # the whole tree, as make does
 
 
-def test_test_fast_leaves_out_only_the_slow_marker() -> None:
+def _make_commands(target: str, *variables: str) -> list[str]:
+    """What ``make TARGET VARIABLES`` runs, its variables expanded (``make -n``), the install
+    steps it depends on left out."""
+    found = subprocess.run(
+        ["make", "-n", "-o", "install-features", target, *variables],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [line.strip() for line in found.stdout.splitlines()]
+
+
+def test_the_suite_runs_on_two_workers_and_test_fast_leaves_out_only_the_slow_marker() -> None:
     # the same tests on pytest-xdist workers (PYTEST_WORKERS=0: in one process)
-    assert _make_recipe("test-fast") == [
-        '.venv/bin/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile'
+    workers = "-n 2 --dist worksteal"
+    assert _make_commands("pytest") == [f".venv/bin/python -m pytest -q {workers}"]
+    assert _make_commands("test-fast") == [f'.venv/bin/python -m pytest -q -m "not slow" {workers}']
+    assert _make_commands("pytest", "PYTEST_WORKERS=0") == [".venv/bin/python -m pytest -q"]
+    assert _make_commands("pytest", "PYTEST_WORKERS=3") == [
+        ".venv/bin/python -m pytest -q -n 3 --dist worksteal"
     ]
-    assert _make_recipe("pytest") == [".venv/bin/python -m pytest -q"]

@@ -6,12 +6,14 @@ as its method is expected to (chance on ZSL top-1 is 1/20).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from harness.bundles import Bundle, write_bundle
 from harness.data.prepare import load_benchmark
-from harness.pipeline import run_submission
+from harness.records import RunRecord
 from harness.spec import load_spec
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
@@ -60,14 +62,14 @@ def test_package_validates_and_documents_itself(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_runs_on_the_demo_deterministically_and_above_chance(name: str) -> None:
-    first = run_submission(SUBMISSIONS / name, DEMO, store=False, quiet=True)
-    second = run_submission(SUBMISSIONS / name, DEMO, store=False, quiet=True)
+def test_runs_on_the_demo_above_chance(name: str, demo_record: Callable[[str], RunRecord]) -> None:
+    # `zsl demo`'s run; that a run is reproduced exactly is tested by test_sandbox_reference
+    # (a second run, under the other runner) and test_demo_records (the committed records).
+    first = demo_record(name)
     assert set(first.predictions_hashes) == {
         *("zsl", "gzsl", "zsl_val", "gzsl_val"),
         *("scale", "scale_val"),
     }
-    assert first.predictions_hashes == second.predictions_hashes
     assert _value(first, "zsl", "top1") > METHODS[name][1]
     # Speed is measured by `make bench`, not asserted here (a busy CI machine took 32 s).
     assert first.timings["run"] > 0

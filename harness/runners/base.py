@@ -528,6 +528,7 @@ class _Logs:
     def __init__(
         self, proc: subprocess.Popen[bytes], limit: int, progress: ProgressReader | None = None
     ) -> None:
+        self.proc = proc
         self.out, self.err = HeadTail(limit), HeadTail(limit)
         self.progress = progress
         self.sel = selectors.DefaultSelector()
@@ -541,7 +542,10 @@ class _Logs:
         deadline = time.perf_counter() + timeout
         while (left := deadline - time.perf_counter()) > 0:
             if not self.sel.get_map():
-                time.sleep(left)  # both streams closed early: the caller still polls
+                # Both streams closed: the child is ending. Wait for it, not for the rest of
+                # the interval (a sleep cost every phase up to POLL_S after its exit).
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=left)
                 return
             for key, _ in self.sel.select(left):
                 stream: IO[bytes] = key.fileobj  # type: ignore[assignment]

@@ -165,8 +165,9 @@ def test_features_match_an_independent_forward_pass_and_the_hash_is_deterministi
 
 def _run_extract(toy: dict[str, Path], out: Path, *extra: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "harness.cli.main", "features", "extract"]
-    argv += ["--images", str(toy["images"]), "--weights", str(toy["root"] / "resnet50.pth")]
-    argv += ["--backbone", "resnet50", "--pretrained-on", "none", "--out", str(out)]
+    # ResNet-18: a chunk of 8 images takes long enough to be killed between two chunks.
+    argv += ["--images", str(toy["images"]), "--weights", str(toy["weights"])]
+    argv += ["--backbone", "resnet18", "--pretrained-on", "none", "--out", str(out)]
     argv += ["--preprocessing", "whole-image-224", "--batch-size", "4", "--chunk", "8"]
     argv += ["--workers", "0", "--quiet", *extra]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -176,7 +177,6 @@ def _run_extract(toy: dict[str, Path], out: Path, *extra: str) -> subprocess.Pop
 def test_resume_after_sigkill_gives_the_uninterrupted_hash(
     toy: dict[str, Path], tmp_path: Path
 ) -> None:
-    random_weights(toy["root"] / "resnet50.pth", "resnet50")
     out = tmp_path / "killed"
     process = _run_extract(toy, out, "--skip-bad")
     first_chunk = partial_dir(out) / "chunk-000000.json"

@@ -559,11 +559,12 @@ def unfiltered(workdir: Path) -> Report:
 @pytest.fixture(scope="module")
 def contained(workdir: Path, docker_session: object) -> Iterator[Report]:
     """The probe run by the container runner itself in the worker image (real docker)."""
-    from tests.container_fixture import Engine, unavailable, zsl_containers
+    from tests.container_fixture import Engine, containers_left_behind, unavailable, zsl_containers
 
     if not isinstance(docker_session, Engine):
         unavailable(str(docker_session))
     assert isinstance(docker_session, Engine)
+    before = zsl_containers(docker_session.docker_host)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DOCKER_HOST", docker_session.docker_host)
         job = _probe_package(workdir / "container")
@@ -571,7 +572,7 @@ def contained(workdir: Path, docker_session: object) -> Iterator[Report]:
         assert outcome.ok, (outcome.reason, outcome.stderr[-3000:])
         assert outcome.details["removed"] is True
         yield _report(outcome.stdout, "the container probe")
-        assert zsl_containers(docker_session.docker_host) == []
+        assert containers_left_behind(docker_session.docker_host, before) == []
 
 
 def _expected_errno(label: str, report: Report) -> int:
