@@ -84,6 +84,7 @@ def test_each_function_level_import_says_why() -> None:
     assert missing == [], "function-level harness imports without a `# why` comment"
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 def test_few_function_level_imports() -> None:
     assert len(_function_level_imports()) <= LAZY_IMPORTS_AT_MOST
 

@@ -76,6 +76,7 @@ def test_broken_package_gets_one_clear_line(case: str, tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 @pytest.mark.parametrize(
     "name", sorted(p.parent.name for p in SUBMISSIONS.glob("*/submission.yaml"))
 )

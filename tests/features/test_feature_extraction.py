@@ -203,6 +203,7 @@ def test_resume_after_sigkill_gives_the_uninterrupted_hash(
     )
 
 
+@pytest.mark.slow  # a second or more (make test-fast leaves it out)
 def test_a_partial_extraction_of_another_request_is_refused(
     toy: dict[str, Path], tmp_path: Path
 ) -> None:
