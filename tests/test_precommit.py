@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -31,9 +32,12 @@ def test_the_hooks_are_the_makefile_lint_and_typecheck_commands() -> None:
 def _make_commands(target: str, *variables: str) -> list[str]:
     """What ``make TARGET VARIABLES`` runs, its variables expanded (``make -n``), the install
     steps it depends on left out."""
+    # Run under `make test` too: not as a sub-make of it (no MAKEFLAGS, no "Entering directory").
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     found = subprocess.run(
-        ["make", "-n", "-o", "install-features", target, *variables],
+        ["make", "-n", "--no-print-directory", "-o", "install-features", target, *variables],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         check=True,
