@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,22 @@ def test_logs_keep_head_and_tail_exactly_like_truncate(tmp_path: Path) -> None:
     assert outcome.ok and outcome.stdout == truncate(data)
     assert f"[... {len(data) - 64 * 1024} bytes cut ...]" in outcome.stdout
     assert outcome.stderr == "only a little"
+
+
+def test_closing_both_streams_neither_escapes_the_time_limit_nor_delays_the_end(
+    tmp_path: Path,
+) -> None:
+    """Once stdout and stderr are closed the harness waits on the process itself (not a sleep):
+    a process that closes them and runs on is still stopped at its time limit, its whole group
+    killed, and one that closes them and exits ends the run without waiting out the poll."""
+    runs_on = "import os, time\nos.close(1); os.close(2)\nwhile True: time.sleep(0.01)\n"
+    began = time.monotonic()
+    outcome = run_process([sys.executable, "-c", runs_on], env={}, cwd=tmp_path, timeout_s=1)
+    assert not outcome.ok and "timed out after 1 s" in (outcome.reason or "")
+    assert time.monotonic() - began < 10
+    quits = "import os\nos.close(1); os.close(2)\n"
+    outcome = run_process([sys.executable, "-c", quits], env={}, cwd=tmp_path, timeout_s=30)
+    assert outcome.ok, outcome.reason
 
 
 def test_harness_memory_stays_flat_while_a_model_prints_gigabytes(tmp_path: Path) -> None:
