@@ -162,6 +162,7 @@ def _interval(unc: Uncertainty, result: MetricResult, data: MetricInput | None) 
             scheme=unc.scheme,
             n_boot=unc.n_boot,
             seed=unc.seed,
+            vectorized=True,
         )
         lo, hi = (float(v) for v in confidence_interval(samples, level=unc.level))
     else:

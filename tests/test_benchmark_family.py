@@ -496,6 +496,7 @@ def ray_local(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
     driver_home = os.environ["ZSL_HOME"]
     monkeypatch.setenv("ZSL_HOME", str(tmp_path / "node-home"))
     ray.init(
+        address="local",  # its own, whatever other Ray instance runs on this machine
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,

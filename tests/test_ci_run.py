@@ -78,6 +78,16 @@ def _cluster(version: str, name: str) -> list[str] | None:
     return None
 
 
+def _mount(path: Path) -> tuple[str, str] | None:
+    """(file system type, its size option) of the mount at ``path``; None when none is."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, point, kind, options, *_ = line.split()
+        if point == str(path):
+            size = next((o for o in options.split(",") if o.startswith("size=")), "")
+            return kind, size
+    return None
+
+
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     # Short: the daemon's sockets live under it (a unix socket path has at most 107 bytes).
@@ -102,6 +112,8 @@ def test_sigterm_stops_the_docker_daemon_and_postgres_cluster_it_started(
         "ZSL_CI_APT": "0",
         "ZSL_CI_DOCKER_DIR": str(docker_dir),
         "ZSL_CI_PG_CLUSTER": cluster,
+        "ZSL_CI_TMPFS_SIZE": "64m",
+        "TMPDIR": str(scratch),  # where it makes its tmpfs's mount point
         # Stands in for `make test`: records its pid and environment, then waits to be stopped.
         "ZSL_CI_COMMAND": f"env > {scratch}/command.env; echo $$ > {marker}; exec sleep 600",
     }
@@ -127,6 +139,10 @@ def test_sigterm_stops_the_docker_daemon_and_postgres_cluster_it_started(
         assert f"DOCKER_HOST=unix://{docker_dir}/docker.sock" in seen
         assert "ZSL_TEST_POSTGRES_URL=postgresql://zsl_test:" in seen
         assert "ZSL_REQUIRE_DOCKER=1" in seen and "ZSL_REQUIRE_POSTGRES=1" in seen
+        # The command's TMPDIR: a tmpfs of the size asked for, mounted for it in TMPDIR.
+        tmpdir = Path(next(line for line in seen.splitlines() if line.startswith("TMPDIR="))[7:])
+        assert tmpdir.parent == scratch and tmpdir.name.startswith("zsl-ci-tmpfs."), seen
+        assert _mount(tmpdir) == ("tmpfs", "size=65536k"), _mount(tmpdir)
 
         os.kill(proc.pid if target == "script" else command_pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=90)
@@ -137,6 +153,7 @@ def test_sigterm_stops_the_docker_daemon_and_postgres_cluster_it_started(
         assert not left, f"still running: {left}\n{log}"
         assert _cluster(version, cluster)[3] == "down", log  # type: ignore[index]
         assert "dockerd stopped" in log and f"cluster {version} {cluster} stopped" in log, log
+        assert _mount(tmpdir) is None and not tmpdir.exists(), log  # unmounted and removed
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -82,7 +82,11 @@ class RayCluster:
                 if address:
                     ray.init(address=address, log_to_driver=False, logging_level="WARNING")
                 else:
+                    # "local": a new instance. Without it Ray joins the cluster RAY_ADDRESS names,
+                    # else the last one started on this machine (/tmp/ray/ray_current_cluster),
+                    # and refuses num_cpus for it: two runs side by side collided there.
                     ray.init(
+                        address="local",
                         num_cpus=jobs,
                         include_dashboard=False,
                         log_to_driver=False,

@@ -114,8 +114,9 @@ class MetricResult:
     """A metric's value, JSON-serializable details, and how to resample it.
 
     ``decomposition`` expresses the value as a reduction of per-image values (for bootstrap
-    intervals and for streaming over chunks); ``resample`` recomputes the value on a resample of
-    image indices (for metrics that are not such reductions).
+    intervals and for streaming over chunks); ``resample`` recomputes the value on resamples of
+    the images (for metrics that are not such reductions): ``[rows, n]`` image index rows in,
+    one value per row out.
 
     What the record keeps for paired tests between runs is the class values of
     ``decomposition`` unless one of two fields says otherwise: ``ratio`` (a numerator and a
@@ -127,7 +128,7 @@ class MetricResult:
     value: float
     details: dict[str, Any] = field(default_factory=dict)
     decomposition: Decomposition | None = None
-    resample: Callable[[np.ndarray], float] | None = None
+    resample: Callable[[np.ndarray], np.ndarray] | None = None
     ratio: Decomposition | None = None
     class_values: RunClassValues | None = None
 

@@ -167,12 +167,13 @@ def bootstrap_recompute(
     scheme: Scheme = "images_within_class",
     n_boot: int = 1000,
     seed: int = 0,
+    vectorized: bool = False,
 ) -> FloatArray:
     """Bootstrap replicates of any metric, by recomputing it on resampled image indices.
 
-    The slow, general path for metrics that are not a :class:`Decomposition` (one call of
-    ``fn`` per replicate). Replicate ``b`` calls ``fn(idx_b)`` where ``idx_b`` holds image
-    indices into the test set.
+    For metrics that are not a :class:`Decomposition`: replicate ``b`` is ``fn(idx_b)``, image
+    indices ``idx_b`` into the test set; ``vectorized`` ``fn`` maps ``[rows, n]`` index rows to
+    one value per row (given one row at a time under ``"classes"``, whose rows differ in length).
 
     >>> values = np.array([0.0, 1.0, 2.0])
     >>> samples = bootstrap_recompute(lambda idx: values[idx].mean(), [0, 0, 0], n_classes=1,
@@ -204,9 +205,7 @@ def bootstrap_recompute(
             chunk = layout.order[_within_class_positions(rng, layout, stop - start)]
         else:
             chunk = _class_draws(rng, layout, stop - start)
-        for offset, row in enumerate(chunk):
-            indices = row if scheme_ == "images_within_class" else _images_of(layout, row)
-            value = np.asarray(fn(indices), dtype=np.float64)
+        for offset, value in enumerate(_replicates(fn, chunk, layout, scheme_, vectorized)):
             replicate = start + offset
             if value.ndim > 1 or (results and value.shape != results[0].shape):
                 raise MetricError(
@@ -220,6 +219,31 @@ def bootstrap_recompute(
                 )
             results.append(value)
     return np.stack(results)
+
+
+def _replicates(
+    fn: Callable[[IntArray], Any], draws: IntArray, layout: _Layout, scheme: str, vectorized: bool
+) -> Iterator[FloatArray]:
+    """``fn``'s value of each replicate in ``draws`` (image indices, or class ranks)."""
+    if scheme == "images_within_class" and vectorized:
+        yield from _values_of_rows(fn, draws)
+        return
+    for draw in draws:
+        indices = draw if scheme == "images_within_class" else _images_of(layout, draw)
+        if vectorized:
+            yield from _values_of_rows(fn, indices[None])
+        else:
+            yield np.asarray(fn(indices), dtype=np.float64)
+
+
+def _values_of_rows(fn: Callable[[IntArray], Any], rows: IntArray) -> FloatArray:
+    values = np.asarray(fn(rows), dtype=np.float64)
+    if values.shape[:1] != rows.shape[:1]:
+        raise MetricError(
+            f"Expected `fn` to return one value per index row ({rows.shape[0]} rows), but got "
+            f"shape {values.shape}."
+        )
+    return values
 
 
 def _images_of(layout: _Layout, ranks: IntArray) -> IntArray:

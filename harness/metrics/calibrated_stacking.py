@@ -17,6 +17,7 @@ import numpy.typing as npt
 from harness.checks import (
     BoolArray,
     FloatArray,
+    IntArray,
     check_choice,
     check_scalar,
     check_scores_and_targets,
@@ -44,6 +45,7 @@ __all__ = [
     "SeenUnseenCurve",
     "area_under_seen_unseen_curve",
     "ausuc",
+    "ausuc_of_resamples",
     "calibrated_harmonic_mean",
     "calibrated_stacking_curve",
     "calibrated_stacking_curve_from_margins",
@@ -249,6 +251,19 @@ def stacking_margins(
     return margin, group_correct
 
 
+def _checked_margin_statistics(
+    y_true: npt.ArrayLike, margin: npt.ArrayLike, group_correct: npt.ArrayLike, seen: npt.ArrayLike
+) -> tuple[IntArray, BoolArray, FloatArray, BoolArray]:
+    """The inputs of :func:`calibrated_stacking_curve_from_margins`, checked: ``(y_true, seen,
+    margin, group_correct)``."""
+    seen_mask = check_seen(seen, None)
+    checked_y = check_targets(y_true, seen_mask.shape[0])
+    n_images = checked_y.shape[0]
+    margins = check_vector(margin, "margin", n_images, kind="real", finite=True)
+    correct = check_vector(group_correct, "group_correct", n_images, kind="bool")
+    return checked_y, seen_mask, margins, correct
+
+
 def calibrated_stacking_curve_from_margins(
     y_true: npt.ArrayLike,
     margin: npt.ArrayLike,
@@ -269,12 +284,10 @@ def calibrated_stacking_curve_from_margins(
 
     See docs/metrics/calibrated-stacking.md, `calibrated_stacking_curve_from_margins`.
     """
-    seen_mask = check_seen(seen, None)
+    checked_y, seen_mask, margins, correct = _checked_margin_statistics(
+        y_true, margin, group_correct, seen
+    )
     n_candidates = seen_mask.shape[0]
-    checked_y = check_targets(y_true, n_candidates)
-    n_images = checked_y.shape[0]
-    margins = check_vector(margin, "margin", n_images, kind="real", finite=True)
-    correct = check_vector(group_correct, "group_correct", n_images, kind="bool")
 
     totals = np.bincount(checked_y, minlength=n_candidates)
     n_seen_classes = count_classes_with_images(
@@ -341,9 +354,95 @@ def area_under_seen_unseen_curve(curve: SeenUnseenCurve) -> float:
             "Expected `curve` to be a SeenUnseenCurve (from `calibrated_stacking_curve`), "
             f"but got {type(curve).__name__}."
         )
-    seen, unseen = curve.seen_accuracy, curve.unseen_accuracy
+    return _trapezoid_area(curve.seen_accuracy, curve.unseen_accuracy)
+
+
+def _trapezoid_area(seen: FloatArray, unseen: FloatArray) -> float:
+    """The trapezoid rule over the points (unseen[i], seen[i]), clipped to [0, 1]."""
     area = float(np.sum(np.diff(unseen) * (seen[:-1] + seen[1:])) / 2.0)
     return min(max(area, 0.0), 1.0)
+
+
+def ausuc_of_resamples(
+    y_true: npt.ArrayLike,
+    margin: npt.ArrayLike,
+    group_correct: npt.ArrayLike,
+    *,
+    seen: npt.ArrayLike,
+    index_rows: npt.ArrayLike,
+) -> FloatArray:
+    """The AUSUC of many resamples of the test images at once (the bootstrap's replicates).
+
+    Row b of ``index_rows`` names the images of resample b (repeats allowed); value b is, bit
+    for bit, the area under :func:`calibrated_stacking_curve_from_margins` of ``y_true``,
+    ``margin`` and ``group_correct`` indexed by that row. The margins are ranked once for all
+    rows; a row's breakpoints are the ranks it holds, and its per-breakpoint sums are taken in
+    the row's order (``np.bincount``), as the one-resample function takes them.
+
+    See docs/metrics/calibrated-stacking.md, `ausuc_of_resamples`.
+
+    >>> rows = [[0, 1, 2, 3], [0, 0, 2, 2]]
+    >>> ausuc_of_resamples([0, 1, 2, 2], [3.0, 1.0, 1.0, 0.5], [True] * 4,
+    ...                    seen=[True, True, False], index_rows=rows).tolist()
+    [0.875, 1.0]
+    """
+    checked_y, seen_mask, margins, correct = _checked_margin_statistics(
+        y_true, margin, group_correct, seen
+    )
+    n_candidates, n_images = seen_mask.shape[0], checked_y.shape[0]
+    rows = np.asarray(index_rows)
+    if rows.ndim != 2 or not np.issubdtype(rows.dtype, np.integer):
+        raise MetricError(
+            "Expected `index_rows` to be a 2D integer array (one resample per row), but got "
+            f"{rows.dtype} of shape {rows.shape}."
+        )
+    if rows.size and (rows.min() < 0 or rows.max() >= n_images):
+        raise MetricError(
+            f"Expected `index_rows` to hold image indices in [0, {n_images}), but got values in "
+            f"[{int(rows.min())}, {int(rows.max())}]."
+        )
+    breakpoints, rank = np.unique(margins[correct], return_inverse=True)
+    n_breaks = breakpoints.shape[0]
+    image_rank = np.zeros(n_images, dtype=np.int64)
+    image_rank[correct] = rank
+    seen_classes, unseen_classes = np.flatnonzero(seen_mask), np.flatnonzero(~seen_mask)
+    out = np.empty(rows.shape[0])
+    width = rows.shape[1]
+    for start, stop in row_chunks(rows.shape[0], n_breaks + n_candidates + width):
+        chunk = rows[start:stop]
+        m = stop - start
+        y = checked_y[chunk]
+        totals = np.bincount(
+            (np.arange(m)[:, None] * n_candidates + y).ravel(), minlength=m * n_candidates
+        ).reshape(m, n_candidates)
+        n_seen = np.count_nonzero(totals[:, seen_classes], axis=1)
+        n_unseen = np.count_nonzero(totals[:, unseen_classes], axis=1)
+        for b in np.flatnonzero((n_seen == 0) | (n_unseen == 0))[:1]:  # the one-resample error
+            count_classes_with_images(totals[b], seen_classes, "the seen classes")
+            count_classes_with_images(totals[b], unseen_classes, "the unseen classes")
+        row, position = np.nonzero(correct[chunk])  # row-major: each row's images in its order
+        eligible_y = y[row, position]
+        weights = 1.0 / totals[row, eligible_y]
+        image_seen = seen_mask[eligible_y]
+        keys = row * n_breaks + image_rank[chunk[row, position]]
+        size = m * n_breaks
+        present = (np.bincount(keys, minlength=size) > 0).reshape(m, n_breaks)
+        seen_drop = np.bincount(keys, weights=np.where(image_seen, weights, 0.0), minlength=size)
+        unseen_gain = np.bincount(keys, weights=np.where(image_seen, 0.0, weights), minlength=size)
+        # The suffix and prefix sums over all breakpoints: the ones a row lacks add exact zeros.
+        seen_drop_last_first = seen_drop.reshape(m, n_breaks)[:, ::-1]
+        seen_after = np.cumsum(seen_drop_last_first, axis=1)[:, ::-1] / n_seen[:, None]
+        unseen_before = np.cumsum(unseen_gain.reshape(m, n_breaks), axis=1) / n_unseen[:, None]
+        np.minimum(seen_after, 1.0, out=seen_after)
+        np.minimum(unseen_before, 1.0, out=unseen_before)
+        for b in range(m):
+            keep = present[b]
+            seen_accuracy = np.zeros(int(keep.sum()) + 1)
+            seen_accuracy[:-1] = seen_after[b, keep]
+            unseen_accuracy = np.zeros_like(seen_accuracy)
+            unseen_accuracy[1:] = unseen_before[b, keep]
+            out[start + b] = _trapezoid_area(seen_accuracy, unseen_accuracy)
+    return out
 
 
 def ausuc(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike) -> float:
@@ -498,12 +597,8 @@ def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
     curve = calibrated_stacking_curve_from_margins(data.y_true, margin, group_correct, seen=seen)
     y_true = np.asarray(data.y_true)
 
-    def resample(idx: np.ndarray) -> float:
-        return area_under_seen_unseen_curve(
-            calibrated_stacking_curve_from_margins(
-                y_true[idx], margin[idx], group_correct[idx], seen=seen
-            )
-        )
+    def resample(index_rows: np.ndarray) -> FloatArray:
+        return ausuc_of_resamples(y_true, margin, group_correct, seen=seen, index_rows=index_rows)
 
     return MetricResult(
         area_under_seen_unseen_curve(curve),

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
-from harness.checks import FloatArray, IntArray, check_scalar
+from harness.checks import FloatArray, IntArray, check_scalar, row_chunks
 from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.base import MetricInput, MetricParams, MetricResult, register_metric
@@ -412,10 +412,19 @@ def _dartsaccuracy_specificity_area(data: MetricInput, params: DartsParams) -> M
 
     out = _darts(data, params, "darts_area")
 
-    def resample(idx: np.ndarray) -> float:
-        return accuracy_specificity_area(
-            [(float(t.correct[idx].mean()), float(t.gain[idx].mean())) for t in out.targets]
-        )
+    def resample(index_rows: np.ndarray) -> FloatArray:
+        areas = np.zeros(len(index_rows))
+        width = max(1, len(out.targets)) * index_rows.shape[1]
+        for start, stop in row_chunks(len(index_rows), width):
+            rows = index_rows[start:stop]
+            # Each row reduced along a C-contiguous [rows, n] block: the same pairwise sum as
+            # the 1D mean of one resample (a [points, rows, n] fancy index is not C-ordered).
+            accuracy = [t.correct[rows].mean(axis=1).tolist() for t in out.targets]
+            gain = [t.gain[rows].mean(axis=1).tolist() for t in out.targets]
+            for i in range(stop - start):
+                points = [(a[i], g[i]) for a, g in zip(accuracy, gain, strict=True)]
+                areas[start + i] = accuracy_specificity_area(points)
+        return areas
 
     value = accuracy_specificity_area(
         [(float(t.correct.mean()), float(t.gain.mean())) for t in out.targets]

@@ -509,6 +509,27 @@ def test_an_interrupted_matrix_resumes(
     assert "0 done, 0 failed, 8 skipped" in again.output
 
 
+@pytest.mark.slow
+def test_ray_without_an_address_starts_an_instance_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--executor ray` without `--ray-address` starts a Ray instance here, as its help says:
+    not the cluster RAY_ADDRESS names, nor the one last started on the machine (Ray's own
+    default, which refused `--jobs` with a ValueError when another run's instance was up)."""
+    ray = pytest.importorskip("ray")
+    from harness.executors.ray import RayCluster
+
+    monkeypatch.setenv("RAY_DISABLE_USAGE_STATS", "1")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # nothing listens there
+    cluster = RayCluster(jobs=1)
+    try:
+        assert ray.is_initialized()
+        assert ray.cluster_resources()["CPU"] == 1.0  # --jobs reached the instance it started
+    finally:
+        cluster.close()
+    assert not ray.is_initialized()
+
+
 # -- re-scoring on every executor -----------------------------------------------------------------
 
 

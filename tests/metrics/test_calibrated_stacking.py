@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from harness.metrics.calibrated_stacking import (
     SeenUnseenCurve,
     area_under_seen_unseen_curve,
     ausuc,
+    ausuc_of_resamples,
     calibrated_harmonic_mean,
     calibrated_stacking_curve,
     calibrated_stacking_curve_from_margins,
@@ -535,6 +537,70 @@ def test_resampling_from_margins_equals_recomputing_from_scores() -> None:
             np.testing.assert_array_equal(getattr(fast, key), getattr(slow, key))
 
 
+def _one_resample_at_a_time(
+    y_true: np.ndarray,
+    margin: np.ndarray,
+    group_correct: np.ndarray,
+    seen: np.ndarray,
+    rows: np.ndarray,
+) -> list[float]:
+    """The bootstrap's replicates as they were computed before issue 28: one curve per row."""
+    return [
+        area_under_seen_unseen_curve(
+            calibrated_stacking_curve_from_margins(
+                y_true[idx], margin[idx], group_correct[idx], seen=seen
+            )
+        )
+        for idx in rows
+    ]
+
+
+@pytest.mark.parametrize("integer", [False, True])  # integer scores: many equal margins
+def test_ausuc_of_resamples_is_each_rows_ausuc_bit_for_bit(integer: bool) -> None:
+    y_true, scores, seen = random_problem(5, 600, 9, integer=integer)
+    margin, group_correct = stacking_margins(y_true, scores, seen=seen)
+    rng = np.random.default_rng(1)
+    # Within-class resamples (every class keeps its size) and free ones of other lengths.
+    order = np.argsort(y_true, kind="stable")
+    sizes = np.bincount(y_true, minlength=9)
+    starts = np.cumsum(sizes) - sizes
+    within = order[
+        starts[y_true[order]] + (rng.random((40, 600)) * sizes[y_true[order]]).astype(int)
+    ]
+    free = rng.integers(0, 600, (30, 250))
+    free[:, :2] = [0, 1]  # a seen and an unseen class in every row (y_true[0], y_true[1])
+    for rows in (within, free, within[:1], np.arange(600)[None]):
+        got = ausuc_of_resamples(y_true, margin, group_correct, seen=seen, index_rows=rows)
+        expected = _one_resample_at_a_time(y_true, margin, group_correct, seen, rows)
+        assert got.tolist() == expected  # exactly: the intervals in stored records depend on it
+
+
+def test_ausuc_of_resamples_without_a_seen_class_fails_as_one_resample_does() -> None:
+    margin, group_correct = stacking_margins(Y, SCORES, seen=SEEN)
+    rows = np.array([[0, 1, 2, 3], [2, 3, 3, 2]])  # row 1: unseen images only
+    with pytest.raises(MetricError) as batched:
+        ausuc_of_resamples(Y, margin, group_correct, seen=SEEN, index_rows=rows)
+    with pytest.raises(MetricError) as single:
+        _one_resample_at_a_time(Y, margin, group_correct, SEEN, rows[1:])
+    assert str(batched.value) == str(single.value)
+    assert "the seen classes" in str(batched.value)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (np.array([0, 1, 2]), "2D integer array"),
+        (np.array([[0.0, 1.0]]), "2D integer array"),
+        (np.array([[0, 4]]), "in [0, 4)"),
+        (np.array([[-1, 0]]), "in [0, 4)"),
+    ],
+)
+def test_ausuc_of_resamples_refuses_bad_index_rows(rows: np.ndarray, message: str) -> None:
+    margin, group_correct = stacking_margins(Y, SCORES, seen=SEEN)
+    with pytest.raises(MetricError, match=re.escape(message)):
+        ausuc_of_resamples(Y, margin, group_correct, seen=SEEN, index_rows=rows)
+
+
 # --- properties ----------------------------------------------------------------------------------
 
 
@@ -871,3 +937,21 @@ def test_error_calibrated_harmonic_mean_no_unseen_image() -> None:
 def test_error_stacking_margins_bad_scores_shape() -> None:
     with pytest.raises(MetricError, match=r"`scores` to be a 2D array .* shape \(3,\)"):
         stacking_margins([0], [1.0, 0.0, 0.0], seen=SEEN)
+
+
+@settings(max_examples=150, deadline=None)
+@given(stacking_problems(), st.data())
+def test_ausuc_of_resamples_property(
+    problem: tuple[np.ndarray, np.ndarray, np.ndarray], data: st.DataObject
+) -> None:
+    """Any rows with a seen and an unseen image each: the one-row-at-a-time areas, exactly."""
+    y_true, scores, seen = problem
+    margin, group_correct = stacking_margins(y_true, scores, seen=seen)
+    n = y_true.shape[0]
+    width = data.draw(st.integers(2, 2 * n))
+    rows = data.draw(
+        hnp.arrays(np.int64, (data.draw(st.integers(1, 6)), width), elements=st.integers(0, n - 1))
+    )
+    rows[:, :2] = [0, 1]
+    got = ausuc_of_resamples(y_true, margin, group_correct, seen=seen, index_rows=rows)
+    assert got.tolist() == _one_resample_at_a_time(y_true, margin, group_correct, seen, rows)

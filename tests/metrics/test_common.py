@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.core.errors import MetricError
 from harness.hierarchy import Hierarchy
-from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, metrics
+from harness.metrics import Metric, MetricInput, MetricParams, MetricResult, darts, metrics
 from harness.metrics.decomposition import point_estimate
 from harness.metrics.gzsl import harmonic_mean
 
@@ -574,10 +574,38 @@ def test_resample_of_every_image_is_the_value(
         result = metric(data)
         assert result.resample is not None
         n = len(data.y_true)
-        assert result.resample(np.arange(n)) == pytest.approx(result.value, rel=0, abs=1e-12)
-        # A resample is recomputed on the rows it names, in any order.
-        rows = np.random.default_rng(seed).permutation(n)
-        assert result.resample(rows) == pytest.approx(result.value, rel=0, abs=1e-12)
+        # One value per index row; a resample is recomputed on the images it names, in any
+        # order, and rows of one call do not affect each other.
+        rng = np.random.default_rng(seed)
+        rows = np.stack([np.arange(n), rng.permutation(n), rng.integers(0, n, n)])
+        values = result.resample(rows)
+        assert values.shape == (3,)
+        assert values[:2] == pytest.approx([result.value] * 2, rel=0, abs=1e-12)
+        assert [float(result.resample(row[None])[0]) for row in rows] == values.tolist()
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_darts_area_resamples_are_the_per_replicate_means_bit_for_bit(seed: int) -> None:
+    """The replicates as computed before issue 28 (one resample at a time, a 1D mean per
+    point): the intervals stored in records must not move."""
+    metric = metrics.get("darts_area")
+    # 20,000 images: sums of more than one pairwise block (numpy's blocks are 128 and 8,192).
+    for data in [
+        *inputs_for(metric, seed=seed, ties=True),
+        make_input("zsl", seed=seed, n_images=20_000),
+    ]:
+        result = metric(data)
+        assert result.resample is not None
+        targets = darts._darts(data, metric.params(), "darts_area").targets
+        n = len(data.y_true)
+        rows = np.random.default_rng(seed).integers(0, n, (8, n))
+        expected = [
+            darts.accuracy_specificity_area(
+                [(float(t.correct[idx].mean()), float(t.gain[idx].mean())) for t in targets]
+            )
+            for idx in rows
+        ]
+        assert result.resample(rows).tolist() == expected
 
 
 @pytest.mark.parametrize("name", cases(ORACLE_BEST))

@@ -10,9 +10,12 @@ for a 2-core CI machine.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -210,9 +213,30 @@ for p in procs:
 # -- /out, on the host's disk (item 6) -------------------------------------------------------
 
 
+@pytest.fixture
+def run_folders_on_disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The harness's run folders (``run_directory``, in the temporary folder) on a disk.
+
+    On a tmpfs (.ci/run mounts one for TMPDIR) what a model writes to /out is memory, charged
+    to the run's cgroup: the memory limit stops the writer before the out folder's bound can,
+    which is right there but is not what the test checks."""
+    path = Path(tempfile.mkdtemp(prefix="zsl-out-bound-", dir="/var/tmp"))
+    kind = subprocess.run(
+        ["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if kind == "tmpfs":
+        shutil.rmtree(path)
+        pytest.fail("/var/tmp is a tmpfs here: this test needs a folder on a disk")
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @needs_bwrap
 @pytest.mark.parametrize("runner", ["sandbox", "local"])
-def test_out_folder_past_its_bound_is_stopped(tmp_path: Path, runner: str) -> None:
+def test_out_folder_past_its_bound_is_stopped(
+    tmp_path: Path, runner: str, run_folders_on_disk: Path
+) -> None:
     """Three files just under RLIMIT_FSIZE (memory_gb 0.5): each allowed, 1.35 GiB together."""
     package = _package(
         tmp_path,

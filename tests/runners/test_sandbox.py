@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,7 @@ def test_no_network(tmp_path: Path, db: str) -> None:
             tmp_path,
             f"""
 import socket
+import tempfile
 for addr in (("127.0.0.1", {port}), ("1.1.1.1", 53)):
     try:
         socket.create_connection(addr, timeout=2).close()
@@ -218,17 +220,20 @@ def test_huge_stdout_is_truncated_and_the_run_still_judged(tmp_path: Path, db: s
     assert "bytes cut" in outcome.stdout and len(outcome.stdout) < 70_000
 
 
-def test_python_under_tmp_is_bound_over_the_private_tmp(
-    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+def test_python_under_tmp_is_bound_over_the_private_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
     """A checkout/venv under /tmp (e.g. a CI clone) must stay visible inside the sandbox."""
     import harness.runners.sandbox as sandbox_module
 
-    venv = Path("/tmp") / tmp_path_factory.mktemp("clone").relative_to("/tmp") / ".venv"
+    # Under /tmp itself, wherever TMPDIR (and so tmp_path) is: .ci/run points it at a tmpfs.
+    clone = Path(tempfile.mkdtemp(prefix="clone-", dir="/tmp"))
+    venv = clone / ".venv"
     venv.mkdir()
     monkeypatch.setattr(sandbox_module, "_python_dirs", lambda: [str(venv)])
     job = RunJob(bundle=Path("/b"), package=Path("/p"), entrypoint="m:M", out=Path("/o"))
-    argv = sandbox_module.sandbox_argv(job, as_root=True)
+    try:
+        argv = sandbox_module.sandbox_argv(job, as_root=True)
+    finally:
+        shutil.rmtree(clone)
     tmpfs = argv.index("--tmpfs")
     bind = next(
         i for i in range(len(argv) - 2) if argv[i : i + 3] == ["--ro-bind", str(venv), str(venv)]

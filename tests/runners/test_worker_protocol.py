@@ -845,11 +845,17 @@ class Hostile(ESZSL):
         bundles = [Path("/bundle")] + [
             Path(a.decode()) for a in argv if a and Path(a.decode(), "task.json").is_file()
         ]
+        def leak():  # the first find ends the search: what it found is the verdict
+            if found:
+                raise RuntimeError(f"LEAK: the test features at {sorted(set(found))}")
+
         for b in bundles:
             check(b / "test" / "features.npy", f"{b}/test/features.npy")
+        leak()
         for top in [*bundles, *(b.parent for b in bundles), Path("/")]:
             for root, dirs, files in os.walk(top):
                 dirs[:] = [d for d in dirs if f"{root}/{d}" not in ("/proc", "/sys", "/dev")]
+                leak()
                 if time.monotonic() > deadline:
                     break
                 for name in files:
@@ -863,10 +869,12 @@ class Hostile(ESZSL):
                 continue
             for fd in fds:
                 check(f"/proc/{pid}/fd/{fd}", f"/proc/{pid}/fd/{fd}")
+        leak()
         for line in Path("/proc/self/maps").read_text().splitlines():
             path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
             if path.startswith("/"):
                 check(path, f"mapped {path}")
+        leak()
         pid, ancestors = os.getpid(), []
         while pid > 1:
             try:
@@ -893,8 +901,7 @@ class Hostile(ESZSL):
                             break
                     except (OSError, ValueError, OverflowError):
                         continue
-        if found:
-            raise RuntimeError(f"LEAK: the test features at {sorted(set(found))}")
+        leak()
         if looked == 0:
             raise RuntimeError("SEARCHED NOTHING")
         return super().fit(task)
