@@ -386,63 +386,94 @@ def ausuc_of_resamples(
     ...                    seen=[True, True, False], index_rows=rows).tolist()
     [0.875, 1.0]
     """
-    checked_y, seen_mask, margins, correct = _checked_margin_statistics(
-        y_true, margin, group_correct, seen
-    )
-    n_candidates, n_images = seen_mask.shape[0], checked_y.shape[0]
-    rows = np.asarray(index_rows)
-    if rows.ndim != 2 or not np.issubdtype(rows.dtype, np.integer):
-        raise MetricError(
-            "Expected `index_rows` to be a 2D integer array (one resample per row), but got "
-            f"{rows.dtype} of shape {rows.shape}."
+    return _RankedMargins.of(y_true, margin, group_correct, seen).areas(index_rows)
+
+
+@dataclass(frozen=True)
+class _RankedMargins:
+    """The checked inputs of :func:`ausuc_of_resamples` with the margins ranked, made once for
+    every call of :meth:`areas` (a bootstrap calls it per chunk, or per replicate under
+    ``"classes"``)."""
+
+    y_true: IntArray
+    seen: BoolArray
+    correct: BoolArray
+    image_rank: IntArray  # rank of each group-correct image's margin among all of them
+    n_breaks: int
+
+    @classmethod
+    def of(
+        cls,
+        y_true: npt.ArrayLike,
+        margin: npt.ArrayLike,
+        group_correct: npt.ArrayLike,
+        seen: npt.ArrayLike,
+    ) -> _RankedMargins:
+        checked_y, seen_mask, margins, correct = _checked_margin_statistics(
+            y_true, margin, group_correct, seen
         )
-    if rows.size and (rows.min() < 0 or rows.max() >= n_images):
-        raise MetricError(
-            f"Expected `index_rows` to hold image indices in [0, {n_images}), but got values in "
-            f"[{int(rows.min())}, {int(rows.max())}]."
-        )
-    breakpoints, rank = np.unique(margins[correct], return_inverse=True)
-    n_breaks = breakpoints.shape[0]
-    image_rank = np.zeros(n_images, dtype=np.int64)
-    image_rank[correct] = rank
-    seen_classes, unseen_classes = np.flatnonzero(seen_mask), np.flatnonzero(~seen_mask)
-    out = np.empty(rows.shape[0])
-    width = rows.shape[1]
-    for start, stop in row_chunks(rows.shape[0], n_breaks + n_candidates + width):
-        chunk = rows[start:stop]
-        m = stop - start
-        y = checked_y[chunk]
-        totals = np.bincount(
-            (np.arange(m)[:, None] * n_candidates + y).ravel(), minlength=m * n_candidates
-        ).reshape(m, n_candidates)
-        n_seen = np.count_nonzero(totals[:, seen_classes], axis=1)
-        n_unseen = np.count_nonzero(totals[:, unseen_classes], axis=1)
-        for b in np.flatnonzero((n_seen == 0) | (n_unseen == 0))[:1]:  # the one-resample error
-            count_classes_with_images(totals[b], seen_classes, "the seen classes")
-            count_classes_with_images(totals[b], unseen_classes, "the unseen classes")
-        row, position = np.nonzero(correct[chunk])  # row-major: each row's images in its order
-        eligible_y = y[row, position]
-        weights = 1.0 / totals[row, eligible_y]
-        image_seen = seen_mask[eligible_y]
-        keys = row * n_breaks + image_rank[chunk[row, position]]
-        size = m * n_breaks
-        present = (np.bincount(keys, minlength=size) > 0).reshape(m, n_breaks)
-        seen_drop = np.bincount(keys, weights=np.where(image_seen, weights, 0.0), minlength=size)
-        unseen_gain = np.bincount(keys, weights=np.where(image_seen, 0.0, weights), minlength=size)
-        # The suffix and prefix sums over all breakpoints: the ones a row lacks add exact zeros.
-        seen_drop_last_first = seen_drop.reshape(m, n_breaks)[:, ::-1]
-        seen_after = np.cumsum(seen_drop_last_first, axis=1)[:, ::-1] / n_seen[:, None]
-        unseen_before = np.cumsum(unseen_gain.reshape(m, n_breaks), axis=1) / n_unseen[:, None]
-        np.minimum(seen_after, 1.0, out=seen_after)
-        np.minimum(unseen_before, 1.0, out=unseen_before)
-        for b in range(m):
-            keep = present[b]
-            seen_accuracy = np.zeros(int(keep.sum()) + 1)
-            seen_accuracy[:-1] = seen_after[b, keep]
-            unseen_accuracy = np.zeros_like(seen_accuracy)
-            unseen_accuracy[1:] = unseen_before[b, keep]
-            out[start + b] = _trapezoid_area(seen_accuracy, unseen_accuracy)
-    return out
+        breakpoints, rank = np.unique(margins[correct], return_inverse=True)
+        image_rank = np.zeros(checked_y.shape[0], dtype=np.int64)
+        image_rank[correct] = rank
+        return cls(checked_y, seen_mask, correct, image_rank, int(breakpoints.shape[0]))
+
+    def areas(self, index_rows: npt.ArrayLike) -> FloatArray:
+        """:func:`ausuc_of_resamples` of these inputs for ``index_rows``."""
+        checked_y, seen_mask, correct = self.y_true, self.seen, self.correct
+        n_candidates, n_images, n_breaks = seen_mask.shape[0], checked_y.shape[0], self.n_breaks
+        rows = np.asarray(index_rows)
+        if rows.ndim != 2 or not np.issubdtype(rows.dtype, np.integer):
+            raise MetricError(
+                "Expected `index_rows` to be a 2D integer array (one resample per row), but got "
+                f"{rows.dtype} of shape {rows.shape}."
+            )
+        if rows.size and (rows.min() < 0 or rows.max() >= n_images):
+            raise MetricError(
+                f"Expected `index_rows` to hold image indices in [0, {n_images}), but got values"
+                f" in [{int(rows.min())}, {int(rows.max())}]."
+            )
+        seen_classes, unseen_classes = np.flatnonzero(seen_mask), np.flatnonzero(~seen_mask)
+        out = np.empty(rows.shape[0])
+        for start, stop in row_chunks(rows.shape[0], n_breaks + n_candidates + rows.shape[1]):
+            chunk = rows[start:stop]
+            m = stop - start
+            y = checked_y[chunk]
+            totals = np.bincount(
+                (np.arange(m)[:, None] * n_candidates + y).ravel(), minlength=m * n_candidates
+            ).reshape(m, n_candidates)
+            n_seen = np.count_nonzero(totals[:, seen_classes], axis=1)
+            n_unseen = np.count_nonzero(totals[:, unseen_classes], axis=1)
+            for b in np.flatnonzero((n_seen == 0) | (n_unseen == 0))[:1]:  # one-resample error
+                count_classes_with_images(totals[b], seen_classes, "the seen classes")
+                count_classes_with_images(totals[b], unseen_classes, "the unseen classes")
+            row, position = np.nonzero(correct[chunk])  # row-major: each row's images in order
+            eligible_y = y[row, position]
+            weights = 1.0 / totals[row, eligible_y]
+            image_seen = seen_mask[eligible_y]
+            keys = row * n_breaks + self.image_rank[chunk[row, position]]
+            size = m * n_breaks
+            present = (np.bincount(keys, minlength=size) > 0).reshape(m, n_breaks)
+            seen_drop = np.bincount(
+                keys, weights=np.where(image_seen, weights, 0.0), minlength=size
+            )
+            unseen_gain = np.bincount(
+                keys, weights=np.where(image_seen, 0.0, weights), minlength=size
+            )
+            # Suffix and prefix sums over all breakpoints: the ones a row lacks add exact zeros.
+            seen_drop_last_first = seen_drop.reshape(m, n_breaks)[:, ::-1]
+            seen_after = np.cumsum(seen_drop_last_first, axis=1)[:, ::-1] / n_seen[:, None]
+            unseen_gain_by_row = unseen_gain.reshape(m, n_breaks)
+            unseen_before = np.cumsum(unseen_gain_by_row, axis=1) / n_unseen[:, None]
+            np.minimum(seen_after, 1.0, out=seen_after)
+            np.minimum(unseen_before, 1.0, out=unseen_before)
+            for b in range(m):
+                keep = present[b]
+                seen_accuracy = np.zeros(int(keep.sum()) + 1)
+                seen_accuracy[:-1] = seen_after[b, keep]
+                unseen_accuracy = np.zeros_like(seen_accuracy)
+                unseen_accuracy[1:] = unseen_before[b, keep]
+                out[start + b] = _trapezoid_area(seen_accuracy, unseen_accuracy)
+        return out
 
 
 def ausuc(y_true: npt.ArrayLike, scores: npt.ArrayLike, *, seen: npt.ArrayLike) -> float:
@@ -597,13 +628,10 @@ def _ausuc(data: MetricInput, params: MetricParams) -> MetricResult:
     curve = calibrated_stacking_curve_from_margins(data.y_true, margin, group_correct, seen=seen)
     y_true = np.asarray(data.y_true)
 
-    def resample(index_rows: np.ndarray) -> FloatArray:
-        return ausuc_of_resamples(y_true, margin, group_correct, seen=seen, index_rows=index_rows)
-
     return MetricResult(
         area_under_seen_unseen_curve(curve),
         {"curve": _thin(curve)},
-        resample=resample,
+        resample=_RankedMargins.of(y_true, margin, group_correct, seen).areas,
         class_values=seen_unseen_class_values(y_true, margin, group_correct, seen=seen),
     )
 
