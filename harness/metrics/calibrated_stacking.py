@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.checks import (
+    CHUNK_ELEMENTS,
     BoolArray,
     FloatArray,
     IntArray,
@@ -434,7 +435,11 @@ class _RankedMargins:
             )
         seen_classes, unseen_classes = np.flatnonzero(seen_mask), np.flatnonzero(~seen_mask)
         out = np.empty(rows.shape[0])
-        for start, stop in row_chunks(rows.shape[0], n_breaks + n_candidates + rows.shape[1]):
+        # Small chunks (1/64 of the usual): every row is computed on its own, so the chunking
+        # changes no bit, and a bootstrap's one call then works in a few MB that the allocator
+        # reuses instead of some 100 MB of fresh pages (on the demo 0.13 s instead of 0.5 s).
+        width = n_breaks + n_candidates + rows.shape[1]
+        for start, stop in row_chunks(rows.shape[0], width, CHUNK_ELEMENTS // 64):
             chunk = rows[start:stop]
             m = stop - start
             y = checked_y[chunk]

@@ -560,12 +560,13 @@ def test_ausuc_of_resamples_is_each_rows_ausuc_bit_for_bit(integer: bool) -> Non
     y_true, scores, seen = random_problem(5, 600, 9, integer=integer)
     margin, group_correct = stacking_margins(y_true, scores, seen=seen)
     rng = np.random.default_rng(1)
-    # Within-class resamples (every class keeps its size) and free ones of other lengths.
+    # Within-class resamples (every class keeps its size) and free ones of other lengths; 150
+    # rows of 600 images are three of the chunks `areas` works in.
     order = np.argsort(y_true, kind="stable")
     sizes = np.bincount(y_true, minlength=9)
     starts = np.cumsum(sizes) - sizes
     within = order[
-        starts[y_true[order]] + (rng.random((40, 600)) * sizes[y_true[order]]).astype(int)
+        starts[y_true[order]] + (rng.random((150, 600)) * sizes[y_true[order]]).astype(int)
     ]
     free = rng.integers(0, 600, (30, 250))
     free[:, :2] = [0, 1]  # a seen and an unseen class in every row (y_true[0], y_true[1])
