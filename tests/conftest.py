@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
 sys.dont_write_bytecode = True
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The harness's own byte-code, written here once (pytest-xdist's controller loads this file
+# before it starts the workers; a worker finds it current and only reads the times). Nothing
+# else would write it: the line above stops this session's imports, every model process runs
+# with PYTHONDONTWRITEBYTECODE=1, and CI's environment sets that too. Without it each of the
+# suite's ~2,000 model processes compiled the worker's modules from source again (60-100 ms of
+# its ~300), and every `zsl` process and pytest-xdist worker the whole harness.
+compileall.compile_dir(REPO / "harness", quiet=1)
 SPECS = REPO / "specs"
 SUBMISSIONS = REPO / "submissions"
 SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "data"))
