@@ -37,11 +37,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The harness's own byte-code, written here once (pytest-xdist's controller loads this file
 # before it starts the workers; a worker finds it current and only reads the times). Nothing
-# else would write it: the line above stops this session's imports, every model process runs
-# with PYTHONDONTWRITEBYTECODE=1, and CI's environment sets that too. Without it each of the
-# suite's ~2,000 model processes compiled the worker's modules from source again (60-100 ms of
-# its ~300), and every `zsl` process and pytest-xdist worker the whole harness.
-compileall.compile_dir(REPO / "harness", quiet=1)
+# else would write it: the line above stops this session's imports, and every model process
+# runs with PYTHONDONTWRITEBYTECODE=1 (as may the whole machine: this one sets it for every
+# process). On a clean checkout each of the suite's ~2,000 model processes compiled the
+# worker's modules from source again (60-100 ms of its ~300).
+compileall.compile_dir(REPO / "harness", quiet=2)  # a read-only tree: no cache, no noise
+
 SPECS = REPO / "specs"
 SUBMISSIONS = REPO / "submissions"
 SHARED_DATA = Path(os.environ.get("ZSL_SHARED_DATA", REPO.parent / "shared" / "data"))
