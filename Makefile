@@ -10,8 +10,10 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
 .PHONY: install install-features demo test test-fast lint typecheck pytest docs bench bench-methods bench-features clean
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) install --quiet -c constraints.txt -e '.[dev,methods,postgres,ray]'
 	touch $(STAMP)
 
@@ -30,14 +32,13 @@ install: $(STAMP)
 # 90 s instead of 2 minutes.
 # Elsewhere (no CUDA build, other pins apply) the editable install alone does it all.
 FEATURES_STAMP := $(VENV)/.installed-features
-$(FEATURES_STAMP): pyproject.toml constraints.txt constraints-features.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(FEATURES_STAMP): pyproject.toml constraints.txt constraints-features.txt | $(BIN)/python
 	grep -v '^torch==' constraints.txt > $(VENV)/constraints-without-torch.txt
 	if [ "$$(uname -sm)" = "Linux x86_64" ]; then \
 	  grep -h '^[A-Za-z0-9].*==' $(VENV)/constraints-without-torch.txt constraints-features.txt \
-	    | grep -iE '^(nvidia|cuda)-' > $(VENV)/pins-cuda.txt; \
-	  grep -h '^[A-Za-z0-9].*==' $(VENV)/constraints-without-torch.txt constraints-features.txt \
-	    | grep -viE '^(nvidia|cuda)-' > $(VENV)/pins-rest.txt; \
+	    > $(VENV)/pins.txt; \
+	  grep -iE '^(nvidia|cuda)-' $(VENV)/pins.txt > $(VENV)/pins-cuda.txt; \
+	  grep -viE '^(nvidia|cuda)-' $(VENV)/pins.txt > $(VENV)/pins-rest.txt; \
 	  $(PIP) install --quiet --no-deps -r $(VENV)/pins-cuda.txt & cuda=$$!; \
 	  $(PIP) install --quiet --no-deps -r $(VENV)/pins-rest.txt; rest=$$?; \
 	  wait $$cuda && test $$rest = 0; \

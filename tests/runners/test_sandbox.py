@@ -149,15 +149,26 @@ def test_writes_outside_out_are_refused(tmp_path: Path, db: str) -> None:
     package = _package(
         tmp_path,
         """
-import os
+import os, sysconfig
+import harness.worker.phases as phases
+# The harness's byte-code, which every later phase reads (tests/conftest.py writes it), and the
+# environment's packages: a module planted or touched there would run in the next pass.
+cache = os.path.join(os.path.dirname(phases.__file__), "__pycache__")
 ok = []
 for path in ("/package/evil.txt", "/bundle/evil.txt", "/usr/evil.txt", "/etc/evil.txt",
-             __file__ + ".evil"):
+             __file__ + ".evil", os.path.join(cache, "phases.cpython-311.pyc"),
+             os.path.join(cache, "evil.pyc"),
+             os.path.join(sysconfig.get_paths()["purelib"], "evil.py")):
     try:
         open(path, "w").write("x")
         ok.append(path)
     except OSError:
         pass
+try:
+    os.utime(phases.__file__, (0, 0))  # an older source time would invalidate its byte-code
+    ok.append("utime " + phases.__file__)
+except OSError:
+    pass
 open("/tmp/scratch", "w").write("fine")
 open("/out/scratch", "w").write("fine")
 raise RuntimeError("written outside: %s" % ok)
