@@ -82,7 +82,30 @@ class DemoRun:
     database_url: str
 
 
-def _run_demo(root: Path) -> DemoRun:
+def made_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    worker_id: str,
+    name: str,
+    make: Callable[[Path], object],
+) -> Path:
+    """The folder ``make(folder)`` fills, made once for the whole session, pytest-xdist workers
+    included: the first worker to ask makes it under a file lock, the others wait for it and get
+    the same folder. Tests only read it (a test that changes it works on a copy)."""
+    # pytest-xdist workers share the parent of their base temporary folders.
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent
+    root, done = shared / name, shared / f"{name}.done"
+    with FileLock(shared / f"{name}.lock"):
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)  # a worker interrupted while making it
+            root.mkdir()
+            make(root)
+            done.touch()
+    return root
+
+
+def _run_demo(root: Path) -> None:
     from typer.testing import CliRunner
 
     from harness.cli.main import app
@@ -109,7 +132,8 @@ def _run_demo(root: Path) -> DemoRun:
                 url,
             ],
         )
-    return DemoRun(result.exit_code, result.output, site, url)
+    fields = {"exit_code": result.exit_code, "output": result.output, "site": str(site)}
+    (root / "demo-run.json").write_text(json.dumps({**fields, "url": url}))
 
 
 @pytest.fixture(scope="session")
@@ -118,32 +142,9 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> DemoRu
     the tests that check its site and its records only read them (tests/cli/test_cli.py,
     tests/test_demo_records.py, and through :func:`demo_record` the reference packages'
     tests)."""
-    if worker_id == "master":  # no xdist: this process is the session
-        return _run_demo(tmp_path_factory.mktemp("demo-run"))
-    # Workers share the parent of their base temporary folders: the first to get here runs the
-    # demo under the lock, the others wait for it and read what it wrote.
-    shared = tmp_path_factory.getbasetemp().parent
-    made = shared / "demo-run.json"
-    with FileLock(shared / "demo-run.lock"):
-        if made.is_file():
-            fields = json.loads(made.read_text())
-            return DemoRun(
-                fields["exit_code"], fields["output"], Path(fields["site"]), fields["url"]
-            )
-        root = shared / "demo-run"
-        root.mkdir()
-        run = _run_demo(root)
-        made.write_text(
-            json.dumps(
-                {
-                    "exit_code": run.exit_code,
-                    "output": run.output,
-                    "site": str(run.site),
-                    "url": run.database_url,
-                }
-            )
-        )
-        return run
+    root = made_once(tmp_path_factory, worker_id, "demo-run", _run_demo)
+    fields = json.loads((root / "demo-run.json").read_text())
+    return DemoRun(fields["exit_code"], fields["output"], Path(fields["site"]), fields["url"])
 
 
 @pytest.fixture(scope="session")
@@ -162,6 +163,27 @@ def demo_record(demo_run: DemoRun) -> Callable[[str], RunRecord]:
         return records[name]
 
     return record
+
+
+@pytest.fixture(scope="session")
+def xlsa17_release(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Path]:
+    """``xlsa17_release(root, dataset, dim=64)``: ``root/dataset`` as
+    :func:`tests.xlsa17_fixture.make_release` writes it, copied from one made once per session
+    for each dataset and dimension (:func:`made_once`): the same arguments write the same
+    bytes, and writing the synthetic res101.mat took 1-2 s of CPU at each of the suite's
+    ~30 calls. The copy is the caller's to change."""
+    from tests.xlsa17_fixture import make_release
+
+    def release(root: Path, dataset: str, *, dim: int = 64) -> Path:
+        made = made_once(
+            tmp_path_factory,
+            worker_id,
+            f"xlsa17-{dataset}-{dim}d",
+            lambda folder: make_release(folder, dataset, dim=dim),
+        )
+        return Path(shutil.copytree(made / dataset, Path(root) / dataset))
+
+    return release
 
 
 @pytest.fixture(autouse=True)

@@ -188,6 +188,28 @@ def _build_lock() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def build_worker_image(host: str) -> tuple[ImageInfo, float] | str:
+    """The default worker image on the engine at ``host``, built offline under the build lock
+    (an image from the same inputs is not rebuilt), and how long making sure of it took; or
+    why it could not be built."""
+    saved = {k: os.environ.get(k) for k in ("DOCKER_HOST", "ZSL_HOME")}
+    try:
+        os.environ["DOCKER_HOST"] = host
+        os.environ["ZSL_HOME"] = str(CACHE / "home")  # the cached root file system trees
+        began = time.perf_counter()
+        with _build_lock():
+            image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
+        return image, time.perf_counter() - began
+    except HarnessError as err:
+        return f"the worker image could not be built offline: {err}"
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @contextmanager
 def docker_engine() -> Iterator[Engine | str]:
     """The engine with the worker image built, or why there is none (see the module docstring)."""
@@ -200,34 +222,31 @@ def docker_engine() -> Iterator[Engine | str]:
             yield outcome
             return
         host, started = outcome
-    saved = {k: os.environ.get(k) for k in ("DOCKER_HOST", "ZSL_HOME")}
-    problem: str | None = None
     try:
-        os.environ["DOCKER_HOST"] = host
-        os.environ["ZSL_HOME"] = str(CACHE / "home")  # the cached root file system trees
-        began = time.perf_counter()
-        with _build_lock():
-            image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
-        build_s = time.perf_counter() - began
-    except HarnessError as err:
-        problem = f"the worker image could not be built offline: {err}"
+        built = build_worker_image(host)
     except BaseException:
         if started is not None:
             _stop(started)
         raise
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    if problem is not None:
+    if isinstance(built, str):
         if started is not None:
             _stop(started)
-        yield problem
+        yield built
         return
     try:
-        yield Engine(host, image, build_s, started is not None)
+        yield Engine(host, built[0], built[1], started is not None)
     finally:
         if started is not None:
             _stop(started)
+
+
+if __name__ == "__main__":
+    # `.ci/run` builds the image ahead of the suite, on its daemon (DOCKER_HOST), while lint
+    # and mypy leave a core free; the session's first container test then finds it built, or
+    # waits on the build lock until it is. On a fresh machine that is debootstrap's minute.
+    import sys
+
+    done = build_worker_image(os.environ["DOCKER_HOST"])
+    if isinstance(done, str):
+        sys.exit(f"tests/container_fixture.py: {done}")
+    print(f"tests/container_fixture.py: worker image {done[0].pinned} ready in {done[1]:.0f} s")

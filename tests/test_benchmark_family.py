@@ -17,7 +17,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -557,14 +557,13 @@ def _xlsa17_family(folder: Path, dataset: str, release_root: Path) -> list[Path]
 
 @pytest.mark.slow
 def test_zsl_run_family_on_xlsa17_fixture_one_job_records_carry_the_family(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch, xlsa17_release: Callable[..., Path]
 ) -> None:
     from tests.xlsa17_fixture import XLSA17 as SHARED_XLSA17
-    from tests.xlsa17_fixture import make_release
 
     if not (SHARED_XLSA17 / "AWA2" / "att_splits.mat").is_file():
         pytest.skip("shared xlsa17 files absent")
-    make_release(tmp_path / "release", "AWA2", dim=64)
+    xlsa17_release(tmp_path / "release", "AWA2", dim=64)
     monkeypatch.setenv("ZSL_XLSA17_DIR", str(tmp_path / "release"))
     paths = _xlsa17_family(tmp_path / "specs", "AWA2", tmp_path / "release")
     packages = [str(SUBMISSIONS / "eszsl"), str(SUBMISSIONS / "sae")]

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from typer.testing import CliRunner
-from xlsa17_fixture import XLSA17, make_release
+from xlsa17_fixture import XLSA17
 
 from harness.audit import (
     AuditInputsMissing,
@@ -86,9 +86,9 @@ def _awa2_spec(folder: Path, release: Path, **overrides: Any) -> Spec:
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def release(tmp_path_factory: pytest.TempPathFactory, xlsa17_release: Callable[..., Path]) -> Path:
     root = tmp_path_factory.mktemp("xlsa17")
-    make_release(root, "AWA2", dim=DIM)
+    xlsa17_release(root, "AWA2", dim=DIM)
     return root
 
 

@@ -3,6 +3,7 @@ in the res101.mat layout next to the real att_splits.mat (issue 5 acceptance).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,6 @@ import yaml
 from harness.pipeline import run_submission
 from harness.spec import load_spec_data
 from tests.conftest import SHARED_DATA, SPECS, SUBMISSIONS
-from tests.xlsa17_fixture import make_release
 
 XLSA17 = SHARED_DATA / "xlsa17"
 DIM = 64
@@ -23,10 +23,10 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def release(tmp_path_factory: pytest.TempPathFactory, xlsa17_release: Callable[..., Path]) -> Path:
     root = tmp_path_factory.mktemp("xlsa17-methods")
     for dataset in CHANCE:
-        make_release(root, dataset, dim=DIM)
+        xlsa17_release(root, dataset, dim=DIM)
     return root
 
 

@@ -292,12 +292,12 @@ def _on_channel(argv: list[str], channel: tuple[int, int] | None) -> list[str]:
     if channel is None:
         return argv
     requests, replies = channel
-    # Python, not sh: dash cannot redirect descriptors above 9.
+    # Python, not sh: dash cannot redirect descriptors above 9. Standard library only (-S).
     code = (
         f"import os, sys; os.dup2({requests}, 0); os.dup2({replies}, 1); os.close({requests});"
         f" os.close({replies}); os.execvp(sys.argv[1], sys.argv[1:])"
     )
-    return [sys.executable, "-I", "-c", code, *argv]
+    return [sys.executable, "-I", "-S", "-c", code, *argv]
 
 
 def _explain(outcome: RunOutcome, state: dict[str, object], job: RunJob) -> None:

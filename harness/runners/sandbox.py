@@ -63,6 +63,7 @@ ETC_FILES = (
 
 # Runs inside the sandbox before the worker: rlimits (a negative one is not set), then (as root)
 # a drop to an unprivileged uid, then exec. argv: AS_BYTES CPU_S NPROC FSIZE NOFILE UID -- ARGV...
+# Standard library only: it runs with -S (no site-packages, no .pth files: 20 ms less per run).
 LAUNCHER = """\
 import os, resource, sys
 a = sys.argv[1:]
@@ -254,6 +255,7 @@ def sandbox_argv(
         "--",
         python,
         "-I",
+        "-S",
         "-c",
         LAUNCHER,
         *limits,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 import scipy.io as sio
 import yaml
 from pydantic import ValidationError
-from xlsa17_fixture import DATASETS, XLSA17, make_release
+from xlsa17_fixture import DATASETS, XLSA17
 
 from harness.core.errors import HarnessError, IntegrityError, SpecError
 from harness.data import download, xlsa17
@@ -76,11 +77,13 @@ HIERARCHY_METRICS = {
 
 
 @pytest.fixture(scope="module")
-def release_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def release_root(
+    tmp_path_factory: pytest.TempPathFactory, xlsa17_release: Callable[..., Path]
+) -> Path:
     """One folder with every dataset: real att_splits.mat + class lists, fixture res101.mat."""
     root = tmp_path_factory.mktemp("xlsa17")
     for dataset in DATASETS:
-        make_release(root, dataset, dim=DIM)
+        xlsa17_release(root, dataset, dim=DIM)
     return root
 
 
@@ -328,10 +331,10 @@ def test_standard_split_errors(tmp_path: Path, release_root: Path) -> None:
 
 
 @pytest.fixture
-def awa2(tmp_path: Path) -> Path:
+def awa2(tmp_path: Path, xlsa17_release: Callable[..., Path]) -> Path:
     """A private AWA2 folder (root returned) the test may damage."""
     root = tmp_path / "release"
-    make_release(root, "AWA2", dim=DIM)
+    xlsa17_release(root, "AWA2", dim=DIM)
     return root
 
 

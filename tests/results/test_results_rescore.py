@@ -6,6 +6,8 @@ import dataclasses
 import hashlib
 import re
 import shutil
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ from harness.results.prediction_archive import (
 from harness.spec import load_spec
 from harness.store import StaleRunError, load_runs, open_store, save_run
 from harness.submission.package import load_package
-from tests.conftest import SPECS, SUBMISSIONS
+from tests.conftest import SPECS, SUBMISSIONS, made_once, set_audit_inputs
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
@@ -124,19 +126,45 @@ def db(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.sqlite3'}"
 
 
-def _run_demo(tmp_path: Path, db: str) -> dict[str, RunRecord]:
-    """ESZSL (model code) and the prediction-file baseline, stored in ``db``."""
-    baseline = tmp_path / "nearest-seen-class-transfer"
+def _make_demo_runs(root: Path) -> None:
+    """ESZSL (model code) and the prediction-file baseline run on the demo as a test would run
+    them, stored in ``root/runs.sqlite3``, their prediction files archived in ``root/zsl-home``."""
+    baseline = root / "nearest-seen-class-transfer"
     shutil.copytree(
         SUBMISSIONS / baseline.name,
         baseline,
         ignore=shutil.ignore_patterns("__pycache__", "predictions"),
     )
-    generate_prediction_files(load_package(baseline), load_benchmark(load_spec(DEMO)))
-    return {
-        "eszsl": run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=db, quiet=True),
-        "baseline": run_submission(baseline, DEMO, database_url=db, quiet=True),
-    }
+    url = f"sqlite:///{root / 'runs.sqlite3'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZSL_HOME", str(root / "zsl-home"))
+        patch.delenv("ZSL_DATABASE_URL", raising=False)
+        set_audit_inputs(patch)  # as the autouse fixture sets them for a test
+        generate_prediction_files(load_package(baseline), load_benchmark(load_spec(DEMO)))
+        run_submission(SUBMISSIONS / "eszsl", DEMO, database_url=url, quiet=True)
+        run_submission(baseline, DEMO, database_url=url, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def demo_runs_made(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The two demo runs, made once for the session (:func:`made_once`): ten tests start from
+    them, and running them took each of those tests about ten seconds."""
+    return made_once(tmp_path_factory, worker_id, "rescore-demo-runs", _make_demo_runs)
+
+
+@pytest.fixture
+def demo_runs(demo_runs_made: Path, db: str, isolated_home: Path) -> dict[str, RunRecord]:
+    """ESZSL and the baseline, stored in ``db`` with their archived prediction files in this
+    test's ZSL_HOME: a copy of :func:`demo_runs_made`, as if this test had run them."""
+    shutil.copytree(demo_runs_made / "zsl-home", isolated_home, dirs_exist_ok=True)
+    # The backup API reads through the write-ahead log: a copy of the file alone may miss it.
+    source = closing(sqlite3.connect(demo_runs_made / "runs.sqlite3"))
+    with source as made, closing(sqlite3.connect(db.removeprefix("sqlite:///"))) as copy:
+        made.backup(copy)
+    engine = open_store(db)
+    records = {record.submission.name: record for record in load_runs(engine)}
+    engine.dispose()
+    return {"eszsl": records["eszsl"], "baseline": records["nearest-seen-class-transfer"]}
 
 
 def _bump(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,11 +184,10 @@ def _by_key(record: RunRecord) -> dict[tuple[str, str], Any]:
 
 
 def test_stored_runs_archive_the_files_they_were_scored_from(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = _run_demo(tmp_path, db)
     bench = load_benchmark(load_spec(DEMO))
-    for record in runs.values():
+    for record in demo_runs.values():
         paths = {
             setting: archived_path(
                 content, benchmark_hash=bench.hash, setting=setting, root=predictions_dir()
@@ -177,8 +204,9 @@ def test_stored_runs_archive_the_files_they_were_scored_from(
     assert not unstored.exists()
 
 
-def test_nothing_is_rescored_while_metrics_are_current(tmp_path: Path, db: str) -> None:
-    _run_demo(tmp_path, db)
+def test_nothing_is_rescored_while_metrics_are_current(
+    db: str, demo_runs: dict[str, RunRecord]
+) -> None:
     engine = open_store(db)
     before = load_runs(engine)
     outcomes = rescore_store(engine, SPECS)
@@ -187,9 +215,8 @@ def test_nothing_is_rescored_while_metrics_are_current(tmp_path: Path, db: str) 
 
 
 def test_a_bumped_metric_rescores_exactly_its_entries_like_a_fresh_run(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run_demo(tmp_path, db)
     engine = open_store(db)
     before = {r.submission.name: r for r in load_runs(engine)}
     _bump(monkeypatch)
@@ -229,10 +256,9 @@ def test_a_bumped_metric_rescores_exactly_its_entries_like_a_fresh_run(
 
 
 def test_a_run_without_archived_predictions_is_skipped_and_the_others_proceed(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = _run_demo(tmp_path, db)
-    content = runs["eszsl"].predictions_hashes["zsl"].removeprefix("sha256:")
+    content = demo_runs["eszsl"].predictions_hashes["zsl"].removeprefix("sha256:")
     shutil.rmtree(predictions_dir() / "content" / "sha256" / content)
     _bump(monkeypatch)
     argv = ["results", "rescore", "--specs", str(SPECS), "--database-url", db]
@@ -245,10 +271,11 @@ def test_a_run_without_archived_predictions_is_skipped_and_the_others_proceed(
     assert _by_key(stored["nearest-seen-class-transfer"])[("zsl", "top1")].version == NEXT
 
 
-def test_a_run_missing_a_metric_of_its_spec_is_rescored(tmp_path: Path, db: str) -> None:
-    runs = _run_demo(tmp_path, db)
+def test_a_run_missing_a_metric_of_its_spec_is_rescored(
+    db: str, demo_runs: dict[str, RunRecord]
+) -> None:
     engine = open_store(db)
-    full = runs["eszsl"]
+    full = demo_runs["eszsl"]
     partial = full.model_copy(update={"scores": [e for e in full.scores if e.metric != "top5"]})
     save_run(engine, partial)
     outcomes = {o.record.submission.name: o for o in rescore_store(engine, SPECS)}
@@ -260,9 +287,8 @@ def test_a_run_missing_a_metric_of_its_spec_is_rescored(tmp_path: Path, db: str)
 
 
 def test_a_spec_changed_without_a_new_version_is_refused(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run_demo(tmp_path, db)
     specs = tmp_path / "specs"
     shutil.copytree(SPECS / "demo", specs / "demo")
     text = DEMO.read_text()
@@ -275,9 +301,8 @@ def test_a_spec_changed_without_a_new_version_is_refused(
 
 
 def test_force_rescores_current_runs_and_no_spec_skips(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run_demo(tmp_path, db)
     engine = open_store(db)
     before = load_runs(engine)
     forced = rescore_store(engine, SPECS, force=True)
@@ -294,9 +319,8 @@ def test_force_rescores_current_runs_and_no_spec_skips(
 
 
 def test_a_run_stored_again_during_a_rescore_is_not_overwritten(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run_demo(tmp_path, db)
     engine = open_store(db)
     _bump(monkeypatch)
     real = rescore_driver.rescore_records
@@ -337,8 +361,9 @@ def test_results_commands_have_help_and_examples(command: list[str]) -> None:
         assert "Examples:" in result.output and f"zsl results {command[0]}" in result.output
 
 
-def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> None:
-    _run_demo(tmp_path, db)
+def test_cli_export_import_round_trip_and_tamper(
+    tmp_path: Path, db: str, demo_runs: dict[str, RunRecord]
+) -> None:
     out = tmp_path / "results"
     first = cli.invoke(_app(), ["results", "export", "--results", str(out), "--database-url", db])
     assert first.exit_code == 0, first.output
@@ -376,9 +401,8 @@ def test_cli_export_import_round_trip_and_tamper(tmp_path: Path, db: str) -> Non
 
 
 def test_cli_rescore_dry_run_reports_changes(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _run_demo(tmp_path, db)
     current = cli.invoke(
         _app(), ["results", "rescore", "--specs", str(SPECS), "--database-url", db]
     )
@@ -399,11 +423,10 @@ def test_cli_rescore_dry_run_reports_changes(
 
 
 def test_a_rescore_that_changes_more_than_scores_is_refused(
-    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+    db: str, demo_runs: dict[str, RunRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker's re-scored record may differ from the stored one in its scores and rescore
     log only; anything else (here: the submission's declarations) is refused, nothing saved."""
-    _run_demo(tmp_path, db)
     engine = open_store(db)
     before = load_runs(engine)
     real = task_module.rescore_record

@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 import harness
 from harness.core.errors import RunnerError
 from harness.pipeline import run_submission
-from tests.conftest import SPECS, SUBMISSIONS, needs_bwrap, stored_runs
+from tests.conftest import REPO, SPECS, SUBMISSIONS, needs_bwrap, stored_runs
 from tests.container_fixture import Engine
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
@@ -77,6 +78,21 @@ def test_the_worker_image_is_what_the_runner_needs(docker: Engine) -> None:
     )
     assert done.stdout.split(None, 2)[:2] == ["10001", "/out"]
     assert f"{harness.__version__} (3, 11) True" in done.stdout
+
+
+def test_the_build_ahead_of_the_suite_finds_the_sessions_image(docker: Engine) -> None:
+    """`.ci/run` builds the image before the suite (``python -m tests.container_fixture``); run
+    the same way now, it finds this session's image (same inputs: not rebuilt) and says so."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.container_fixture"],
+        env={**os.environ, "DOCKER_HOST": docker.docker_host},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"worker image {docker.image.pinned} ready in" in done.stdout
 
 
 # -- reference methods: the sandbox's scores, bit for bit -------------------------------------
