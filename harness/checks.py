@@ -58,17 +58,16 @@ Closed = Literal["both", "left", "right", "neither"]
 CHUNK_ELEMENTS = 1 << 22
 
 
-def chunk_rows(n_rows: int, n_cols: int, elements: int = CHUNK_ELEMENTS) -> range:
-    """Start rows of chunks holding at most ``elements`` entries (at least one row each)."""
-    step = max(1, elements // max(1, n_cols))
+def chunk_rows(n_rows: int, n_cols: int, divisor: int = 1) -> range:
+    """Start rows of chunks holding at most ``CHUNK_ELEMENTS // divisor`` entries (at least one
+    row each). The bound is read at each call: tests shrink it to force many chunks."""
+    step = max(1, CHUNK_ELEMENTS // divisor // max(1, n_cols))
     return range(0, n_rows, step)
 
 
-def row_chunks(
-    n_rows: int, n_cols: int, elements: int = CHUNK_ELEMENTS
-) -> Iterator[tuple[int, int]]:
+def row_chunks(n_rows: int, n_cols: int, divisor: int = 1) -> Iterator[tuple[int, int]]:
     """``(start, stop)`` of the row chunks of :func:`chunk_rows`, the last one cut at ``n_rows``."""
-    starts = chunk_rows(n_rows, n_cols, elements)
+    starts = chunk_rows(n_rows, n_cols, divisor)
     for start in starts:
         yield start, min(start + starts.step, n_rows)
 

@@ -5,6 +5,7 @@ See docs/metrics/bootstrap.md.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -61,6 +62,37 @@ def _within_class_positions(rng: np.random.Generator, layout: _Layout, rows: int
     """``[rows, n]`` resampled positions: each position redrawn within its class."""
     cls = layout.position_class
     return _uniform_index(rng, layout.starts[cls], layout.sizes[cls], rows)
+
+
+#: The ``"images_within_class"`` draws of at most this many positions (32 MB) are made once and
+#: kept: every metric of a setting resamples the same test images with the same seed, so it draws
+#: the same positions (most of a bootstrap's cost). Larger draws are made chunk by chunk.
+SHARED_DRAWS_ELEMENTS = 1 << 22
+_shared_draws: dict[tuple[int, int, bytes], IntArray] = {}  # the last two
+
+
+def _within_class_draws(
+    seed: int, layout: _Layout, n_boot: int, width: int
+) -> Iterator[tuple[int, int, IntArray]]:
+    """``(start, stop, positions [rows, n])`` of the ``"images_within_class"`` scheme, over the
+    row chunks of ``row_chunks(n_boot, width)``. A generator seeded with ``seed`` fills them in
+    order, so the draws do not depend on the chunks: made whole once, or chunk by chunk."""
+    if n_boot * layout.n_images > SHARED_DRAWS_ELEMENTS:
+        rng = _generator(seed)
+        for start, stop in row_chunks(n_boot, width):
+            yield start, stop, _within_class_positions(rng, layout, stop - start)
+        return
+    arrays = (layout.position_class, layout.starts, layout.sizes)
+    key = (seed, n_boot, hashlib.sha256(b"".join(a.tobytes() for a in arrays)).digest())
+    positions = _shared_draws.get(key)
+    if positions is None:
+        positions = _within_class_positions(_generator(seed), layout, n_boot)
+        positions.setflags(write=False)
+        if len(_shared_draws) >= 2:
+            del _shared_draws[next(iter(_shared_draws))]
+        _shared_draws[key] = positions
+    for start, stop in row_chunks(n_boot, width):
+        yield start, stop, positions[start:stop]
 
 
 def _class_draws(rng: np.random.Generator, layout: _Layout, rows: int) -> IntArray:
@@ -127,7 +159,8 @@ def bootstrap_samples(
     """
     scheme_ = check_choice(scheme, "scheme", SCHEMES)
     n_boot_ = check_integer(n_boot, "n_boot", low=1)
-    rng = _generator(seed)
+    seed_ = check_integer(seed, "seed", low=0)
+    rng = _generator(seed_)
     layout = decomp._layout
     n_present = layout.n_present
     m = decomp._sorted_values.shape[1]
@@ -148,9 +181,9 @@ def bootstrap_samples(
         return decomp._shape_out(out)
     n = layout.n_images
     scatter = decomp._scatter
-    for start, stop in row_chunks(n_boot_, max(n, n_present * m)):
+    draws = _within_class_draws(seed_, layout, n_boot_, max(n, n_present * m))
+    for start, stop, positions in draws:
         rows = stop - start
-        positions = _within_class_positions(rng, layout, rows)
         keys = (positions * rows + np.arange(rows)[:, None]).ravel()
         counts = np.bincount(keys, minlength=n * rows).reshape(n, rows).astype(np.float64)
         sums = (scatter @ counts).reshape(n_present, m, rows).transpose(2, 0, 1)
@@ -197,14 +230,9 @@ def bootstrap_recompute(
         groups=None if groups is None else np.asarray(groups),
     )
     layout = shape_check._layout
-    rng = _generator(seed)
+    seed_ = check_integer(seed, "seed", low=0)
     results: list[FloatArray] = []
-    width = layout.n_images if scheme_ == "images_within_class" else layout.n_present
-    for start, stop in row_chunks(n_boot_, width):
-        if scheme_ == "images_within_class":
-            chunk = layout.order[_within_class_positions(rng, layout, stop - start)]
-        else:
-            chunk = _class_draws(rng, layout, stop - start)
+    for start, chunk in _index_draws(seed_, layout, scheme_, n_boot_):
         for offset, value in enumerate(_replicates(fn, chunk, layout, scheme_, vectorized)):
             replicate = start + offset
             if value.ndim > 1 or (results and value.shape != results[0].shape):
@@ -219,6 +247,20 @@ def bootstrap_recompute(
                 )
             results.append(value)
     return np.stack(results)
+
+
+def _index_draws(
+    seed: int, layout: _Layout, scheme: str, n_boot: int
+) -> Iterator[tuple[int, IntArray]]:
+    """:func:`bootstrap_recompute`'s draws chunk by chunk: ``(start, rows)``, each row the image
+    indices of one replicate (``"images_within_class"``) or its class ranks (``"classes"``)."""
+    if scheme == "images_within_class":
+        for start, _, positions in _within_class_draws(seed, layout, n_boot, layout.n_images):
+            yield start, layout.order[positions]
+        return
+    rng = _generator(seed)
+    for start, stop in row_chunks(n_boot, layout.n_present):
+        yield start, _class_draws(rng, layout, stop - start)
 
 
 def _replicates(

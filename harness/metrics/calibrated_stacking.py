@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 
 from harness.checks import (
-    CHUNK_ELEMENTS,
     BoolArray,
     FloatArray,
     IntArray,
@@ -439,7 +438,7 @@ class _RankedMargins:
         # changes no bit, and a bootstrap's one call then works in a few MB that the allocator
         # reuses instead of some 100 MB of fresh pages (on the demo 0.13 s instead of 0.5 s).
         width = n_breaks + n_candidates + rows.shape[1]
-        for start, stop in row_chunks(rows.shape[0], width, CHUNK_ELEMENTS // 64):
+        for start, stop in row_chunks(rows.shape[0], width, divisor=64):
             chunk = rows[start:stop]
             m = stop - start
             y = checked_y[chunk]

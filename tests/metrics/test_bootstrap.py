@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
 import harness.checks as validation
+import harness.metrics.bootstrap as bootstrap
 from harness.core.errors import MetricError
 from harness.metrics.bootstrap import (
     bootstrap_interval,
@@ -173,6 +174,38 @@ def test_bootstrap_chunking_does_not_change_the_stream(monkeypatch: pytest.Monke
     whole = bootstrap_samples(d, n_boot=40, seed=4)
     monkeypatch.setattr(validation, "CHUNK_ELEMENTS", 60)  # a few replicates per chunk
     np.testing.assert_array_equal(bootstrap_samples(d, n_boot=40, seed=4), whole)
+
+
+def test_shared_draws_are_the_streamed_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Draws small enough are made whole once and shared between metrics; they are the draws
+    the generator gives chunk by chunk, replicate for replicate, in both bootstrap functions."""
+    rng = np.random.default_rng(3)
+    classes = rng.integers(0, 6, 70)
+    d = Decomposition(values=rng.random((70, 2)), classes=classes, n_classes=6)
+    values = rng.random(70)
+
+    def mean(idx: np.ndarray) -> np.ndarray:
+        return values[idx].mean(axis=-1)
+
+    def both() -> tuple[np.ndarray, np.ndarray]:
+        samples = bootstrap_samples(d, n_boot=45, seed=8)
+        again = bootstrap_recompute(mean, classes, n_classes=6, n_boot=45, seed=8, vectorized=True)
+        return samples, again
+
+    made = []
+    real = bootstrap._within_class_positions
+    monkeypatch.setattr(
+        bootstrap, "_within_class_positions", lambda *a: made.append(a[2]) or real(*a)
+    )
+    shared = both()
+    assert made == [45]  # drawn once, whole, for both
+    monkeypatch.setattr(bootstrap, "SHARED_DRAWS_ELEMENTS", 0)
+    monkeypatch.setattr(validation, "CHUNK_ELEMENTS", 200)  # a few replicates per chunk
+    streamed = both()
+    assert len(made) > 3 and sum(made[1:]) == 2 * 45
+    for got, want in zip(shared, streamed, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert not any(a.flags.writeable for a in bootstrap._shared_draws.values())
 
 
 def test_bootstrap_two_columns_resampled_together() -> None:
