@@ -181,8 +181,8 @@ def bootstrap_samples(
         return decomp._shape_out(out)
     n = layout.n_images
     scatter = decomp._scatter
-    draws = _within_class_draws(seed_, layout, n_boot_, max(n, n_present * m))
-    for start, stop, positions in draws:
+    resamples = _within_class_draws(seed_, layout, n_boot_, max(n, n_present * m))
+    for start, stop, positions in resamples:
         rows = stop - start
         keys = (positions * rows + np.arange(rows)[:, None]).ravel()
         counts = np.bincount(keys, minlength=n * rows).reshape(n, rows).astype(np.float64)
