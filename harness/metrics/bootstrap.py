@@ -6,6 +6,7 @@ See docs/metrics/bootstrap.md.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -69,6 +70,7 @@ def _within_class_positions(rng: np.random.Generator, layout: _Layout, rows: int
 #: the same positions (most of a bootstrap's cost). Larger draws are made chunk by chunk.
 SHARED_DRAWS_ELEMENTS = 1 << 22
 _shared_draws: dict[tuple[int, int, bytes], IntArray] = {}  # the last two
+_shared_draws_lock = threading.Lock()  # the site computes its columns' statistics in threads
 
 
 def _within_class_draws(
@@ -84,13 +86,14 @@ def _within_class_draws(
         return
     arrays = (layout.position_class, layout.starts, layout.sizes)
     key = (seed, n_boot, hashlib.sha256(b"".join(a.tobytes() for a in arrays)).digest())
-    positions = _shared_draws.get(key)
-    if positions is None:
-        positions = _within_class_positions(_generator(seed), layout, n_boot)
-        positions.setflags(write=False)
-        if len(_shared_draws) >= 2:
-            del _shared_draws[next(iter(_shared_draws))]
-        _shared_draws[key] = positions
+    with _shared_draws_lock:
+        positions = _shared_draws.get(key)
+        if positions is None:
+            positions = _within_class_positions(_generator(seed), layout, n_boot)
+            positions.setflags(write=False)
+            if len(_shared_draws) >= 2:
+                del _shared_draws[next(iter(_shared_draws))]
+            _shared_draws[key] = positions
     for start, stop in row_chunks(n_boot, width):
         yield start, stop, positions[start:stop]
 
