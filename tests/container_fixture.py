@@ -192,22 +192,16 @@ def build_worker_image(host: str) -> tuple[ImageInfo, float] | str:
     """The default worker image on the engine at ``host``, built offline under the build lock
     (an image from the same inputs is not rebuilt), and how long making sure of it took; or
     why it could not be built."""
-    saved = {k: os.environ.get(k) for k in ("DOCKER_HOST", "ZSL_HOME")}
-    try:
-        os.environ["DOCKER_HOST"] = host
-        os.environ["ZSL_HOME"] = str(CACHE / "home")  # the cached root file system trees
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DOCKER_HOST", host)
+        patch.setenv("ZSL_HOME", str(CACHE / "home"))  # the cached root file system trees
         began = time.perf_counter()
-        with _build_lock():
-            image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
+        try:
+            with _build_lock():
+                image, _ = build_image(rootfs=CACHE / "rootfs-bookworm", quiet=True)
+        except HarnessError as err:
+            return f"the worker image could not be built offline: {err}"
         return image, time.perf_counter() - began
-    except HarnessError as err:
-        return f"the worker image could not be built offline: {err}"
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextmanager
