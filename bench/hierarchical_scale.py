@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from harness.hierarchy import Hierarchy
 from harness.metrics.hierarchical import (
+    RELATIONS,
     hierarchical_cost,
     hierarchical_precision_at_k,
     prediction_relations,
@@ -162,7 +163,7 @@ def run(
     hp_sum = np.zeros(len(KS))
     size_sum = np.zeros(len(KS))
     cost_sum = 0.0
-    relation_counts = dict.fromkeys(("correct", "ancestor", "descendant", "unrelated"), 0)
+    relation_counts = dict.fromkeys(RELATIONS, 0)
     first_chunk_hp = 0.0
     sample: tuple[Any, Any, Any] | None = None
     for offset in range(0, n_images, chunk):

@@ -45,7 +45,7 @@ from hierarchical_scale import (  # noqa: E402
 from harness.hierarchy import Hierarchy  # noqa: E402
 from harness.metrics import MetricInput  # noqa: E402
 from harness.metrics.flat import top_k_correct_from_topk  # noqa: E402
-from harness.metrics.hierarchical import hierarchical_precision_at_k  # noqa: E402
+from harness.metrics.hierarchical import RELATIONS, hierarchical_precision_at_k  # noqa: E402
 from harness.scoring import score_setting  # noqa: E402
 from harness.spec import MetricSpec, Uncertainty  # noqa: E402
 from harness.submission.predictions import read_predictions, write_predictions  # noqa: E402
@@ -71,10 +71,7 @@ def _imagenet_entries(hp_only: bool = False) -> list[MetricSpec]:
             {"name": "per_class_top_k_accuracy", "key": f"top{j}", "k": j} for j in (1, 5, 10)
         ] + rows
         rows += [{"name": "hierarchical_cost", "key": "hcost"}]
-        rows += [
-            {"name": "prediction_relation_share", "key": r, "relation": r}
-            for r in ("correct", "ancestor", "descendant", "unrelated")
-        ]
+        rows += [{"name": "prediction_relation_share", "key": r, "relation": r} for r in RELATIONS]
     return _entries(rows)
 
 

@@ -82,6 +82,10 @@ def metrics_page() -> str:
                 ("figure on the site", metric.figure or "none"),
                 ("streamed in row chunks", "yes" if metric.chunkable else "no"),
                 ("checked against chance", "yes" if metric.checked_against_chance else "no"),
+                (
+                    "0 by design for a seen-only baseline",
+                    "yes" if metric.zero_for_seen_only else "no",
+                ),
             ]
             if metric.short_name:
                 facts.append(("short name", f"{metric.short_name} ({metric.short_description})"))

@@ -435,6 +435,15 @@ def pretrained_classes(
     return resolve_class_set(class_set, lists_dir)
 
 
+def missing_inputs(problems: Sequence[str]) -> str:
+    """Several missing inputs in one message, numbered; one as it is."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} inputs are missing: " + "; ".join(
+        f"({i}) {problem}" for i, problem in enumerate(problems, 1)
+    )
+
+
 def _lists_dir(spec: Spec) -> str | None:
     value = spec.data.params.get("lists_dir")
     return value if isinstance(value, str) and value else None
@@ -480,7 +489,12 @@ def spec_audit(
             name, None if class_set else pretrained_on.wnids, lists_dir=_lists_dir(spec)
         )
     except HarnessError as err:
-        return unavailable.model_copy(update={"error": str(err)})
+        problems = [str(err)]
+        try:  # say whether WordNet is missing too: the reader learns both at once
+            _wordnet()
+        except HierarchyError as also:
+            problems.append(str(also))
+        return unavailable.model_copy(update={"error": missing_inputs(problems)})
     if not pretrained:
         return unavailable.model_copy(
             update={"status": AuditStatus.NOT_APPLICABLE, "source": "none"}
@@ -570,17 +584,20 @@ def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
             " hash differs from an audited freeze of the same spec)"
         )
 
+    # Both inputs are looked for before refusing: a refusal names every one that is missing.
+    problems: list[str] = []
     try:
         pretrained = pretrained_classes(
             pretrained_on.class_set, pretrained_on.wnids, lists_dir=_lists_dir(spec)
         )
     except HarnessError as err:
-        raise refuse(str(err)) from None
-
+        problems.append(str(err))
     try:
         reader = _wordnet()
     except HierarchyError as err:
-        raise refuse(str(err)) from None
+        problems.append(str(err))
+    if problems:
+        raise refuse(missing_inputs(problems))
 
     map_path = spec.audit_map_path()
     try:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.core.errors import RunnerError
+from harness.core.atomic import directory_atomic
+from harness.core.errors import HarnessError, RunnerError
 
 if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark
@@ -27,6 +28,7 @@ __all__ = [
     "Model",
     "RowMap",
     "TrainTask",
+    "export_bundle",
     "write_bundle",
     "write_model_bundles",
 ]
@@ -189,6 +191,27 @@ def write_bundle(bench: PreparedBenchmark, out: Path, *, validation: bool | None
     """
     _write(bench, out, validation=validation, row_files=True)
     return out
+
+
+def export_bundle(bench: PreparedBenchmark, out: Path) -> Bundle:
+    """The generator bundle of ``bench`` (:func:`write_bundle`) at ``out``, for prediction files
+    made outside the harness (``zsl data bundle``; docs/guides/prediction-files.md).
+
+    ``out`` must be missing or an empty folder. The bundle is written into a temporary sibling
+    folder and renamed to ``out`` in one step: ``out`` holds the whole bundle or nothing.
+    """
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise HarnessError(
+            f"{out}: not an empty folder; a task bundle is written into a new or empty folder"
+            " (choose another --out)"
+        )
+    try:
+        # Shared, not private: a bundle is meant to be copied and handed to other machines.
+        with directory_atomic(out, mode=0o755) as tmp:
+            write_bundle(bench, tmp)
+    except OSError as err:
+        raise HarnessError(f"cannot write {out}: {err}") from None
+    return Bundle(out)
 
 
 def write_model_bundles(

@@ -25,9 +25,11 @@ import harness.store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.audit import benchmark_audit
 from harness.bundles import write_bundle
 from harness.core.errors import SubmissionError
+from harness.core.hashing import short_hash
 from harness.core.registry import freeze_all
 from harness.core.tempdirs import run_directory
 from harness.data.prepare import PreparedBenchmark
+from harness.data.sources import raw_inputs
 from harness.hyperparameters import Hyperparameters
 from harness.plan import PackagePlan, RunPlan, Steps, console, plan_submission
 from harness.records import BenchmarkInfo, RunKey, RunRecord, SubmissionInfo
@@ -190,6 +192,8 @@ def benchmark_info(spec: Spec, bench: PreparedBenchmark) -> BenchmarkInfo:
         family=spec.family.id if spec.family else None,
         family_member=spec.family.member if spec.family else None,
         provenance=bench.frozen.meta.get("provenance"),
+        raw_inputs=raw_inputs(bench.frozen.raw_inputs, bench.hash, spec.data.checksum),
+        experimental=spec.experimental,
     )
 
 
@@ -222,12 +226,14 @@ def run_submission(
     store: bool = True,
     quiet: bool = False,
     archive_to: Path | None = None,
+    refuse_changed_package: bool = False,
 ) -> RunRecord:
     """Score one package on one benchmark and store the record (one transaction): its plan
     (:func:`harness.plan.plan_submission`), run (:func:`run_planned`).
 
     ``runner`` runs model code; None picks the strongest this machine offers
     (``harness.runners.default_runner``: sandbox, else container, else local with a warning).
+    ``refuse_changed_package``: as :func:`run_planned`'s (``zsl run`` without ``--replace``).
     """
     steps = Steps(quiet)
     with run_directory("zsl-run-") as tmp:
@@ -239,6 +245,7 @@ def run_submission(
             quiet=quiet,
             archive_to=archive_to,
             steps=steps,
+            refuse_changed_package=refuse_changed_package,
         )
 
 
@@ -250,6 +257,7 @@ def run_planned(
     quiet: bool = False,
     archive_to: Path | None = None,
     steps: Steps | None = None,
+    refuse_changed_package: bool = False,
 ) -> RunRecord:
     """Run ``plan``, score it and store the record (one transaction).
 
@@ -258,12 +266,21 @@ def run_planned(
     this root all the same (the executors' workers, whose driver stores the record; see
     :mod:`harness.executors`). ``steps``: the steps the plan was made in (their timings come
     first in the record's); default: new ones, from the plan's timings.
+    ``refuse_changed_package``: a stored run of the same key made from another package hash
+    refuses the run before anything of it runs (:class:`harness.store.ChangedPackageError`).
     """
     freeze_all()
     if steps is None:
         steps = Steps(quiet)
         steps.timings.update(plan.timings)
     spec, bench, package = plan.spec, plan.benchmark.prepared, plan.package.package
+    engine = harness.store.open_store(database_url) if store else None
+    if engine is not None and refuse_changed_package:
+        manifest = package.manifest
+        key: RunKey = (spec.benchmark, spec.version, manifest.name, manifest.version)
+        refused = harness.store.changed_packages(engine, {key: plan.package.hash})
+        if refused:
+            raise refused[key]
     logs: dict[str, str] = {}
     chosen: dict[str, Hyperparameters] = {}
     states: dict[str, str] = {}
@@ -324,8 +341,10 @@ def run_planned(
     record = with_chance_warnings(record)
     if store:
         with steps("store", "store"):
-            engine = harness.store.open_store(database_url)
-            _, replaced = harness.store.save_run_reporting(engine, record)
+            assert engine is not None
+            _, replaced = harness.store.save_run_reporting(
+                engine, record, refuse_changed_package=refuse_changed_package
+            )
         if replaced is not None:
             console.print(
                 Text.assemble(("note: ", "bold yellow"), replacement_message(replaced, record)),
@@ -344,8 +363,9 @@ def _stored_summary(runner: str, created_at: datetime) -> str:
 
 
 def replacement_message(replaced: harness.store.ReplacedRun, record: RunRecord) -> str:
-    """What a save replaced, for stderr: the old run's runner, date, and its primary scores
-    before → after (``record``: the run that replaced it)."""
+    """What a save replaced, for stderr: the old run's runner, date, package hash before →
+    after (when it changed), and its primary scores before → after (``record``: the run that
+    replaced it)."""
     after = harness.store.primary_values(record)
     changes = [
         f"{setting} {record.benchmark.primary[setting]} "
@@ -359,6 +379,11 @@ def replacement_message(replaced: harness.store.ReplacedRun, record: RunRecord) 
         if replaced.hidden
         else ""
     )
+    new_package = record.submission.package_hash
+    if replaced.package_hash != new_package:
+        changes.insert(
+            0, f"package {short_hash(replaced.package_hash)} → {short_hash(new_package)}"
+        )
     return (
         f"this {record.runner} run replaces the stored run of {describe_key(replaced.key)} "
         f"({_stored_summary(replaced.runner, replaced.created_at)}"
@@ -428,21 +453,22 @@ def dry_run(
     runner: str | None = None,
     database_url: str | None = None,
     store: bool = True,
+    refuse_changed_package: bool = False,
 ) -> DryRun:
     """The plan :func:`run_submission` would run (:func:`harness.plan.plan_submission`, with
-    nothing written), described, and the stored run it would replace.
-
-    The spec is loaded and validated; the frozen benchmark, where prepared, is verified (not
-    prepared: ``zsl run`` would prepare it first; nothing is written here); the package is
-    opened and validated (and, for a predictions package on a prepared benchmark, its
-    prediction files read and checked); the runner is resolved; and the store is read for the
-    run it would replace (same benchmark version and submission version).
+    nothing written), described, and the stored run it would replace. The spec is loaded and
+    validated; the frozen benchmark, where prepared, is verified (not prepared: ``zsl run``
+    would prepare it first; nothing is written here); the package is opened and validated
+    (and, for a predictions package on a prepared benchmark, its prediction files read and
+    checked); the runner is resolved; and the store is read for the run it would replace (same
+    benchmark version and submission version).
 
     Raises
     ------
     HarnessError
         What ``zsl run`` would fail with before running: a bad spec or package, a frozen
-        benchmark that does not verify, bad prediction files, an unknown runner.
+        benchmark that does not verify, bad prediction files, an unknown runner, a changed
+        package under a stored version (``refuse_changed_package``, as :func:`run_planned`).
     """
     with run_directory("zsl-plan-") as tmp:
         plan = plan_submission(package_path, spec_path, tmp, runner=runner, dry_run=True)
@@ -500,6 +526,10 @@ def dry_run(
         found.replaces = next((s for s in stored if s.key == key), None)
         if found.replaces is not None:
             old = found.replaces.record
+            if refuse_changed_package and old.submission.package_hash != found.package_hash:
+                raise harness.store.ChangedPackageError.of(
+                    key, old.submission.package_hash, found.package_hash
+                )
             found.same_hashes = (
                 old.submission.package_hash == found.package_hash
                 and old.benchmark.spec_hash == found.spec_hash

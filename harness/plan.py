@@ -26,6 +26,7 @@ from harness.core.registry import freeze_all
 from harness.data.artifacts import benchmark_dir, cache_action
 from harness.data.prepare import PreparedBenchmark, load_benchmark
 from harness.runners import default_runner, runners
+from harness.runners.environments import check_requirements, refuse_unmet
 from harness.spec import Spec, load_spec
 from harness.submission.package import Package
 from harness.submission.resources import CappedResources, cap_resources, effective_caps
@@ -168,13 +169,19 @@ def plan_run(
     timings: Mapping[str, float] | None = None,
 ) -> RunPlan:
     """``package`` on ``benchmark``: for a model, the runner (None: the strongest this machine
-    offers, :func:`harness.runners.default_runner`) and its resources capped by this machine;
+    offers, :func:`harness.runners.default_runner`), its ``model.requirements`` met there
+    (:func:`~harness.runners.environments.check_requirements`) and its resources capped by
+    this machine;
     for a predictions package, its files (missing ones are named with the command that writes
     them)."""
     manifest = package.package.manifest
     if manifest.kind == "model":
         if runner is None:
             runner = default_runner(package.package)
+        # Refused here, before any model code runs: a requirement the runner's Python lacks
+        # would otherwise fail the fit with ModuleNotFoundError.
+        found = check_requirements(package.package, runner)
+        refuse_unmet(found, package.package, shown=package.path, spec=benchmark.spec_path)
         capped = cap_resources(manifest.resources, effective_caps())
         return RunPlan(benchmark, package, runner, capped, timings=dict(timings or {}))
     spec = benchmark.spec

@@ -35,6 +35,8 @@ __all__ = [
     "ClassValues",
     "EmbeddingProvenance",
     "Interval",
+    "RawInputs",
+    "RawOrigin",
     "RunKey",
     "RunRecord",
     "ScoreEntry",
@@ -238,6 +240,32 @@ class BenchmarkProvenance(BaseModel):
     class_embeddings: dict[str, EmbeddingProvenance] = Field(default_factory=dict)
 
 
+#: Where a benchmark's raw inputs came from (docs/data.md, "Where the raw inputs came from"):
+#: ``release`` a dataset's published release (xlsa17), ``synthetic`` a stand-in the harness made
+#: for a release (``zsl data synthetic-xlsa17``: real split files, generated features),
+#: ``generated`` a benchmark the harness generates whole (the demo), ``own`` data the user made or
+#: brought (features of their images, features brought as files).
+RawOrigin = Literal["release", "synthetic", "generated", "own"]
+
+
+class RawInputs(BaseModel):
+    """Where a benchmark's raw inputs came from and whether they were checked, decided when it
+    was frozen (:mod:`harness.data.sources`) and shown beside every score of its runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    origin: RawOrigin
+    verified: bool = Field(
+        description="the inputs matched a checksum pinned in the spec (data.checksum, or the"
+        " adapter's own, such as the xlsa17 archive's data.params.checksum)"
+    )
+    how: str = Field(description="how the origin and the check were decided, in words")
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="source file, relative to the folder it was read from -> 'sha256:<hex>'",
+    )
+
+
 class BenchmarkInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -272,6 +300,14 @@ class BenchmarkInfo(BaseModel):
         description="the harness-made feature set (weights sha256, preprocessing) and class"
         " embeddings the benchmark was frozen from; None: features brought as files",
     )
+    raw_inputs: RawInputs | None = Field(
+        None, description="where the raw inputs came from; None: recorded before it was kept"
+    )
+    experimental: bool = Field(
+        False,
+        description="the spec marks the benchmark experimental (a user's own or toy set): its"
+        " runs stay out of the cross-benchmark tables unless the reader opts in",
+    )
 
     @model_serializer(mode="wrap")
     def _without_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -279,9 +315,11 @@ class BenchmarkInfo(BaseModel):
         # did before those keys existed, so its records (the demo's) stay byte-identical and
         # keep their ids.
         data: dict[str, Any] = handler(self)
-        for name in ("family", "family_member", "provenance"):
+        for name in ("family", "family_member", "provenance", "raw_inputs"):
             if data.get(name) is None:
                 data.pop(name, None)
+        if not data.get("experimental"):
+            data.pop("experimental", None)
         return data
 
     @field_validator("id")

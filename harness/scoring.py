@@ -328,14 +328,21 @@ def _percent(value: float) -> str:
 def below_chance(record: RunRecord) -> list[str]:
     """One warning per checked score of ``record`` below chance, in score order.
 
-    Checked: :func:`chance_checked` (ZSL per-class top-k, GZSL unseen accuracy and H), each
-    against :func:`chance_level` of its setting's candidates and its ``k``. With a bootstrap
-    interval the score is below chance when the interval's upper bound is; without one, when
-    its value is.
+    Checked: :func:`chance_checked` (per-class top-k, GZSL unseen accuracy and H), each
+    against :func:`chance_level` of its setting's candidates and its ``k``, except the scores
+    0 by design (``zero_for_seen_only``) in the settings the submission declares ``seen_only``.
+    With a bootstrap interval the score is below chance when the interval's upper bound is;
+    without one, when its value is.
     """
+    # A seen-class baseline's unseen accuracy (and so H) is 0 by design in the settings it
+    # declares; its top-k over all candidates is not, and stays checked (a shifted column).
+    declared = record.submission.declarations.get("seen_only")
+    seen_only = set(declared) if isinstance(declared, list) else set()
     warnings = []
     for entry in record.scores:
         if not chance_checked(entry.function):
+            continue
+        if entry.setting in seen_only and metrics.get(entry.function).zero_for_seen_only:
             continue
         n = n_candidates(record.benchmark, entry.setting)
         if n is None:

@@ -393,6 +393,12 @@ class Spec(_Strict):
     family: FamilySpec | None = Field(
         None, description="the benchmark family this spec is a member of (validation variants)"
     )
+    experimental: bool = Field(
+        False,
+        description="a benchmark made for trying things out (your own images, a toy set): its"
+        " runs are badged 'experimental' and stay out of the cross-benchmark tables (across,"
+        " rank matrix, mean ranks, robustness) unless the reader opts in",
+    )
 
     _path: Path | None = PrivateAttr(None)
     _base_path: Path | None = PrivateAttr(None)
@@ -532,6 +538,8 @@ class Spec(_Strict):
         payload = self.model_dump(mode="json")
         if payload["family"] is None:  # specs without a family hash as before the key existed
             del payload["family"]
+        if not payload["experimental"]:  # and so do specs that are not experimental
+            del payload["experimental"]
         _drop_absent_extract(payload)
         payload["_data"] = self.data_hash()
         audit_map = self.audit_map_path()

@@ -120,7 +120,7 @@ def test_package_validates_and_documents_itself(name: str) -> None:
     assert package.manifest.kind == "model"
     assert package.manifest.model is not None
     assert package.manifest.model.entrypoint == f"model:{METHODS[name][0]}"
-    assert package.manifest.model.requirements == ["torch==2.13.0"]
+    assert package.manifest.model.requirements == ["torch<2.15,>=2.13"]
     readme = (SUBMISSIONS / name / "README.md").read_text()
     assert "Hyperparameters" in readme and "model.py" in readme
 

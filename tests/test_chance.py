@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -140,12 +141,13 @@ def test_replacement_message_names_runner_date_and_scores() -> None:
         created_at=datetime(2026, 11, 20, 10, 5, 59, tzinfo=UTC),
         primary={"zsl": 0.612, "gzsl": 0.4},
         hidden=False,
+        package_hash=record.submission.package_hash,
     )
     assert replacement_message(replaced, record) == (
         "this local run replaces the stored run of ale@1.0 on cub-demo v1 (sandbox runner, "
         "2026-11-20 10:05 UTC; zsl top1 61.2 → 25.0, gzsl H 40.0 → 20.0)"
     )
-    hidden = ReplacedRun(replaced.key, "sandbox", replaced.created_at, {}, hidden=True)
+    hidden = replace(replaced, primary={}, hidden=True)
     assert replacement_message(hidden, record) == (
         "this local run replaces the stored run of ale@1.0 on cub-demo v1 (sandbox runner, "
         "2026-11-20 10:05 UTC); it stays hidden "

@@ -134,7 +134,7 @@ def test_freeze_records_the_audit_and_its_inputs(
     assert audit.inputs.wordnet_version == "3.0"
     assert audit.inputs.wordnet_map_sha256 is None  # AWA ids are WordNet ids: no audit map
     manifest = json.loads((frozen.root / "manifest.json").read_text())
-    assert manifest["format"] == FORMAT == "zsl-frozen/2"
+    assert manifest["format"] == FORMAT == "zsl-frozen/3"
     assert LeakageAudit.model_validate(manifest["leakage_audit"]) == audit
 
 
@@ -322,10 +322,10 @@ def test_demo_records_not_applicable_whatever_the_environment(
 
 
 def _as_format_1(root: Path) -> None:
-    """Rewrite a frozen manifest as the previous harness wrote it (no audit, entries hash)."""
+    """Rewrite a frozen manifest as the harness of format 1 wrote it (no audit, entries hash)."""
 
     def downgrade(manifest: dict[str, Any]) -> None:
-        del manifest["leakage_audit"]
+        del manifest["leakage_audit"], manifest["raw_inputs"]
         manifest["format"] = "zsl-frozen/1"
         manifest["hash"] = json_sha256(
             {name: manifest["artifacts"][name] for name in sorted(manifest["artifacts"])}
@@ -334,30 +334,58 @@ def _as_format_1(root: Path) -> None:
     _edit_manifest(root, downgrade)
 
 
-def test_a_benchmark_of_the_older_format_is_refused_with_the_commands_to_freeze_it_again(
-    isolated_home: Path,
+def _as_format_2(root: Path) -> None:
+    """Rewrite a frozen manifest as the harness of format 2 wrote it (no raw inputs)."""
+
+    def downgrade(manifest: dict[str, Any]) -> None:
+        del manifest["raw_inputs"]
+        manifest["format"] = "zsl-frozen/2"
+
+    _edit_manifest(root, downgrade)
+
+
+@pytest.mark.parametrize(
+    ("downgrade", "found", "why"),
+    [
+        (
+            _as_format_1,
+            "zsl-frozen/1",
+            "it holds no leakage audit (its runs were audited when scored, so their badge"
+            " depended on the scorer's environment)",
+        ),
+        (
+            _as_format_2,
+            "zsl-frozen/2",
+            "it does not record where its raw inputs came from (a release, a synthetic stand-in,"
+            " generated or your own data) nor the hashes of the files it was frozen from",
+        ),
+    ],
+)
+def test_a_benchmark_of_an_older_format_is_refused_with_the_command_to_freeze_it_again(
+    isolated_home: Path, downgrade: Callable[[Path], None], found: str, why: str
 ) -> None:
     spec = load_spec(REPO / "specs" / "demo.yaml")
-    root = prepare(spec).root
-    _as_format_1(root)
+    frozen = prepare(spec)
+    root, before = frozen.root, frozen.hash
+    downgrade(root)
     expected = (
-        f"{root} was frozen by an older harness (format 'zsl-frozen/1'; this harness reads"
-        " 'zsl-frozen/2'): it holds no leakage audit (its runs were audited when scored, so their"
-        " badge depended on the scorer's environment). Nothing is converted silently: delete it"
-        f" and freeze it again, `rm -r {root} && zsl data prepare {spec.path}`"
+        f"{root} was frozen by an older harness (format '{found}'; this harness reads"
+        f" 'zsl-frozen/3'): {why}. Nothing is converted silently: freeze it again,"
+        f" `zsl data prepare {spec.path} --refresh` (the benchmark hash stays the same when the"
+        " raw inputs are the same)"
     )
     with pytest.raises(OutdatedFormatError) as caught:
         prepare(spec)
-    assert str(caught.value).startswith(expected)
-    with pytest.raises(OutdatedFormatError, match=r"zsl data prepare SPEC`"):
+    assert str(caught.value) == expected
+    with pytest.raises(OutdatedFormatError, match=r"zsl data prepare SPEC --refresh`"):
         FrozenBenchmark(root)
     result = CliRunner().invoke(app, ["data", "prepare", str(spec.path)])
     assert result.exit_code == 1
     assert "was frozen by an older harness" in result.output
-    # The command it names works.
-    shutil.rmtree(root)
-    result = CliRunner().invoke(app, ["data", "prepare", str(spec.path)])
+    # The command it names works, and the hash it promises holds.
+    result = CliRunner().invoke(app, ["data", "prepare", str(spec.path), "--refresh"])
     assert result.exit_code == 0, result.output
+    assert FrozenBenchmark(root).hash == before
     assert "leakage audit: not applicable" in result.output
 
 

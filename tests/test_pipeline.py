@@ -87,7 +87,7 @@ def test_failing_model_stores_nothing(tmp_path: Path, db: str) -> None:
     with pytest.raises(
         RunnerError,
         match=r"exited with code 3; model error: fit\(\) raised RuntimeError: diverged at epoch 3"
-        r" \(model\.py:3, in fit\); log: ",
+        r"\n  at: model\.py:3, in fit\n  log: ",
     ):
         run_submission(package, DEMO, database_url=db, quiet=True)
     engine = make_engine(db)

@@ -50,7 +50,9 @@ from harness.results.records_io import (
     read_records,
     write_records,
 )
+from harness.results.reported import reported_beside
 from harness.results.reproduction import result_differences
+from harness.results.standing import badges_text, excluded_why
 from harness.runners import sandbox
 from harness.scoring import below_chance
 from harness.site.text import format_value
@@ -145,7 +147,7 @@ def _primary_summary(record: RunRecord) -> str:
             percent = 0.0 <= entry.value <= 1.0
             value = format_value(entry.value, percent=percent)
             parts.append(f"{entry.setting} {entry.metric} {value}")
-    where = f"{record.benchmark.id} v{record.benchmark.version}"
+    where = f"{record.benchmark.id} v{record.benchmark.version} {badges_text(record.benchmark)}"
     return f"{where} ({', '.join(parts)})" if parts else where
 
 
@@ -257,6 +259,15 @@ def _package_outcome(
         f"{_shown(r.request.spec, [repo_root, spec_root])}: {one_line(r.error or '', repo_root)}"
         for r in results
         if r.record is None
+    ]
+    # The leaderboard takes runs of benchmarks that count across benchmarks only: not a
+    # synthetic stand-in, not an unverified copy of a release, not an experimental set.
+    failures += [
+        f"{_shown(r.request.spec, [repo_root, spec_root])}: refused for the leaderboard: {why}"
+        " (its runs stay out of the cross-benchmark tables; the leaderboard takes runs of"
+        " verified releases, generated or own data that is not experimental)"
+        for r in results
+        if r.record is not None and (why := excluded_why(r.record.benchmark)) is not None
     ]
     if failures:
         return PackageOutcome(package, "failed", one_line("; ".join(failures)))
@@ -764,7 +775,9 @@ def run_pull_request(
         )
     site: Path | None = None
     try:
-        site = harness.site.build_site(after, out_dir / SITE_DIRNAME)
+        site = harness.site.build_site(
+            after, out_dir / SITE_DIRNAME, reported=reported_beside(results_dir)
+        )
     except Exception as err:  # the report must still be written
         problems.append(f"site build failed: {_error_text(err, root)}")
     for problem in problems:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -13,11 +14,16 @@ from rich.text import Text
 
 from harness.core.errors import HarnessError, error_text
 
+if TYPE_CHECKING:
+    from harness.data.download import Download
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Output carries user data (class names, paths): no markup, no emoji codes like ":sun:".
-stdout = Console(highlight=False, markup=False, emoji=False)
-stderr = Console(stderr=True, highlight=False, markup=False, emoji=False)
+# Soft wrap: a line longer than the terminal is left to the terminal to fold, never broken by
+# rich, so a hash, a path or a command stays whole when it is copied (and when piped).
+stdout = Console(highlight=False, markup=False, emoji=False, soft_wrap=True)
+stderr = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 #: The ``--database-url`` option of every command that opens the store.
@@ -54,6 +60,20 @@ SiteFolder = Annotated[
     typer.Option(
         "--out",
         help="folder to write the site to; replaced as a whole (only if built by zsl, or empty)",
+        file_okay=False,
+    ),
+]
+
+#: Where the literature's reported values live (harness.results.reported), beside the records.
+REPORTED_DIR = Path("leaderboard/reported")
+
+#: The ``--reported`` option of the commands that build the site.
+ReportedFolder = Annotated[
+    Path,
+    typer.Option(
+        "--reported",
+        help="folder of the literature's reported values (*.yaml), shown beside the runs and"
+        " never ranked; skipped when the default folder is missing",
         file_okay=False,
     ),
 ]
@@ -127,3 +147,31 @@ def reports_errors(command: F) -> F:
             raise typer.Exit(code=code) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def interactive() -> bool:
+    """Whether a question can be asked: standard input and error are a terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def ask_before_download(assume_yes: bool) -> Callable[[Download], str | None]:
+    """A :func:`harness.data.download.download_policy` that asks on the terminal before each
+    download (``--yes``: without asking); with no terminal to ask on it refuses, saying so."""
+
+    def decide(planned: Download) -> str | None:
+        if assume_yes:
+            return None
+        size = f" ({planned.size})" if planned.size else ""
+        if not interactive():
+            return (
+                "downloading it needs a yes, and there is no terminal to ask on: pass --yes to"
+                " download it"
+            )
+        question = (
+            f"Download {planned.what}{size} from {planned.source} into {planned.target.parent}?"
+        )
+        if typer.confirm(question, default=False, err=True):
+            return None
+        return "you answered no"
+
+    return decide

@@ -7,15 +7,25 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from harness.cli._common import SITE_DIR, DatabaseUrl, SiteFolder, reports_errors, stdout
+from harness.cli._common import (
+    REPORTED_DIR,
+    SITE_DIR,
+    DatabaseUrl,
+    ReportedFolder,
+    SiteFolder,
+    reports_errors,
+    stdout,
+)
 from harness.core.lazy import lazy_module
 
 if TYPE_CHECKING:
     from harness import site, store
     from harness.results import records_io
+    from harness.results import reported as reported_values
 else:
     # The implementation, imported when the command runs: its --help must not import it.
     records_io = lazy_module("harness.results.records_io")
+    reported_values = lazy_module("harness.results.reported")
     site = lazy_module("harness.site")
     store = lazy_module("harness.store")
 
@@ -62,6 +72,7 @@ def build(
             show_default=False,
         ),
     ] = None,
+    reported: ReportedFolder = REPORTED_DIR,
 ) -> None:
     """Render every run into a static site and print the path of its index.html."""
     if results is not None:
@@ -72,5 +83,8 @@ def build(
             records = store.load_runs(engine)
         finally:
             engine.dispose()
-    index = site.build_site(records, out)
+    # The default folder is the repository's; a folder named on the command line must exist.
+    skipped = reported == REPORTED_DIR and not reported.exists()
+    values = [] if skipped else reported_values.load_reported(reported)
+    index = site.build_site(records, out, reported=values)
     stdout.print(str(index), soft_wrap=True)

@@ -91,6 +91,10 @@ COMMANDS: dict[str, Command] = {
         "harness.cli.embeddings:app",
         "Build frozen class embeddings from class names and glosses with offline text models.",
     ),
+    "doctor": Command(
+        "harness.cli.doctor:doctor",
+        "Show where every input and optional component is found, and how to provide the rest.",
+    ),
 }
 
 #: Each command's sub-app or function, imported on first use.

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from harness.executors import rescore as executor_rescore
     from harness.records import RunKey
     from harness.rescore import RescoreOutcome
-    from harness.results import records_io, reproduction, store_io
+    from harness.results import records_io, reproduction, standing, store_io
     from harness.store import StoredRun
 else:
     # The implementation, imported when a command runs: its --help must not import it
@@ -41,6 +41,7 @@ else:
     records_io = lazy_module("harness.results.records_io")
     reproduction = lazy_module("harness.results.reproduction")
     store_io = lazy_module("harness.results.store_io")
+    standing = lazy_module("harness.results.standing")
 
 #: What the options' help and defaults need of the implementation, spelled here so that defining
 #: them imports none of it: ``store_io.RUN_NAME_FORM`` and ``reproduction.SCORE_TOLERANCE``
@@ -198,7 +199,8 @@ def _report(outcome: RescoreOutcome) -> None:
     if outcome.status == "current":
         return
     if outcome.ok:
-        stdout.print(f"{outcome.status}: {outcome.run}", soft_wrap=True)
+        badges = standing.badges_text(outcome.record.benchmark)
+        stdout.print(f"{outcome.status}: {outcome.run} {badges}", soft_wrap=True, markup=False)
         for line in outcome.changes or ["no score changed"]:
             stdout.print(f"  {line}", soft_wrap=True)
         return
@@ -267,8 +269,9 @@ def list_(
         stdout.print(
             f"{store_io.run_name(stored.key)}  {record.runner}  "
             f"{record.created_at:%Y-%m-%d %H:%M}  {_primary_text(stored) or '-'}"
-            + ("  [hidden]" if stored.hidden else ""),
+            f"  {standing.badges_text(record.benchmark)}" + ("  [hidden]" if stored.hidden else ""),
             soft_wrap=True,
+            markup=False,
         )
     hidden = sum(s.hidden for s in runs)
     where = " matching" if benchmark is not None or submission is not None else ""

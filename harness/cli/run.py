@@ -11,6 +11,7 @@ from rich.text import Text
 # The package alone, which imports no backend until one of its names is used.
 from harness import runners
 from harness.cli._common import (
+    REPORTED_DIR,
     SITE_DIR,
     DatabaseUrl,
     Executor,
@@ -37,7 +38,8 @@ if TYPE_CHECKING:
     from harness.data.prepare import PreparedBenchmark
     from harness.executors import matrix as executor_matrix
     from harness.records import RunRecord
-    from harness.results import records_io
+    from harness.results import records_io, standing
+    from harness.results import reported as reported_values
     from harness.site import builder as site_builder
     from harness.submission import package as submission_package
     from harness.submission.package import Package
@@ -53,6 +55,8 @@ else:
     ci_config = lazy_module("harness.ci.config")
     executor_matrix = lazy_module("harness.executors.matrix")
     records_io = lazy_module("harness.results.records_io")
+    standing = lazy_module("harness.results.standing")
+    reported_values = lazy_module("harness.results.reported")
     site_builder = lazy_module("harness.site.builder")
     submission_package = lazy_module("harness.submission.package")
 
@@ -70,7 +74,8 @@ def _summary(record: RunRecord) -> str:
     for entry in record.scores:
         if entry.metric == record.benchmark.primary.get(entry.setting):
             parts.append(f"{entry.setting} {entry.metric} {100 * entry.value:.1f}")
-    return f"{record.submission.name} on {record.benchmark.id}: " + ", ".join(parts)
+    badges = standing.badges_text(record.benchmark)
+    return f"{record.submission.name} on {record.benchmark.id} {badges}: " + ", ".join(parts)
 
 
 def _note(message: str) -> None:
@@ -153,6 +158,14 @@ def run(
             " stored run each run would replace; no model runs, nothing is stored",
         ),
     ] = False,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="store the run over a stored run of the same submission name and version"
+            " made from another package hash (changed files), which is refused without it",
+        ),
+    ] = False,
 ) -> None:
     """Prepare, validate, run, score and store submissions on benchmarks.
 
@@ -163,13 +176,22 @@ def run(
     again resumes. A package's runs on the members of one benchmark family are one job.
 
     A run that replaces a stored one (same benchmark version and submission version, whatever
-    the runner) says so on stderr; a score below chance is a warning on stderr.
+    the runner) says so on stderr; a score below chance is a warning on stderr. A package whose
+    files changed (another package hash) under a stored name and version is refused before it
+    runs: bump its version, or pass --replace.
     """
     specs, packages = _matrix_inputs(list(packages or []), list(spec or []), matrix)
     if family:
         specs = family_specs(specs)
     if dry_run:
-        _dry_run(packages, specs, runner=runner, database_url=database_url, store=not no_store)
+        _dry_run(
+            packages,
+            specs,
+            runner=runner,
+            database_url=database_url,
+            store=not no_store,
+            refuse_changed_package=not replace,
+        )
         return
     single = len(packages) == 1 and len(specs) == 1
     if single and matrix is None and executor is None and jobs is None and ray_address is None:
@@ -179,9 +201,12 @@ def run(
             runner=runner,
             database_url=database_url,
             store=not no_store,
+            refuse_changed_package=not replace,
         )
         stdout.print(
-            _summary(record) + (" (not stored: --no-store)" if no_store else ""), soft_wrap=True
+            _summary(record) + (" (not stored: --no-store)" if no_store else ""),
+            soft_wrap=True,
+            markup=False,
         )
         _warn_below_chance(record)
         return
@@ -198,11 +223,12 @@ def run(
         database_url=database_url,
         max_retries=max_retries,
         rerun=rerun,
+        refuse_changed_package=not replace,
     )
     below = 0
     for result in report.results:
         if result.record is not None:
-            stdout.print(_summary(result.record))
+            stdout.print(_summary(result.record), markup=False)
             if result.replaced is not None:
                 _note(pipeline.replacement_message(result.replaced, result.record))
             below += _warn_below_chance(result.record)
@@ -222,6 +248,7 @@ def _dry_run(
     runner: str | None,
     database_url: str | None,
     store: bool,
+    refuse_changed_package: bool,
 ) -> None:
     """Print the plan of every package on every spec (:func:`dry_run`). One pair: its
     error is the command's; several: each pair's error is printed, and the exit code is the
@@ -231,7 +258,12 @@ def _dry_run(
     for package, spec_path in pairs:
         try:
             plan = pipeline.dry_run(
-                package, spec_path, runner=runner, database_url=database_url, store=store
+                package,
+                spec_path,
+                runner=runner,
+                database_url=database_url,
+                store=store,
+                refuse_changed_package=refuse_changed_package,
             )
         except HarnessError as err:
             if len(pairs) == 1:
@@ -339,7 +371,9 @@ def demo(
                 package = planning.plan_package(package_dir, tmp, runner=runner)
             plan = planning.plan_run(benchmark, package, runner=runner, timings=steps.timings)
             record = pipeline.run_planned(plan, database_url=database_url, steps=steps)
-        stdout.print(_summary(record))
+        stdout.print(_summary(record), markup=False)
         _warn_below_chance(record)
-    index = site_builder.build_site(run_store.load_runs(run_store.open_store(database_url)), out)
+    runs = run_store.load_runs(run_store.open_store(database_url))
+    values = reported_values.load_reported(REPORTED_DIR) if REPORTED_DIR.exists() else []
+    index = site_builder.build_site(runs, out, reported=values)
     stdout.print(f"leaderboard: {index.resolve()}")

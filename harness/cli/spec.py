@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
-from harness.cli._common import reports_errors, stdout
+from harness.cli._common import ask_before_download, reports_errors, stdout
 from harness.core.errors import SpecError
 from harness.core.lazy import lazy_module
 
@@ -20,6 +18,8 @@ if TYPE_CHECKING:
     from harness import audit
     from harness import describe as description
     from harness import spec as spec_module
+    from harness.cli import doctor as prerequisites
+    from harness.data import artifacts, download
     from harness.data import prepare as preparation
 else:
     # The implementation, imported when a command runs: its --help must not import it (pydantic,
@@ -29,6 +29,9 @@ else:
     description = lazy_module("harness.describe")
     spec_module = lazy_module("harness.spec")
     preparation = lazy_module("harness.data.prepare")
+    download = lazy_module("harness.data.download")
+    artifacts = lazy_module("harness.data.artifacts")
+    prerequisites = lazy_module("harness.cli.doctor")
 
 __all__ = ["app"]
 
@@ -67,7 +70,9 @@ def _validated(path: Path) -> str:
     spec = spec_module.load_spec(path)
     family = spec_module.load_family(spec)  # every member found, and agreeing with this one
     member = f", family {family.id} member {spec.family.member}" if family and spec.family else ""
-    return f"ok {path}: {spec.benchmark} v{spec.version} ({spec.spec_hash()[:19]}){member}"
+    return (
+        f"ok {path}: {spec.benchmark} v{spec.version} (spec hash {spec.spec_hash()[:19]}…){member}"
+    )
 
 
 @app.command()
@@ -76,10 +81,17 @@ def schema() -> None:
     typer.echo(json.dumps(spec_module.json_schema(), indent=2, sort_keys=True))
 
 
-@app.command(
-    epilog="Example: zsl spec describe specs/demo.yaml. Prepares the benchmark first (under"
-    " ZSL_HOME), so the raw data must be reachable."
-)
+DESCRIBE_EPILOG = """
+Example: zsl spec describe specs/demo.yaml. Prepares the benchmark first (under ZSL_HOME), so
+the raw data must be reachable: where a spec's raw data would be downloaded (the xlsa17
+archive, about 1 GB), describe asks first; --yes answers yes, and without a terminal to ask on
+and without --yes it refuses. --release-only reads the release's split files alone (e.g. xlsa17
+att_splits.mat and the class lists, a few MB) and never downloads: without them here it says
+where it looked and how to provide them.
+"""
+
+
+@app.command(epilog=DESCRIBE_EPILOG)
 @reports_errors
 def describe(
     path: Annotated[Path, typer.Argument(help="spec file", exists=True, dir_okay=False)],
@@ -88,30 +100,47 @@ def describe(
         bool,
         typer.Option(
             "--release-only",
-            help="only the split files (e.g. xlsa17 att_splits.mat), no features: GBU Table I",
+            help="only the split files (e.g. xlsa17 att_splits.mat), no features: GBU Table I;"
+            " never downloads",
+        ),
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="download the raw data without asking when it is not on this machine",
         ),
     ] = False,
 ) -> None:
     """Print a benchmark's sizes, structure diagnostics and leakage audit."""
     spec = spec_module.load_spec(path)
     if release_only:
-        table = description.describe_release(spec)
+        prerequisites.require_prerequisites(spec, release_only=True)
+        with download.download_policy(_never_downloads):
+            table = description.describe_release(spec)
         if as_json:
             typer.echo(json.dumps(table, indent=1, sort_keys=True, default=_jsonable))
             return
         leak = table.pop("leakage", None)
         stdout.print(f"{spec.benchmark} v{spec.version}: the release's split files only")
-        stdout.print(_facts(list(table.items())))
+        _print_facts(list(table.items()))
         if leak is not None:
             _print_leakage(leak)
         return
-    report = description.describe_benchmark(spec, preparation.load_benchmark(spec))
+    root = artifacts.benchmark_dir(spec.benchmark, spec.version)
+    if artifacts.cache_action(root, spec.data_hash()) == "create":  # not frozen yet
+        prerequisites.require_prerequisites(spec)
+    with download.download_policy(ask_before_download(yes)):
+        bench = preparation.load_benchmark(spec)
+    report = description.describe_benchmark(spec, bench)
     if as_json:
         typer.echo(json.dumps(report, indent=1, sort_keys=True, default=_jsonable))
         return
     sizes = report["sizes"]
-    stdout.print(f"{spec.benchmark} v{spec.version} {report['hash']}", soft_wrap=True)
+    stdout.print(f"{spec.benchmark} v{spec.version}", soft_wrap=True)
     facts: list[tuple[str, Any]] = [
+        ("benchmark hash", report["hash"]),
         ("features", f"{report['features']['name']} ({report['features']['dim']}-d)"),
         ("embeddings", ", ".join(f"{k} ({v}-d)" for k, v in report["embeddings"].items())),
         (
@@ -128,38 +157,85 @@ def describe(
         *report["adapter"].items(),
     ]
     if "hierarchy" in report:
-        ratio = report["structural_ratio"]
-        mev = report["mutual_exclusivity_violations"]
         facts += [
             ("hierarchy", report["hierarchy"]),
-            (
-                "structural ratio",
-                f"{_number(ratio['value'])} over {ratio['n_included']} unseen classes"
-                f" ({ratio['excluded']} excluded)",
-            ),
-            (
-                "hops to the nearest training class",
-                ", ".join(
-                    f"{hops}: {n} unseen" for hops, n in report.get("hops_to_train", {}).items()
-                ),
-            ),
-            (
-                "mutual-exclusivity violations",
-                f"{len(mev['unseen'])} among unseen classes, {mev['all']} among all classes",
-            ),
+            ("structural_ratio", report["structural_ratio"]),
+            ("hops_to_train", report.get("hops_to_train", {})),
+            ("mutual_exclusivity_violations", report["mutual_exclusivity_violations"]),
         ]
-    stdout.print(_facts(facts))
+    _print_facts(facts)
     _print_leakage(report["leakage"])
 
 
-def _facts(rows: list[tuple[str, Any]]) -> Table:
-    """Two columns, what and its value in words (no Python reprs, numbers rounded)."""
-    table = Table(box=box.SIMPLE, show_header=False, pad_edge=False)
-    table.add_column("what", style="bold", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    for key, value in rows:
-        table.add_row(str(key).replace("_", " "), _plain(value))
-    return table
+def _never_downloads(planned: download.Download) -> str:
+    return (
+        "--release-only never downloads (it reads the release's split files alone, a few MB:"
+        " e.g. <DATASET>/att_splits.mat and the class lists)"
+    )
+
+
+#: Row labels of the report's keys where their own spelling reads badly.
+_LABELS = {
+    "hops_to_train": "hops to the nearest training class",
+    "mutual_exclusivity_violations": "mutual-exclusivity violations",
+}
+
+
+def _print_facts(rows: list[tuple[str, Any]]) -> None:
+    """Print the rows as aligned ``label  value`` lines, never wrapped by us (a hash stays whole
+    when copied), values in words. Labels are the report's keys in words; keys inside a value
+    are data (file names, index vector names) and are shown as written."""
+    labelled = [(_LABELS.get(str(k), str(k).replace("_", " ")), k, v) for k, v in rows]
+    width = max((len(label) for label, _, _ in labelled), default=0)
+    for label, key, value in labelled:
+        lines = _value_lines(str(key), value)
+        stdout.print(f" {label.ljust(width)}   {lines[0]}".rstrip(), soft_wrap=True)
+        for line in lines[1:]:
+            stdout.print(f" {' ' * width}   {line}", soft_wrap=True)
+
+
+def _value_lines(key: str, value: Any) -> list[str]:
+    """``value`` of the report's ``key`` in words: one line, or a first line and nested ones."""
+    if key == "structural_ratio" and isinstance(value, dict):
+        return [_ratio(value["value"], value["n_included"], value["excluded"])]
+    if key == "hops_to_train" and isinstance(value, dict):
+        return [", ".join(f"{hops}: {n} unseen" for hops, n in value.items()) or "none"]
+    if key == "mutual_exclusivity_violations" and isinstance(value, dict):
+        return [
+            f"{len(value['unseen'])} among unseen classes, {value['all']} among all classes"
+            + "".join(f"; {a} is an ancestor of {b}" for a, b in value["unseen"])
+        ]
+    if key == "hierarchy" and isinstance(value, dict):
+        return [", ".join(f"{k.replace('_', ' ')} {_plain(v)}" for k, v in value.items())]
+    if key == "structure" and isinstance(value, dict) and "structural_ratio" in value:
+        rest = {k: v for k, v in value.items() if k not in ("structural_ratio", "n_included")}
+        excluded = rest.pop("excluded", {})
+        count = sum(len(v) for v in excluded.values()) if isinstance(excluded, dict) else excluded
+        lines = [_ratio(value["structural_ratio"], value["n_included"], count)]
+        if isinstance(excluded, dict) and count:
+            lines += [f"excluded, {k.replace('_', ' ')}: {_plain(v)}" for k, v in excluded.items()]
+        return lines + [f"{k}: {_plain(v)}" for k, v in rest.items()]
+    return _nested(value)
+
+
+def _ratio(value: float | None, n_included: int, excluded: int) -> str:
+    shown = "undefined" if value is None else _number(value)
+    return f"{shown} over {n_included} unseen classes ({excluded} excluded)"
+
+
+def _nested(value: Any) -> list[str]:
+    """A flat mapping of numbers on one line (``key number, …``); any other mapping as one
+    ``key: value`` line per entry, indented under an empty first line; keys as written."""
+    if isinstance(value, dict) and value:
+        if all(v is None or isinstance(v, (bool, int, float)) for v in value.values()):
+            return [", ".join(f"{k} {_plain(v)}" for k, v in value.items())]
+        lines = [""]
+        for k, v in value.items():
+            inner = _nested(v)
+            lines.append(f"  {k}: {inner[0]}".rstrip())
+            lines += [f"  {line}" for line in inner[1:]]
+        return lines
+    return [_plain(value)]
 
 
 def _number(value: float | int) -> str:
@@ -167,15 +243,17 @@ def _number(value: float | int) -> str:
 
 
 def _plain(value: Any) -> str:
-    """``value`` in words: mappings as "key value, …" (underscores as spaces), lists joined."""
+    """A scalar or a list in words: lists joined (an empty one is "none"), numbers rounded."""
     if isinstance(value, dict):
-        return ", ".join(f"{str(k).replace('_', ' ')} {_plain(v)}" for k, v in value.items())
+        return "none" if not value else " ".join(_nested(value)).strip()
     if isinstance(value, (list, tuple)):
-        return ", ".join(_plain(v) for v in value)
+        return ", ".join(_plain(v) for v in value) if value else "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (int, float)):
         return _number(value)
+    if value is None:
+        return "none"
     return str(value)
 
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
+# The package alone, which imports no backend until one of its names is used.
+from harness import runners
 from harness.cli._common import reports_errors, stdout
 from harness.cli.run import RUNNER_HELP
 from harness.core.errors import PredictionError, SubmissionError
@@ -19,8 +21,10 @@ if TYPE_CHECKING:
     from harness import pipeline
     from harness import spec as spec_module
     from harness.data import prepare as preparation
-    from harness.runners import entrypoint_check
+    from harness.runners import entrypoint_check, environments, smoke
     from harness.runners.entrypoint_check import EntrypointCheck
+    from harness.runners.environments import RequirementCheck
+    from harness.runners.smoke import SmokeRun
     from harness.submission import package as submission_package
     from harness.submission import resources, scaffold, unpack
     from harness.submission.package import Package
@@ -32,6 +36,8 @@ else:
     spec_module = lazy_module("harness.spec")
     preparation = lazy_module("harness.data.prepare")
     entrypoint_check = lazy_module("harness.runners.entrypoint_check")
+    environments = lazy_module("harness.runners.environments")
+    smoke = lazy_module("harness.runners.smoke")
     submission_package = lazy_module("harness.submission.package")
     resources = lazy_module("harness.submission.resources")
     scaffold = lazy_module("harness.submission.scaffold")
@@ -74,7 +80,9 @@ class PackageValidation:
 
     ``files``: how many files the hash covers; ``review``: those that are neither ``.py``
     source nor plain data (a reviewer should look at them); ``entrypoint``: a model package's
-    check (None for predictions); ``resources``: its ``resources`` capped by this machine
+    check (None for predictions); ``requirements``: its ``model.requirements`` against the
+    runner's environment (None: it declares none); ``smoke``: its smoke run on ``--spec``'s
+    benchmark (None: no spec); ``resources``: its ``resources`` capped by this machine
     (:func:`~harness.submission.resources.effective_caps`), one note per field a run here gets
     less of than declared (or, for GPUs, is refused).
     """
@@ -87,17 +95,26 @@ class PackageValidation:
     review: tuple[str, ...]
     entrypoint: EntrypointCheck | None
     resources: CappedResources
+    requirements: RequirementCheck | None = None
+    smoke: SmokeRun | None = None
 
 
-def validate_package(package: Path, spec: Path | None = None) -> PackageValidation:
+def validate_package(
+    package: Path, spec: Path | None = None, runner: str | None = None
+) -> PackageValidation:
     """Check a package (folder or archive): its ``submission.yaml`` and files, a model's
-    entrypoint (in a runner), a predictions package's files against ``spec``'s benchmark, and
-    its resources against this machine's caps.
+    requirements against ``runner``'s environment (default: the runner a run would use), its
+    entrypoint (in that runner) and, with ``spec``, its smoke run on that benchmark
+    (:func:`harness.runners.smoke.smoke_run`); a predictions package's files against ``spec``'s
+    benchmark; and its resources against this machine's caps.
 
     Raises
     ------
     SubmissionError
-        The package is invalid or hostile, or its entrypoint check found problems (each listed).
+        The package is invalid or hostile, a requirement is not met, or its entrypoint check
+        found problems (each listed).
+    RunnerError
+        Its smoke run failed (what the run would have said).
     """
     with run_directory("zsl-validate-") as tmp:
         loaded = unpack.open_package(package, tmp)
@@ -111,10 +128,15 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
                 pipeline.read_all(bench, paths)
             except PredictionError as err:  # name the file by its path in the package
                 raise _in_package_terms(err, loaded, paths.values()) from None
-        checked = None
+        checked, required, smoked = None, None, None
         if m.kind == "model":
+            if runner is not None:
+                runners.runners.get(runner)  # an unknown name fails before any work
+            runner = runner or runners.default_runner(loaded)
+            required = environments.check_requirements(loaded, runner)
+            environments.refuse_unmet(required, loaded, shown=package, spec=spec)
             # Imports the package's code: in a runner (sandbox by default), never here.
-            checked = entrypoint_check.check_entrypoint(loaded)
+            checked = entrypoint_check.check_entrypoint(loaded, runner)
             if not checked.ok:
                 count = len(checked.problems)
                 raise SubmissionError(
@@ -122,6 +144,9 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
                     f" '{checked.runner}'): {count} problem{'s' if count > 1 else ''}\n  "
                     + "\n  ".join(entrypoint_check.describe(checked))
                 )
+            if spec is not None:
+                bench = preparation.load_benchmark(spec_module.load_spec(spec))
+                smoked = smoke.smoke_run(loaded, bench, runner, shown=package)
         return PackageValidation(
             name=m.name,
             version=m.version,
@@ -131,6 +156,8 @@ def validate_package(package: Path, spec: Path | None = None) -> PackageValidati
             review=tuple(loaded.files_to_review()),
             entrypoint=checked,
             resources=resources.cap_resources(m.resources, resources.effective_caps()),
+            requirements=required,
+            smoke=smoked,
         )
 
 
@@ -144,19 +171,30 @@ def validate(
     spec: Annotated[
         Path | None,
         typer.Option(
-            help="also check a predictions package's files against this benchmark",
+            help="a benchmark spec: a predictions package's files are checked against it; a"
+            " model gets a smoke run, fit and predict on a small subsample of it in the runner"
+            " under a tight time limit (the output says what was run)",
             exists=True,
             dir_okay=False,
         ),
     ] = None,
+    runner: Annotated[
+        str | None,
+        typer.Option(help=RUNNER_HELP, show_default=False),
+    ] = None,
 ) -> None:
-    """Check a package (folder or archive): its submission.yaml and files; print its hash, and
-    each resource a run on this machine gets less of than declared."""
-    found = validate_package(package, spec)
+    """Check a package (folder or archive): its submission.yaml and files, a model's
+    requirements and entrypoint in the runner a run would use (and, with --spec, a smoke run);
+    print its hash, and each resource a run on this machine gets less of than declared."""
+    found = validate_package(package, spec, runner)
     stdout.print(f"ok {package}: {found.name} {found.version} ({found.kind}) {found.package_hash}")
+    if found.requirements is not None:
+        stdout.print(f"  {found.requirements.summary()}", soft_wrap=True)
     if found.entrypoint is not None:
         for line in entrypoint_check.describe(found.entrypoint):
             stdout.print(f"  {line}", soft_wrap=True)
+    if found.smoke is not None:
+        stdout.print(f"  {found.smoke.describe()}", soft_wrap=True)
     for note in found.resources.notes:
         stdout.print(f"  {note}", soft_wrap=True)
     # What the hash covers, for the reviewer: the count, and every file that is neither .py

@@ -8,6 +8,7 @@ __all__ = [
     "SpecError",
     "SubmissionError",
     "error_text",
+    "network_error_text",
 ]
 """Errors the harness raises on purpose.
 
@@ -67,3 +68,29 @@ def error_text(err: BaseException) -> str:
     if isinstance(err, HarnessError):
         return message or type(err).__name__
     return f"{type(err).__name__}: {message}" if message else type(err).__name__
+
+
+def network_error_text(err: BaseException) -> str:
+    """The innermost cause of a failed download, in a few words.
+
+    Network libraries wrap the cause several times over (requests' ``ConnectionError`` holds
+    urllib3's ``MaxRetryError``, whose ``reason`` holds a ``NameResolutionError`` caused by
+    ``socket.gaierror``): the innermost one says what happened (``[Errno -2] Name or service not
+    known``) without the wrappers' repetition of the URL.
+
+    >>> import socket, urllib.error
+    >>> network_error_text(urllib.error.URLError(socket.gaierror(-2, "Name or service not known")))
+    '[Errno -2] Name or service not known'
+    """
+    seen: set[int] = set()
+    current = err
+    while id(current) not in seen:
+        seen.add(id(current))
+        inner = getattr(current, "reason", None)
+        if not isinstance(inner, BaseException):
+            first = current.args[0] if current.args else None
+            inner = first if isinstance(first, BaseException) else current.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        current = inner
+    return str(current) or type(current).__name__

@@ -19,6 +19,7 @@ __all__ = [
     "array_sha256",
     "file_sha256",
     "json_sha256",
+    "short_hash",
     "strings_sha256",
 ]
 
@@ -72,3 +73,12 @@ def file_sha256(path: Path) -> str:
 def strings_sha256(values: Any) -> str:
     """Hash of an ordered list of ids (class order, row order)."""
     return json_sha256([str(v) for v in values])
+
+
+def short_hash(value: str, length: int = 12) -> str:
+    """The first ``length`` characters of a hash's digest, without its ``alg:`` prefix.
+
+    >>> short_hash("sha256:0123456789abcdef0123")
+    '0123456789ab'
+    """
+    return value.partition(":")[2][:length] if ":" in value else value[:length]

@@ -6,14 +6,16 @@ so a spec's ``data.params`` is validated like any other key.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel
 
 from harness.core.registry import Registry
+from harness.data.sources import RawSource
 
 if TYPE_CHECKING:
     from harness.hierarchy import Hierarchy
@@ -38,9 +40,11 @@ class RawBenchmark:
     """What an adapter hands to ``prepare``: plain arrays, checked there, then frozen.
 
     ``labels[i]`` indexes ``class_ids``; split class sets index ``class_ids``; split image sets
-    index the rows of ``features``.
+    index the rows of ``features``. ``source``: where the inputs came from (frozen into the
+    manifest and every record of the benchmark's runs).
     """
 
+    source: RawSource
     features: np.ndarray
     labels: np.ndarray
     class_ids: np.ndarray
@@ -60,6 +64,11 @@ class Adapter(Protocol):
     def params(self) -> type[BaseModel]: ...
 
     def load(self, spec: Spec, params: Any) -> RawBenchmark: ...
+
+    def sources(self, spec: Spec, params: Any) -> Mapping[str, Path] | None:
+        """The files ``load`` would read now (as ``RawSource.files``), found without reading
+        or downloading them; None when finding them needs a download."""
+        ...
 
 
 adapters: Registry[Adapter] = Registry("data adapter")

@@ -6,9 +6,6 @@ See docs/data.md.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,9 +14,11 @@ from pydantic import ValidationError
 
 from harness.audit import LeakageAudit
 from harness.core.arrays import ArtifactEntry, artifact_path, load_verified
+from harness.core.atomic import directory_atomic
 from harness.core.errors import HarnessError, IntegrityError
 from harness.core.hashing import array_sha256, json_sha256
 from harness.core.home import zsl_home
+from harness.data.sources import read_section
 
 __all__ = [
     "FORMAT",
@@ -34,11 +33,13 @@ __all__ = [
 ]
 
 MANIFEST = "manifest.json"
-FORMAT = "zsl-frozen/2"
+FORMAT = "zsl-frozen/3"
 #: Formats of older harnesses, refused with what changed and how to freeze again.
 OUTDATED_FORMATS = {
     "zsl-frozen/1": "it holds no leakage audit (its runs were audited when scored, so their"
     " badge depended on the scorer's environment)",
+    "zsl-frozen/2": "it does not record where its raw inputs came from (a release, a synthetic"
+    " stand-in, generated or your own data) nor the hashes of the files it was frozen from",
 }
 
 
@@ -64,9 +65,9 @@ def outdated_message(root: Path, found: str, spec: str = "SPEC") -> str:
     """Why a benchmark of an older format is refused, and the commands that freeze it again."""
     return (
         f"{root} was frozen by an older harness (format '{found}'; this harness reads"
-        f" '{FORMAT}'): {OUTDATED_FORMATS[found]}. Nothing is converted silently: delete it and"
-        f" freeze it again, `rm -r {root} && zsl data prepare {spec}` (the benchmark hash changes;"
-        " prediction files made for the old hash must be made again)"
+        f" '{FORMAT}'): {OUTDATED_FORMATS[found]}. Nothing is converted silently: freeze it"
+        f" again, `zsl data prepare {spec} --refresh` (the benchmark hash stays the same when"
+        " the raw inputs are the same)"
     )
 
 
@@ -101,15 +102,15 @@ def write_frozen(
     version: int,
     spec_data_hash: str,
     audit: LeakageAudit,
+    raw_inputs: dict[str, Any],
     meta: dict[str, Any] | None = None,
 ) -> FrozenBenchmark:
-    """Write ``arrays`` and the leakage ``audit`` as a frozen benchmark at ``root``, atomically;
-    ``root`` must not exist."""
+    """Write ``arrays``, the leakage ``audit`` and where the raw inputs came from
+    (:func:`harness.data.sources.source_manifest`) as a frozen benchmark at ``root``,
+    atomically; ``root`` must not exist."""
     if root.exists():
         raise IntegrityError(f"{root} already exists; refusing to overwrite a frozen benchmark")
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
-    try:
+    with directory_atomic(root) as tmp:
         entries: dict[str, ArtifactEntry] = {}
         for name in sorted(arrays):
             array = np.asarray(arrays[name])
@@ -130,14 +131,11 @@ def write_frozen(
             "meta": meta or {},
             "artifacts": {name: entries[name].to_json() for name in sorted(entries)},
             "leakage_audit": audit_json,
+            "raw_inputs": raw_inputs,
             "hash": benchmark_hash(entries, audit_json),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         FrozenBenchmark(tmp).verify()
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return FrozenBenchmark(root)
 
 
@@ -171,6 +169,7 @@ class FrozenBenchmark:
             self.spec_data_hash: str = manifest["spec_data_hash"]
             self.meta: dict[str, Any] = manifest.get("meta", {})
             audit_json = manifest["leakage_audit"]
+            raw_section = manifest["raw_inputs"]
         except (KeyError, TypeError, ValueError) as err:
             raise IntegrityError(f"{manifest_path}: malformed manifest ({err!r})") from None
         actual = benchmark_hash(self.entries, audit_json)
@@ -189,6 +188,8 @@ class FrozenBenchmark:
                 f" ({err.error_count()} problem(s), first at"
                 f" {'.'.join(str(p) for p in err.errors()[0]['loc'])})"
             ) from None
+        #: Where the raw inputs came from and the files they were read from (sealed).
+        self.raw_inputs: dict[str, Any] = read_section(raw_section, manifest_path)
         self._cache: dict[str, np.ndarray] = {}
 
     def __contains__(self, name: str) -> bool:

@@ -15,16 +15,29 @@ import re
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
-from harness.core.errors import HarnessError, IntegrityError
+from harness.core.errors import HarnessError, IntegrityError, network_error_text
 from harness.core.home import zsl_home
 
-__all__ = ["downloads_dir", "extract_members", "fetch", "fetch_action"]
+__all__ = [
+    "Download",
+    "DownloadRefused",
+    "approve",
+    "download_policy",
+    "downloads_dir",
+    "extract_members",
+    "fetch",
+    "fetch_action",
+    "pending_download",
+]
 
 logger = logging.getLogger("harness.data.download")
 
@@ -97,6 +110,78 @@ def _copy_downloader(src: Path) -> Callable[[str, Any, Any], None]:
     return download
 
 
+# -- asking before a download ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Download:
+    """A download :func:`fetch` would make: what the enclosing :func:`download_policy` decides."""
+
+    source: str  # the URL
+    target: Path  # where the file would be saved
+    what: str  # in words, e.g. "the xlsa17 release archive xlsa17.zip"
+    size: str | None = None  # in words where known, e.g. "about 1 GB"
+
+
+class DownloadRefused(HarnessError):
+    """The enclosing :func:`download_policy` refused a download; the message says which, why."""
+
+
+@dataclass
+class _Policy:
+    decide: Callable[[Download], str | None]
+    approved: set[Path] = field(default_factory=set)
+
+
+_POLICY: ContextVar[_Policy | None] = ContextVar("zsl_download_policy", default=None)
+
+
+@contextmanager
+def download_policy(decide: Callable[[Download], str | None]) -> Iterator[None]:
+    """Put every download :func:`fetch` would make inside the block to ``decide`` first.
+
+    ``decide(download)`` returns None to let it go ahead, else the reason it is refused
+    (:func:`approve` then raises :class:`DownloadRefused`). It is asked once per target file.
+    Outside any block, downloads go ahead (``zsl data prepare`` fetches what a spec names).
+    """
+    token = _POLICY.set(_Policy(decide))
+    try:
+        yield
+    finally:
+        _POLICY.reset(token)
+
+
+def approve(download: Download) -> None:
+    """Ask the enclosing :func:`download_policy` about ``download``; raise if it refuses."""
+    policy = _POLICY.get()
+    if policy is None or download.target in policy.approved:
+        return
+    reason = policy.decide(download)
+    if reason is not None:
+        size = f", {download.size}" if download.size else ""
+        raise DownloadRefused(
+            f"not downloaded: {download.what} ({download.source}{size}): {reason}"
+        )
+    policy.approved.add(download.target)
+
+
+def pending_download(
+    source: str,
+    *,
+    fname: str,
+    known_hash: str | None,
+    what: str,
+    size: str | None = None,
+    directory: Path | None = None,
+) -> Download | None:
+    """The download :func:`fetch` with these arguments would make; None when it would make
+    none (the file is already there, or ``source`` is a local copy)."""
+    target = (Path(directory) if directory is not None else downloads_dir()) / fname
+    if _local_path(source) is not None or fetch_action(target, known_hash) != "download":
+        return None
+    return Download(source, target, what, size)
+
+
 def fetch(
     source: str,
     *,
@@ -104,10 +189,13 @@ def fetch(
     known_hash: str | None,
     directory: Path | None = None,
     pin_hint: str = "the checksum",
+    what: str | None = None,
+    size: str | None = None,
 ) -> tuple[Path, str]:
     """Fetch ``source`` into ``directory/fname`` (default ``ZSL_HOME/downloads``) and verify it.
 
-    See docs/data.md, `fetch`.
+    A remote download is first put to the enclosing :func:`download_policy` (``what`` and
+    ``size`` describe it there). See docs/data.md, `fetch`.
     """
     import pooch
 
@@ -124,6 +212,8 @@ def fetch(
         local = _local_path(source)
         if local is not None and not local.is_file():
             raise HarnessError(f"{local} does not exist (the mirror copy of {fname})")
+        if local is None:
+            approve(Download(source, target, what or fname, size))
         downloader = _copy_downloader(local) if local is not None else None
         try:
             target_dir.mkdir(parents=True, exist_ok=True)
@@ -149,8 +239,8 @@ def fetch(
             ) from None
         except OSError as err:  # network errors (requests' are OSErrors too), unreadable file
             raise HarnessError(
-                f"cannot fetch {source}: {err}. Check the network, or give a local copy"
-                " (a mirror folder or the unpacked files)."
+                f"cannot fetch {source}: {network_error_text(err)}. Check the network, or give a"
+                " local copy (a mirror folder or the unpacked files)."
             ) from None
         finally:
             pooch.get_logger().removeFilter(quiet)

@@ -24,6 +24,7 @@ from harness.core.errors import HarnessError, SpecError
 from harness.core.hashing import json_sha256
 from harness.core.home import zsl_home
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
+from harness.data.sources import RawSource
 
 # A module reference, not its names: harness.features.sets imports harness.data.artifacts, so
 # importing it first runs this package's __init__, which imports this module.
@@ -168,6 +169,38 @@ def embedding_provenance(embeddings: dict[str, sets.ArtifactSet]) -> dict[str, A
     }
 
 
+def _set_manifests(features: Path | None, embeddings: dict[str, Path]) -> dict[str, Path]:
+    """Each set's manifest (its hash covers every array of the set), by a name in the record."""
+    files = {
+        f"class-embeddings/{name}/{sets.MANIFEST}": path / sets.MANIFEST
+        for name, path in embeddings.items()
+    }
+    if features is not None:
+        files[f"features/{sets.MANIFEST}"] = features / sets.MANIFEST
+    return files
+
+
+def _raw_source(
+    spec: Spec,
+    params: FeatureSetParams,
+    features: sets.ArtifactSet,
+    embeddings: dict[str, sets.ArtifactSet],
+) -> RawSource:
+    made = (
+        "features extracted by the harness from the user's images"
+        if params.features is None
+        else "a feature set brought by the user"
+    )
+    pinned = params.features is not None and params.features_hash is not None
+    pinned = pinned and all(ref.hash is not None for ref in params.embeddings.values())
+    return RawSource(
+        "own",
+        f"{made} (set {features.hash[:19]}…) with the user's class-embedding sets",
+        verified_by="every set matches the hash pinned in data.params" if pinned else None,
+        files=_set_manifests(features.root, {n: t.root for n, t in embeddings.items()}),
+    )
+
+
 class FeatureSetAdapter:
     """Adapter ``feature-set``: see docs/data.md."""
 
@@ -202,6 +235,11 @@ class FeatureSetAdapter:
         index = {c: i for i, c in enumerate(class_ids)}
         embeddings = self._embeddings(spec, params, class_ids)
         return self._split(spec, params, features, index, embeddings)
+
+    def sources(self, spec: Spec, params: FeatureSetParams) -> dict[str, Path]:
+        features = None if params.features is None else _relative(spec, params.features)
+        embeddings = {name: _relative(spec, ref.path) for name, ref in params.embeddings.items()}
+        return {n: p for n, p in _set_manifests(features, embeddings).items() if p.is_file()}
 
     def _embeddings(
         self, spec: Spec, params: FeatureSetParams, class_ids: list[str]
@@ -267,6 +305,7 @@ class FeatureSetAdapter:
             if names is None:
                 names = np.asarray(table.array("class_names"))[order].astype(str)
         return RawBenchmark(
+            source=_raw_source(spec, params, features, embeddings),
             features=np.asarray(features.array("features"), dtype=np.float32),
             labels=labels,
             class_ids=np.array(class_ids),

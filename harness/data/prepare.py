@@ -17,17 +17,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from harness.audit import AuditStatus, freeze_audit, plan_audit
 from harness.core.errors import IntegrityError, SpecError
 from harness.core.hashing import file_sha256, strings_sha256
 from harness.core.registry import RegistryError
-from harness.data.adapters import SPLIT_CLASS_KEYS, SPLIT_IMAGE_KEYS, RawBenchmark, adapters
+from harness.data.adapters import (
+    SPLIT_CLASS_KEYS,
+    SPLIT_IMAGE_KEYS,
+    Adapter,
+    RawBenchmark,
+    adapters,
+)
 from harness.data.artifacts import (
     MANIFEST,
     FrozenBenchmark,
@@ -39,12 +48,14 @@ from harness.data.artifacts import (
 )
 from harness.data.facts import BenchmarkFacts, benchmark_facts
 from harness.data.scale_images import scale_rows
+from harness.data.sources import check_sources, source_manifest
 from harness.hierarchy import Hierarchy
 from harness.records import SCALE_SETTINGS
 from harness.spec import Spec
 
 __all__ = [
     "PreparedBenchmark",
+    "check_frozen_sources",
     "check_raw",
     "load_benchmark",
     "prepare",
@@ -232,69 +243,117 @@ def freeze_arrays(raw: RawBenchmark, spec: Spec) -> dict[str, np.ndarray]:
     return arrays
 
 
-def prepare(spec: Spec, *, no_audit: str | None = None) -> FrozenBenchmark:
+def prepare(spec: Spec, *, no_audit: str | None = None, refresh: bool = False) -> FrozenBenchmark:
     """Freeze ``spec``'s benchmark under ``ZSL_HOME`` (or verify and reuse the frozen copy).
 
     ``no_audit``: freeze without the leakage audit, recording this reason, when its inputs are
     not available here (without it such a freeze is refused: :func:`harness.audit.plan_audit`).
-    A frozen copy is reused as it is: the audit it holds is the benchmark's.
+    A frozen copy is reused as it is (the audit it holds is the benchmark's) while its source
+    files are unchanged (:func:`harness.data.sources.check_sources`). ``refresh``: freeze again
+    from the current files, replacing the frozen copy only once the new one is whole.
     """
     root = benchmark_dir(spec.benchmark, spec.version)
     data_hash = spec.data_hash()
     action = cache_action(root, data_hash)
-    if action == "conflict":
+    adapter, params = _adapter(spec)
+    if refresh and action != "create":
+        frozen = _refreeze(spec, root, adapter, params, no_audit)
+    elif action == "conflict":
         raise IntegrityError(
             f"{root} holds {spec.benchmark} v{spec.version} frozen from different spec data."
             f" A spec's data must not change within a version: bump 'version' in {spec.path}"
-            f" (or delete {root} if you are developing the spec)."
+            f" (or, while you develop the spec, `zsl data prepare {spec.path} --refresh`)."
         )
-    if action == "outdated":
+    elif action == "outdated":
         found = json.loads((root / MANIFEST).read_text())["format"]
         raise OutdatedFormatError(outdated_message(root, found, str(spec.path)))
-    if action == "use":
+    elif action == "use":
         frozen = FrozenBenchmark(root)
         frozen.verify()
         _check_audit_rule(spec, frozen)
+        check_frozen_sources(spec, frozen)
     else:
-        plan = plan_audit(spec, without_audit=no_audit)  # refused here, before reading data
-        try:
-            adapter = adapters.get(spec.data.adapter)
-        except RegistryError as err:
-            raise SpecError(f"{spec.path}: data.adapter: {err}") from None
-        try:
-            params = adapter.params.model_validate(spec.data.params)
-        except ValidationError as err:
-            first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise SpecError(
-                f"{spec.path}: data.params.{loc}: {first['msg']}"
-                f" ({len(err.errors())} problem(s) in data.params)"
-            ) from None
-        raw = adapter.load(spec, params)
-        check_raw(raw, spec)
-        arrays = freeze_arrays(raw, spec)
-        ids = arrays["class_ids"].tolist()
-        frozen = write_frozen(
-            root,
-            arrays,
-            benchmark=spec.benchmark,
-            version=spec.version,
-            spec_data_hash=data_hash,
-            audit=freeze_audit(
-                spec,
-                plan,
-                [ids[i] for i in arrays["splits/unseen_classes"].tolist()],
-                dict(zip(ids, arrays["class_names"].tolist(), strict=True)),
-            ),
-            meta=raw.meta,
-        )
-        benchmark_facts(PreparedBenchmark(spec, frozen))  # kept with it, for every run to read
+        frozen = _freeze(spec, root, adapter, params, no_audit)
     if spec.data.checksum is not None and frozen.hash != spec.data.checksum:
         raise IntegrityError(
             f"{spec.benchmark} v{spec.version}: the frozen data hash {frozen.hash} differs from"
             f" data.checksum {spec.data.checksum} in {spec.path}. The raw files or the generator"
             f" changed; the frozen copy at {root} is kept for inspection."
         )
+    return frozen
+
+
+def check_frozen_sources(spec: Spec, frozen: FrozenBenchmark) -> None:
+    """Refuse a frozen copy whose source files changed since it was frozen (the files the
+    adapter would read now, and those it was frozen from): see
+    :func:`harness.data.sources.check_sources`."""
+    adapter, params = _adapter(spec)
+    check_sources(
+        frozen.raw_inputs, adapter.sources(spec, params), root=frozen.root, spec_path=spec.path
+    )
+
+
+def _adapter(spec: Spec) -> tuple[Adapter, BaseModel]:
+    """The spec's adapter and its validated ``data.params``."""
+    try:
+        adapter = adapters.get(spec.data.adapter)
+    except RegistryError as err:
+        raise SpecError(f"{spec.path}: data.adapter: {err}") from None
+    try:
+        params = adapter.params.model_validate(spec.data.params)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise SpecError(
+            f"{spec.path}: data.params.{loc}: {first['msg']}"
+            f" ({len(err.errors())} problem(s) in data.params)"
+        ) from None
+    return adapter, params
+
+
+def _freeze(
+    spec: Spec, root: Path, adapter: Adapter, params: BaseModel, no_audit: str | None
+) -> FrozenBenchmark:
+    """Read the raw inputs, check them and write the frozen benchmark at ``root``."""
+    plan = plan_audit(spec, without_audit=no_audit)  # refused here, before reading data
+    raw = adapter.load(spec, params)
+    check_raw(raw, spec)
+    arrays = freeze_arrays(raw, spec)
+    ids = arrays["class_ids"].tolist()
+    frozen = write_frozen(
+        root,
+        arrays,
+        benchmark=spec.benchmark,
+        version=spec.version,
+        spec_data_hash=spec.data_hash(),
+        audit=freeze_audit(
+            spec,
+            plan,
+            [ids[i] for i in arrays["splits/unseen_classes"].tolist()],
+            dict(zip(ids, arrays["class_names"].tolist(), strict=True)),
+        ),
+        raw_inputs=source_manifest(raw.source),
+        meta=raw.meta,
+    )
+    benchmark_facts(PreparedBenchmark(spec, frozen))  # kept with it, for every run to read
+    return frozen
+
+
+def _refreeze(
+    spec: Spec, root: Path, adapter: Adapter, params: BaseModel, no_audit: str | None
+) -> FrozenBenchmark:
+    """Freeze again over an existing copy: the old one is moved aside and put back if the new
+    freeze fails, so ``root`` always holds a whole benchmark or none."""
+    aside = root.with_name(f".{root.name}.replaced.{os.getpid()}")
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(root, aside)
+    try:
+        frozen = _freeze(spec, root, adapter, params, no_audit)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        os.replace(aside, root)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
     return frozen
 
 

@@ -301,7 +301,7 @@ def nearest_training_classes(
             relation.append("parent" if hop == 1 else "ancestor")
         elif near != node and bool(graph.is_ancestor_or_self(node, near)):
             relation.append("child" if hop == 1 else "descendant")
-        elif hop == 2 and np.intersect1d(graph.parents(node), graph.parents(near)).size:
+        elif hop == 2 and bool(graph.shares_a_parent(node, near)):
             relation.append("sibling")
         else:
             relation.append("relative")

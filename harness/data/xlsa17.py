@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from harness.core.errors import HarnessError, IntegrityError, SpecError
 from harness.core.textio import read_text_file
 from harness.data.adapters import RawBenchmark, adapters, hold_out_per_class, split_by_class
-from harness.data.download import downloads_dir, extract_members, fetch
+from harness.data.download import (
+    DownloadRefused,
+    approve,
+    downloads_dir,
+    extract_members,
+    fetch,
+    pending_download,
+)
+from harness.data.sources import RawSource
 from harness.hierarchy.class_maps import read_class_map_rows
 from harness.hierarchy.cub_taxonomy import load_cub_taxonomy
 from harness.hierarchy.wordnet import build_wordnet_hierarchy, open_wordnet
@@ -36,6 +44,7 @@ __all__ = [
     "DATASETS",
     "LAMPERT_TEST_CLASSES",
     "PASCAL_VOC_CLASSES",
+    "SYNTHETIC_PREFIX",
     "Xlsa17Adapter",
     "Xlsa17Params",
     "describe_counts",
@@ -47,7 +56,12 @@ __all__ = [
 DATASETS = ("AWA1", "AWA2", "CUB", "SUN", "APY")
 OFFICIAL_URL = "https://datasets.d2.mpi-inf.mpg.de/xian/xlsa17.zip"
 ARCHIVE = "xlsa17.zip"
+ARCHIVE_SIZE = "about 1 GB"
 ENV_DIR = "ZSL_XLSA17_DIR"
+#: How every image file name of a synthetic ``res101.mat`` starts
+#: (:mod:`harness.data.xlsa17_synthetic`): how a benchmark frozen from one is told from the
+#: release (its origin is ``synthetic``, whatever folder it was read from).
+SYNTHETIC_PREFIX = "/synthetic-features"
 ENV_CUB_TAXONOMY = "ZSL_CUB_TAXONOMY_DIR"
 PLACEHOLDER = "TODO"
 SS_TEST_SEEN_FRACTION = 0.2
@@ -88,6 +102,36 @@ PASCAL_VOC_CLASSES = (
     "train",
     "tvmonitor",
 )
+#: Where the unseen classes of a standard split come from, for the datasets whose list the xlsa17
+#: release does not ship: its class files are the proposed split's, and nothing in its files
+#: (att_splits.mat, the class lists) says which classes the older split held out.
+SS_TEST_CLASS_SOURCES = {
+    "CUB": "CUB's standard split holds out the 50 test classes of Akata et al. (ALE, TPAMI"
+    " 2016; SJE, CVPR 2015), the split GBU Table I reports (150 seen + 50 unseen); its"
+    " testclasses.txt is published with Reed et al.'s CUB data (CVPR 2016, cvpr2016_cub), in"
+    " the xlsa17 spelling ('001.Black_footed_Albatross')",
+    "SUN": "SUN's standard split holds out the 72 test classes of Jayaraman & Grauman (NIPS"
+    " 2014), the split GBU Table I reports (645 seen + 72 unseen); copy them from that paper's"
+    " published split, in the xlsa17 spelling (att_splits.mat allclasses_names)",
+}
+
+
+def ss_test_classes_missing(spec_path: Path, dataset: str, placeholder: str | None = None) -> str:
+    """Why a standard split of ``dataset`` without its unseen classes cannot be made, and where
+    to get them (``placeholder``: the spec's placeholder entry, if it holds one)."""
+    needs = (
+        f"data.params.test_classes still holds the placeholder {placeholder!r}: the standard"
+        f" split of {dataset} needs its unseen classes"
+        if placeholder
+        else f"the standard split of {dataset} needs data.params.test_classes, its unseen classes"
+    )
+    source = SS_TEST_CLASS_SOURCES.get(dataset)
+    return (
+        f"{spec_path}: {needs} (xlsa17 names), which the xlsa17 release does not ship and its"
+        " files cannot give. " + (f"{source}: list them there." if source else "List them there.")
+    )
+
+
 _LOC_KEYS = ("trainval_loc", "test_seen_loc", "test_unseen_loc", "train_loc", "val_loc")
 _REQUIRED_ATT_KEYS = ("allclasses_names", "att", "original_att", *_LOC_KEYS[:3])
 _HASH = re.compile(r"^[a-z0-9]+:[0-9a-fA-F]+$")
@@ -168,6 +212,7 @@ class Release:
     features: np.ndarray
     labels: np.ndarray
     orientation: str = "D x N"
+    synthetic: bool = False  # image file names start with SYNTHETIC_PREFIX
     class_files: dict[str, list[int]] = field(default_factory=dict)
 
     def class_file(self, name: str) -> list[int]:
@@ -181,6 +226,7 @@ class Release:
 
 def _loadmat(path: Path, keys: Sequence[str], required: Sequence[str]) -> dict[str, Any]:
     from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError  # a file shorter than a MATLAB header, say
 
     if not path.is_file():
         raise SpecError(f"{path} does not exist")
@@ -191,7 +237,7 @@ def _loadmat(path: Path, keys: Sequence[str], required: Sequence[str]) -> dict[s
             f"{path} is a MATLAB v7.3 (HDF5) file; the release's files are MATLAB 5 files."
             " Use the original file, or re-save it with save(..., '-v7')."
         ) from None
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except (OSError, ValueError, TypeError, KeyError, MatReadError) as err:
         raise SpecError(f"{path} is not a readable MATLAB file: {err}") from None
     missing = [k for k in required if k not in content]
     if missing:
@@ -329,6 +375,8 @@ def read_release(dataset_dir: Path, dataset: str) -> Release:
             f" for {n_images} labels"
         )
     locs = {k: _indices(att[k], att_path, k, n_images) for k in _LOC_KEYS if k in att}
+    files = np.atleast_1d(res["image_files"]) if "image_files" in res else np.array([])
+    synthetic = files.size > 0 and str(np.asarray(files[0]).squeeze()).startswith(SYNTHETIC_PREFIX)
     return Release(
         dataset=dataset,
         directory=dataset_dir,
@@ -339,6 +387,7 @@ def read_release(dataset_dir: Path, dataset: str) -> Release:
         features=features,
         labels=labels_raw.astype(np.int64) - 1,
         orientation=orientation,
+        synthetic=synthetic,
     )
 
 
@@ -462,6 +511,8 @@ def _resolve_names(names: Sequence[str], release: Release, key: str, spec_path: 
     index = {n: i for i, n in enumerate(release.names)}
     out = []
     for i, name in enumerate(names):
+        if name.startswith(PLACEHOLDER) and key == "test_classes":
+            raise SpecError(ss_test_classes_missing(spec_path, release.dataset, name))
         if name.startswith(PLACEHOLDER):
             raise SpecError(
                 f"{spec_path}: data.params.{key} still holds the placeholder {name!r}: list the"
@@ -497,10 +548,7 @@ def standard_split(
         elif dataset == "APY":
             test_classes = [n for n in release.names if n not in PASCAL_VOC_CLASSES]
         else:
-            raise SpecError(
-                f"{spec_path}: the standard split of {dataset} needs data.params.test_classes"
-                " (the unseen classes, xlsa17 names); the xlsa17 release does not ship them"
-            )
+            raise SpecError(ss_test_classes_missing(spec_path, dataset))
     if train_classes is None and dataset == "APY":
         train_classes = PASCAL_VOC_CLASSES
     unseen = _resolve_names(test_classes, release, "test_classes", spec_path)
@@ -633,13 +681,21 @@ def offline_hint(dataset: str) -> str:
     )
 
 
-def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
-    """The folder holding ``<DATASET>/`` and how it was found (for ``meta``)."""
+def local_root(params: Xlsa17Params, spec: Spec) -> tuple[Path, str] | None:
+    """The folder the spec names for ``<DATASET>/`` (``data.params.path``, else ``$ZSL_XLSA17_DIR``)
+    and how; None when it names none (:func:`locate` then fetches the archive)."""
     if params.path is not None:
         return _resolve(params.path, spec), "data.params.path"
     if os.environ.get(ENV_DIR):
         return Path(os.environ[ENV_DIR]).expanduser().resolve(), f"${ENV_DIR}"
+    return None
 
+
+def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
+    """The folder holding ``<DATASET>/`` and how it was found (for ``meta``)."""
+    named = local_root(params, spec)
+    if named is not None:
+        return named
     if params.mirror is not None:
         mirror = params.mirror
         if "://" not in mirror:
@@ -649,13 +705,28 @@ def locate(params: Xlsa17Params, spec: Spec) -> tuple[Path, str]:
         how = f"data.params.mirror ({source})"
     else:
         source, how = params.url, f"download ({params.url})"
+    what = f"the xlsa17 release archive {ARCHIVE}"
     try:
+        pending = pending_download(
+            source, fname=ARCHIVE, known_hash=params.checksum, what=what, size=ARCHIVE_SIZE
+        )
+        if pending is not None:
+            approve(pending)  # before fetch is called: a refused download fetches nothing
         archive, digest = fetch(
             source,
             fname=ARCHIVE,
             known_hash=params.checksum,
             pin_hint=f"data.params.checksum in {spec.path}",
+            what=what,
+            size=ARCHIVE_SIZE,
         )
+    except DownloadRefused as err:
+        via = f", data.params.mirror ({source})" if params.mirror is not None else ""
+        raise HarnessError(
+            f"{err}\n  looked in: data.params.path and ${ENV_DIR} (neither is set){via},"
+            f" the download cache {downloads_dir() / ARCHIVE} (not there)"
+            f"\n  {offline_hint(params.dataset)}"
+        ) from None
     except IntegrityError:
         raise  # a file that does not match its pinned hash: no other copy is the answer
     except HarnessError as err:
@@ -776,6 +847,7 @@ class Xlsa17Adapter:
                 " does not use them"
             )
         return RawBenchmark(
+            source=_raw_source(release, params, how, root),
             features=release.features,
             labels=release.labels,
             class_ids=np.asarray(class_ids, dtype=str),
@@ -785,6 +857,58 @@ class Xlsa17Adapter:
             meta=meta,
             hierarchy=hierarchy,
         )
+
+    def sources(self, spec: Spec, params: Xlsa17Params) -> dict[str, Path] | None:
+        if params.path is not None:
+            root = _resolve(params.path, spec)
+        elif os.environ.get(ENV_DIR):
+            root = Path(os.environ[ENV_DIR]).expanduser().resolve()
+        else:
+            return None  # in the download cache, found by the archive's hash: fetch checks it
+        return _source_files(root, params)
+
+
+#: The release's files the adapter reads, per dataset folder (class lists where present).
+_SOURCE_FILES = ("att_splits.mat", "res101.mat", "allclasses.txt", "trainvalclasses.txt")
+
+
+def _source_files(root: Path, params: Xlsa17Params) -> dict[str, Path]:
+    """The files of ``root/<dataset>/`` that ``load`` reads, by their name in the release."""
+    names = (
+        *_SOURCE_FILES,
+        "testclasses.txt",
+        f"trainclasses{params.validation}.txt",
+        f"valclasses{params.validation}.txt",
+    )
+    folder = root / params.dataset
+    return {f"{params.dataset}/{n}": folder / n for n in names if (folder / n).is_file()}
+
+
+def _raw_source(release: Release, params: Xlsa17Params, how: str, root: Path) -> RawSource:
+    """Where the release was read from: synthetic whenever its image file names say so; the
+    release, verified when it came from an archive checked against data.params.checksum."""
+    files = _source_files(root, params)
+    if release.synthetic:
+        return RawSource(
+            "synthetic",
+            f"a synthetic stand-in for the xlsa17 {params.dataset} release: its res101.mat holds"
+            f" generated features (image files under {SYNTHETIC_PREFIX}, written by"
+            " `zsl data synthetic-xlsa17`) beside the release's split files",
+            files=files,
+        )
+    # `locate` says how it found the folder; only an archive it fetched was hashed.
+    fetched = how.startswith(("download", "data.params.mirror"))
+    way = how.split(" (")[0]  # without the machine's paths: this goes into records
+    return RawSource(
+        "release",
+        f"the xlsa17 {params.dataset} release, read from {way}",
+        verified_by=(
+            f"the sha256 of {ARCHIVE} matches data.params.checksum"
+            if fetched and params.checksum is not None
+            else None
+        ),
+        files=files,
+    )
 
 
 def describe_counts(raw: RawBenchmark) -> dict[str, Any]:
@@ -822,9 +946,14 @@ def describe_release(spec: Spec, params: Xlsa17Params) -> dict[str, Any]:
     Class counts follow the spec's split; image counts are the lengths of the release's index
     vectors (for the standard split they need the labels in ``res101.mat``: reported as None).
     """
-    root, _ = locate(params, spec)
+    root, how = locate(params, spec)
     dataset_dir = root / params.dataset
     att_path = dataset_dir / "att_splits.mat"
+    if not att_path.is_file():
+        raise SpecError(
+            f"{att_path} does not exist: {how} is {root}, which should hold {params.dataset}/"
+            " with att_splits.mat and the class lists of the xlsa17 release"
+        )
     att = _loadmat(att_path, [*_REQUIRED_ATT_KEYS, *_LOC_KEYS[3:]], _REQUIRED_ATT_KEYS)
     names = _names(att["allclasses_names"])
     index = {n: i for i, n in enumerate(names)}
@@ -850,12 +979,15 @@ def describe_release(spec: Spec, params: Xlsa17Params) -> dict[str, Any]:
             test_names = list(LAMPERT_TEST_CLASSES)
         elif test_names is None and params.dataset == "APY":
             test_names = [n for n in names if n not in PASCAL_VOC_CLASSES]
-        unknown = [n for n in test_names or [] if n not in index]
-        if test_names is None or unknown:
+        if test_names is None:
+            raise SpecError(ss_test_classes_missing(spec.path, params.dataset))
+        if test_names and test_names[0].startswith(PLACEHOLDER):
+            raise SpecError(ss_test_classes_missing(spec.path, params.dataset, test_names[0]))
+        unknown = [n for n in test_names if n not in index]
+        if unknown:
             raise SpecError(
-                f"{spec.path}: the standard split of {params.dataset} needs"
-                " data.params.test_classes (xlsa17 class names; the release does not ship them)"
-                + (f"; {unknown[0]!r} is not a class" if unknown else "")
+                f"{spec.path}: data.params.test_classes: unknown {params.dataset} class"
+                f" {unknown[0]!r}{_close(unknown[0], index)} (xlsa17 names)"
             )
         test = [index[n] for n in test_names]
         seen = [i for i in range(len(names)) if i not in set(test)]

@@ -22,17 +22,13 @@ import numpy as np
 import scipy.io as sio
 
 from harness.core.errors import HarnessError
-from harness.data.xlsa17 import DATASETS
+from harness.data.xlsa17 import DATASETS, SYNTHETIC_PREFIX
 
 __all__ = [
-    "SYNTHETIC_PREFIX",
     "copy_split_files",
     "synthetic_release",
     "write_synthetic_res101",
 ]
-
-#: How every synthetic image file name starts: a record's data can be told from the real one's.
-SYNTHETIC_PREFIX = "/synthetic-features"
 
 
 def _class_list(dataset_dir: Path, name: str, index: dict[str, int]) -> list[int]:

@@ -39,7 +39,7 @@ from harness.executors import (
 )
 from harness.executors.task import FamilyTask, RunTask, check_record
 from harness.plan import BenchmarkPlan, PackagePlan, plan_benchmark, plan_package
-from harness.records import RunRecord
+from harness.records import RunKey, RunRecord
 from harness.results.prediction_archive import archive_file, predictions_dir
 from harness.results.records_io import load_record, record_path
 from harness.runners import runners
@@ -256,11 +256,15 @@ def run_matrix(
     ship_benchmarks: bool = True,
     progress: bool = True,
     backend: Backend | None = None,
+    refuse_changed_package: bool = False,
 ) -> MatrixReport:
     """Run every request, store each record as it arrives, and report what became of each.
 
     ``rerun``: run requests the store already holds (same hashes) again instead of skipping
     them. ``backend``: an already made backend (tests); else :func:`make_backend`.
+    ``refuse_changed_package``: a request whose run the store holds from another package hash
+    fails before it runs, and again at its save (``zsl run`` without ``--replace``;
+    :func:`harness.store.changed_packages`).
     """
     check_executor(executor, jobs)
     for runner in {r.runner for r in requests if r.runner is not None}:
@@ -281,6 +285,16 @@ def run_matrix(
                 results[ticket] = RunResult(plan.request, "skipped", plan.job.label)
             else:
                 todo[ticket] = plan
+        if refuse_changed_package:
+            for ticket, error in _changed_packages(todo, engine).items():
+                plan = todo.pop(ticket)
+                results[ticket] = RunResult(
+                    plan.request,
+                    "failed",
+                    plan.job.label,
+                    error=str(error),
+                    exit_code=error.exit_code,
+                )
         with progress_bar(len(requests), enabled=progress) as bar:
             for result in results.values():
                 bar.finished(result.status, _line(result))
@@ -294,7 +308,9 @@ def run_matrix(
                         backend, jobs_todo, max_retries=max_retries, bar=bar
                     ):
                         for member, member_outcome in member_outcomes(members[ticket], outcome):
-                            results[member] = _settle(todo[member], member_outcome, engine)
+                            results[member] = _settle(
+                                todo[member], member_outcome, engine, refuse_changed_package
+                            )
                             bar.finished(results[member].status, _line(results[member]))
                 finally:
                     backend.close()
@@ -379,7 +395,21 @@ def _line(result: RunResult) -> str:
     return f"  ✗ {result.label}{where}: {result.error}{trace}"
 
 
-def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
+def _changed_packages(todo: dict[int, PlannedRun], engine: Any) -> dict[int, HarnessError]:
+    """The tickets of ``todo`` whose run the store holds from another package hash, each with
+    the error that refuses it (one look-up per ticket: two packages of one name and version
+    may be in one matrix)."""
+    found: dict[int, HarnessError] = {}
+    for ticket, plan in todo.items():
+        key: RunKey = (plan.key[0], plan.key[1], plan.key[4], plan.key[5])
+        for error in store.changed_packages(engine, {key: plan.key[6]}).values():
+            found[ticket] = error
+    return found
+
+
+def _settle(
+    plan: PlannedRun, outcome: Outcome, engine: Any, refuse_changed_package: bool = False
+) -> RunResult:
     """The result of a finished task, its record verified and stored."""
     label, node = plan.job.label, outcome.node
     if not outcome.ok:
@@ -394,7 +424,9 @@ def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
             trace=outcome.trace,
         )
     try:
-        record, replaced = store_result(plan, outcome.result or {}, engine)
+        record, replaced = store_result(
+            plan, outcome.result or {}, engine, refuse_changed_package=refuse_changed_package
+        )
     except Exception as err:  # this run's failure (a record that cannot be stored), not all's
         return RunResult(
             plan.request,
@@ -417,7 +449,11 @@ def _settle(plan: PlannedRun, outcome: Outcome, engine: Any) -> RunResult:
 
 
 def store_result(
-    plan: PlannedRun, result: dict[str, Any], engine: Any
+    plan: PlannedRun,
+    result: dict[str, Any],
+    engine: Any,
+    *,
+    refuse_changed_package: bool = False,
 ) -> tuple[RunRecord, store.ReplacedRun | None]:
     """Verify a worker's record, archive the prediction files it sent back, store the record;
     return it and the stored run it replaced (None when it is new).
@@ -452,5 +488,7 @@ def store_result(
                     setting=setting,
                     root=predictions_dir(),
                 )
-    _, replaced = store.save_run_reporting(engine, record)
+    _, replaced = store.save_run_reporting(
+        engine, record, refuse_changed_package=refuse_changed_package
+    )
     return record, replaced

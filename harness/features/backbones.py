@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, network_error_text
 from harness.core.hashing import file_sha256
 
 __all__ = [
@@ -102,9 +102,17 @@ def resolve_weights(
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
             match = _HASH_PREFIX.search(filename)
-            torch.hub.download_url_to_file(
-                entry.url, str(path), hash_prefix=match[1] if match else None, progress=True
-            )
+            try:
+                torch.hub.download_url_to_file(
+                    entry.url, str(path), hash_prefix=match[1] if match else None, progress=True
+                )
+            except (OSError, RuntimeError) as err:  # no network; a download that fails its hash
+                raise HarnessError(
+                    f"cannot download weights {entry} from {entry.url}:"
+                    f" {network_error_text(err)}. Nothing was saved. Check the network and run"
+                    f" again, or fetch that file elsewhere and put it at {path} (TORCH_HOME moves"
+                    " torch's cache), or give a weights file with --weights"
+                ) from None
         ref = WeightsRef("torchvision", str(entry), path, file_sha256(path))
         match = _HASH_PREFIX.search(filename)
         if match and not ref.sha256.removeprefix("sha256:").startswith(match[1]):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from harness.core.arrays import ArtifactEntry, artifact_path, load_verified
+from harness.core.atomic import directory_atomic
 from harness.core.errors import HarnessError, IntegrityError
 from harness.core.hashing import array_sha256, json_sha256
 
@@ -90,31 +90,23 @@ def write_set(
     if out.exists():
         raise HarnessError(f"{out} already exists; choose another --out (a set is never replaced)")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    except OSError as err:
-        raise HarnessError(f"cannot write {out}: {err}") from None
-    try:
-        names = list(arrays)
-        for name, array in arrays.items():
-            path = artifact_path(tmp, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            np.save(path, array, allow_pickle=False)
-        if write_more is not None:
-            names += write_more(tmp)
-        seal_set(tmp, names, kind, provenance)
         # mkdtemp and mkstemp make 0700 and 0600: sets are meant to be shared
-        os.chmod(tmp / MANIFEST, 0o644)
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            raise HarnessError(f"{out} appeared while the set was written; choose another --out")
-        os.replace(tmp, out)
+        with directory_atomic(out, mode=0o755) as tmp:
+            names = list(arrays)
+            for name, array in arrays.items():
+                path = artifact_path(tmp, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                np.save(path, array, allow_pickle=False)
+            if write_more is not None:
+                names += write_more(tmp)
+            seal_set(tmp, names, kind, provenance)
+            os.chmod(tmp / MANIFEST, 0o644)
+            if out.exists():
+                raise HarnessError(
+                    f"{out} appeared while the set was written; choose another --out"
+                )
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise HarnessError(f"cannot write {out}: {err}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return ArtifactSet(out, kind=kind)
 
 

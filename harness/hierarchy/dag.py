@@ -523,6 +523,34 @@ class Hierarchy:
         pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
         return np.asarray(keys[pos] == query)
 
+    @cached_property
+    def _edge_keys(self) -> IntArray:
+        """``parent * n + child`` for every edge, ascending."""
+        edges = self.edges.astype(np.int64)
+        return _readonly(np.sort(edges[:, 0] * self._n + edges[:, 1]))
+
+    def shares_a_parent(self, a: Any, b: Any) -> BoolArray:
+        """Whether ``a[i]`` and ``b[i]`` have a parent in common (siblings in the DAG, through
+        any of their parents; a node and itself too, unless it is a root), elementwise.
+
+        >>> h = Hierarchy(["r", "pet", "dog", "cat", "rat"],
+        ...               [("r", "pet"), ("r", "dog"), ("pet", "dog"), ("pet", "cat"),
+        ...                ("dog", "rat")])
+        >>> a, b = h.indices(["dog", "dog", "dog", "cat"]), h.indices(["cat", "pet", "rat", "pet"])
+        >>> h.shares_a_parent(a, b).tolist()  # pet; r; rat is dog's child; pet is cat's parent
+        [True, True, False, False]
+        """
+        aa, bb = np.broadcast_arrays(self._index_array(a, "a"), self._index_array(b, "b"))
+        flat_a, flat_b = aa.reshape(-1), bb.reshape(-1)
+        owner, parent = gather_rows(self._parent_indptr, self._parent_indices, flat_a)
+        keys = self._edge_keys
+        if keys.size == 0:
+            return np.zeros(aa.shape, dtype=bool)
+        # Each parent of a[i] is looked up as an edge to b[i].
+        query = parent * self._n + flat_b[owner]
+        found = keys[np.minimum(np.searchsorted(keys, query), keys.size - 1)] == query
+        return (np.bincount(owner[found], minlength=flat_a.size) > 0).reshape(aa.shape)
+
     def lca_distance(self, a: Any, b: Any, kind: LcaDistance = "lca_height") -> IntArray:
         """The LCA distance ``kind`` of ``a`` and ``b``, elementwise (``-1``: no common ancestor).
 

@@ -158,6 +158,9 @@ class Metric:
     short_description: str = ""
     # Whether a score below chance (k / candidates, a per-class mean) is warned about.
     checked_against_chance: bool = False
+    # Whether the score is 0 by design for a method that predicts seen classes only (GZSL's
+    # unseen accuracy and H): not warned about for a submission that declares ``seen_only``.
+    zero_for_seen_only: bool = False
     averaging_note: str = ""  # what the mean runs over exactly, when more than the unit says
     # The glossary (``zsl metrics describe`` and the site's glossary.html read these): the
     # definition as a formula in plain text, and the paper it comes from.
@@ -202,6 +205,7 @@ def register_metric(
     short_name: str = "",
     short_description: str = "",
     checked_against_chance: bool = False,
+    zero_for_seen_only: bool = False,
     averaging_note: str = "",
     formula: str = "",
     reference: str = "",
@@ -224,9 +228,10 @@ def register_metric(
     ``group`` is required too: the column group the site files the metric's column under
     (:data:`METRIC_GROUPS`). ``figure`` names the chart the site draws from the metric's
     details (:data:`FIGURE_KINDS`; None: none), ``short_name`` and ``short_description`` its
-    header in the literature's tables, and ``checked_against_chance`` whether a score below
-    chance is warned about. The site, the glossary, the CSV tables and ``zsl metrics`` read
-    these from the registry only: registering a metric is all adding one takes.
+    header in the literature's tables, ``checked_against_chance`` whether a score below
+    chance is warned about, and ``zero_for_seen_only`` whether it is 0 by design for a
+    seen-class baseline (no warning then). The site, the glossary, the CSV tables and ``zsl
+    metrics`` read these from the registry only: registering a metric is all adding one takes.
     """
     if averaged_over not in AVERAGING_TEXT:
         raise ValueError(
@@ -266,6 +271,7 @@ def register_metric(
             short_name=short_name,
             short_description=short_description,
             checked_against_chance=checked_against_chance,
+            zero_for_seen_only=zero_for_seen_only,
             averaging_note=averaging_note,
             formula=formula,
             reference=reference,

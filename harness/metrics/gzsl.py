@@ -224,6 +224,7 @@ def _gzsl_seen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     short_name="u",
     short_description="accuracy on the unseen classes' test images",
     checked_against_chance=True,
+    zero_for_seen_only=True,
 )
 def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL unseen accuracy: per-class top-k accuracy over unseen classes, all candidates ranked."""
@@ -241,6 +242,7 @@ def _gzsl_unseen_accuracy(data: MetricInput, params: TopKParams) -> MetricResult
     short_name="H",
     short_description="harmonic mean of u and s",
     checked_against_chance=True,
+    zero_for_seen_only=True,
 )
 def _gzsl_harmonic_mean(data: MetricInput, params: TopKParams) -> MetricResult:
     """GZSL harmonic mean H of the seen and unseen accuracies (0 when either is 0)."""

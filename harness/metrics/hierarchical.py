@@ -58,8 +58,9 @@ __all__ = [
 ]
 
 
-#: Relation codes of :func:`prediction_relations` (``per_image``).
-RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
+#: Relation codes of :func:`prediction_relations` (``per_image``), in order of precedence: a class
+#: that is both (a DAG allows it) takes the first, e.g. a parent that shares another parent.
+RELATIONS = ("correct", "ancestor", "descendant", "sibling", "unrelated")
 
 # --------------------------------------------------------------------------- results
 
@@ -132,6 +133,7 @@ class PredictionRelations:
     correct: float
     ancestor: float
     descendant: float
+    sibling: float
     unrelated: float
     counts: dict[str, int]
     semantic_accuracy_lower: float
@@ -673,35 +675,38 @@ def prediction_relations(
     hierarchy: Hierarchy,
     candidate_nodes: npt.ArrayLike,
 ) -> PredictionRelations:
-    """Shares of top-1 predictions that are correct, an ancestor, a descendant, or unrelated.
+    """Shares of top-1 predictions that are correct, an ancestor, a descendant, a sibling (a
+    shared parent), or unrelated; a class that is two of them counts as the first (RELATIONS).
 
-    >>> h = Hierarchy(["animal", "dog", "puppy", "cat"],
+    >>> h = Hierarchy(["animal", "dog", "puppy", "cat", "car"],
     ...               [("animal", "dog"), ("dog", "puppy"), ("animal", "cat")])
-    >>> nodes = h.indices(["dog", "animal", "puppy", "cat"])
-    >>> result = prediction_relations([0, 0, 0, 0], [0, 1, 2, 3], hierarchy=h,
-    ...                               candidate_nodes=nodes)
-    >>> result.counts, result.semantic_accuracy_lower, result.semantic_accuracy_upper
-    ({'correct': 1, 'ancestor': 1, 'descendant': 1, 'unrelated': 1}, 0.25, 0.75)
+    >>> nodes = h.indices(["dog", "animal", "puppy", "cat", "car"])
+    >>> result = prediction_relations([0] * 5, [0, 1, 2, 3, 4], hierarchy=h, candidate_nodes=nodes)
+    >>> result.counts
+    {'correct': 1, 'ancestor': 1, 'descendant': 1, 'sibling': 1, 'unrelated': 1}
 
     See docs/metrics/hierarchical.md, `prediction_relations`.
     """
     checked_hierarchy, nodes, checked_y = _checked_inputs(y_true, hierarchy, candidate_nodes)
     top1 = check_top1(ranked_top1, checked_y.shape[0], nodes.shape[0])
     n_images = checked_y.shape[0]
-    codes = np.full(n_images, 3, dtype=np.int8)
+    codes = np.full(n_images, RELATIONS.index("unrelated"), dtype=np.int8)
     for start, stop in row_chunks(n_images, 8):
         true, pred = nodes[checked_y[start:stop]], nodes[top1[start:stop]]
         block = codes[start:stop]
+        # Assigned from the last relation to the first, so the first that holds wins.
+        block[checked_hierarchy.shares_a_parent(true, pred)] = 3
         block[checked_hierarchy.is_ancestor_or_self(true, pred)] = 2
         block[checked_hierarchy.is_ancestor_or_self(pred, true)] = 1
         block[true == pred] = 0
-    counts = np.bincount(codes, minlength=4)
+    counts = np.bincount(codes, minlength=len(RELATIONS))
     shares = counts / n_images
     return PredictionRelations(
         correct=float(shares[0]),
         ancestor=float(shares[1]),
         descendant=float(shares[2]),
-        unrelated=float(shares[3]),
+        sibling=float(shares[3]),
+        unrelated=float(shares[4]),
         counts={name: int(counts[code]) for code, name in enumerate(RELATIONS)},
         semantic_accuracy_lower=float(shares[0]),
         semantic_accuracy_upper=float(counts[:3].sum() / n_images),
@@ -746,10 +751,12 @@ class HPrecisionParams(HierarchicalKParams):
 
 
 class RelationParams(MetricParams):
-    relation: Literal["correct", "ancestor", "descendant", "unrelated", "semantic_upper"] = Field(
+    relation: Literal[
+        "correct", "ancestor", "descendant", "sibling", "unrelated", "semantic_upper"
+    ] = Field(
         "semantic_upper",
-        description="which share of top-1 predictions;"
-        " semantic_upper = correct + ancestor + descendant",
+        description="which share of top-1 predictions; sibling: a class sharing a parent with"
+        " the true class; semantic_upper = correct + ancestor + descendant",
     )
 
 
@@ -1014,8 +1021,8 @@ def _hierarchical_retrieval_precision_at_k(
     "prediction_relation_share",
     formula=(
         "share = (1/N) Σ_i [relation(ŷ_i, y_i) = r]; relation ∈ correct, ancestor, descendant, "
-        "unrelated (the top-1 prediction against the true class in the hierarchy); semantic_upper "
-        "= correct + ancestor + descendant"
+        "sibling (a shared parent), unrelated (the top-1 prediction against the true class in the "
+        "hierarchy; the first that holds); semantic_upper = correct + ancestor + descendant"
     ),
     reference=(
         "A structural-bias diagnostic after Deng, Krause, Berg, Fei-Fei: Hedging Your Bets: "
@@ -1023,7 +1030,7 @@ def _hierarchical_retrieval_precision_at_k(
         "(predicting ancestors) and Xian, Lampert, Schiele, Akata: Zero-Shot Learning — A "
         "Comprehensive Evaluation of the Good, the Bad and the Ugly, TPAMI 2019"
     ),
-    version="1",
+    version="2",
     params=RelationParams,
     needs_hierarchy=True,
     averaged_over="images",
@@ -1031,7 +1038,9 @@ def _hierarchical_retrieval_precision_at_k(
     figure="relation_shares",
 )
 def _prediction_relation_share(data: MetricInput, params: RelationParams) -> MetricResult:
-    """Share of top-1 predictions that are correct / an ancestor / a descendant / unrelated."""
+    """Share of top-1 predictions by relation: correct, ancestor, descendant, sibling, unrelated.
+
+    v2 tells siblings apart; a v1 record's ``unrelated`` holds them too."""
     out = _on_ranked(prediction_relations, data, 1, "prediction_relation_share")
     codes = out.per_image
     wanted = (

@@ -22,7 +22,11 @@ BACKENDS = {
     "local": "no isolation: only for your own trusted code",
 }
 #: The runner of a run that names none, in words (:func:`harness.runners.choice.default_runner`).
-DEFAULT_CHOICE = "the strongest this machine offers, sandbox > container > local (with a warning)"
+DEFAULT_CHOICE = (
+    "the strongest this machine offers, sandbox > container > local (with a warning); the"
+    " container first where the engine holds an image made for the package (its model.image,"
+    " or `zsl image build --package`)"
+)
 
 # mypy reads the names here; at run time lazy_attributes imports each at its first use (so mypy
 # never sees the __getattr__, and a misspelt name is a type error). Ruff cannot see the names

@@ -438,6 +438,7 @@ def run_process(
         watch = _Watch(start, timeout_s, limits, box, talk)
         while proc.poll() is None:
             logs.pump(POLL_S)
+            progress.tick()  # a heartbeat while a phase runs silent
             stop = watch.stop_reason()
             if stop is not None:
                 box.kill()

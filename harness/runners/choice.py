@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from harness.core.errors import RunnerError
 from harness.runners import container as _container
 from harness.runners import sandbox as _sandbox
+from harness.runners.environments import image_for_package
 
 if TYPE_CHECKING:
     from harness.submission.package import Package
@@ -26,10 +27,15 @@ LOCAL_WARNING = (
 def default_runner(package: Package | None = None) -> str:
     """The strongest runner this machine offers for ``package``: the one a run uses by default.
 
-    ``sandbox`` where bubblewrap can create a sandbox; else ``container`` when a docker/podman
-    engine is on PATH and the package names ``model.image``; else ``local``, with a warning on
-    stderr, since ``local`` is only for trusted code.
+    ``container`` when the engine holds an image made for the package (its ``model.image``, or
+    the worker image ``zsl image build --package`` built with its requirements:
+    :func:`~harness.runners.environments.image_for_package`); else ``sandbox`` where bubblewrap
+    can create a sandbox; else ``container`` when a docker/podman engine is on PATH and the
+    package names ``model.image``; else ``local``, with a warning on stderr, since ``local`` is
+    only for trusted code.
     """
+    if package is not None and image_for_package(package) is not None:
+        return "container"
     if _sandbox.available():
         return "sandbox"
     model = package.manifest.model if package is not None else None

@@ -19,12 +19,20 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import RunnerError
+from harness.core.errors import HarnessError, RunnerError
 from harness.core.home import zsl_home
 from harness.runners.base import RunJob, RunOutcome
 from harness.runners.outputs import WORKER_JSON, read_worker_status
+from harness.submission.resources import effective_caps
 
-__all__ = ["INSIDE_PACKAGE", "explain_failure", "traceback_location"]
+__all__ = [
+    "INSIDE_PACKAGE",
+    "explain_failure",
+    "failure_message",
+    "more_time",
+    "timeout_reason",
+    "traceback_location",
+]
 
 #: What the worker's exit codes mean (``harness.worker.phases``).
 EXIT_KINDS = {3: "model error", 4: "protocol violation"}
@@ -102,7 +110,8 @@ def explain_failure(
     status: dict[str, Any] | None = None,
 ) -> RunOutcome:
     """``outcome`` of ``job``, its ``reason`` extended for a failed run (see
-    docs/runners.md) and ``details["log"]`` set to the log written under ``logs`` (default
+    docs/runners.md: what the worker said, then ``at:`` its package line and ``log:`` on lines
+    of their own) and ``details["log"]`` set to the log written under ``logs`` (default
     :func:`log_dir`). A successful run is returned as it is. ``status``: the verdict in
     ``worker.json``'s terms where it comes from elsewhere (a prediction pass's answer, or the
     harness itself: :mod:`harness.runners.judge`); default: the job's ``worker.json``."""
@@ -125,13 +134,74 @@ def explain_failure(
     if location is None:
         location = traceback_location(outcome.stderr, job.package)
     if location is not None:
-        said += f" ({location})"
+        said += f"\n  at: {location}"
     try:
         log = _write_log(job, outcome, status, logs if logs is not None else log_dir())
     except OSError as err:
-        note = f"; log not written ({err.strerror or err}: set ZSL_HOME to a writable folder)"
+        note = f"\n  log not written ({err.strerror or err}: set ZSL_HOME to a writable folder)"
     else:
         outcome.details["log"] = str(log)
-        note = f"; log: {log}"
+        note = f"\n  log: {log}"
     outcome.reason = f"{outcome.reason}{said}{note}"
     return outcome
+
+
+#: The last lines of a failed run's stderr shown in its error (the log holds all of it).
+STDERR_SHOWN = 3
+_WORKER_PREFIXES = ("worker: at ", "worker: ")
+
+
+def failure_message(what: str, outcome: RunOutcome) -> str:
+    """The error of a failed run of ``what``: ``outcome.reason`` (its message, then the package
+    line and the log on lines of their own: :func:`explain_failure`), then the last lines of
+    its stderr that say something the reason does not (a traceback's last line and the
+    worker's own report repeat it)."""
+    reason = outcome.reason
+    tail = []
+    for line in outcome.stderr.strip().splitlines()[-STDERR_SHOWN:]:
+        said = line.strip()
+        for prefix in _WORKER_PREFIXES:
+            said = said.removeprefix(prefix)
+        if said and said not in reason:
+            tail.append(line.rstrip())
+    shown = "".join(f"\n    {line}" for line in tail)
+    return f"{what}: {reason}" + (f"\n  stderr ends:{shown}" if shown else "")
+
+
+_TIMED_OUT = re.compile(r"timed out after (\S+) s")
+
+
+def timeout_reason(reason: str, phase: str | None, limit_s: float | None = None) -> str:
+    """``reason`` of a run its wall clock stopped, naming the ``phase`` that was running (a
+    timing key: ``fit_main``, ``predict_zsl``, ``check_main``) and ``resources.time_s`` (its
+    value ``limit_s``, the whole run's budget), and how to give it more time; any other reason
+    as it is."""
+    first, newline, rest = reason.partition("\n")
+    found = _TIMED_OUT.match(first)
+    if found is None:
+        return reason
+    limit = float(found[1]) if limit_s is None else limit_s
+    where = f" in {phase}" if phase else ""
+    head = (
+        f"timed out{where} after {limit:g} s, the run's wall clock (resources.time_s: {limit:g},"
+        f" every phase of the run together){first[found.end() :]}"
+    )
+    return f"{head}\n  to give it more time: {more_time(limit)}{newline}{rest}"
+
+
+def more_time(limit_s: float) -> str:
+    """How a run stopped at ``limit_s`` seconds gets more: ``resources.time_s`` in its
+    ``submission.yaml``, up to this machine's cap (named with where it comes from)."""
+    try:
+        caps = effective_caps()
+    except HarnessError:  # a malformed ZSL_MAX_TIME_S: the run would not have started
+        return "raise resources.time_s in the package's submission.yaml"
+    if limit_s >= caps.time_s:
+        return (
+            f"resources.time_s is capped at {caps.time_s} s here ({caps.source('time_s')}):"
+            " raise that cap, or make the run faster"
+        )
+    return (
+        f"raise resources.time_s in the package's submission.yaml (up to {caps.time_s} s here:"
+        f" {caps.source('time_s')})"
+    )

@@ -21,7 +21,7 @@ from harness.core.tempdirs import remove_tree
 from harness.hyperparameters import Hyperparameters
 from harness.runners import runners
 from harness.runners.base import RunJob, RunOutcome, truncate
-from harness.runners.failure import explain_failure
+from harness.runners.failure import explain_failure, failure_message, timeout_reason
 from harness.runners.outputs import (
     STATE_DIR,
     read_worker_status,
@@ -371,6 +371,15 @@ class PassConversation:
     check: _Check | None = None
     peak_rss_mib: float | None = None
     started: float = 0.0
+    asked: str | None = None  # the setting of the chunk asked last (None: none asked yet)
+
+    def phase(self) -> str:
+        """What the pass is doing, as its timing key names it: ``predict_<setting>`` (the
+        setting of the chunk asked last; before the first, the first setting's, whose chunk
+        waits for the state to load) or, for a check pass, ``check_<fit>``."""
+        if self.canon is not None:
+            return f"check_{self.fit}"
+        return f"predict_{self.asked or (self.settings[0].name if self.settings else '')}"
 
     def __call__(self, requests: int, replies: int) -> bool:
         try:
@@ -412,6 +421,7 @@ class PassConversation:
                 current = s.name
                 _tell(self.sink, self.began, "predict", self.fit, "start", setting=current)
             start = time.perf_counter()
+            self.asked = s.name
             got = self._predict(requests, replies, s, rows)
             if self.canon is None:
                 key = f"predict_{s.name}"
@@ -556,14 +566,12 @@ class ModelRun:
 
 def check_ran(outcome: RunOutcome, what: str, runner: str) -> None:
     """Raise a :class:`RunnerError` naming ``what`` ran on ``runner`` (with the last lines of
-    its stderr) unless the run succeeded."""
+    its stderr that the reason does not already say: :func:`failure_message`; a timeout with
+    ``resources.time_s``: :func:`timeout_reason`) unless the run succeeded."""
     if outcome.ok:
         return
-    tail = outcome.stderr.strip().splitlines()[-3:]
-    raise RunnerError(
-        f"{what} on runner '{runner}': {outcome.reason}"
-        + (f"; stderr ends: {' | '.join(tail)}" if tail else "")
-    )
+    timed = replace(outcome, reason=timeout_reason(outcome.reason, None))
+    raise RunnerError(failure_message(f"{what} on runner '{runner}'", timed))
 
 
 @dataclass
@@ -582,18 +590,27 @@ class _Phases:
     began: float = field(default_factory=lambda: current_start() or time.perf_counter())
     began_run: float = field(default_factory=time.perf_counter)
 
-    def run(self, job: RunJob, label: str) -> RunOutcome:
+    def run(self, job: RunJob, label: str, phase: str | None = None) -> RunOutcome:
+        """``job`` on the runner, on what is left of the run's wall clock; ``phase``: its
+        timing key (a prediction pass names its own: :meth:`PassConversation.phase`)."""
         # One wall clock for the whole run (resources.time_s), its phases taking turns on it.
         left = self.base.timeout_s - (time.perf_counter() - self.began_run)
+        conversation = job.conversation
+        if phase is None and isinstance(conversation, PassConversation):
+            phase = conversation.phase()
         if left <= 0:
-            raise RunnerError(
-                f"{self.name} on runner '{self.runner}': timed out after"
-                f" {self.base.timeout_s:g} s (resources.time_s) before the {label}"
+            reason = timeout_reason(
+                f"timed out after {self.base.timeout_s:g} s; it was used up before"
+                f" {phase or label} started",
+                None,
+                self.base.timeout_s,
             )
+            raise RunnerError(f"{self.name} on runner '{self.runner}': {reason}")
         outcome = runners.get(self.runner).run(replace(job, timeout_s=left))
-        if outcome.reason.startswith("timed out after "):  # the run's budget, not what was left
-            number = outcome.reason[len("timed out after ") :].split(" ", 1)[0]
-            outcome.reason = outcome.reason.replace(number, f"{self.base.timeout_s:g}", 1)
+        if isinstance(conversation, PassConversation):
+            phase = conversation.phase()  # the setting it was predicting when it stopped
+        # The run's budget, not what was left of it when this phase started.
+        outcome.reason = timeout_reason(outcome.reason, phase, self.base.timeout_s)
         self.logs.append((label, outcome))
         if "image" in outcome.details:
             self.image = str(outcome.details["image"])
@@ -604,7 +621,7 @@ class _Phases:
         out = self.work / f"fit-{fit}"
         out.mkdir()
         job = replace(self.base, phase="fit", bundle=bundle, out=out)
-        outcome = self.run(job, f"fit ({fit})")
+        outcome = self.run(job, f"fit ({fit})", f"fit_{fit}")
         check_ran(outcome, self.name, self.runner)
         status = read_worker_status(out)
         if status.get("exit_code") != 0:
@@ -642,7 +659,8 @@ class _Phases:
         verdict = conversation.verdict
         if verdict is None and outcome.ok:
             return
-        if verdict is None:
+        # Killed at its wall clock, the pass stops answering too: the clock is the cause.
+        if verdict is None or outcome.reason.startswith("timed out"):
             check_ran(explain_failure(job, outcome, status={}), self.name, self.runner)
         assert verdict is not None
         if outcome.ok or outcome.exit_code != verdict.code:

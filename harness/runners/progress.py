@@ -4,7 +4,8 @@ A long run used to print nothing for minutes (ESZSL on AWA2: 4.5 min of silence)
 reports each phase as it starts and ends: per fit (``fit``, and ``validation fit``: the fit on
 training classes only, whose predictions choose calibration parameters), per setting its prediction
 pass, and the inductive check's second pass. :func:`zsl run <harness.pipeline.run_submission>`
-prints them on stderr as they come.
+prints them on stderr as they come, and while a phase runs on without a word, a heartbeat every
+:data:`HEARTBEAT_S` seconds (``validation fit running (60 s so far)``).
 
 See docs/runners.md.
 """
@@ -14,16 +15,18 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
     "EVENTS_LIMIT",
     "FITS",
+    "HEARTBEAT_S",
     "LINE_LIMIT",
     "MARKER",
     "ConsoleProgress",
@@ -47,14 +50,18 @@ REJECTS_SHOWN = 3
 #: How the user reads each fit of a bundle (:data:`harness.bundles.FITS`).
 FITS = {"main": "fit", "validation": "validation fit"}
 PHASES = ("fit", "predict", "check")
+#: What the worker reports of a phase; ``running`` (a heartbeat) is the harness's own.
 STATES = ("start", "done")
+#: A phase silent this long gets a heartbeat line, and one more after each such interval.
+HEARTBEAT_S = 30.0
 _SETTING = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _LONGEST_S = 1e7
 
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One phase of one fit starting or ending (``seconds``: how long it took, when done)."""
+    """One phase of one fit starting, ending or still running (``seconds``: how long it took,
+    when done; how long it has run so far, when ``running``: a heartbeat)."""
 
     phase: str
     fit: str
@@ -100,6 +107,8 @@ class ProgressEvent:
             what = f"inductive check of the {fit}"
         if self.state == "start":
             return f"{what} started"
+        if self.state == "running":
+            return f"{what} running ({self.seconds or 0.0:.0f} s so far)"
         return f"{what} done ({self.seconds:.1f} s)"
 
 
@@ -145,12 +154,53 @@ class ConsoleProgress:
 @dataclass
 class _Tally:
     """What every reader of one :func:`reporting` block shares: a run is several processes
-    (a fit, then prediction passes), reported on one clock, malformed lines counted once."""
+    (a fit, then prediction passes), reported on one clock, malformed lines counted once, and
+    the phase running now (for its heartbeat)."""
 
     start: float
     rejects: int = 0
     events: int = 0
     dropped: int = 0
+    running: ProgressEvent | None = None  # the start event of the phase running now
+    running_since: float = 0.0
+    last_line: float = 0.0
+    # Events come from the worker's stderr (this thread) and a pass's conversation (its own).
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def saw(self, event: ProgressEvent, now: float) -> None:
+        """An event went to the sink: a start opens its phase, a done closes it."""
+        with self.lock:
+            self.last_line = now
+            if event.state == "start":
+                self.running, self.running_since = event, now
+            elif event.state == "done":
+                self.running = None
+
+    def heartbeat(self, now: float) -> ProgressEvent | None:
+        """The heartbeat due now: the phase running has said nothing for :data:`HEARTBEAT_S`."""
+        with self.lock:
+            event = self.running
+            if event is None or now - self.last_line < HEARTBEAT_S:
+                return None
+            self.last_line = now
+            return ProgressEvent(
+                event.phase, event.fit, "running", event.setting, now - self.running_since
+            )
+
+
+class _Tracking:
+    """The sink a :func:`reporting` block hands out: passes everything on to the caller's
+    sink, noting in the block's tally which phase runs (:meth:`_Tally.saw`)."""
+
+    def __init__(self, sink: ProgressSink, tally: _Tally) -> None:
+        self.sink, self.tally = sink, tally
+
+    def event(self, event: ProgressEvent, elapsed_s: float) -> None:
+        self.tally.saw(event, time.perf_counter())
+        self.sink.event(event, elapsed_s)
+
+    def rejected(self, message: str, elapsed_s: float) -> None:
+        self.sink.rejected(message, elapsed_s)
 
 
 _SINK: ContextVar[ProgressSink | None] = ContextVar("zsl_progress_sink", default=None)
@@ -177,7 +227,7 @@ def reporting(sink: ProgressSink | None) -> Iterator[None]:
         yield
         return
     tally = _Tally(time.perf_counter())
-    token, tally_token = _SINK.set(sink), _TALLY.set(tally)
+    token, tally_token = _SINK.set(_Tracking(sink, tally)), _TALLY.set(tally)
     try:
         yield
     finally:
@@ -252,6 +302,20 @@ class ProgressReader:
             self.partial.clear()
         if self.owns_tally and self.sink is not None:
             _summarise(self.sink, self.tally)
+
+    def tick(self) -> None:
+        """Called while the run goes on (each poll of its process): inside a :func:`reporting`
+        block, the heartbeat of a phase that has been silent for :data:`HEARTBEAT_S`."""
+        if self.owns_tally or self.sink is None:
+            return
+        now = time.perf_counter()
+        beat = self.tally.heartbeat(now)
+        if beat is None:
+            return
+        try:
+            self.sink.event(beat, now - self.start)
+        except Exception:  # a broken terminal must not break the run
+            self.sink = None
 
     def summary(self) -> dict[str, object]:
         """What the run's details record: events passed on, malformed lines ignored."""

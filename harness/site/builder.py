@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.core.errors import HarnessError
 from harness.records import RunRecord
+from harness.results.reported import ReportedValue
 from harness.site.model import SiteModel, plan_site
 from harness.site.pages import render_site
 
@@ -24,11 +25,14 @@ MARKER = ".zsl-leaderboard"
 _MARKER_TEXT = "This directory is built by `zsl leaderboard build` and replaced on each build.\n"
 
 
-def build_site(records: Sequence[RunRecord], out_dir: Path) -> Path:
+def build_site(
+    records: Sequence[RunRecord], out_dir: Path, *, reported: Sequence[ReportedValue] = ()
+) -> Path:
     """Render ``records`` into ``out_dir`` and return the path of its ``index.html``.
 
     ``out_dir`` is replaced as a whole, and only if it is missing, empty or an earlier build
-    (it holds the :data:`MARKER` file).
+    (it holds the :data:`MARKER` file). ``reported``: what papers report
+    (:func:`harness.results.reported.load_reported`), shown beside the runs.
 
     Raises
     ------
@@ -38,7 +42,7 @@ def build_site(records: Sequence[RunRecord], out_dir: Path) -> Path:
         Two records share a benchmark version and submission version, two submission names
         (benchmark ids, versions of a name) read alike, or ``out_dir`` can't be replaced.
     """
-    model = plan_site(records)  # every check runs before the filesystem is touched
+    model = plan_site(records, reported)  # every check runs before the filesystem is touched
     out_dir = Path(out_dir).expanduser().absolute()
     _check_replaceable(out_dir)
     try:

@@ -6,15 +6,18 @@ and a ``<title>`` tooltip holding the exact values on every series, point, bar a
 text that reaches the markup (titles, labels, names from submissions) is escaped, and a label
 becomes a link only for an http(s) URL or a relative reference. Coordinates are printed with two
 decimals, so the same input gives byte-identical SVG. Colours come from CSS classes
-(``series-0`` … ``series-7``: the Okabe–Ito palette; ``heat-0`` … ``heat-6``) defined at the end
-of ``static/style.css``; series also differ by dash pattern and marker shape, so they stay apart
-in grayscale and in print.
+(``series-0`` … ``series-9``: Paul Tol's colour-blind-safe "muted" palette plus a dark grey, ten
+distinct colours; ``heat-0`` … ``heat-6``) at the end of ``static/style.css``; series also differ
+by dash pattern and marker shape, so they stay apart in grayscale and in print. No name is cut:
+a legend wraps a long one (:func:`wrap_label`), a long row label loses its middle while it stays
+distinct (:func:`short_labels`); the full text is in the label's tooltip.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,15 +37,21 @@ __all__ = [
     "heatmap",
     "line_chart",
     "nice_ticks",
+    "short_labels",
     "stacked_bar_chart",
+    "wrap_label",
 ]
 
-N_COLORS = 8  # series-0 … series-7
+N_COLORS = 10  # series-0 … series-9
 N_DASHES = 4  # dash-0 … dash-3
 N_MARKERS = 5  # circle, square, triangle, diamond, inverted triangle
 N_HEAT = 7  # heat-0 (lightest) … heat-6 (darkest)
 MARKER_LIMIT = 40  # with markers=None, series of at most this many points get markers
-LABEL_CHARS = 28  # longer labels are cut with "…"; the full text stays in a tooltip
+LABEL_CHARS = (
+    40  # longer row labels lose their middle to "…" (short_labels); full text in a tooltip
+)
+LEGEND_CHARS = 48  # a longer legend name wraps onto more lines of at most this many characters
+LINE = 13.0  # the height of a wrapped legend line
 CHAR_WIDTH = 6.6  # estimated advance of one character of the charts' 11px font
 ROW = 22.0  # height of one bar row or legend row
 TOP = 30.0  # room for the visible title
@@ -254,7 +263,7 @@ def bar_chart(
             continue
         tip = f"{name}: {_exact(value)}"
         a, b = sorted((sx(0.0), sx(value)))
-        out.append(f'<g class="bar series-0"><title>{escape(tip)}</title>')
+        out.append(f'<g class="bar"><title>{escape(tip)}</title>')
         out.append(_rect("bar-rect", a, y + 4, b - a, 14))
         if math.isfinite(los[i]) and math.isfinite(his[i]):
             u, v, c, c0, c1 = (_num(t) for t in (sx(los[i]), sx(his[i]), y + 11, y + 6, y + 16))
@@ -360,16 +369,17 @@ def heatmap(
     high = vmax if vmax is not None else float(finite.max()) if finite.size else 1.0
     if not (math.isfinite(low) and math.isfinite(high) and low <= high):
         raise ChartError(f"heatmap: need finite vmin <= vmax, got vmin={low!r}, vmax={high!r}")
-    left = _label_width(rows)
-    head = min(LABEL_CHARS, max(map(len, cols), default=0)) * CHAR_WIDTH * 0.71  # 45° labels
+    shown_rows, shown_cols = short_labels(rows), short_labels(cols)
+    left = _label_width(shown_rows)
+    head = max(map(len, shown_cols), default=0) * CHAR_WIDTH * 0.71  # 45° labels
     top, out = TOP + head + 10, []
     for j, col in enumerate(cols):
         centre = left + cell_width * (j + 0.5)
-        label = _label(col, centre, top - 6, "col-label", "start", col_links[j])
+        label = _label(col, centre, top - 6, "col-label", "start", col_links[j], shown_cols[j])
         out.append(f'<g transform="rotate(-45 {_num(centre)} {_num(top - 6)})">{label}</g>')
     for i, row in enumerate(rows):
         y = top + ROW * i
-        out.append(_label(row, left - 6, y + 15, "row-label", "end", row_links[i]))
+        out.append(_label(row, left - 6, y + 15, "row-label", "end", row_links[i], shown_rows[i]))
         for j, col in enumerate(cols):
             v, x = float(grid[i, j]), left + cell_width * j
             cell = _rect("", x, y, cell_width, ROW)
@@ -624,13 +634,15 @@ def _rows(
 ) -> tuple[list[str], float, _Scale]:
     """The frame of a bar chart (plot area, value axis, row labels), its bottom edge, and its
     value scale (:func:`_scale` of ``value_range`` and ``data``) from the labels to ``right``."""
-    sx = _scale("value_range", value_range, data, _label_width(names), right)
+    shown = short_labels(names)
+    sx = _scale("value_range", value_range, data, _label_width(shown), right)
     links = _hrefs("hrefs", hrefs, len(names))
     bottom = TOP + ROW * max(1, len(names))
     out = [_rect("plot-area", sx.a, TOP, sx.b - sx.a, bottom - TOP)]
     out += _x_axis(sx, bottom, TOP, label, percent)
     for i, name in enumerate(names):
-        out.append(_label(name, sx.a - 6, TOP + ROW * i + 15, "row-label", "end", links[i]))
+        y = TOP + ROW * i + 15
+        out.append(_label(name, sx.a - 6, y, "row-label", "end", links[i], shown[i]))
     if not names:
         out.append(_text((sx.a + sx.b) / 2, TOP + 15, "no data", "note", "middle"))
     return out, bottom, sx
@@ -643,21 +655,69 @@ def _not_scored(name: str, left: float, y: float) -> str:
 def _legend(
     items: Sequence[tuple[str, str | None, str]], top: float, width: float, note: str
 ) -> tuple[list[str], float]:
-    """Legend entries (name, link, sample drawn around the origin) flowing into rows."""
+    """Legend entries (name, link, sample drawn around the origin) flowing into rows; a name
+    too long for one line wraps onto more (:func:`wrap_label`), never cut."""
     if not items and not note:
         return [], 0.0
     out, x, y = ['<g class="legend">'], 8.0, top + 14
+    row_height = ROW
     for name, href, sample in items:
-        item_width = 44 + CHAR_WIDTH * min(len(name), LABEL_CHARS)
+        lines = wrap_label(name, LEGEND_CHARS)
+        item_width = 44 + CHAR_WIDTH * max(map(len, lines))
         if x > 8 and x + item_width > width - 8:
-            x, y = 8.0, y + ROW
-        label = _label(name, 30, 4, "legend-label", "start", href)
+            x, y, row_height = 8.0, y + row_height, ROW
+        row_height = max(row_height, ROW + LINE * (len(lines) - 1))
+        label = _label(name, 30, 4, "legend-label", "start", href, lines=lines)
         out.append(f'<g transform="translate({_num(x)} {_num(y)})">{sample}{label}</g>')
         x += item_width
+    y += row_height - ROW
     if note:
         y += ROW if items else 0
         out.append(_text(8, y + 4, note, "note", "start"))
     return [*out, "</g>"], y - top + 14
+
+
+def wrap_label(text: str, limit: int) -> list[str]:
+    """``text`` in lines of at most ``limit`` characters, broken after a space, ``-``, ``_``,
+    ``/``, ``.`` or ``@`` where one is near (else in a word): joined, they are ``text``.
+
+    >>> wrap_label("nearest-seen-class-transfer 1.0", 20)
+    ['nearest-seen-class-', 'transfer 1.0']
+    """
+    lines: list[str] = []
+    line = ""
+    for token in re.findall(r"[^-_ /.@]*[-_ /.@]?", text):
+        while len(token) > limit:  # a word longer than a line: split it
+            room = limit - len(line)
+            lines.append(line + token[:room])
+            line, token = "", token[room:]
+        if len(line) + len(token) > limit:
+            lines.append(line)
+            line = ""
+        line += token
+    return [*lines, line] if line or not lines else lines
+
+
+def short_labels(labels: Sequence[str], limit: int = LABEL_CHARS) -> list[str]:
+    """Each label as a chart row shows it: whole up to ``limit`` characters, else its start and
+    end around "…" (the end holds a version); one that would then read like another label of
+    ``labels`` stays whole.
+
+    >>> short_labels(["a-very-long-submission-name-number-one 1.0", "b 2"], 20)
+    ['a-very-long…-one 1.0', 'b 2']
+    """
+    shown = [t if len(t) <= limit else _middle_cut(t, limit) for t in labels]
+    owners: dict[str, set[str]] = defaultdict(set)
+    for short, text in zip(shown, labels, strict=True):
+        owners[short].add(text)
+    return [
+        text if len(owners[short]) > 1 else short for short, text in zip(shown, labels, strict=True)
+    ]
+
+
+def _middle_cut(text: str, limit: int) -> str:
+    head = (limit - 1) * 3 // 5
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
 
 
 def _marker(shape: int, x: float, y: float, tip: str = "") -> str:
@@ -682,13 +742,36 @@ def _rect(cls: str, x: float, y: float, width: float, height: float) -> str:
 
 
 def _label_width(labels: list[str]) -> float:
-    return 12 + CHAR_WIDTH * max(6, min(LABEL_CHARS, max(map(len, labels), default=0)))
+    """The width of a column of (already shortened) row labels."""
+    return 12 + CHAR_WIDTH * max(6, max(map(len, labels), default=0))
 
 
-def _label(text: str, x: float, y: float, cls: str, anchor: str, href: str | None = None) -> str:
-    """A label cut to ``LABEL_CHARS`` (the full text in a tooltip), linked if ``href`` is safe."""
-    shown = text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
-    node = _text(x, y, shown, cls, anchor, text if shown != text else "")
+def _label(
+    text: str,
+    x: float,
+    y: float,
+    cls: str,
+    anchor: str,
+    href: str | None = None,
+    shown: str | None = None,
+    *,
+    lines: Sequence[str] = (),
+) -> str:
+    """A label showing ``shown`` (default: ``text``), or ``lines`` one under another, with
+    ``text`` in a tooltip when it shows otherwise; linked if ``href`` is safe."""
+    shown = text if shown is None else shown
+    if len(lines) > 1:
+        tip = f"<title>{escape(_clean(text))}</title>"
+        spans = "".join(
+            f'<tspan x="{_num(x)}" dy="{_num(LINE if i else 0)}">{escape(_clean(line))}</tspan>'
+            for i, line in enumerate(lines)
+        )
+        node = (
+            f'<text class="{cls}" x="{_num(x)}" y="{_num(y)}" text-anchor="{anchor}">'
+            f"{tip}{spans}</text>"
+        )
+    else:
+        node = _text(x, y, shown, cls, anchor, text if shown != text else "")
     target = chart_href(href)
     return node if target is None else f'<a href="{escape(target)}">{node}</a>'
 

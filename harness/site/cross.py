@@ -13,17 +13,21 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from harness.metrics import metrics
+from harness.records import ScoreEntry
 from harness.site import stats
 from harness.site.csv_tables import RANK_HEADER, CsvCell, CsvTable, header_for
 from harness.site.model import (
     SETTING_LABELS,
+    UNCOUNTED_SUFFIX,
+    Badge,
     BenchmarkPage,
     Column,
     SiteModel,
     Submission,
+    data_badges,
     setting_key,
 )
 from harness.site.slugs import slug
@@ -88,17 +92,20 @@ def placement(benchmark: str) -> Placement:
 class CrossColumn:
     bench: BenchmarkPage
     column: Column
+    entries: dict[str, ScoreEntry]  # the scores the table shows (BenchmarkPage.shown_entries)
     group: str  # the group header above it
     label: str  # its own header
     title: str  # its header's tooltip
     csv_name: str  # its CSV column: "<benchmark id> v<version> <metric>"
     best: frozenset[str]  # submission keys holding the column's best inductive score
+    badges: list[Badge] = field(default_factory=list)  # its header's: the data of its runs
 
 
 @dataclass(frozen=True)
 class CrossGroup:
     label: str
     span: int
+    badges: list[Badge] = field(default_factory=list)  # the data of its one benchmark's runs
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ class CrossCell:
     title: str
     sort: str
     best: bool
+    uncounted: bool = False  # a run left out by default, shown because the reader opted in
 
 
 @dataclass(frozen=True)
@@ -136,8 +144,10 @@ class CrossTable:
         return SETTING_LABELS.get(self.setting, self.setting.upper())
 
 
-def cross_tables(model: SiteModel) -> list[CrossTable]:
-    """Every (family, setting) table, families by name (xlsa17 first), settings in site order."""
+def cross_tables(model: SiteModel, *, uncounted: bool = False) -> list[CrossTable]:
+    """Every (family, setting) table, families by name (xlsa17 first), settings in site order,
+    of the runs whose data count by default; with ``uncounted``, of every run (the ids and file
+    names then end in ``-with-uncounted``)."""
     families: dict[str, list[BenchmarkPage]] = defaultdict(list)
     for bench in model.benchmarks:
         families[placement(bench.id).family].append(bench)
@@ -146,7 +156,7 @@ def cross_tables(model: SiteModel) -> list[CrossTable]:
         benches = sorted(families[family], key=lambda b: (placement(b.id).order, b.version))
         settings = sorted({p.setting for b in benches for p in b.settings}, key=setting_key)
         for setting in settings:
-            table = _table(model, family, setting, benches)
+            table = _table(model, family, setting, benches, uncounted)
             if table is not None:
                 tables.append(table)
     return tables
@@ -171,21 +181,25 @@ def _columns_of(bench: BenchmarkPage, setting: str) -> list[tuple[Column, str, s
 
 
 def _table(
-    model: SiteModel, family: str, setting: str, benches: list[BenchmarkPage]
+    model: SiteModel, family: str, setting: str, benches: list[BenchmarkPage], uncounted: bool
 ) -> CrossTable | None:
     versions: dict[str, int] = defaultdict(int)
     for bench in benches:
         versions[bench.id] += 1
     by_dataset = family == XLSA17_FAMILY and setting != "gzsl"
     columns: list[CrossColumn] = []
-    primaries: list[tuple[BenchmarkPage, Column]] = []
+    primaries: list[tuple[dict[str, ScoreEntry], bool, str]] = []
     for bench in benches:
         place = placement(bench.id)
         version = f" v{bench.version}" if versions[bench.id] > 1 else ""
         plan = next((p for p in bench.settings if p.setting == setting), None)
         if plan is not None and plan.primary is not None:
-            primaries.append((bench, plan.primary))
+            shown = bench.shown_entries(plan.primary, uncounted=uncounted)
+            primaries.append((shown, plan.primary.higher_is_better, bench.label))
         for column, label, what in _columns_of(bench, setting):
+            entries = bench.shown_entries(column, uncounted=uncounted)
+            if not entries:
+                continue
             if place.dataset and by_dataset:
                 group, label = place.dataset, place.split + version
             elif place.dataset:
@@ -197,34 +211,42 @@ def _table(
                 CrossColumn(
                     bench=bench,
                     column=column,
+                    entries=entries,
                     group=group,
                     label=label,
                     title=f"{isolate_text(bench.id)} v{bench.version}: "
                     f"{isolate_text(column.metric)}{unit}, {what} "
                     f"({isolate_text(column.function)} v{isolate_text(column.version)})",
                     csv_name=f"{bench.id} v{bench.version} {column.metric}",
-                    best=_best(column, bench.transductive),
+                    best=_best(column, entries, bench.transductive),
+                    badges=_badges(bench, entries),
                 )
             )
     if not columns:
         return None
-    groups: list[CrossGroup] = []
-    for crossed in columns:
-        if groups and groups[-1].label == crossed.group:
-            groups[-1] = CrossGroup(crossed.group, groups[-1].span + 1)
-        else:
-            groups.append(CrossGroup(crossed.group, 1))
-    keys = {k for c in columns for k in c.column.entries}
+    columns, groups = _place_badges(columns)
+    keys = {k for c in columns for k in c.entries}
     transductive = {k for k in keys if model.submissions[k].transductive}
     rows = [
         *_rows(model, columns, primaries, sorted(keys - transductive), False),
         *_rows(model, columns, primaries, sorted(transductive), True),
     ]
-    table_id = f"cross-{slug(setting)}-{slug(family)}"
+    table_id = f"cross-{slug(setting)}-{slug(family)}" + (UNCOUNTED_SUFFIX if uncounted else "")
     n_benchmarks = len({(c.bench.id, c.bench.version) for c in columns})
     csv = CsvTable(
         filename=f"{table_id}.csv",
-        header=(*RANK_HEADER, *header_for([c.csv_name for c in columns])),
+        header=(
+            *RANK_HEADER,
+            *(
+                part
+                for c in columns
+                for part in (
+                    *header_for([c.csv_name]),
+                    f"{c.csv_name}_data",
+                    f"{c.csv_name}_counted",
+                )
+            ),
+        ),
         rows=[_csv_row(row, columns, n_benchmarks) for row in rows],
     )
     return CrossTable(
@@ -239,12 +261,44 @@ def _table(
     )
 
 
-def _best(column: Column, transductive: frozenset[str]) -> frozenset[str]:
-    """The inductive runs holding the column's best finite score (all of them on a tie)."""
+def _badges(bench: BenchmarkPage, entries: dict[str, ScoreEntry]) -> list[Badge]:
+    """The data badges of the runs of ``entries``, once (the newest run's first)."""
+    found: dict[str, Badge] = {}
+    for record in sorted(
+        (bench.records[k] for k in entries), key=lambda r: r.created_at, reverse=True
+    ):
+        for badge in data_badges(record.benchmark):
+            found.setdefault(badge.kind, badge)
+    return list(found.values())
+
+
+def _place_badges(columns: list[CrossColumn]) -> tuple[list[CrossColumn], list[CrossGroup]]:
+    """The group headers over ``columns``; the data badges go on a group whose columns are all
+    of one benchmark (GZSL u / s / H), else on each column (xlsa17's SS, PS, …)."""
+    runs: list[list[CrossColumn]] = []
+    for crossed in columns:
+        if runs and runs[-1][0].group == crossed.group:
+            runs[-1].append(crossed)
+        else:
+            runs.append([crossed])
+    groups, placed = [], []
+    for run in runs:
+        one = len({id(c.bench) for c in run}) == 1
+        groups.append(CrossGroup(run[0].group, len(run), run[0].badges if one else []))
+        placed += [replace(c, badges=[]) if one else c for c in run]
+    return placed, groups
+
+
+def _best(
+    column: Column, entries: dict[str, ScoreEntry], transductive: frozenset[str]
+) -> frozenset[str]:
+    """The inductive runs holding the best finite score of a benchmark's primary column (all
+    of them on a tie). Other columns mark none: the GZSL s of a seen-only baseline is 100, and
+    its u 0; the primary (H) is what says which run did best."""
+    if not column.primary:
+        return frozenset()
     values = {
-        k: e.value
-        for k, e in column.entries.items()
-        if k not in transductive and math.isfinite(e.value)
+        k: e.value for k, e in entries.items() if k not in transductive and math.isfinite(e.value)
     }
     if not values:
         return frozenset()
@@ -255,23 +309,22 @@ def _best(column: Column, transductive: frozenset[str]) -> frozenset[str]:
 def _rows(
     model: SiteModel,
     columns: list[CrossColumn],
-    primaries: list[tuple[BenchmarkPage, Column]],
+    primaries: list[tuple[dict[str, ScoreEntry], bool, str]],
     keys: list[str],
     transductive: bool,
 ) -> list[CrossRow]:
-    """``keys``' rows in the site's ranking order on the family's primary scores."""
+    """``keys``' rows in the site's ranking order on the family's primary scores (each
+    benchmark's shown entries, its direction and its label)."""
     if not keys:
         return []
     wanted = set(keys)
     values: dict[str, dict[str, float]] = {}
     directions: dict[str, bool] = {}
-    for bench, column in primaries:
-        row = {
-            k: e.value for k, e in column.entries.items() if k in wanted and math.isfinite(e.value)
-        }
+    for entries, higher_is_better, label in primaries:
+        row = {k: e.value for k, e in entries.items() if k in wanted and math.isfinite(e.value)}
         if row:
-            values[bench.label] = row
-            directions[bench.label] = column.higher_is_better
+            values[label] = row
+            directions[label] = higher_is_better
     ranks = stats.ranks_across(values, directions)
     ranked: list[str] = list(ranks["submissions"]) if ranks else []
     mean = {k: float(m) for k, m in zip(ranked, ranks["mean_rank"], strict=True)} if ranks else {}
@@ -292,11 +345,12 @@ def _rows(
 
 
 def _cell(column: CrossColumn, key: str) -> CrossCell:
-    entry = column.column.entries.get(key)
+    entry = column.entries.get(key)
     if entry is None or not math.isfinite(entry.value):
         return CrossCell("—", "not scored", "", False)
     percent = column.column.percent
     best = key in column.best
+    uncounted = key in column.bench.uncounted
     title = f"{isolate_text(column.bench.id)} v{column.bench.version}"
     title += f" {isolate_text(column.column.metric)}"
     if entry.interval is not None:
@@ -304,7 +358,11 @@ def _cell(column: CrossColumn, key: str) -> CrossCell:
         title += f"; {100 * entry.interval.level:g}% interval {bounds}"
     if best:
         title += "; best of the column (inductive submissions)"
-    return CrossCell(format_value(entry.value, percent=percent), title, repr(entry.value), best)
+    if uncounted:
+        left_out = ", ".join(b.text for b in data_badges(column.bench.records[key].benchmark))
+        title += f"; {left_out}: left out of this table by default"
+    text = format_value(entry.value, percent=percent)
+    return CrossCell(text, title, repr(entry.value), best, uncounted)
 
 
 def _csv_row(row: CrossRow, columns: list[CrossColumn], n_benchmarks: int) -> tuple[CsvCell, ...]:
@@ -317,10 +375,17 @@ def _csv_row(row: CrossRow, columns: list[CrossColumn], n_benchmarks: int) -> tu
         row.mean_rank,
     ]
     for column in columns:
-        entry = column.column.entries.get(row.sub.key)
+        entry = column.entries.get(row.sub.key)
         if entry is None:
-            cells += [None, None, None]
+            cells += [None, None, None, None, None]
             continue
         interval = entry.interval
-        cells += [entry.value, interval.lo if interval else None, interval.hi if interval else None]
+        record = column.bench.records[row.sub.key]
+        cells += [
+            entry.value,
+            interval.lo if interval else None,
+            interval.hi if interval else None,
+            "; ".join(b.text for b in data_badges(record.benchmark)),
+            row.sub.key not in column.bench.uncounted,
+        ]
     return tuple(cells)

@@ -41,7 +41,24 @@ MAX_POINTS = 160
 TRANSDUCTIVE_MARK = "[T] "
 _WHICH = {"-transductive": ", transductive submissions", "-combined": ", every submission"}
 _MARK_NOTE = " [T]: transductive (used the unlabelled test images; ranked apart in the tables)."
-RELATIONS = ("correct", "ancestor", "descendant", "unrelated")
+#: The parts of the relation chart: a record's share (its details' key) and its legend name.
+#: Since prediction_relation_share v2 "unrelated" is farther than a sibling; a v1 record has no
+#: "sibling" and its "unrelated" is every other class, siblings included (_BEFORE_SIBLINGS).
+RELATIONS = (
+    ("correct", "correct"),
+    ("ancestor", "ancestor"),
+    ("descendant", "descendant"),
+    ("sibling", "sibling"),
+    ("unrelated", "unrelated (farther than a sibling)"),
+)
+_BEFORE_SIBLINGS = (*RELATIONS[:3], ("unrelated", "other class (sibling or farther)"))
+_ARTICLE = {"ancestor": "an ancestor", "descendant": "a descendant", "sibling": "a sibling"}
+#: The caption's last parts, for records with a sibling share (True) and without (v1).
+_OTHER = {
+    True: "a sibling (sharing a parent with it), or unrelated (farther away in the hierarchy)",
+    False: "or another class (a sibling or one farther away in the hierarchy: this version of "
+    "the metric does not tell them apart)",
+}
 #: The least span of the DARTS accuracy axis: curves that end within 0.4 % of 100 % (a
 #: classifier that backs off to the root) are not spread over the whole width; a narrower
 #: axis than 0-100 % says so in its label.
@@ -181,16 +198,20 @@ def _pair_text(value: Any) -> str:
     return _short_json(value)
 
 
-def rank_figure(ranks: dict[str, Any], setting: str, href: Href, *, suffix: str = "") -> Figure:
+def rank_figure(
+    ranks: dict[str, Any], setting: str, href: Href, *, suffix: str = "", uncounted: bool = False
+) -> Figure:
     """A rank matrix across benchmarks of ``setting`` (one of :class:`harness.site.model.
-    SiteModel`'s) as a heatmap, rank 1 darkest; ``suffix`` tells the figure ids apart."""
+    SiteModel`'s) as a heatmap, rank 1 darkest; ``suffix`` tells the figure ids apart. With
+    ``uncounted`` (the runs left out by default are in), a benchmark with such runs names why
+    in its label."""
     subs: list[Submission] = ranks["submission_refs"]
     benches: list[BenchmarkPage] = ranks["benchmark_pages"]
     label = {"zsl": "ZSL", "gzsl": "GZSL"}.get(setting, setting)
     marked = any(s.transductive for s in subs)
     svg = charts.heatmap(
         [_sub_label(s) for s in subs],
-        [f"{isolate_text(b.id)} v{b.version}" for b in benches],
+        [_bench_label(b, uncounted) for b in benches],
         ranks["ranks"],
         title=f"{label}{_WHICH.get(suffix, '')}: rank on each benchmark (1 = best)",
         value_format=".3g",
@@ -462,10 +483,21 @@ def _hp_figure(
 
 def _relation_shares(plan: SettingTable, column: Column, order: list[str], href: Href) -> Figure:
     keys = [k for k in order if k in column.entries]
-    parts = {
+    # A column holds one metric version: v2 records all have a sibling share, v1 ones none.
+    siblings = all("sibling" in column.entries[k].details for k in keys)
+    names = dict(RELATIONS if siblings else _BEFORE_SIBLINGS)
+    shares = {
         relation: [_share(column.entries[k].details.get(relation)) for k in keys]
-        for relation in RELATIONS
+        for relation in names
     }
+    # A part no run has (ancestors and descendants where every candidate is a leaf) is left
+    # out of the chart and its legend; "correct" and the rest ("unrelated") stay, even at 0.
+    parts = {
+        names[relation]: values
+        for relation, values in shares.items()
+        if relation in ("correct", "unrelated") or any(v > 0 for v in values if math.isfinite(v))
+    }
+    absent = [relation for relation in shares if names[relation] not in parts]
     svg = charts.stacked_bar_chart(
         [_name(plan, k) for k in keys],
         parts,
@@ -479,10 +511,19 @@ def _relation_shares(plan: SettingTable, column: Column, order: list[str], href:
         svg=svg,
         caption=Markup(
             "A structural-bias diagnostic: of each submission's top-1 predictions, the share "
-            "that is correct, an ancestor of the true class, a descendant of it, or unrelated in "
-            "the hierarchy. Many ancestor or descendant answers point at a split whose classes "
-            "are not mutually exclusive. Metric {} v{}.{}"
-        ).format(isolate(column.function), isolate(column.version), _mark_note(plan, keys)),
+            "that is correct, an ancestor of the true class, a descendant of it, {}. Many "
+            "ancestor or descendant answers point at a split whose classes are not mutually "
+            "exclusive.{} Metric {} v{}.{}"
+        ).format(
+            _OTHER[siblings],
+            f" No run predicted {' or '.join(_ARTICLE.get(a, a) for a in absent)} of the "
+            "true class: not drawn."
+            if absent
+            else "",
+            isolate(column.function),
+            isolate(column.version),
+            _mark_note(plan, keys),
+        ),
     )
 
 
@@ -526,6 +567,14 @@ def _first_column(
 def _name(plan: SettingTable, key: str) -> str:
     mark = TRANSDUCTIVE_MARK if key in plan.transductive else ""
     return mark + plan.isolated.get(key, key)
+
+
+def _bench_label(bench: BenchmarkPage, uncounted: bool) -> str:
+    """``id vN``, and with ``uncounted`` the badges that keep some of its runs out by default:
+    ``xlsa17-apy-ps v1 [synthetic data]``."""
+    text = f"{isolate_text(bench.id)} v{bench.version}"
+    marks = [b.text for b in bench.uncounted_badges] if uncounted else []
+    return f"{text} [{', '.join(marks)}]" if marks else text
 
 
 def _sub_label(sub: Submission) -> str:

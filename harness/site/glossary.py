@@ -101,9 +101,11 @@ TERMS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "difference",
-        "A − B",
-        "Score of submission A minus that of B on the same benchmark, setting and metric "
-        "version; the interval beside it comes from the paired test.",
+        "Difference",
+        "On a comparison page: the score of the first submission minus that of the second on "
+        "the same benchmark, setting and metric version; the interval beside it comes from the "
+        "paired test. Beside a reported value: the run's score minus the reported one, in "
+        "percentage points.",
     ),
     (
         "p-value",
@@ -132,8 +134,30 @@ TERMS: tuple[tuple[str, str, str], ...] = (
     (
         "badges",
         "Badges",
-        "Marks of how a run was made, from its declarations and the benchmark's leakage audit: "
-        "transductive, leakage, extra data, own features, not audited.",
+        "Marks of how a run was made: where its benchmark's data came from (see data), and from "
+        "its declarations and the benchmark's leakage audit: transductive, leakage, extra data, "
+        "own features, not audited.",
+    ),
+    (
+        "data",
+        "Data (verified release, synthetic data, …)",
+        "Where a benchmark's raw inputs came from, recorded when it was frozen: verified "
+        "release (a dataset's published files, matching a pinned checksum), unverified source "
+        "(claimed to be a release, not checked), synthetic data (a stand-in the harness "
+        "generated for a release: not the dataset), generated data (a benchmark the harness "
+        "generates whole, the demo), own data (made or brought by the user), source not "
+        "recorded (scored before the harness kept it); and experimental (the spec says so). "
+        "Runs on synthetic, unverified, experimental or unrecorded data stay out of the tables "
+        "across benchmarks (across, rank matrices, mean ranks, robustness) unless the reader "
+        "opts in; their own benchmark pages show them.",
+    ),
+    (
+        "reported",
+        "Reported",
+        "The number the paper a method comes from reports for it on the same benchmark, "
+        "setting and metric (leaderboard/reported/), with the paper, the table and where it "
+        "was transcribed from. Shown beside the harness's run, never ranked; the difference "
+        "only where the run used the verified release.",
     ),
     (
         "transductive",

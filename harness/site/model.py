@@ -10,7 +10,8 @@ submission version; no two identities that read alike, :mod:`harness.core.identi
 Transductive runs (``declarations["transductive"]`` true: they used the unlabelled test images)
 are ranked apart: every ranking, tied group and rank matrix exists three times -- among the
 inductive runs (what a page shows first), among the transductive runs (their own section), and
-over all runs together (what a reader opts in to).
+over all runs together (what a reader opts in to); each rank matrix once without the runs whose
+data do not count by default (:func:`harness.results.standing.counted_by_default`), once with.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from harness.core.errors import HarnessError, IntegrityError, MetricError
 from harness.core.identity import check_distinct_identities
 from harness.metrics import metrics
 from harness.ranking import competition_ranks
-from harness.records import RunRecord, ScoreEntry
+from harness.records import BenchmarkInfo, RunRecord, ScoreEntry
+from harness.results import standing
+from harness.results.reported import ReportedValue
 from harness.site import stats
 from harness.site.slugs import submission_slug
 from harness.site.text import isolate_text
@@ -41,9 +44,12 @@ __all__ = [
     "Badge",
     "BenchmarkPage",
     "Column",
+    "LeftOut",
+    "RankMatrices",
     "SettingTable",
     "SiteModel",
     "Submission",
+    "data_badges",
     "functions_drawn_as",
     "is_transductive",
     "plan_site",
@@ -95,8 +101,14 @@ class Submission:
 
     @property
     def badges(self) -> list[Badge]:
-        """Every badge of any of its runs, once."""
+        """Every protocol or leakage badge of any of its runs, once, after the badges of data
+        that stay out of the cross-benchmark tables by default (a run on synthetic data, …):
+        which run is which, its benchmark's badges say."""
         seen: dict[str, Badge] = {}
+        for record in self.records:
+            for badge in data_badges(record.benchmark):
+                if badge.flag == UNCOUNTED:
+                    seen.setdefault(badge.kind, badge)
         for record in self.records:
             for badge in record_badges(record):
                 seen.setdefault(badge.flag or badge.text, badge)
@@ -183,10 +195,34 @@ class BenchmarkPage:
     records: dict[str, RunRecord]
     settings: list[SettingTable] = field(default_factory=list)
     transductive: frozenset[str] = frozenset()  # keys of the runs that declare it
+    # keys of the runs whose data stay out of the cross-benchmark tables by default
+    uncounted: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
         return f"{self.id} v{self.version}"
+
+    @property
+    def data_badges(self) -> list[Badge]:
+        """The badges of the benchmark's data, once, the newest run's first (runs recorded
+        at different times may differ: one before the source was recorded, say)."""
+        found: dict[str, Badge] = {}
+        for record in sorted(self.records.values(), key=lambda r: r.created_at, reverse=True):
+            for badge in data_badges(record.benchmark):
+                found.setdefault(badge.kind, badge)
+        return list(found.values())
+
+    @property
+    def uncounted_badges(self) -> list[Badge]:
+        """The badges that keep some of its runs out of the cross-benchmark tables."""
+        return [b for b in self.data_badges if b.flag == UNCOUNTED]
+
+    def shown_entries(self, column: Column, *, uncounted: bool) -> dict[str, ScoreEntry]:
+        """``column``'s scores that a cross-benchmark table shows: every run's with
+        ``uncounted`` (the reader opted in), else those of runs whose data count by default."""
+        if uncounted or not self.uncounted:
+            return column.entries
+        return {k: e for k, e in column.entries.items() if k not in self.uncounted}
 
     @property
     def stem(self) -> str:
@@ -197,17 +233,46 @@ class BenchmarkPage:
         return max(self.records.values(), key=lambda r: r.created_at)
 
 
+@dataclass(frozen=True)
+class RankMatrices:
+    """Per setting, :func:`harness.metrics.comparison.rank_matrix` output (plus the pages of
+    its benchmarks and submissions) of the inductive runs, the transductive runs, and all."""
+
+    inductive: dict[str, dict[str, Any]]
+    transductive: dict[str, dict[str, Any]]
+    combined: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Runs of one benchmark version left out of the cross-benchmark tables by default, and
+    why (:func:`harness.results.standing.excluded_why`)."""
+
+    bench: BenchmarkPage
+    why: str
+    keys: tuple[str, ...]
+
+
 @dataclass
 class SiteModel:
     benchmarks: list[BenchmarkPage]
     submissions: dict[str, Submission]  # by key, sorted by name then version
-    rank_matrices: dict[str, dict[str, Any]]  # setting -> rank_matrix() output, inductive runs
-    transductive_rank_matrices: dict[str, dict[str, Any]] = field(default_factory=dict)
-    combined_rank_matrices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ranks: RankMatrices  # of the runs whose data count by default
+    # every run, those left out by default included; None when none is left out
+    ranks_with_uncounted: RankMatrices | None = None
+    left_out: list[LeftOut] = field(default_factory=list)
+    # what papers report (harness.results.reported), shown beside the runs, never ranked
+    reported: tuple[ReportedValue, ...] = ()
+
+    def left_out_of(self, benchmarks: Iterable[BenchmarkPage]) -> list[LeftOut]:
+        """What is left out by default of a table over ``benchmarks``."""
+        wanted = {id(b) for b in benchmarks}
+        return [item for item in self.left_out if id(item.bench) in wanted]
 
 
-def plan_site(records: Sequence[RunRecord]) -> SiteModel:
+def plan_site(records: Sequence[RunRecord], reported: Sequence[ReportedValue] = ()) -> SiteModel:
     """Check, group and rank ``records``; compute every column's paired tests and groups.
+    ``reported`` (values papers report) are kept to be shown beside the runs.
 
     Raises
     ------
@@ -251,12 +316,16 @@ def plan_site(records: Sequence[RunRecord]) -> SiteModel:
             _group(plan)
     for submission in submissions.values():
         submission.records.sort(key=lambda r: (r.benchmark.id, r.benchmark.version))
+    left_out = [item for bench in benchmarks for item in _left_out(bench)]
     return SiteModel(
         benchmarks=benchmarks,
         submissions=submissions,
-        rank_matrices=_rank_matrices(benchmarks, submissions, "inductive"),
-        transductive_rank_matrices=_rank_matrices(benchmarks, submissions, "transductive"),
-        combined_rank_matrices=_rank_matrices(benchmarks, submissions, "combined"),
+        ranks=_rank_views(benchmarks, submissions, uncounted=False),
+        ranks_with_uncounted=_rank_views(benchmarks, submissions, uncounted=True)
+        if left_out
+        else None,
+        left_out=left_out,
+        reported=tuple(reported),
     )
 
 
@@ -301,6 +370,23 @@ def truthy(value: Any) -> bool:
 def is_transductive(record: RunRecord) -> bool:
     """Whether the run declares it used the unlabelled test images (ranked apart)."""
     return truthy(record.submission.declarations.get("transductive", False))
+
+
+#: The flag of a data badge whose runs stay out of the cross-benchmark tables by default.
+UNCOUNTED = "uncounted"
+#: The end of every id and file name of a view with those runs included (the index's rank
+#: matrices, the across and robustness pages).
+UNCOUNTED_SUFFIX = "-with-uncounted"
+
+
+def data_badges(info: BenchmarkInfo) -> list[Badge]:
+    """The badges of a benchmark's data (:func:`harness.results.standing.data_badges`: where
+    its raw inputs came from, experimental) as the site shows them: kind ``data-<key>``, and the
+    flag :data:`UNCOUNTED` on a badge that keeps the runs out of the cross-benchmark tables."""
+    return [
+        Badge(b.label, f"data-{b.key}", b.title, "" if b.counted else UNCOUNTED)
+        for b in standing.data_badges(info)
+    ]
 
 
 def record_badges(record: RunRecord) -> list[Badge]:
@@ -389,6 +475,9 @@ def _plan_benchmark(records: list[RunRecord]) -> BenchmarkPage:
         spec_hash=info.spec_hash,
         records=by_key,
         transductive=frozenset(k for k, r in by_key.items() if is_transductive(r)),
+        uncounted=frozenset(
+            k for k, r in by_key.items() if not standing.counted_by_default(r.benchmark)
+        ),
     )
     newest_first = sorted(by_key.items(), key=lambda kv: kv[1].created_at, reverse=True)
     settings = sorted({e.setting for r in records for e in r.scores}, key=setting_key)
@@ -573,12 +662,36 @@ def _rank_order(keys: Iterable[str], ranks: dict[str, int]) -> list[str]:
     return sorted(keys, key=lambda k: (k not in ranks, ranks.get(k, 0), k))
 
 
+def _left_out(bench: BenchmarkPage) -> list[LeftOut]:
+    """The benchmark's runs left out by default, by reason (one, unless its runs disagree)."""
+    why: dict[str, list[str]] = defaultdict(list)
+    for key in sorted(bench.uncounted):
+        reason = standing.excluded_why(bench.records[key].benchmark)
+        why[reason or ""].append(key)
+    return [LeftOut(bench, reason, tuple(keys)) for reason, keys in sorted(why.items())]
+
+
+def _rank_views(
+    benchmarks: list[BenchmarkPage], submissions: dict[str, Submission], *, uncounted: bool
+) -> RankMatrices:
+    return RankMatrices(
+        *(
+            _rank_matrices(benchmarks, submissions, runs, uncounted=uncounted)
+            for runs in ("inductive", "transductive", "combined")
+        )
+    )
+
+
 def _rank_matrices(
-    benchmarks: list[BenchmarkPage], submissions: dict[str, Submission], runs: str
+    benchmarks: list[BenchmarkPage],
+    submissions: dict[str, Submission],
+    runs: str,
+    *,
+    uncounted: bool,
 ) -> dict[str, dict[str, Any]]:
     """Per setting, the ranks of submissions on every benchmark by its primary column: of the
-    ``runs`` "inductive", "transductive" or "combined" (every run); a cell whose run is of the
-    other kind is empty."""
+    ``runs`` "inductive", "transductive" or "combined" (every run), those whose data count by
+    default unless ``uncounted``; a cell whose run is of the other kind is empty."""
     out: dict[str, dict[str, Any]] = {}
     settings = sorted({s.setting for b in benchmarks for s in b.settings}, key=setting_key)
     for setting in settings:
@@ -592,7 +705,7 @@ def _rank_matrices(
             column = plan.primary
             row = {
                 k: e.value
-                for k, e in column.entries.items()
+                for k, e in bench.shown_entries(column, uncounted=uncounted).items()
                 if _finite(e.value)
                 and (runs == "combined" or (k in bench.transductive) == (runs == "transductive"))
             }

@@ -13,13 +13,16 @@ from typing import Any
 from harness import __version__ as harness_version
 from harness.core.errors import HarnessError
 from harness.records import RunRecord, run_key
+from harness.results import standing
 from harness.results.records_io import RECORD_FORMAT, describe_key
+from harness.results.standing import Badge
 from harness.site import stats
-from harness.site.model import SiteModel
+from harness.site.model import BenchmarkPage, RankMatrices, SiteModel, data_badges
+from harness.site.reported import Beside, reported_beside
 
 __all__ = ["FORMAT", "results_json"]
 
-FORMAT = "zsl-leaderboard-results/2"
+FORMAT = "zsl-leaderboard-results/3"
 
 
 def record_line(record: RunRecord) -> str:
@@ -63,6 +66,8 @@ def summary(model: SiteModel) -> dict[str, Any]:
                         "version": sub.version,
                         "slug": key,
                         "transductive": apart,
+                        "data": [b.text for b in data_badges(bench.records[key].benchmark)],
+                        "counted": key not in bench.uncounted,
                         "rank": column.rank_of(key)[0] if column is not None else None,
                         "group": (plan.transductive_group_of if apart else plan.group_of).get(key),
                         "rank_combined": column.combined_ranks.get(key) if column else None,
@@ -104,7 +109,9 @@ def summary(model: SiteModel) -> dict[str, Any]:
                 "hash": bench.hash,
                 "spec_hash": bench.spec_hash,
                 "page": f"benchmarks/{bench.filename}",
+                "data": _data(bench),
                 "settings": settings,
+                "reported": [_reported(bench, b) for b in reported_beside(bench, model.reported)],
             }
         )
     return {
@@ -120,9 +127,19 @@ def summary(model: SiteModel) -> dict[str, Any]:
             "against the group's leader has p >= alpha, else it leads a new group",
         },
         "benchmarks": benchmarks,
-        "rank_matrices": _matrices(model.rank_matrices),
-        "rank_matrices_transductive": _matrices(model.transductive_rank_matrices),
-        "rank_matrices_combined": _matrices(model.combined_rank_matrices),
+        **_rank_keys(model.ranks),
+        "left_out": [
+            {
+                "benchmark": item.bench.id,
+                "version": item.bench.version,
+                "why": item.why,
+                "runs": list(item.keys),
+            }
+            for item in model.left_out
+        ],
+        "with_uncounted": _rank_keys(model.ranks_with_uncounted)
+        if model.ranks_with_uncounted is not None
+        else None,
         "submissions": [
             {
                 "submission": s.name,
@@ -133,6 +150,48 @@ def summary(model: SiteModel) -> dict[str, Any]:
             }
             for key, s in model.submissions.items()
         ],
+    }
+
+
+def _data(bench: BenchmarkPage) -> dict[str, Any]:
+    """The benchmark's data badges (:func:`harness.results.standing.data_badges` of each run,
+    once) and whether its runs count across benchmarks by default."""
+    found: dict[str, Badge] = {}
+    for record in bench.records.values():
+        for badge in standing.data_badges(record.benchmark):
+            found.setdefault(badge.key, badge)
+    return {
+        "badges": [
+            {"key": b.key, "label": b.label, "title": b.title, "counted": b.counted}
+            for b in sorted(found.values(), key=lambda b: b.key)
+        ],
+        "counted": not bench.uncounted,
+    }
+
+
+def _reported(bench: BenchmarkPage, item: Beside) -> dict[str, Any]:
+    sub = bench.records[item.key].submission
+    return {
+        "submission": sub.name,
+        "version": sub.version,
+        "setting": item.column.setting,
+        "metric": item.column.metric,
+        "reported_percent": item.value.percent,
+        "paper": item.value.paper,
+        "short": item.value.short,
+        "table": item.value.table,
+        "transcribed_from": item.value.transcribed_from,
+        "reproduced": _number(item.entry.value),
+        "difference_pp": item.difference,
+        "not_compared": item.why_not or None,
+    }
+
+
+def _rank_keys(ranks: RankMatrices) -> dict[str, Any]:
+    return {
+        "rank_matrices": _matrices(ranks.inductive),
+        "rank_matrices_transductive": _matrices(ranks.transductive),
+        "rank_matrices_combined": _matrices(ranks.combined),
     }
 
 

@@ -25,10 +25,12 @@ from harness.site.cross import placement
 from harness.site.csv_tables import RANK_HEADER, CsvCell, CsvTable
 from harness.site.model import (
     SETTING_LABELS,
+    UNCOUNTED_SUFFIX,
     BenchmarkPage,
     Column,
     SiteModel,
     Submission,
+    data_badges,
     setting_key,
     version_key,
 )
@@ -123,6 +125,8 @@ class FamilyGroup:
     members: tuple[FamilyMember, ...]
     columns: tuple[Column, ...]  # each member's primary column of the setting
     reference: Column  # the main member's (else the first member's): metric, unit, direction
+    # each member's scores the table shows (BenchmarkPage.shown_entries of its column)
+    entries: tuple[dict[str, ScoreEntry], ...] = ()
 
     @property
     def percent(self) -> bool:
@@ -140,6 +144,7 @@ class MemberCell:
     title: str
     sort: str
     value: float | None
+    uncounted: bool = False  # a run left out by default, shown because the reader opted in
 
 
 @dataclass(frozen=True)
@@ -200,19 +205,20 @@ class RobustnessTable:
 
 
 def robustness_tables(
-    model: SiteModel, found: Sequence[Family] | None = None
+    model: SiteModel, found: Sequence[Family] | None = None, *, uncounted: bool = False
 ) -> list[RobustnessTable]:
-    """A table per setting that some family member scores, in site order."""
+    """A table per setting that some family member scores, in site order, of the runs whose
+    data count by default; with ``uncounted``, of every run (ids end in ``-with-uncounted``)."""
     found = families(model) if found is None else found
     settings = sorted(
         {p.setting for f in found for m in f.members for p in m.bench.settings}, key=setting_key
     )
     tables = []
     for setting in settings:
-        groups = tuple(g for f in found if (g := _group(f, setting)) is not None)
-        if not groups:
+        groups = tuple(g for f in found if (g := _group(f, setting, uncounted)) is not None)
+        keys = {k for g in groups for e in g.entries for k in e}
+        if not keys:
             continue
-        keys = {k for g in groups for c in g.columns for k in c.entries}
         order = _order(model, groups, keys)
         rows = tuple(
             RobustnessRow(
@@ -222,7 +228,7 @@ def robustness_tables(
             )
             for key in order
         )
-        table_id = f"robustness-{slug(setting)}"
+        table_id = f"robustness-{slug(setting)}" + (UNCOUNTED_SUFFIX if uncounted else "")
         tables.append(
             RobustnessTable(table_id, setting, groups, rows, _table_csv(table_id, groups, rows))
         )
@@ -234,7 +240,7 @@ def _primary(bench: BenchmarkPage, setting: str) -> Column | None:
     return plan.primary if plan is not None else None
 
 
-def _group(family: Family, setting: str) -> FamilyGroup | None:
+def _group(family: Family, setting: str, uncounted: bool) -> FamilyGroup | None:
     primaries = [(m, _primary(m.bench, setting)) for m in family.members]
     present = [(m, c) for m, c in primaries if c is not None]
     if not present:
@@ -246,11 +252,15 @@ def _group(family: Family, setting: str) -> FamilyGroup | None:
         if (c.metric, c.function, c.version)
         == (reference.metric, reference.function, reference.version)
     ]
+    entries = tuple(m.bench.shown_entries(c, uncounted=uncounted) for m, c in same)
+    if not any(entries):  # every run left out by default: the family has no group
+        return None
     return FamilyGroup(
         family=family,
         members=tuple(m for m, _ in same),
         columns=tuple(c for _, c in same),
         reference=reference,
+        entries=entries,
     )
 
 
@@ -259,8 +269,8 @@ def _cells(group: FamilyGroup, key: str) -> FamilyCells:
     members = []
     values = []
     main: ScoreEntry | None = None
-    for member, column in zip(group.members, group.columns, strict=True):
-        entry = column.entries.get(key)
+    for member, column, shown in zip(group.members, group.columns, group.entries, strict=True):
+        entry = shown.get(key)
         if entry is None or not math.isfinite(entry.value):
             members.append(
                 MemberCell("—", f"not scored on {isolate_text(member.bench.label)}", "", None)
@@ -273,9 +283,17 @@ def _cells(group: FamilyGroup, key: str) -> FamilyCells:
         if entry.interval is not None:
             bounds = interval_text(entry.interval.lo, entry.interval.hi, percent=percent)
             title += f"; {100 * entry.interval.level:g}% interval {bounds}"
+        uncounted = key in member.bench.uncounted
+        if uncounted:
+            left_out = ", ".join(b.text for b in data_badges(member.bench.records[key].benchmark))
+            title += f"; {left_out}: left out of this table by default"
         members.append(
             MemberCell(
-                format_value(entry.value, percent=percent), title, repr(entry.value), entry.value
+                format_value(entry.value, percent=percent),
+                title,
+                repr(entry.value),
+                entry.value,
+                uncounted,
             )
         )
     return FamilyCells(
@@ -292,7 +310,7 @@ def _cells(group: FamilyGroup, key: str) -> FamilyCells:
 def _order(model: SiteModel, groups: Sequence[FamilyGroup], keys: set[str]) -> list[str]:
     """Inductive rows in the rank matrix's order, then transductive ones in theirs; a submission
     the matrix does not rank (no benchmark with a second score) after those of its kind."""
-    benches = [(m.bench, c) for g in groups for m, c in zip(g.members, g.columns, strict=True)]
+    benches = _members(groups)
     transductive = {k for k in keys if model.submissions[k].transductive}
     order: list[str] = []
     for pool in (sorted(keys - transductive), sorted(transductive)):
@@ -302,23 +320,31 @@ def _order(model: SiteModel, groups: Sequence[FamilyGroup], keys: set[str]) -> l
     return order
 
 
-def _ranks(
-    benches: Sequence[tuple[BenchmarkPage, Column]], pool: set[str]
-) -> dict[str, Any] | None:
+#: A member benchmark of a table: its page, its primary column, the scores the table shows.
+Member = tuple[BenchmarkPage, Column, dict[str, ScoreEntry]]
+
+
+def _members(groups: Sequence[FamilyGroup]) -> list[Member]:
+    return [
+        (m.bench, c, e)
+        for g in groups
+        for m, c, e in zip(g.members, g.columns, g.entries, strict=True)
+    ]
+
+
+def _ranks(benches: Sequence[Member], pool: set[str]) -> dict[str, Any] | None:
     """The site's rank matrix of ``pool`` over the benchmarks where two of them have a score."""
     values: dict[str, dict[str, float]] = {}
     directions: dict[str, bool] = {}
-    for bench, column in benches:
-        row = {
-            k: e.value for k, e in column.entries.items() if k in pool and math.isfinite(e.value)
-        }
+    for bench, column, entries in benches:
+        row = {k: e.value for k, e in entries.items() if k in pool and math.isfinite(e.value)}
         if len(row) >= 2:
             values[bench.label] = row
             directions[bench.label] = column.higher_is_better
     ranks = stats.ranks_across(values, directions)
     if ranks is not None:
         ranks["benchmark_pages"] = [
-            next(b for b, _ in benches if b.label == label) for label in ranks["benchmarks"]
+            next(b for b, _, _ in benches if b.label == label) for label in ranks["benchmarks"]
         ]
     return ranks
 
@@ -328,7 +354,9 @@ def _table_csv(
 ) -> CsvTable:
     header: list[str] = ["submission", "version", "transductive"]
     for group in groups:
-        header += [f"{group.family.id} {m.label}" for m in group.members]
+        for m in group.members:
+            name = f"{group.family.id} {m.label}"
+            header += [name, f"{name}_data", f"{name}_counted"]
         header += [
             f"{group.family.id} members_scored",
             f"{group.family.id} members",
@@ -341,8 +369,14 @@ def _table_csv(
     lines = []
     for row in rows:
         cells: list[CsvCell] = [row.sub.name, row.sub.version, row.transductive]
-        for family in row.cells:
-            cells += [m.value for m in family.members]
+        for group, family in zip(groups, row.cells, strict=True):
+            for member, cell in zip(group.members, family.members, strict=True):
+                record = member.bench.records.get(row.sub.key) if cell.value is not None else None
+                cells += [
+                    cell.value,
+                    "; ".join(b.text for b in data_badges(record.benchmark)) if record else None,
+                    (row.sub.key not in member.bench.uncounted) if record else None,
+                ]
             interval = family.main.interval if family.main else None
             cells += [
                 family.n_scored,
@@ -393,30 +427,31 @@ class RankCounts:
         return len(self.rows)
 
 
-def rank_counts(model: SiteModel, found: Sequence[Family] | None = None) -> list[RankCounts]:
-    """Per setting, the inductive runs' matrix, then the transductive runs' (where they exist)."""
+def rank_counts(
+    model: SiteModel, found: Sequence[Family] | None = None, *, uncounted: bool = False
+) -> list[RankCounts]:
+    """Per setting, the inductive runs' matrix, then the transductive runs' (where they exist),
+    of the runs whose data count by default; with ``uncounted``, of every run."""
     found = families(model) if found is None else found
     settings = sorted(
         {p.setting for f in found for m in f.members for p in m.bench.settings}, key=setting_key
     )
     out = []
     for setting in settings:
-        benches = [
-            (g.members[i].bench, c)
-            for f in found
-            if (g := _group(f, setting)) is not None
-            for i, c in enumerate(g.columns)
-        ]
-        keys = {k for _, c in benches for k in c.entries}
+        groups = [g for f in found if (g := _group(f, setting, uncounted)) is not None]
+        benches = _members(groups)
+        keys = {k for _, _, e in benches for k in e}
         transductive = {k for k in keys if model.submissions[k].transductive}
         for pool, apart in ((keys - transductive, False), (transductive, True)):
             ranks = _ranks(benches, pool)
             if ranks is not None:
-                out.append(_rank_counts(model, setting, apart, ranks))
+                out.append(_rank_counts(model, setting, apart, ranks, uncounted))
     return out
 
 
-def _rank_counts(model: SiteModel, setting: str, apart: bool, ranks: dict[str, Any]) -> RankCounts:
+def _rank_counts(
+    model: SiteModel, setting: str, apart: bool, ranks: dict[str, Any], uncounted: bool
+) -> RankCounts:
     counts = ranks["counts"]
     peak = max((float(c) for row in counts for c in row), default=0.0)
     rows = []
@@ -432,6 +467,7 @@ def _rank_counts(model: SiteModel, setting: str, apart: bool, ranks: dict[str, A
             )
         )
     table_id = f"rank-counts-{slug(setting)}" + ("-transductive" if apart else "")
+    table_id += UNCOUNTED_SUFFIX if uncounted else ""
     benches: tuple[BenchmarkPage, ...] = tuple(ranks["benchmark_pages"])
     csv = CsvTable(
         f"{table_id}.csv",

@@ -28,7 +28,6 @@ __all__ = [
     "isolate",
     "isolate_text",
     "safe_href",
-    "short_hash",
 ]
 
 _UNSAFE_URL_CHARS = re.compile(r"[\x00-\x20\x7f\\]")
@@ -122,15 +121,6 @@ def isolate(text: str) -> Markup:
 def isolate_text(text: str) -> str:
     """Submitted ``text`` between FSI and PDI, balanced: for places that hold text only."""
     return f"{FSI}{balance_bidi(text)}{PDI}"
-
-
-def short_hash(value: str, length: int = 12) -> str:
-    """The first ``length`` characters of a hash's digest, without its ``alg:`` prefix.
-
-    >>> short_hash("sha256:0123456789abcdef0123")
-    '0123456789ab'
-    """
-    return value.partition(":")[2][:length] if ":" in value else value[:length]
 
 
 def format_value(value: float | None, *, percent: bool) -> str:

@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from harness.store.db import database_url, describe_url, make_engine  # noqa: F401
     from harness.store.migrations import create_tables  # noqa: F401
     from harness.store.service import (  # noqa: F401
+        ChangedPackageError,
         ReplacedRun,
         StaleRunError,
         StoredRun,
         UnknownRunError,
+        changed_packages,
         count_runs,
         delete_run,
         delete_runs,
@@ -42,10 +44,12 @@ else:
             "harness.store.db": ("database_url", "describe_url", "make_engine"),
             "harness.store.migrations": ("create_tables",),
             "harness.store.service": (
+                "ChangedPackageError",
                 "ReplacedRun",
                 "StaleRunError",
                 "StoredRun",
                 "UnknownRunError",
+                "changed_packages",
                 "count_runs",
                 "delete_run",
                 "delete_runs",

@@ -77,6 +77,17 @@ class BenchmarkRow(SQLModel, table=True):
         sa_column=Column(JSON, nullable=True),
         description="the harness-made feature set and class embeddings (BenchmarkInfo.provenance)",
     )
+    # 0009: NULL for benchmarks stored before it ("source not recorded").
+    raw_inputs: dict[str, Any] | None = Field(
+        default=None,
+        sa_column=Column(JSON, nullable=True),
+        description="where the raw inputs came from (BenchmarkInfo.raw_inputs)",
+    )
+    experimental: bool = Field(
+        default=False,
+        sa_column=Column(Boolean, nullable=False, server_default=false()),
+        description="the spec marks the benchmark experimental (BenchmarkInfo.experimental)",
+    )
 
 
 class SubmissionRow(SQLModel, table=True):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,6 +32,7 @@ from sqlmodel import Session, SQLModel, col, delete, select
 
 from harness.audit import LeakageAudit
 from harness.core.errors import HarnessError, IntegrityError
+from harness.core.hashing import short_hash
 from harness.core.identity import check_new_identities
 from harness.records import BenchmarkInfo, RunKey, RunRecord, ScoreEntry, SubmissionInfo, run_key
 from harness.store.curves import join_curve, split_curve
@@ -40,10 +41,12 @@ from harness.store.migrations import upgrade
 from harness.store.models import BenchmarkRow, CurvePointRow, RunRow, ScoreRow, SubmissionRow
 
 __all__ = [
+    "ChangedPackageError",
     "ReplacedRun",
     "StaleRunError",
     "StoredRun",
     "UnknownRunError",
+    "changed_packages",
     "count_runs",
     "delete_run",
     "delete_runs",
@@ -92,6 +95,23 @@ class UnknownRunError(HarnessError):
     """A run named for deleting, hiding or unhiding is not in the store."""
 
 
+class ChangedPackageError(HarnessError):
+    """A run would replace the stored run of its key (benchmark version, submission name and
+    version) made from another package hash: changed files under an unchanged version, which
+    ``zsl run`` refuses before running unless ``--replace`` (:func:`changed_packages`)."""
+
+    @classmethod
+    def of(cls, key: RunKey, stored: str, given: str) -> ChangedPackageError:
+        """The refusal for ``key``, stored from package hash ``stored``, run from ``given``."""
+        benchmark, benchmark_version, name, version = key
+        return cls(
+            f"the stored run of {name}@{version} on {benchmark} v{benchmark_version} was made"
+            f" from package {short_hash(stored)}; this package (same name and version) hashes"
+            f" to {short_hash(given)}: its files changed. Bump `version` in submission.yaml to"
+            " keep both runs, or pass --replace to overwrite the stored run"
+        )
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """A stored run as ``zsl results list`` shows it: the record, and whether it is hidden."""
@@ -117,6 +137,7 @@ class ReplacedRun:
     created_at: datetime
     primary: dict[str, float]
     hidden: bool
+    package_hash: str
 
 
 def primary_values(record: RunRecord) -> dict[str, float]:
@@ -146,16 +167,42 @@ def save_run(engine: Engine, record: RunRecord) -> int:
     return save_runs(engine, [record])[0]
 
 
-def save_run_reporting(engine: Engine, record: RunRecord) -> tuple[int, ReplacedRun | None]:
+def save_run_reporting(
+    engine: Engine, record: RunRecord, *, refuse_changed_package: bool = False
+) -> tuple[int, ReplacedRun | None]:
     """:func:`save_run`, and what it replaced: the stored run of the same key, or None.
 
     The run key (:func:`harness.records.run_key`) does not hold the runner: a run made in
-    another runner, or with another package hash, replaces the stored one. Callers say so
-    (``zsl run`` does, on stderr). A hidden run stays hidden when replaced.
+    another runner replaces the stored one, and so does one with another package hash unless
+    ``refuse_changed_package`` (:class:`ChangedPackageError`, checked under the run's row lock:
+    nothing is written). Callers say what was replaced (``zsl run`` does, on stderr). A hidden
+    run stays hidden when replaced.
     """
     replaced: list[ReplacedRun] = []
-    run_id = _save_all(engine, [record], only_unchanged=False, replaced=replaced)[0]
+    run_id = _save_all(
+        engine,
+        [record],
+        only_unchanged=False,
+        replaced=replaced,
+        refuse_changed_package=refuse_changed_package,
+    )[0]
     return run_id, (replaced[0] if replaced else None)
+
+
+def changed_packages(
+    engine: Engine, package_hashes: Mapping[RunKey, str]
+) -> dict[RunKey, ChangedPackageError]:
+    """The runs of ``package_hashes`` (run key -> the package hash a run of it would store)
+    that the store holds from another package hash, each with the error that refuses it: what
+    ``zsl run`` checks before anything runs (docs/guides/store.md)."""
+    refused = {}
+    with _store_errors(engine, "read"), Session(engine) as session:
+        for key, given in package_hashes.items():
+            run_id = _run_id_of(session, key)
+            row = None if run_id is None else session.get(RunRow, run_id)
+            if row is not None and row.package_hash != given:
+                refused[key] = ChangedPackageError.of(key, row.package_hash, given)
+    return refused
 
 
 def save_runs(
@@ -182,6 +229,7 @@ def _save_all(
     *,
     only_unchanged: bool,
     replaced: list[ReplacedRun] | None,
+    refuse_changed_package: bool = False,
 ) -> list[int]:
     first_of: dict[RunKey, int] = {}
     for index, record in enumerate(records):
@@ -202,7 +250,13 @@ def _save_all(
         for attempt in range(1, SAVE_ATTEMPTS + 1):
             found: list[ReplacedRun] = []
             try:
-                ids = _save_once(engine, [records[i] for i in order], only_unchanged, found)
+                ids = _save_once(
+                    engine,
+                    [records[i] for i in order],
+                    only_unchanged,
+                    found,
+                    refuse_changed_package,
+                )
                 break
             except sa_exc.DBAPIError as err:
                 if attempt == SAVE_ATTEMPTS or not _is_retryable(err):
@@ -403,6 +457,7 @@ def _save_once(
     records: Sequence[RunRecord],
     only_unchanged: bool = False,
     replaced: list[ReplacedRun] | None = None,
+    refuse_changed_package: bool = False,
 ) -> list[int]:
     # BEGIN IMMEDIATE on SQLite takes the write lock before our first SELECT, so concurrent
     # writers queue on the busy timeout instead of failing on a stale read.
@@ -425,6 +480,7 @@ def _save_once(
                 submission_id=_id(sub),
                 only_unchanged=only_unchanged,
                 replaced=replaced,
+                refuse_changed_package=refuse_changed_package,
             )
             _replace_scores(session, _id(run), record.scores)
             run_ids.append(_id(run))
@@ -462,6 +518,8 @@ def _upsert_benchmark(session: Session, info: BenchmarkInfo) -> BenchmarkRow:
         "family": info.family,
         "family_member": info.family_member,
         "provenance": _provenance_json(info),
+        "raw_inputs": None if info.raw_inputs is None else info.raw_inputs.model_dump(mode="json"),
+        "experimental": info.experimental,
     }
     if row is None:
         identity = {"benchmark": info.id, "version": info.version}
@@ -527,6 +585,7 @@ def _upsert_run(
     submission_id: int,
     only_unchanged: bool = False,
     replaced: list[ReplacedRun] | None = None,
+    refuse_changed_package: bool = False,
 ) -> RunRow:
     now = datetime.now(UTC)
     # FOR UPDATE (PostgreSQL; SQLite's writer lock covers it): a concurrent save of the same
@@ -553,6 +612,11 @@ def _upsert_run(
     row = session.exec(query).first()
     if only_unchanged:
         _check_unchanged(row, record)
+    # Checked before the run too; here again under the row lock, for a run of a changed package
+    # stored by another process meanwhile (or by an earlier run of the same matrix).
+    given = record.submission.package_hash
+    if refuse_changed_package and row is not None and row.package_hash != given:
+        raise ChangedPackageError.of(run_key(record), row.package_hash, given)
     if row is not None and replaced is not None:
         replaced.append(_replaced(session, row, record))
     if row is None:
@@ -592,6 +656,7 @@ def _replaced(session: Session, row: RunRow, record: RunRecord) -> ReplacedRun:
         created_at=_to_utc(row.created_at),
         primary=primary,
         hidden=bool(row.hidden),
+        package_hash=row.package_hash,
     )
 
 
@@ -747,6 +812,8 @@ def _record(
             family=bench.family,
             family_member=bench.family_member,
             provenance=bench.provenance,
+            raw_inputs=bench.raw_inputs,
+            experimental=bench.experimental,
         ),
         submission=SubmissionInfo.model_validate(
             {

@@ -238,6 +238,12 @@ class Declarations(_Strict):
     )
     extra_data: bool = False
     transductive: bool = False
+    seen_only: list[Literal["gzsl"]] = Field(
+        default_factory=list,
+        description="settings where the method predicts seen classes only, by design (a"
+        " seen-class baseline): its unseen accuracy and H there are 0 by design, so no"
+        " below-chance warning is printed for them",
+    )
 
 
 class SubmissionManifest(_Strict):

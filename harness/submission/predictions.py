@@ -3,13 +3,14 @@
 Contents: dense ``scores [n_test, n_candidates]``, or top-K ``topk_indices [n_test, K]`` (candidate
 columns) with ``topk_scores [n_test, K]`` for huge label spaces. Formats: ``.safetensors`` (the
 default: a JSON header and raw bytes, no code; top-K files are validated and scored in streamed
-row chunks) and ``.npz`` loaded with ``allow_pickle=False``. A file carries the benchmark hash,
-the setting and the hash of the column (candidate class) order it was made for; the reader
-refuses a file made for another benchmark or class order, a wrong shape or dtype, NaN/inf,
-out-of-range or repeated top-K entries (naming the first bad row).
-Rows are in the frozen test order of the setting; columns in the spec's candidate order.
+row chunks) and ``.npz`` loaded with ``allow_pickle=False``. A file carries, as string
+metadata, the benchmark hash, the setting and the hash of the column (candidate class) order it
+was made for; the reader refuses a file without them (naming the missing keys), made for another
+benchmark or class order, a wrong shape or dtype, NaN/inf, out-of-range or repeated top-K
+entries (naming the first bad row). Rows are in the frozen test order of the setting; columns
+in the spec's candidate order.
 
-See docs/submission.md.
+See docs/submission.md; docs/guides/prediction-files.md writes them without the harness.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import math
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO, cast
@@ -221,7 +222,33 @@ _PICKLE_REFUSAL = (
 )
 
 
-def _check_meta(path: Path, meta: dict[str, str], expected: dict[str, str]) -> None:
+#: Where the guide to writing prediction files elsewhere lives (messages point there).
+GUIDE = "docs/guides/prediction-files.md"
+#: Where each file format keeps its metadata, as the missing-metadata message says it.
+META_PLACES = {
+    ".safetensors": "from the safetensors header's __metadata__",
+    ".npz": "from the .npz, whose metadata are one-string members named <key>.npy",
+}
+
+
+def _check_meta(path: Path, meta: Mapping[str, object], expected: dict[str, str]) -> None:
+    """The file's metadata against the run's: every key of :data:`META_KEYS` present (all
+    missing ones named), ``format``, when given, this contract's, then each value the run's.
+    Other keys are the writer's own and ignored."""
+    missing = [key for key in META_KEYS if key not in meta]
+    if missing:
+        raise PredictionError(
+            f"{path}: metadata {', '.join(map(repr, missing))} missing"
+            f" ({META_PLACES[path.suffix]}); every prediction file carries"
+            f" {', '.join(META_KEYS[:-1])} and {META_KEYS[-1]} as strings, copied from the"
+            f" task.json of its task bundle (`zsl data bundle SPEC --out DIR`); see {GUIDE}"
+        )
+    found = meta.get("format", FORMAT)
+    if found != FORMAT:
+        raise PredictionError(
+            f"{path}: metadata 'format' is {found!r}, not {FORMAT!r}, the prediction-file"
+            f" format this harness reads (write {FORMAT!r} or leave the key out); see {GUIDE}"
+        )
     for key, want in expected.items():
         got = meta.get(key)
         if got != want:
@@ -271,10 +298,10 @@ def _read_safetensors(
             f"{path}: {size} bytes, more than {kind} predictions for shape {shape} can take"
             f" ({limit}); refused"
         )
+    meta = _safetensors_metadata(path, header_bytes)
     wanted = TENSORS[kind]
     try:
         with safe_open(str(path), framework="numpy") as handle:
-            meta = dict(handle.metadata() or {})
             keys = sorted(handle.keys())
             if keys != sorted(wanted):
                 raise PredictionError(
@@ -295,6 +322,54 @@ def _read_safetensors(
             return scores
     except SafetensorError as err:
         raise PredictionError(f"{path}: not a valid safetensors file ({err})") from None
+
+
+def _safetensors_metadata(path: Path, header_bytes: int) -> dict[str, str]:
+    """The ``__metadata__`` of a safetensors header (``header_bytes`` long, already bounded),
+    read here rather than by safetensors, whose refusal of a value that is not a string is
+    "invalid JSON in header" without the key; empty when the header has none."""
+    with path.open("rb") as handle:
+        handle.seek(8)
+        text = handle.read(header_bytes)
+    try:
+        header = json.loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # nesting: RecursionError
+        raise PredictionError(
+            f"{path}: not a valid safetensors file (its header is not JSON: {err})"
+        ) from None
+    if not isinstance(header, dict):
+        raise PredictionError(
+            f"{path}: not a valid safetensors file (its header is {_json_kind(header)},"
+            " not a JSON object)"
+        )
+    meta = header.get("__metadata__")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise PredictionError(
+            f"{path}: the safetensors header's __metadata__ is {_json_kind(meta)}; it must be"
+            f" an object of strings (key -> value); see {GUIDE}"
+        )
+    for key, value in meta.items():
+        if not isinstance(value, str):
+            raise PredictionError(
+                f"{path}: metadata {key!r} is {_json_kind(value)} ({json.dumps(value)[:80]});"
+                f" safetensors metadata values are strings; see {GUIDE}"
+            )
+    return meta
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, for messages: ``a number``, ``a list``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 class _CappedReads:

@@ -8,7 +8,9 @@ script that writes the prediction files from a task bundle, with a description a
 own (what the files are, who writes them, which commands make, check and score them).
 
 Both Python files are real modules shipped with the harness (``harness/submission/template/``),
-so ruff and mypy check them like the rest of the code; they are copied as they are.
+so ruff and mypy check them like the rest of the code; they are copied as they are, less the
+lines that mark blocks shared with the reference packages (``# >>> copied block``: for this
+project's own test that keeps the copies identical, nothing a submitter needs).
 """
 
 from __future__ import annotations
@@ -24,9 +26,15 @@ Kind = Literal["model", "predictions"]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
+#: The marker lines of a copied block (tests/test_reference_packages.py), whole lines.
+_BLOCK_MARKER = re.compile(r'^# (>>>|<<<) copied block "[a-z0-9-]+".*\n', re.MULTILINE)
+
+
 def template_text(name: str) -> str:
-    """The text of the template file ``name`` (``model.py`` or ``make_predictions.py``)."""
-    return (resources.files("harness.submission") / "template" / name).read_text(encoding="utf-8")
+    """The template file ``name`` (``model.py`` or ``make_predictions.py``) as a new package
+    gets it: without the marker lines of the blocks it shares with the reference packages."""
+    text = (resources.files("harness.submission") / "template" / name).read_text(encoding="utf-8")
+    return re.sub(r"\n{4,}", "\n\n\n", _BLOCK_MARKER.sub("", text))  # at most 2 blank lines
 
 
 _MANIFEST_HEAD = """name: {name}

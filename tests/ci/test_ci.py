@@ -537,7 +537,7 @@ def test_pr_scores_a_new_package_exports_records_builds_site_and_diff(
 
     result = cli.invoke(app, argv)
     assert result.exit_code == 0, result.output
-    assert "ok submissions/eszsl: scored on demo v1 (zsl top1 " in result.stdout
+    assert "ok submissions/eszsl: scored on demo v1 [generated data] (zsl top1 " in result.stdout
     diff_path = repo / "build" / "ci" / DIFF_FILENAME
     assert f"diff: {Path('build/ci') / DIFF_FILENAME}" in result.stdout
     diff = diff_path.read_text(encoding="utf-8")
@@ -568,7 +568,7 @@ def test_pr_scores_a_new_package_exports_records_builds_site_and_diff(
         "| --- | --- |",
     ]
     assert lines[6] == (
-        "| submissions/eszsl | ✅ ok: scored on demo v1 \\(zsl top1 "
+        "| submissions/eszsl | ✅ ok: scored on demo v1 \\[generated data\\] \\(zsl top1 "
         f"{top1.value * 100:.1f}, gzsl H {h.value * 100:.1f}\\) |"
     )
     assert "This commit's leaderboard/results lacks 1 of the run records above" in diff
@@ -795,3 +795,49 @@ def test_workflow_scores_pull_requests_with_the_base_harness() -> None:
     assert "BASE branch's harness" in header and "--repo pr" in header
     readme = (REPO / "leaderboard" / "README.md").read_text(encoding="utf-8")
     assert "base branch's harness" in readme and "--repo pr" in readme
+
+
+def test_pr_refuses_runs_of_benchmarks_that_do_not_count_for_the_leaderboard(
+    tmp_path: Path,
+) -> None:
+    from harness.ci.pr import _package_outcome
+    from harness.executors.matrix import RunRequest, RunResult
+    from harness.records import RawInputs
+
+    spec = tmp_path / "specs" / "s.yaml"
+
+    def result(raw: RawInputs | None, experimental: bool = False) -> RunResult:
+        run = record("eszsl", top1=0.5)
+        info = run.benchmark.model_copy(update={"raw_inputs": raw, "experimental": experimental})
+        return RunResult(
+            RunRequest(tmp_path / "eszsl", spec),
+            "ok",
+            "eszsl on s",
+            record=run.model_copy(update={"benchmark": info}),
+        )
+
+    generated = RawInputs(origin="generated", verified=True, how="the demo generator")
+    ok = _package_outcome(
+        "submissions/eszsl", [result(generated)], repo_root=tmp_path, spec_root=tmp_path
+    )
+    assert (ok.status, ok.detail) == (
+        "ok",
+        "scored on cub-demo v1 [generated data] (zsl top1 50.0)",
+    )
+    tail = (
+        " (its runs stay out of the cross-benchmark tables; the leaderboard takes runs of verified"
+        " releases, generated or own data that is not experimental)"
+    )
+    for raw, experimental, why in (
+        (RawInputs(origin="synthetic", verified=True, how="h"), False, "synthetic data"),
+        (RawInputs(origin="release", verified=False, how="h"), False, "unverified source"),
+        (generated, True, "experimental"),
+        (None, False, "source not recorded"),
+    ):
+        refused = _package_outcome(
+            "submissions/eszsl", [result(raw, experimental)], repo_root=tmp_path, spec_root=tmp_path
+        )
+        assert refused.status == "failed"
+        assert refused.detail == (
+            f"specs/s.yaml: refused for the leaderboard: cub-demo v1: {why}{tail}"
+        ), why

@@ -137,7 +137,7 @@ def _refused(tmp_path: Path, code: str, runner: str, db: str) -> tuple[str, Path
     message = str(info.value)
     head = f"tiny on runner '{runner}': "
     assert message.startswith(head), message
-    found = re.search(r"; log: (\S+\.log)(?:; stderr ends: |$)", message)
+    found = re.search(r"\n  log: (\S+\.log)(?:\n  stderr ends:|$)", message)
     assert found is not None, message
     log = Path(found.group(1))
     assert log.parent.name == "logs" and log.is_file(), message
@@ -161,7 +161,7 @@ def test_wrong_shape_names_the_setting_and_where_predict_is_defined(
     match = re.fullmatch(
         r"exited with code 4; protocol violation: predict returned shape \((\d+), 2\) for"
         r" setting '(\w+)'; expected \(n_test, n_candidates\) = \((\d+), (\d+)\)"
-        r" \(model\.py:8, where predict is defined\)",
+        r"\n  at: model\.py:8, where predict is defined",
         said,
     )
     assert match is not None, said
@@ -178,7 +178,7 @@ def test_exception_in_fit_names_its_line(
     said, log = _refused(tmp_path, FIT_RAISES, runner, db)
     assert said == (
         "exited with code 3; model error: fit() raised RuntimeError: diverged at epoch 3"
-        " (model.py:6, in fit)"
+        "\n  at: model.py:6, in fit"
     )
     text = log.read_text()
     assert re.search(r'File "[^"]*/model\.py", line 6, in fit', text), text
@@ -196,7 +196,7 @@ def test_exception_in_predict_names_its_line_and_setting(
     said, _ = _refused(tmp_path, PREDICT_RAISES, runner, db)
     match = re.fullmatch(
         r"exited with code 3; model error: predict\(\) raised ValueError: no scores for these"
-        r" features \(setting (\w+)\) \(model\.py:9, in predict\)",
+        r" features \(setting (\w+)\)\n  at: model\.py:9, in predict",
         said,
     )
     assert match is not None, said
@@ -213,7 +213,7 @@ def test_missing_method_names_the_class(
     assert said == (
         "exited with code 4; protocol violation: model:Tiny has no predict() method; a model"
         " class defines fit(task), save(directory), load(directory) (a classmethod) and"
-        " predict(features, candidates) (model.py:4, where Tiny is defined)"
+        " predict(features, candidates)\n  at: model.py:4, where Tiny is defined"
     )
 
 
@@ -261,7 +261,7 @@ def test_nan_names_predict_setting_row_and_column(
         r"exited with code 3; model error: predict\(\), setting (\w+), row 3, column 2: score"
         r" nan is not finite \(1 of the (\d+) x (\d+) scores of that call are NaN or inf\);"
         r" predict must return finite scores \(rows are the call's features, columns its"
-        r" candidates\) \(model\.py:8, where predict is defined\)",
+        r" candidates\)\n  at: model\.py:8, where predict is defined",
         said,
     )
     assert match is not None, said
@@ -276,12 +276,12 @@ def test_library_and_helper_failures_name_the_last_line_in_the_package(
     said, _ = _refused(tmp_path / "library", LIBRARY_RAISES, "local", db)
     assert said == (
         "exited with code 3; model error: fit() raised LinAlgError: Singular matrix"
-        " (model.py:6, in fit)"
+        "\n  at: model.py:6, in fit"
     )
     said, _ = _refused(tmp_path / "helper", HELPER_RAISES, "local", db)
     assert said == (
         "exited with code 3; model error: fit() raised KeyError: 'attributes'"
-        " (helpers/__init__.py:2, in check)"
+        "\n  at: helpers/__init__.py:2, in check"
     )
 
 
@@ -352,7 +352,7 @@ def test_explain_failure_reads_worker_json_and_writes_the_log(tmp_path: Path) ->
     (log,) = logs.iterdir()
     assert explained.reason == (
         "exited with code 4; protocol violation: predict returned shape (2, 3) | for zsl"
-        f" (model.py:8, where predict is defined); log: {log}"
+        f"\n  at: model.py:8, where predict is defined\n  log: {log}"
     )
     assert explained.details["log"] == str(log)
     assert "--- stderr ---\nworker: says\n" in log.read_text()
@@ -361,7 +361,7 @@ def test_explain_failure_reads_worker_json_and_writes_the_log(tmp_path: Path) ->
     killed = RunOutcome(-9, "timed out after 5 s; process group killed", 5.0)
     explained = explain_failure(job, killed, logs=logs)
     assert re.fullmatch(
-        r"timed out after 5 s; process group killed; log: \S+\.log", explained.reason
+        r"timed out after 5 s; process group killed\n  log: \S+\.log", explained.reason
     )
     ok = RunOutcome(0, "ok", 1.0)
     assert explain_failure(job, ok, logs=logs).reason == "ok" and "log" not in ok.details
@@ -372,7 +372,7 @@ def test_explain_failure_without_a_writable_log_folder_says_so(tmp_path: Path) -
     blocker.write_text("")
     job = RunJob(tmp_path, tmp_path, "model:Tiny", tmp_path / "missing-out")
     outcome = explain_failure(job, RunOutcome(3, "exited with code 3", 1.0), logs=blocker / "x")
-    assert outcome.reason.startswith("exited with code 3; log not written (")
+    assert outcome.reason.startswith("exited with code 3\n  log not written (")
     assert outcome.reason.endswith(": set ZSL_HOME to a writable folder)")
 
 

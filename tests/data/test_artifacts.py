@@ -12,6 +12,7 @@ from harness.audit import AuditStatus, LeakageAudit
 from harness.core.errors import IntegrityError
 from harness.core.hashing import array_sha256
 from harness.data.artifacts import MANIFEST, FrozenBenchmark, cache_action, write_frozen
+from harness.data.sources import RawSource, source_manifest
 
 
 def _arrays() -> dict[str, np.ndarray]:
@@ -26,11 +27,19 @@ def _arrays() -> dict[str, np.ndarray]:
 
 #: A toy benchmark's leakage audit (its features were not pre-trained on a class set).
 TOY_AUDIT = LeakageAudit(source="none", n_test=2, status=AuditStatus.NOT_APPLICABLE)
+#: Where its raw inputs came from: this file's generator.
+TOY_SOURCE = source_manifest(RawSource("generated", "a test's random arrays"))
 
 
 def _freeze(root: Path) -> FrozenBenchmark:
     return write_frozen(
-        root, _arrays(), benchmark="toy", version=1, spec_data_hash="sha256:x", audit=TOY_AUDIT
+        root,
+        _arrays(),
+        benchmark="toy",
+        version=1,
+        spec_data_hash="sha256:x",
+        audit=TOY_AUDIT,
+        raw_inputs=TOY_SOURCE,
     )
 
 
@@ -112,7 +121,13 @@ def test_write_is_atomic_and_never_overwrites(tmp_path: Path) -> None:
     arrays["zz_bad"] = np.array([object()], dtype=object)
     with pytest.raises(TypeError, match="object dtype"):
         write_frozen(
-            tmp_path / "v1", arrays, benchmark="toy", version=1, spec_data_hash="h", audit=TOY_AUDIT
+            tmp_path / "v1",
+            arrays,
+            benchmark="toy",
+            version=1,
+            spec_data_hash="h",
+            audit=TOY_AUDIT,
+            raw_inputs=TOY_SOURCE,
         )
     assert list(tmp_path.iterdir()) == []  # no half-written directory left behind
     _freeze(tmp_path / "v1")
@@ -129,3 +144,18 @@ def test_cache_action(tmp_path: Path) -> None:
     manifest["format"] = "zsl-frozen/1"  # an older harness's benchmark
     (tmp_path / "v1" / MANIFEST).write_text(json.dumps(manifest))
     assert cache_action(tmp_path / "v1", "sha256:x") == "outdated"
+
+
+def test_an_edited_raw_inputs_section_is_refused(tmp_path: Path) -> None:
+    # Outside the benchmark hash (the arrays are the same whatever their origin), but sealed:
+    # a synthetic benchmark cannot be relabelled a release by editing its manifest.
+    frozen = _freeze(tmp_path / "v1")
+    manifest = json.loads((frozen.root / MANIFEST).read_text())
+    manifest["raw_inputs"]["origin"] = "release"
+    (frozen.root / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(IntegrityError, match="raw_inputs section was edited"):
+        FrozenBenchmark(frozen.root)
+    del manifest["raw_inputs"]["seal"]
+    (frozen.root / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(IntegrityError, match="no sealed 'raw_inputs' section"):
+        FrozenBenchmark(frozen.root)

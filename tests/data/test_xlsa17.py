@@ -299,16 +299,26 @@ def test_standard_split_user_lists(tmp_path: Path, release_root: Path) -> None:
     assert len(raw.splits["train_classes"]) + len(raw.splits["val_classes"]) == 150
 
 
-def test_standard_split_placeholder_fails_at_prepare_only(
+def test_standard_split_without_its_classes_fails_at_prepare_only(
     tmp_path: Path, release_root: Path
 ) -> None:
-    for name in ("cub-ss", "sun-ss"):
+    """CUB's and SUN's standard-split classes are not in the release (issue 29, item 11): the
+    shipped specs validate without them; prepare refuses, saying where they come from, and so
+    it does for a placeholder a user left."""
+    for name, source in (("cub-ss", r"Reed et al\.'s CUB data"), ("sun-ss", "Jayaraman")):
         load_spec(SPECS / f"{name}.yaml")  # the shipped spec validates
         data = _spec_data(name, release_root)
-        assert data["data"]["params"]["test_classes"][0].startswith("TODO")
+        assert "test_classes" not in data["data"]["params"]
         spec = _write_spec(tmp_path, data, f"{name}.yaml")
         with pytest.raises(
-            SpecError, match=r"data\.params\.test_classes still holds the placeholder"
+            SpecError, match=rf"standard split of \w+ needs data\.params\.test_classes.*{source}"
+        ):
+            prepare(spec)
+        data["data"]["params"]["test_classes"] = ["TODO: list them"]
+        spec = _write_spec(tmp_path, data, f"{name}.yaml")
+        with pytest.raises(
+            SpecError,
+            match=r"data\.params\.test_classes still holds the placeholder 'TODO: list them'",
         ):
             prepare(spec)
 
@@ -406,8 +416,13 @@ def test_res101_missing_labels(tmp_path: Path, awa2: Path) -> None:
         prepare(_awa2_spec(tmp_path, awa2))
 
 
-def test_not_a_mat_file(tmp_path: Path, awa2: Path) -> None:
-    (awa2 / "AWA2" / "res101.mat").write_bytes(b"not a matlab file at all" * 10)
+@pytest.mark.parametrize(
+    "content",
+    [b"not a matlab file at all" * 10, b"short", b""],
+    ids=["garbage", "shorter-than-a-header", "empty"],
+)
+def test_not_a_mat_file(tmp_path: Path, awa2: Path, content: bytes) -> None:
+    (awa2 / "AWA2" / "res101.mat").write_bytes(content)
     with pytest.raises(SpecError, match=r"AWA2/res101\.mat is not a readable MATLAB file"):
         prepare(_awa2_spec(tmp_path, awa2))
 

@@ -13,7 +13,9 @@ import scipy.io as sio
 from typer.testing import CliRunner
 
 from harness.cli.main import app
-from harness.data.xlsa17_synthetic import SYNTHETIC_PREFIX
+from harness.data.xlsa17 import SYNTHETIC_PREFIX
+from harness.results.standing import counted_by_default
+from harness.store import load_runs, open_store
 from tests.conftest import SPECS, SUBMISSIONS
 from tests.xlsa17_fixture import XLSA17
 
@@ -41,7 +43,11 @@ def test_synthetic_features_fit_the_split_files_and_say_what_they_are(tmp_path: 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--dataset", "IMAGENET"], "unknown xlsa17 dataset IMAGENET; choose from AWA1, AWA2"),
+        (
+            ["--dataset", "IMAGENET"],
+            "--dataset 'IMAGENET': not an xlsa17 dataset; choose from AWA1, AWA2, CUB, SUN, APY"
+            " (in any case)",
+        ),
         (["--dataset", "APY", "--source", "{empty}"], "att_splits.mat not found: --source must"),
     ],
 )
@@ -79,4 +85,15 @@ def test_an_xlsa17_spec_runs_end_to_end_on_them(
         app, ["run", str(SUBMISSIONS / "sae"), "--spec", str(spec), "--runner", "local"]
     )
     assert result.exit_code == 0, result.output
-    assert "sae on xlsa17-apy-ps: zsl top1" in result.output
+    # The score says it is one of synthetic data, wherever it is shown (issue 29, item 1).
+    assert "sae on xlsa17-apy-ps [synthetic data]: zsl top1" in result.output
+    listed = runner.invoke(app, ["results", "list"])
+    assert "sae@1.0 on xlsa17-apy-ps v1" in listed.output
+    assert "[synthetic data]" in listed.output
+    (record,) = load_runs(open_store(None))
+    assert record.benchmark.raw_inputs is not None
+    assert (record.benchmark.raw_inputs.origin, record.benchmark.raw_inputs.verified) == (
+        "synthetic",
+        False,
+    )
+    assert not counted_by_default(record.benchmark)

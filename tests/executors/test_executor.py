@@ -32,6 +32,7 @@ from harness.audit import AuditStatus, LeakageAudit
 from harness.cli.main import app
 from harness.core.errors import HarnessError, IntegrityError, RunnerError, error_text
 from harness.data.artifacts import FrozenBenchmark, benchmark_dir, write_frozen
+from harness.data.sources import RawSource, source_manifest
 from harness.executors import Job, Outcome
 from harness.executors import task as task_module
 from harness.executors.matrix import MatrixReport, RunRequest, run_matrix
@@ -54,6 +55,7 @@ def _tiny(root: Path, value: int = 1) -> FrozenBenchmark:
         version=1,
         spec_data_hash="sha256:x",
         audit=LeakageAudit(source="none", status=AuditStatus.NOT_APPLICABLE),
+        raw_inputs=source_manifest(RawSource("generated", "a test's arrays")),
     )
 
 

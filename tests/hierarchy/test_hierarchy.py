@@ -585,3 +585,16 @@ def test_ancestor_queries_agree_with_bfs(
             assert counts[row, column] == (count if reached is None else reached)
             if reached is None and count >= limit:
                 reached = count
+
+
+@given(random_dags())
+@settings(max_examples=60, deadline=None)
+def test_shares_a_parent_matches_parent_set_intersection(dag: tuple[list, list]) -> None:
+    ids, edges = dag
+    h = Hierarchy(ids, edges)
+    parents: dict[int, set[int]] = {i: set() for i in range(h.n_nodes)}
+    for p, c in h.edges.tolist():
+        parents[c].add(p)
+    a, b = np.meshgrid(np.arange(h.n_nodes), np.arange(h.n_nodes), indexing="ij")
+    expected = [[bool(parents[i] & parents[j]) for j in range(h.n_nodes)] for i in range(h.n_nodes)]
+    assert h.shares_a_parent(a, b).tolist() == expected

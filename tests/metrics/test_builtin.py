@@ -49,7 +49,7 @@ def variants(metric: Metric) -> list[MetricParams]:
     if "relation" in fields:
         out += [
             params(metric, relation=r)
-            for r in ("correct", "ancestor", "descendant", "unrelated", "semantic_upper")
+            for r in ("correct", "ancestor", "descendant", "sibling", "unrelated", "semantic_upper")
         ]
     return out
 
@@ -334,20 +334,23 @@ RELATION_CASES = [
     (PET, C3, "descendant"),  # pet -> c3
     (PET, C2, "descendant"),  # pet -> c2
     (ANIMAL, MAMMAL, "descendant"),  # animal -> mammal
-    (MAMMAL, C3, "unrelated"),  # c3's parents are pet and bird, not mammal
-    (MAMMAL, PET, "unrelated"),  # siblings under animal
+    (MAMMAL, PET, "sibling"),  # both under animal
+    (C2, C3, "sibling"),  # both under pet (c2's second parent, c3's first)
+    (MAMMAL, C3, "unrelated"),  # c3's parents are pet and bird: mammal's nephew, not its sibling
     (C6, C2, "unrelated"),  # artifact -> tool -> c6 vs animal -> ... -> c2
     (ANIMAL, C6, "unrelated"),  # c6 lies under artifact
 ]
-# 12 images: correct 1, ancestor 4, descendant 3, unrelated 4;
-# semantic_upper = (1 + 4 + 3) / 12 = 8/12 = 2/3.
+# 13 images: correct 1, ancestor 4, descendant 3, sibling 2, unrelated 3;
+# semantic_upper = (1 + 4 + 3) / 13 = 8/13 (a sibling is a mistake).
 RELATION_EXPECTED = {
-    "correct": 1 / 12,
-    "ancestor": 4 / 12,
-    "descendant": 3 / 12,
-    "unrelated": 4 / 12,
-    "semantic_upper": 8 / 12,
+    "correct": 1 / 13,
+    "ancestor": 4 / 13,
+    "descendant": 3 / 13,
+    "sibling": 2 / 13,
+    "unrelated": 3 / 13,
+    "semantic_upper": 8 / 13,
 }
+SHARES = ("correct", "ancestor", "descendant", "sibling", "unrelated")
 
 
 @pytest.mark.parametrize("as_topk", [False, True])
@@ -372,12 +375,12 @@ def test_prediction_relation_share_hand_computed(as_topk: bool) -> None:
         assert result.value == pytest.approx(expected, rel=0, abs=1e-15)
         assert result.details["relation"] == relation
     details = metric(data).details
-    for relation in ("correct", "ancestor", "descendant", "unrelated"):
+    for relation in SHARES:
         assert details[relation] == pytest.approx(RELATION_EXPECTED[relation], abs=1e-15)
-    assert details["semantic_accuracy_lower"] == pytest.approx(1 / 12, abs=1e-15)
-    assert details["semantic_accuracy_upper"] == pytest.approx(8 / 12, abs=1e-15)
+    assert details["semantic_accuracy_lower"] == pytest.approx(1 / 13, abs=1e-15)
+    assert details["semantic_accuracy_upper"] == pytest.approx(8 / 13, abs=1e-15)
     # Per image, through the decomposition: image i counts for the relation of case i.
-    for relation in ("correct", "ancestor", "descendant", "unrelated"):
+    for relation in SHARES:
         decomposition = metric(data, params(metric, relation=relation)).decomposition
         assert decomposition is not None
         expected_hits = [float(case[2] == relation) for case in RELATION_CASES]

@@ -20,9 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness import checks
 from harness.core.errors import HierarchyError, MetricError
 from harness.hierarchy import Hierarchy
 from harness.metrics.hierarchical import (
+    RELATIONS,
     average_hierarchical_distance_at_k,
     hcorrect_radii,
     hierarchical_cost,
@@ -195,13 +197,17 @@ def ref_retrieval(h: Hierarchy, cand: list[int], t: int, preds: list[int], k: in
 
 
 def ref_relation(h: Hierarchy, t: int, p: int) -> int:
+    """0 correct, 1 ancestor, 2 descendant, 3 sibling (a parent in common), 4 unrelated: the
+    first that holds, by sets of ancestors and of parents read off the edge list."""
     if t == p:
         return 0
     if p in ref_ancestors(h, t):
         return 1
     if t in ref_ancestors(h, p):
         return 2
-    return 3
+    parents_of_t = {parent for parent, child in h.edges.tolist() if child == t}
+    parents_of_p = {parent for parent, child in h.edges.tolist() if child == p}
+    return 3 if parents_of_t & parents_of_p else 4
 
 
 # --- random inputs --------------------------------------------------------------------------------
@@ -933,30 +939,48 @@ def test_retrieval_precision_bounded_and_1_for_the_ideal_ranking(problem: Any) -
 
 
 def test_prediction_relations_hand_computed_dag() -> None:
-    # True dog: predicted dog (correct), pet (ancestor through the second parent), canine
-    # (ancestor), wolf (unrelated); true animal predicted dog (descendant). Counts 1, 2, 1, 1.
-    cand = nodes_of(DAG, ["dog", "pet", "canine", "wolf", "animal"])
+    # True dog (parents canine and pet) predicted: dog (correct), pet (ancestor through the
+    # second parent), canine (ancestor), wolf (sibling through canine), hamster (sibling through
+    # pet only: dog's second parent), rat (a cousin under animal, not a sibling: unrelated), car
+    # (unrelated); true animal predicted dog (descendant). Counts 1, 2, 1, 2, 2 of 8.
+    cand = nodes_of(DAG, ["dog", "pet", "canine", "wolf", "animal", "hamster", "rat", "car"])
+    y = [0, 0, 0, 0, 4, 0, 0, 0]
+    top1 = [0, 1, 2, 3, 0, 5, 6, 7]
     result = prediction_relations(
-        [0, 0, 0, 0, 4],
-        [[0, 1], [1, 0], [2, 0], [3, 0], [0, 1]],
-        hierarchy=DAG,
-        candidate_nodes=cand,
+        y, [[p, (p + 1) % 8] for p in top1], hierarchy=DAG, candidate_nodes=cand
     )
-    assert result.counts == {"correct": 1, "ancestor": 2, "descendant": 1, "unrelated": 1}
-    assert (result.correct, result.ancestor, result.descendant, result.unrelated) == (
-        0.2,
-        0.4,
-        0.2,
-        0.2,
+    assert result.counts == {
+        "correct": 1,
+        "ancestor": 2,
+        "descendant": 1,
+        "sibling": 2,
+        "unrelated": 2,
+    }
+    shares = (result.correct, result.ancestor, result.descendant, result.sibling, result.unrelated)
+    assert shares == (0.125, 0.25, 0.125, 0.25, 0.25)
+    assert result.semantic_accuracy_lower == 0.125
+    assert result.semantic_accuracy_upper == 0.5  # a sibling is a mistake
+    assert result.per_image.tolist() == [0, 1, 1, 3, 2, 3, 4, 4]
+    # In the tree reduction pet has no children: pet is neither dog's ancestor nor its sibling
+    # (pet's parent is entity), and hamster is a cousin of dog; wolf stays a sibling.
+    tree = prediction_relations(y, top1, hierarchy=DAG_AS_TREE, candidate_nodes=cand)
+    assert tree.per_image.tolist() == [0, 4, 1, 3, 2, 4, 4, 4]
+
+
+def test_prediction_relations_ancestry_takes_precedence_over_a_shared_parent() -> None:
+    # entity -> animal, dog, car; animal -> dog. Dog's parents are animal and entity, so animal
+    # is both dog's parent and its sibling (both under entity): ancestor (resp. descendant) wins.
+    h = Hierarchy(
+        ["entity", "animal", "dog", "car"],
+        [("entity", "animal"), ("entity", "dog"), ("animal", "dog"), ("entity", "car")],
     )
-    assert result.semantic_accuracy_lower == 0.2
-    assert result.semantic_accuracy_upper == pytest.approx(0.8)
-    assert result.per_image.tolist() == [0, 1, 1, 3, 2]
-    # In the tree reduction pet is no longer an ancestor of dog.
-    tree = prediction_relations(
-        [0, 0, 0, 0, 4], [0, 1, 2, 3, 0], hierarchy=DAG_AS_TREE, candidate_nodes=cand
-    )
-    assert tree.counts == {"correct": 1, "ancestor": 1, "descendant": 1, "unrelated": 2}
+    entity, animal, dog = h.index("entity"), h.index("animal"), h.index("dog")
+    assert entity in h.parents(dog) and entity in h.parents(animal)  # they share a parent
+    cand = h.indices(["dog", "animal", "car"])
+    result = prediction_relations([0, 1, 0, 1], [1, 0, 2, 2], hierarchy=h, candidate_nodes=cand)
+    # dog->animal ancestor, animal->dog descendant, dog->car and animal->car siblings (entity)
+    assert result.per_image.tolist() == [1, 2, 3, 3]
+    assert result.semantic_accuracy_upper == 0.5
 
 
 @HYPOTHESIS
@@ -964,7 +988,7 @@ def test_prediction_relations_hand_computed_dag() -> None:
 def test_prediction_relations_shares_sum_to_1_and_match_python(problem: Any) -> None:
     h, cand, y, ranked = problem
     result = prediction_relations(y, ranked, hierarchy=h, candidate_nodes=cand)
-    shares = [getattr(result, name) for name in ("correct", "ancestor", "descendant", "unrelated")]
+    shares = [getattr(result, name) for name in RELATIONS]
     assert sum(shares) == pytest.approx(1.0)
     assert sum(result.counts.values()) == y.size
     expected = [
@@ -972,6 +996,25 @@ def test_prediction_relations_shares_sum_to_1_and_match_python(problem: Any) -> 
     ]
     assert result.per_image.tolist() == expected
     assert result.semantic_accuracy_lower <= result.semantic_accuracy_upper
+
+
+def test_prediction_relations_match_python_across_row_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(checks, "CHUNK_ELEMENTS", 16)  # two images per chunk
+    rng = Random(29)
+    seen: set[int] = set()
+    for trial in range(25):
+        h = random_dag(rng, rng.randint(2, 14), rng.uniform(0.1, 0.5))
+        cand, y, ranked = random_problem(rng, h, 21, 1, rng.randint(1, h.n_nodes))
+        result = prediction_relations(y, ranked, hierarchy=h, candidate_nodes=cand)
+        expected = [
+            ref_relation(h, int(cand[t]), int(cand[p]))
+            for t, p in zip(y, ranked[:, 0], strict=True)
+        ]
+        assert result.per_image.tolist() == expected, f"trial {trial}"
+        seen.update(expected)
+    assert seen == set(range(len(RELATIONS)))  # every relation was met
 
 
 # --- serialization and real data ------------------------------------------------------------------

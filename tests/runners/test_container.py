@@ -141,7 +141,9 @@ def test_timeout_kills_and_removes_the_container(
 ) -> None:
     monkeypatch.setenv("FAKE_CONTAINER_MODE", "sleep")
     db = f"sqlite:///{tmp_path / 'runs.sqlite3'}"
-    with pytest.raises(RunnerError, match=r"timed out after 1 s.*killed and removed"):
+    with pytest.raises(
+        RunnerError, match=r"timed out in fit_validation after 1 s.*killed and removed"
+    ):
         run_submission(_package(tmp_path, time_s=1), DEMO, runner="container", database_url=db)
     _, run, kill, _, rm = _calls(fake_docker)
     name = run[run.index("--name") + 1]

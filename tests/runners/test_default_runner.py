@@ -2,11 +2,14 @@
 
 Issue 10, items 9 and 15: under the old default (``local``) a model read the caller's
 environment through ``/proc/$PPID/environ`` and a ``setsid`` daemon kept a 5-second run alive
-for 46 s; a predictions package's generator ran with no isolation at all.
+for 46 s; a predictions package's generator ran with no isolation at all. Issue 29, item 5: a
+package whose image the engine holds (its ``model.image``, or the worker image built with its
+requirements) runs in that image by default, not in a sandbox without its requirements.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,11 +20,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import harness
 import harness.runners.sandbox as sandbox_module
 from harness.bundles import write_model_bundles
 from harness.cli.main import app
 from harness.core.errors import RunnerError
 from harness.data.prepare import load_benchmark
+from harness.images.engine import LABEL_REQUIREMENTS, LABEL_VERSION
 from harness.pipeline import generate_prediction_files, read_all, run_submission
 from harness.runners.base import RunJob
 from harness.runners.local import LocalRunner
@@ -98,6 +103,81 @@ def test_with_nothing_stronger_local_comes_with_a_warning(
     assert record.runner == "local"
     err = capsys.readouterr().err
     assert err.count("warning:") == 1 and "runner 'local'" in err
+
+
+# -- an image made for the package comes first (issue 29, item 5) ----------------------------
+
+
+def _declaring(tmp_path: Path, name: str, lines: str) -> Path:
+    """A copy of eszsl whose ``model`` section also holds ``lines``."""
+    dest = tmp_path / name
+    shutil.copytree(SUBMISSIONS / "eszsl", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = dest / "submission.yaml"
+    entry = "  entrypoint: model:ESZSL"
+    manifest.write_text(manifest.read_text().replace(entry, f"{entry}\n{lines}"))
+    return dest
+
+
+def _calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_an_image_made_for_the_package_comes_before_the_sandbox(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.runners import default_runner
+
+    monkeypatch.setattr(sandbox_module, "available", lambda bwrap="bwrap": True)
+    imaged = load_package(_declaring(tmp_path, "imaged", "  image: ghcr.io/someone/zsl:1"))
+    assert default_runner(imaged) == "container"
+    # Declared requirements: the worker image `zsl image build --package` built with them.
+    wanted = load_package(_declaring(tmp_path, "wanted", '  requirements: ["Light_GBM==4.5.0"]'))
+    labels = {LABEL_VERSION: harness.__version__, LABEL_REQUIREMENTS: '["Light_GBM==4.5.0"]'}
+    monkeypatch.setenv("FAKE_IMAGE_LABELS", json.dumps(labels))
+    assert default_runner(wanted) == "container"
+    assert _calls(fake_docker)[-1][-1] == f"zsl-worker:{harness.__version__}"
+    # The worker image built without them is no image for the package: the sandbox is.
+    monkeypatch.setenv("FAKE_IMAGE_LABELS", json.dumps({**labels, LABEL_REQUIREMENTS: "[]"}))
+    assert default_runner(wanted) == "sandbox"
+    monkeypatch.setenv("FAKE_CONTAINER_MODE", "noimage")
+    assert default_runner(wanted) == "sandbox"
+    assert default_runner(imaged) == "sandbox"
+    # A package that declares neither asks the engine nothing.
+    asked = len(_calls(fake_docker))
+    assert default_runner(load_package(SUBMISSIONS / "eszsl")) == "sandbox"
+    assert len(_calls(fake_docker)) == asked
+
+
+def test_without_an_engine_an_image_is_not_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.runners import default_runner
+
+    monkeypatch.setattr(sandbox_module, "available", lambda bwrap="bwrap": True)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("ZSL_CONTAINER_ENGINE", str(tmp_path / "no-such" / "docker"))
+    package = load_package(_declaring(tmp_path, "wanted", '  requirements: ["lightgbm"]'))
+    assert default_runner(package) == "sandbox"
+    assert capsys.readouterr().err == ""
+
+
+def test_the_real_engine_holding_the_packages_image_is_chosen(
+    docker: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.runners import default_runner
+    from tests.container_fixture import Engine
+
+    assert isinstance(docker, Engine)
+    monkeypatch.setattr(sandbox_module, "available", lambda bwrap="bwrap": True)
+    image = docker.image.reference
+    assert default_runner(load_package(_declaring(tmp_path, "a", f"  image: {image}"))) == (
+        "container"
+    )
+    # The session's worker image was built without lightgbm: not an image for this package.
+    wanted = load_package(_declaring(tmp_path, "b", '  requirements: ["lightgbm==4.5.0"]'))
+    assert default_runner(wanted) == "sandbox"
+    absent = load_package(_declaring(tmp_path, "c", "  image: zsl-test-absent-image:1"))
+    assert default_runner(absent) == "sandbox"
 
 
 def test_help_says_local_is_for_trusted_code_only() -> None:
@@ -335,7 +415,9 @@ sys.exit("isolated, leaks: %r" % leaks)
 """
     )
     bench = load_benchmark(load_spec(DEMO))
-    with pytest.raises(RunnerError, match=r"generator on runner 'sandbox'.*isolated, leaks: \[\]"):
+    with pytest.raises(
+        RunnerError, match=r"(?s)generator on runner 'sandbox'.*isolated, leaks: \[\]"
+    ):
         generate_prediction_files(load_package(root), bench)
     assert not (root / "evil.txt").exists()
 

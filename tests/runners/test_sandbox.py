@@ -202,7 +202,12 @@ def test_memory_hog_hits_the_address_space_limit(tmp_path: Path, db: str) -> Non
 @needs_bwrap
 def test_infinite_loop_is_killed_at_the_wall_clock_limit(tmp_path: Path, db: str) -> None:
     package = _package(tmp_path, "while True:\n    pass", time_s=2)
-    _refused(package, db, r"timed out after 2 s; process group killed")
+    _refused(
+        package,
+        db,
+        r"timed out in fit_validation after 2 s, the run's wall clock \(resources\.time_s: 2,"
+        r" every phase of the run together\); process group killed",
+    )
 
 
 @needs_bwrap

@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from harness.results.reported import load_reported
 from harness.site import build_site
 from harness.site.slugs import submission_slug
+from tests.site.provenance import OWN, RELEASE, SYNTHETIC, with_data
 from tests.site_records import XSS_NAME, hostile_copy, synthetic_records
 
 CHROMIUM = os.environ.get("ZSL_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -53,13 +55,49 @@ document.addEventListener('securitypolicyviolation', e => {
 """
 
 
+#: What a paper reports for method-00 (tests of item 9): on bench-00 (a verified release: the
+#: difference is shown) and on bench-01 (synthetic data: not compared).
+REPORTED = """format: zsl-reported/1
+paper: "Doe, Roe. A Paper About Method Zero. Venue 2020"
+short: Doe et al. 2020
+url: https://example.org/paper
+values:
+  - {submission: method-00, method: M0, benchmark: bench-00, setting: zsl, metric: top1,
+     percent: 40.0, table: Table 2, transcribed_from: the paper's PDF}
+  - {submission: method-00, method: M0, benchmark: bench-01, setting: zsl, metric: top1,
+     percent: 45.0, table: Table 2, transcribed_from: the paper's PDF}
+"""
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench-00 from a verified release, bench-01 a synthetic stand-in, and toy-00 (three runs
+    copied from bench-00) an experimental benchmark of the user's own data."""
     records = synthetic_records(5, 2)
     hostile = [hostile_copy(r) for r in records if r.submission.name == "method-01"]
     assert hostile[0].submission.version == HOSTILE_VERSION
+    runs = [*records, *hostile]
+    release = with_data([r for r in runs if r.benchmark.id == "bench-00"], RELEASE)
+    toy = [
+        r.model_copy(
+            update={
+                "benchmark": r.benchmark.model_copy(
+                    update={"id": "toy-00", "hash": "sha256:" + "7" * 64, "title": "Toy set"}
+                )
+            }
+        )
+        for r in release
+        if r.submission.name in ("method-00", "method-02", "method-04")
+    ]
+    runs = [
+        *release,
+        *with_data([r for r in runs if r.benchmark.id == "bench-01"], SYNTHETIC),
+        *with_data(toy, OWN, experimental=True),
+    ]
+    folder = tmp_path_factory.mktemp("reported")
+    (folder / "doe-2020.yaml").write_text(REPORTED, encoding="utf-8")
     out = tmp_path_factory.mktemp("browser") / "site"
-    build_site([*records, *hostile], out)
+    build_site(runs, out, reported=load_reported(folder))
     return out
 
 
@@ -131,11 +169,11 @@ def visible_names(page: Any, table: str) -> list[str]:
 
 
 def check_charts(page: Any, minimum: int) -> None:
-    """The charts on display (a ranking switched off is not) have a size and marks."""
+    """The charts on display (a ranking switched off, a view not opted in to, is not) have a
+    size and marks."""
     boxes = page.eval_on_selector_all(
         "svg.chart",
-        "nodes => nodes.filter(n => n.closest('[hidden]') === null"
-        " && getComputedStyle(n.closest('.combined-ranking') || n).display !== 'none')"
+        "nodes => nodes.filter(n => n.checkVisibility())"
         ".map(n => { const b = n.getBoundingClientRect(); "
         "return [b.width, b.height, n.querySelectorAll('path, rect, circle').length]; })",
     )
@@ -281,6 +319,13 @@ def test_without_javascript_tables_are_complete_and_ranked(site: Path, browser: 
         assert len(together) == 6 and together == sorted(together, key=lambda v: int(v or 99))
         page.click("#combined-gzsl a.no-js-only[href='#setting-gzsl']")
         assert not combined.is_visible()
+        # the opt-in to the runs left out by default needs no script: a checkbox and CSS
+        page.goto((site / "across.html").as_uri())
+        assert not page.locator("#table-cross-zsl-bench-with-uncounted").is_visible()
+        page.locator("#include-uncounted").check()
+        assert page.locator("#table-cross-zsl-bench-with-uncounted").is_visible()
+        assert not page.locator("#table-cross-zsl-bench").is_visible()
+        page.goto((site / "benchmarks" / "bench-01-v2.html").as_uri())
         assert not page.locator(".filters").first.is_visible()  # controls need the script
         check_charts(page, 5)
         page.goto((site / "compare.html").as_uri())
@@ -417,6 +462,165 @@ def test_an_override_in_a_name_reorders_nothing_beside_it(
     watched.check_clean()
 
 
+# -- where the data came from: badges everywhere, the opt-in, reported values (issue 29) ----------
+
+
+def _shown(page: Any, selector: str) -> list[str]:
+    """The text of every element of ``selector`` on display."""
+    return page.eval_on_selector_all(
+        selector, "nodes => nodes.filter(n => n.checkVisibility()).map(n => n.textContent.trim())"
+    )
+
+
+def test_data_badges_everywhere_and_the_opt_in(site: Path, watched: Watched) -> None:
+    page = watched.page
+    # index: each benchmark says where its data came from; synthetic in capitals, white on red
+    page.goto((site / "index.html").as_uri())
+    assert _shown(page, "#table-benchmarks .badge-data-synthetic") == ["synthetic data"]
+    badge = page.locator("#table-benchmarks .badge-data-synthetic")
+    assert badge.inner_text() == "SYNTHETIC DATA"
+    assert badge.evaluate("b => getComputedStyle(b).color") == "rgb(255, 255, 255)"
+    assert _shown(page, "#table-benchmarks .badge-data-release") == ["verified release"]
+    assert _shown(page, "#table-benchmarks .badge-data-experimental") == ["experimental"]
+    # the rank matrices leave bench-01 (synthetic) and toy-00 (experimental) out, say so and why
+    notice = page.locator("#ranks .left-out")
+    assert "9 runs on 2 benchmarks left out" in notice.inner_text()
+    assert "bench-01 v2: synthetic data" in notice.inner_text()
+    assert "toy-00 v1: experimental, 3 runs" in notice.inner_text()
+    box = page.locator("#include-uncounted-ranks")
+    assert not box.is_checked()
+    headers = _shown(page, "table.ranks thead th")
+    assert any("bench-00" in h for h in headers) and not any("bench-01" in h for h in headers)
+    assert not any("toy-00" in h for h in headers)
+    box.check()  # the reader opts in: every run, each benchmark with its badges
+    headers = _shown(page, "table.ranks thead th")
+    assert any("bench-01 v2" in h and "synthetic data" in h for h in headers), headers
+    assert any("toy-00 v1" in h and "experimental" in h for h in headers), headers
+    assert page.locator("#table-ranks-zsl-with-uncounted").is_visible()
+    assert not page.locator("#table-ranks-zsl").is_visible()
+    check_charts(page, 2)
+    box.uncheck()
+    assert page.locator("#table-ranks-zsl").is_visible()
+
+    # across: bench-01 and toy-00 out by default; opted in, their cells are hatched, in italics
+    page.goto((site / "across.html").as_uri())
+    assert "bench-01" not in " ".join(_shown(page, "table.cross thead th"))
+    page.locator("#include-uncounted").check()
+    heads = " ".join(_shown(page, "table.cross thead th"))
+    assert "bench-01 v2 synthetic data" in heads and "toy-00 v1 own data experimental" in heads
+    cell = page.locator("#table-cross-zsl-bench-with-uncounted td.uncounted").first
+    assert cell.is_visible() and "synthetic data: left out of this table by default" in (
+        cell.get_attribute("title") or ""
+    )
+    assert cell.evaluate("c => getComputedStyle(c).fontStyle") == "italic"
+
+    # its own benchmark page shows every run, under a banner that cannot be missed
+    page.goto((site / "benchmarks" / "bench-01-v2.html").as_uri())
+    assert page.locator("h1 .badge-data-synthetic").inner_text() == "SYNTHETIC DATA"
+    banner = page.locator("p.data-notice.data-synthetic")
+    assert banner.is_visible() and banner.inner_text().startswith("Synthetic data:")
+    assert "All 6 runs on this page are left out" in banner.inner_text()
+    assert len(column_values(page, "table-zsl", 0)) == 4  # the inductive runs, ranked
+    # the submission page: the run's section says it; the pair page: the benchmark's heading
+    page.goto((site / "submissions" / "method-02@1.0.html").as_uri())
+    section = page.locator("#bench-bench-01-v2")
+    assert section.locator("h2 .badge-data-synthetic").is_visible()
+    assert "Left out of the tables across benchmarks by default" in section.inner_text()
+    assert page.locator("#bench-toy-00-v1 h2 .badge-data-experimental").is_visible()
+    page.goto((site / "compare" / "method-00@1.0--method-02@1.0.html").as_uri())
+    assert page.locator("#bench-bench-01-v2 h2 .badge-data-synthetic").is_visible()
+    assert page.locator("#bench-bench-00-v1 h2 .badge-data-release").is_visible()
+    watched.check_clean()
+
+
+def test_reported_values_stand_beside_the_runs(site: Path, watched: Watched) -> None:
+    page = watched.page
+    page.goto((site / "benchmarks" / "bench-00-v1.html").as_uri())
+    rows = page.eval_on_selector_all(
+        "#table-reported-zsl tbody tr",
+        "rows => rows.map(r => Array.from(r.cells, c => c.innerText.trim()))",
+    )
+    (row,) = rows
+    top1 = float(page.locator("tr[id='sub-method-00@1.0'] td.primary").get_attribute("data-sort"))
+    difference = f"{100 * top1 - 40.0:+.1f}".replace("-", "−") + " pp"
+    assert row[:5] == ["method-00 1.0", "top1 ↑", "40.0%", f"{100 * top1:.1f}%", difference]
+    assert row[5].startswith("Doe et al. 2020, Table 2 (M0)")
+    assert "transcribed from the paper's PDF" in row[5]
+    # never a row of the ranking: the score table lists the runs only
+    assert "40.0" not in " ".join(column_values(page, "table-zsl", 3))
+    # on synthetic data the reported number stands alone, saying why
+    page.goto((site / "benchmarks" / "bench-01-v2.html").as_uri())
+    (row,) = page.eval_on_selector_all(
+        "#table-reported-zsl tbody tr",
+        "rows => rows.map(r => Array.from(r.cells, c => c.innerText.trim()))",
+    )
+    assert row[2] == "45.0%" and row[4].startswith("not compared: the run did not use the verified")
+    # the submission page carries the reported value beside the score
+    page.goto((site / "submissions" / "method-00@1.0.html").as_uri())
+    cell = page.locator("#bench-bench-00-v1 td.reported-cell").first
+    assert cell.inner_text().splitlines() == [
+        "40.0%",
+        f"this run {difference}",
+        "Doe et al. 2020, Table 2",
+    ]
+    assert page.locator("#bench-bench-01-v2 td.reported-cell").first.inner_text().splitlines()[
+        :2
+    ] == [
+        "45.0%",
+        "not compared",
+    ]
+    watched.check_clean()
+
+
+def test_details_of_the_pages(site: Path, watched: Watched) -> None:
+    page = watched.page
+    page.goto((site / "benchmarks" / "bench-00-v1.html").as_uri())
+    # a chart's legend shows every name whole, in ten distinct colours
+    legend = page.locator("figure#fig-zsl-darts .legend-label")
+    names = legend.all_text_contents()
+    assert len(names) == 6 and all(not n.endswith("…") for n in names)
+    strokes = page.eval_on_selector_all(
+        "figure#fig-zsl-darts g.series path.line", "ps => ps.map(p => getComputedStyle(p).stroke)"
+    )
+    assert len(set(strokes)) == len(strokes) == 6, strokes
+    # beside each ranked table, what its intervals and its groups resample
+    notes = _shown(page, "#setting-zsl p.interval-note")
+    assert notes and notes[0].startswith(
+        "Intervals: 95% bootstrap over the test images, resampled within each class; groups: a"
+        " paired bootstrap over the classes"
+    )
+    # the submission page: a better-direction arrow on every metric, with its meaning
+    page.goto((site / "submissions" / "method-00@1.0.html").as_uri())
+    arrows = page.eval_on_selector_all(
+        "#bench-bench-00-v1 tbody td:nth-child(2) span.dir",
+        "spans => spans.map(s => [s.textContent, s.title])",
+    )
+    assert ["↑", "higher is better"] in arrows and ["↓", "lower is better"] in arrows
+    assert len(arrows) == page.locator("#bench-bench-00-v1 table.scores tbody tr").count()
+    # a pair page names the two submissions, never "A" and "B"
+    page.goto((site / "compare" / "method-00@1.0--method-02@1.0.html").as_uri())
+    heads = _shown(page, "#pair-bench-00-v1 thead th")
+    assert heads[1:3] == ["method-00 1.0", "method-02 1.0"]
+    verdicts = set(column_values_text(page, "#pair-bench-00-v1 tbody tr:not(.setting-row)", 6))
+    assert verdicts <= {"method-00 1.0", "method-02 1.0", "tied"} and len(verdicts) > 1
+    # across: a seen-only score of 100 is not "best"; only H (the primary) is marked in GZSL
+    page.goto((site / "across.html").as_uri())
+    bold = page.eval_on_selector_all(
+        "#table-cross-gzsl-bench td.best", "cells => cells.map(c => c.cellIndex)"
+    )
+    heads = page.eval_on_selector_all(
+        "#table-cross-gzsl-bench thead tr:last-child th", "hs => hs.map(h => h.innerText.trim())"
+    )
+    assert bold and {heads[i][0] for i in bold} == {"H"}, (bold, heads)
+    watched.check_clean()
+
+
+def column_values_text(page: Any, rows: str, column: int) -> list[str]:
+    return page.eval_on_selector_all(
+        rows, f"rows => rows.map(r => r.cells[{column}].textContent.trim())"
+    )
+
+
 # -- tables across benchmarks, CSV files, column groups ----------------------------------------
 
 
@@ -474,11 +678,18 @@ def test_headline_columns_fit_and_names_stay_put(site: Path, browser: Any) -> No
                 )
         wrap = page.locator("#apart-zsl .table-wrap").first
         assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")  # nothing to scroll
-        # the hierarchical group starts hidden; its box brings it back
-        assert not page.locator("#table-zsl thead th", has_text="hp@2").is_visible()
+        # the hierarchical group starts unchecked: its first metric (hp@2) shows, under a
+        # group header that spans it alone; the others come back with the box
+        hierarchical = page.locator("#table-zsl thead th.cg-hierarchical")
+        shown = [h.inner_text().split()[0] for h in hierarchical.all() if h.is_visible()]
+        assert shown == ["hierarchical", "hp@2"], shown
+        head = page.locator("#table-zsl thead th.cg-head.cg-hierarchical")
+        assert head.evaluate("th => th.colSpan") == 1
+        assert not page.locator("#table-zsl thead th", has_text="hp@5").is_visible()
         chooser = page.locator(".column-chooser[data-columns-for~='table-zsl']")
         chooser.locator("input[value=hierarchical]").check()
-        assert page.locator("#table-zsl thead th", has_text="hp@2").is_visible()
+        assert page.locator("#table-zsl thead th", has_text="hp@5").is_visible()
+        assert head.evaluate("th => th.colSpan") == int(head.get_attribute("data-span") or 0) > 2
         assert wrap.evaluate("w => w.scrollWidth > w.clientWidth")  # now it scrolls
 
         # scrolled sideways, rank, group and name stay put while the scores move under them
@@ -575,10 +786,10 @@ def test_compare_page_tests_darts_area_ausuc_and_severity(tmp_path: Path, watche
             "rows => rows.map(r => Array.from(r.cells, c => c.textContent.trim()))",
         )
     }
-    assert {"darts (%)", "severity", "AUSUC (%)"} <= rows.keys(), rows
-    darts = rows["darts (%)"]
-    # A is blurred, B sharp: B's DARTS area is higher, the test says so with a p-value
-    assert darts[3].startswith("−") and darts[6] == "B", darts
+    assert {"darts (%) ↑", "severity ↓", "AUSUC (%) ↑"} <= rows.keys(), rows
+    darts = rows["darts (%) ↑"]
+    # blurred first, sharp second: sharp's DARTS area is higher, the test says so by name
+    assert darts[3].startswith("−") and darts[6] == "sharp 1.0", darts
     assert float(darts[5].lstrip("<")) < 0.05
     assert "Not tested" not in page.locator("section.pair-bench").inner_text()
     watched.check_clean()

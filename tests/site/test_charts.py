@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import itertools
 import math
 import re
@@ -15,7 +16,7 @@ from markupsafe import Markup
 
 from harness.core.errors import HarnessError
 from harness.site.charts import (
-    LABEL_CHARS,
+    LEGEND_CHARS,
     ChartError,
     Series,
     bar_chart,
@@ -23,8 +24,10 @@ from harness.site.charts import (
     heatmap,
     line_chart,
     nice_ticks,
+    short_labels,
     stacked_bar_chart,
 )
+from tests.conftest import REPO
 
 NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>', "a' onload='alert(1)"]
@@ -63,8 +66,12 @@ def plot_area(root: ET.Element) -> tuple[float, float, float, float]:
 
 
 def visible(element: ET.Element) -> str:
-    """The text an element shows, without the tooltips of its <title> children."""
-    return (element.text or "") + "".join(child.tail or "" for child in element)
+    """The text an element shows, its lines (<tspan>) joined, without the tooltips of its
+    <title> children."""
+    return (element.text or "") + "".join(
+        (child.text or "" if child.tag == NS + "tspan" else "") + (child.tail or "")
+        for child in element
+    )
 
 
 def texts(root: ET.Element, cls: str) -> list[str]:
@@ -241,17 +248,38 @@ def test_line_chart_markers_auto_only_on_short_series() -> None:
 
 
 def test_line_chart_series_differ_in_colour_dash_and_marker() -> None:
-    series = [Series(f"s{i}", [0, 1], [i, i + 1]) for i in range(10)]
-    root = parse(line_chart(series, title="t", x_label="x", y_label="y"))
+    series = [Series(f"s{i}", [0, 1], [i, i + 1]) for i in range(12)]
+    root = parse(line_chart(series, title="t", x_label="x", y_label="y", max_series=12))
     styles = []
     for group in with_class(root, "series", "g"):
         (line,) = with_class(group, "line")
         marker = next(m for m in group if "marker" in m.get("class", ""))
         styles.append((group.get("class"), line.get("class"), marker.tag, marker.get("d", "")[:8]))
-    assert len({(s[0], s[1]) for s in styles}) == 10
-    assert {s[0] for s in styles} == {f"series series-{i}" for i in range(8)}
-    # In grayscale series 0 and 8 share no colour cue, so their marker shapes differ.
-    assert styles[0][2] != styles[8][2] or styles[0][3] != styles[8][3]
+    assert len({(s[0], s[1]) for s in styles}) == 12
+    # the ten series a chart draws by default: ten colours, no two alike
+    assert [s[0] for s in styles[:10]] == [f"series series-{i}" for i in range(10)]
+    # beyond them colours repeat with another dash pattern or marker shape
+    assert styles[10][0] == styles[0][0] and styles[10][1:] != styles[0][1:]
+
+
+def test_the_series_palette_has_ten_distinct_hues() -> None:
+    css = (REPO / "harness" / "site" / "static" / "style.css").read_text(encoding="utf-8")
+    light = css[css.index("--chart-0:") : css.index("--chart-missing")]
+    colours = dict(re.findall(r"--chart-(\d+): (#[0-9a-f]{6})", light))
+    assert sorted(colours, key=int) == [str(i) for i in range(10)]
+
+    def hue(colour: str) -> float:
+        r, g, b = (int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5))
+        return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+    # The complaint was ten similar blues: at most two of the ten lie in the blue range
+    # (180-260 degrees), and no two chromatic colours share a hue within 8 degrees.
+    hues = sorted(hue(c) for c in colours.values() if len(set(c[1:])) > 1)
+    assert sum(180 <= h <= 260 for h in hues) <= 2, hues
+    assert min(b - a for a, b in itertools.pairwise(hues)) >= 8, hues
+    assert len(set(colours.values())) == 10
+    for i in range(10):  # each has its class
+        assert f".chart .series-{i} {{ --series: var(--chart-{i}); }}" in css
 
 
 def test_line_chart_caps_series_and_wraps_the_legend() -> None:
@@ -273,12 +301,42 @@ def test_line_chart_caps_series_and_wraps_the_legend() -> None:
     assert len(with_class(root, "series", "g")) == 50 and not texts(root, "note")
 
 
-def test_long_labels_are_cut_with_the_full_text_in_a_tooltip() -> None:
-    name = "x" * 60
-    root = parse(line_chart([Series(name, [0], [0])], title="t", x_label="x", y_label="y"))
-    (label,) = with_class(root, "legend-label")
-    assert label.findtext(NS + "title") == name
-    assert visible(label) == "x" * (LABEL_CHARS - 1) + "…"
+def test_legend_names_are_never_cut_a_long_one_wraps() -> None:
+    name = "nearest-seen-class-transfer 1.0"  # cut to "nearest-seen-class-transfe…" before
+    long = "a-submission-name-far-too-long-for-one-line-of-a-legend 1.0"
+    root = parse(
+        line_chart(
+            [Series(name, [0], [0]), Series(long, [0], [1])], title="t", x_label="x", y_label="y"
+        )
+    )
+    first, second = with_class(root, "legend-label")
+    assert visible(first) == name and first.findtext(NS + "title") is None
+    lines = [t.text for t in second.iter(NS + "tspan")]
+    assert len(lines) == 2 and "".join(lines) == long  # wrapped, every character kept
+    assert all(len(line or "") <= LEGEND_CHARS for line in lines)
+    assert second.findtext(NS + "title") == long
+    # the legend grows to hold the second line
+    rows = [
+        float(g.get("transform", "").split()[1][:-1]) for g in with_class(root, "legend", "g")[0]
+    ]
+    assert float(root.get("height", "0")) > max(rows) + 13
+
+
+def test_row_labels_lose_their_middle_only_while_they_stay_distinct() -> None:
+    a = "a-very-long-submission-name-from-one-lab-version-one 1.0"
+    b = "a-very-long-submission-name-from-one-lab-version-two 1.0"
+    c = "a-very-long-submission-name-from-another-lab-version-one 1.0"
+    shown = short_labels([a, b, c, "sje 1.0"], 30)
+    assert shown[3] == "sje 1.0"
+    assert len(set(shown)) == 4  # distinguishable
+    assert all(s.endswith(" 1.0") for s in shown)  # the version is never cut
+    root = parse(
+        bar_chart([a, "nearest-seen-class-transfer 1.0"], [0.5, 0.6], title="t", value_label="v")
+    )
+    labels = with_class(root, "row-label")
+    assert visible(labels[1]) == "nearest-seen-class-transfer 1.0"  # 31 characters: whole
+    assert visible(labels[0]).endswith("one 1.0") and "…" in visible(labels[0])
+    assert labels[0].findtext(NS + "title") == a
 
 
 # -- bar charts -----------------------------------------------------------------------------------
@@ -479,9 +537,7 @@ def test_any_name_round_trips_as_text(name: str) -> None:
     expected = clean.replace("\r\n", "\n").replace("\r", "\n")
     assert (root.findtext(NS + "title") or "") == expected
     (label,) = with_class(root, "legend-label")
-    assert visible(label) == (
-        expected if len(clean) <= LABEL_CHARS else expected[: LABEL_CHARS - 1] + "…"
-    )
+    assert visible(label) == expected  # whole, on one line or more
 
 
 # -- nice ticks -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import re
@@ -22,6 +23,7 @@ from harness.site import build_site, builder
 from harness.site.model import SiteModel
 from harness.site.slugs import slug
 from harness.store import open_store, save_run
+from tests.site.provenance import with_data
 from tests.site_records import XSS_NAME, make_record, sample_records, synthetic_records
 
 # A name unsafe in a file name keeps a cleaned prefix plus "~" and 12 hex digits of its sha256.
@@ -106,7 +108,7 @@ def page(site: Path, relative: str) -> str:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
-    index = build_site(sample_records(), tmp_path / "site")
+    index = build_site(with_data(sample_records()), tmp_path / "site")
     assert index == tmp_path / "site" / "index.html"
     return tmp_path / "site"
 
@@ -320,12 +322,18 @@ def test_pair_pages_show_paired_tests(tmp_path: Path) -> None:
     # p = 2/1001 = 0.002, A better (hand-computed: every class draw gives the same difference)
     assert table == [
         ["ZSL"],
-        ["top1 (%)", "100.0", "0.0", "+100.0 pp", "+100.0 to +100.0", "0.002", "A"],
+        ["top1 (%) ↑", "100.0", "0.0", "+100.0 pp", "+100.0 to +100.0", "0.002", "a 1.0"],
     ]
     tied = scan(site / "compare" / "a@1.0--b@1.0.html")
     assert tied.tables["pair-cub-demo-v1"][1][3:] == ["0.0 pp", "0.0 to 0.0", "1.000", "tied"]
     text = page(site, "compare/a@1.0--c@1.0.html")
-    assert "A better on <strong>1</strong>, B better on <strong>0</strong>" in text
+    # the two submissions by name, never "A" and "B"
+    a, c = "<bdi>a</bdi> <bdi>1.0</bdi>", "<bdi>c</bdi> <bdi>1.0</bdi>"
+    assert f"{a} better on <strong>1</strong>, {c} better on <strong>0</strong>" in text
+    assert pair.headers["pair-cub-demo-v1"][1:4] == ["a 1.0", "c 1.0", "Differencea − c"]
+    assert not re.search(r">\s*[AB]\s*<", text), "a bare A or B names a submission"
+    with (site / "compare" / "a@1.0--c@1.0.csv").open(encoding="utf-8") as handle:
+        assert [row[-1] for row in csv.reader(handle)] == ["better", "a 1.0"]
     # d has no class values: its pair pages exist (common benchmark) but hold no test
     assert "no paired tests" in page(site, "compare/a@1.0--d@1.0.html")
     compare = page(site, "compare.html")
@@ -341,14 +349,14 @@ def test_rank_matrix_across_benchmarks(tmp_path: Path) -> None:
         make_record("a", zsl={"top1": 0.4}, benchmark="y", benchmark_hash="sha256:" + "9" * 64),
         make_record("b", zsl={"top1": 0.6}, benchmark="y", benchmark_hash="sha256:" + "9" * 64),
     ]
-    build_site(records, tmp_path / "site")
+    build_site(with_data(records), tmp_path / "site")
     index = scan(tmp_path / "site" / "index.html")
     assert index.headers["table-ranks-zsl"] == [
         "Submission",
         "Mean rank",
         "Benchmarks",
-        "x v1",
-        "y v1",
+        "x v1 generated data",
+        "y v1 generated data",
     ]
     # x: a 1, b and c tied 2.5; y: b 1, a 2. Means: a 1.5, b 1.75 (both over 2), c 2.5 over 1
     assert index.tables["table-ranks-zsl"] == [
@@ -382,8 +390,9 @@ def test_submission_page(site: Path) -> None:
     ):
         assert expected in html, expected
     rows = scan(site / "submissions" / "devise@1.0.html").tables["bench-cub-demo-v1"]
-    assert rows[0] == ["ZSL", "top1 primary", "40.0%", "—", "3 of 3", "—", "top1_score v1"]
-    assert ["GZSL", "H primary", "49.5%", "—", "1 of 3", "—", "H_score v1"] in rows
+    assert rows[0] == ["ZSL", "top1 ↑ primary", "40.0%", "—", "3 of 3", "—", "top1_score v1"]
+    assert ["GZSL", "H ↑ primary", "49.5%", "—", "1 of 3", "—", "H_score v1"] in rows
+    assert 'title="higher is better">↑</span>' in html  # the direction, in words on hover
 
 
 def test_logs_are_text_files(tmp_path: Path) -> None:
@@ -434,11 +443,11 @@ def test_no_structure_diagnostics_says_so(site: Path) -> None:
 
 
 def test_results_json_holds_every_record_and_the_computed_groups(tmp_path: Path) -> None:
-    records = grouped_records()
+    records = with_data(grouped_records())
     build_site(records, tmp_path / "site")
     text = page(tmp_path / "site", "results.json")
     data = json.loads(text)
-    assert data["format"] == "zsl-leaderboard-results/2"
+    assert data["format"] == "zsl-leaderboard-results/3"
     assert data["tests"]["alpha"] == 0.05 and data["tests"]["n_boot"] == 1000
     loaded = [load_record(json.dumps(envelope), "results.json") for envelope in data["records"]]
     assert loaded == sorted(records, key=lambda r: r.submission.name)
@@ -498,7 +507,8 @@ def test_no_external_resources(site: Path) -> None:
 
 
 def test_unsafe_benchmark_id_stays_inside_the_site(tmp_path: Path) -> None:
-    build_site([make_record("a", benchmark="../../evil id", zsl={"top1": 0.5})], tmp_path / "s")
+    record = make_record("a", benchmark="../../evil id", zsl={"top1": 0.5})
+    build_site(with_data([record]), tmp_path / "s")
     table, bench = sorted((tmp_path / "s" / "benchmarks").iterdir(), key=lambda p: p.suffix)
     assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1-zsl\.csv", table.name)  # its table's data
     assert re.fullmatch(r"evil-id-[0-9a-f]{8}-v1\.html", bench.name)
@@ -510,9 +520,9 @@ def test_unsafe_benchmark_id_stays_inside_the_site(tmp_path: Path) -> None:
 
 def test_rebuild_is_byte_identical(site: Path, tmp_path: Path) -> None:
     first = snapshot(site)
-    build_site(sample_records(), site)  # replaces the earlier build
+    build_site(with_data(sample_records()), site)  # replaces the earlier build
     assert snapshot(site) == first
-    shuffled = sample_records()
+    shuffled = with_data(sample_records())
     random.Random(3).shuffle(shuffled)
     build_site(shuffled, tmp_path / "other")
     assert snapshot(tmp_path / "other") == first

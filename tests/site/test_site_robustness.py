@@ -21,6 +21,7 @@ from harness.site.robustness import (
     spread,
 )
 from tests.conftest import REPO
+from tests.site.provenance import with_data
 from tests.site.test_site import check_links, page, scan
 from tests.site_records import XSS_NAME, hostile_copy, make_record
 
@@ -70,7 +71,7 @@ def family_records() -> list[RunRecord]:
             family_member="val1",
         )
     )
-    return records
+    return with_data(records)
 
 
 def keyed(name: str) -> str:
@@ -156,7 +157,7 @@ def test_a_tie_splits_its_count() -> None:
         )
         for name, value in zip(("a", "b", "c"), values, strict=True)
     ]
-    (matrix,) = rank_counts(plan_site(records))
+    (matrix,) = rank_counts(plan_site(with_data(records)))
     # val1: a, b tied for 1-2 (1.5 each), c 3; val2: a 1, b and c tied for 2-3 (2.5 each)
     assert [(r.sub.name, r.counts) for r in matrix.rows] == [
         ("a", (1.5, 0.5, 0.0)),

@@ -18,6 +18,7 @@ from harness.site.cross import placement
 from harness.site.csv_tables import CsvTable, csv_bytes, csv_text
 from harness.site.model import Column
 from harness.site.pages.benchmark import MAX_DEFAULT_COLUMNS, column_groups
+from tests.site.provenance import RELEASE, with_data
 from tests.site.test_site import check_links, page, scan
 from tests.site_records import make_record, synthetic_records
 
@@ -82,7 +83,7 @@ def xlsa17_records() -> list[RunRecord]:
 @pytest.fixture(scope="module")
 def xlsa17_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("xlsa17") / "site"
-    build_site(xlsa17_records(), out)
+    build_site(with_data(xlsa17_records(), RELEASE), out)
     return out
 
 
@@ -119,7 +120,7 @@ def test_index_shows_coverage_and_states_the_rule(tmp_path: Path) -> None:
         record("d", "y", 0.8),
         record("pair", "y", 0.2),
     ]
-    build_site(records, tmp_path / "site")
+    build_site(with_data(records), tmp_path / "site")
     index = scan(tmp_path / "site" / "index.html")
     assert index.tables["table-ranks-zsl"] == [
         ["c 1.0", "2.00", "2/2", "3", "1"],
@@ -164,8 +165,8 @@ def test_cross_zsl_table_has_datasets_splits_and_the_fair_order(xlsa17_site: Pat
         "Benchmarks",
         "Mean rank",
         "PS",
-        "SS",
-        "PS",
+        "SS verified release",  # two benchmarks under one group: each column says its data
+        "PS verified release",
     ]
     assert across.tables["table-cross-zsl-xlsa17"] == [
         ["ale 1.0", "3/3", "1.67", "58.1", "54.9", "49.9"],
@@ -180,7 +181,8 @@ def test_cross_zsl_table_has_datasets_splits_and_the_fair_order(xlsa17_site: Pat
         '<td class="num best" data-sort="0.6" title="\u2068xlsa17-sun-ps\u2069 v1 \u2068top1\u2069;'
         ' 95% interval 59.0–61.0; best of the column (inductive submissions)"><strong>60.0</strong>'
     ) in html
-    assert html.count('class="num best"') == 3 + 6  # one per ZSL column, one per GZSL column
+    # one per ZSL column, and per GZSL group only H's: the primary (never u or s)
+    assert html.count('class="num best"') == 3 + 2
     # the name is text, never markup, and the CSV link resolves
     assert "&#34;http://evil.example&#34;" in html and 'href="cross-zsl-xlsa17.csv"' in html
     assert check_links(xlsa17_site) > 20
@@ -212,23 +214,26 @@ def test_cross_csv_holds_plain_numbers_and_inert_names(xlsa17_site: Path) -> Non
         "benchmarks_covered",
         "benchmarks",
         "mean_rank",
-        *(f"{c}{part}" for c in columns for part in ("", "_lo", "_hi")),
+        *(f"{c}{part}" for c in columns for part in ("", "_lo", "_hi", "_data", "_counted")),
     ]
     assert [row[:5] for row in rows[1:]] == [
         ["ale", "1.0", "false", "3", "3"],
         ["sje", "1.0", "false", "2", "3"],
         ["'" + INJECTION, "1.0", "false", "1", "3"],  # a formula made inert
     ]
-    ale = [float(v) for v in rows[1][5:]]
-    expected = [5 / 3, 0.581, 0.571, 0.591, 0.549, 0.539, 0.559, 0.499, 0.489, 0.509]
-    assert ale == pytest.approx(expected)
-    assert rows[2][6:9] == ["", "", ""]  # sje has no SUN PS score: empty cells
+    mean, *cells = rows[1][5:]
+    numbers = [float(v) for i, v in enumerate(cells) if i % 5 < 3]
+    assert [float(mean), *numbers] == pytest.approx(
+        [5 / 3, 0.581, 0.571, 0.591, 0.549, 0.539, 0.559, 0.499, 0.489, 0.509]
+    )
+    assert cells[3:5] == ["verified release", "true"]  # the run's data, and that it counts
+    assert rows[2][6:11] == ["", "", "", "", ""]  # sje has no SUN PS score: empty cells
     raw = (xlsa17_site / "cross-zsl-xlsa17.csv").read_bytes()
     assert b"\r\n" in raw and b'"\'=HYPERLINK(""http://evil.example"",""x"")"' in raw
 
 
 def test_cross_table_of_other_families_and_transductive_runs(tmp_path: Path) -> None:
-    build_site(synthetic_records(4, 2), tmp_path / "site")
+    build_site(with_data(synthetic_records(4, 2)), tmp_path / "site")
     across = scan(tmp_path / "site" / "across.html")
     rows = across.tables["table-cross-zsl-bench"]
     # method-03 declares transductive: listed last, badged, never the best of a column
@@ -286,17 +291,19 @@ def test_csv_quotes_commas_quotes_and_newlines_and_keeps_numbers_numbers() -> No
 
 def test_every_table_links_a_csv_beside_its_page(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    build_site(synthetic_records(3, 2), site)
+    build_site(with_data(synthetic_records(3, 2)), site)
     for path in [site / "index.html", site / "across.html", *site.glob("benchmarks/*.html")]:
         html = path.read_text(encoding="utf-8")
         assert html.count('<table class="') == html.count('download type="text/csv"'), path
     bench = read_csv(site / "benchmarks" / "bench-00-v1-zsl.csv")
-    assert bench[0][:8] == [
+    assert bench[0][:10] == [
         "rank",
         "group",
         "submission",
         "version",
         "transductive",
+        "data",
+        "counted_across_benchmarks",
         "top1",
         "top1_lo",
         "top1_hi",
@@ -321,7 +328,8 @@ def test_every_table_links_a_csv_beside_its_page(tmp_path: Path) -> None:
         "p",
         "better",
     ]
-    assert {r[-1] for r in pair[1:]} <= {"A", "B", "tied"} and len(pair) > 10
+    assert {r[-1] for r in pair[1:]} <= {"method-00 1.0", "method-01 1.0", "tied"}
+    assert len(pair) > 10
 
 
 # -- column groups --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.site import build_site
+from tests.site.provenance import with_data
 from tests.site.test_site import scan
 from tests.site_records import make_record
 
@@ -49,7 +50,7 @@ def records() -> list:  # type: ignore[type-arg]
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("transductive") / "site"
-    build_site(records(), out)
+    build_site(with_data(records()), out)
     return out
 
 
@@ -136,7 +137,7 @@ def test_the_index_leads_with_inductive_runs(site: Path) -> None:
         ("benchmarks/cub-demo-v1.html", "t 1.0 model transductive"),
         ("submissions/t@1.0.html", "t 1.0 model transductive"),
         ("compare.html", "t 1.0 transductive"),
-        ("compare/a@1.0--t@1.0.html", "vs t 1.0 Aa 1.0 Bt 1.0 transductive"),
+        ("compare/a@1.0--t@1.0.html", "vs t 1.0 Firsta 1.0 Secondt 1.0 transductive"),
     ],
 )
 def test_the_badge_is_on_every_page_that_shows_it(site: Path, page: str, shown: str) -> None:
@@ -163,19 +164,19 @@ def test_the_picker_says_so_in_words(site: Path) -> None:
 
 def test_the_submission_page_ranks_it_among_its_kind(site: Path) -> None:
     page = scan(site / "submissions" / "t@1.0.html")
-    (primary,) = [r for r in page.tables["bench-cub-demo-v1"] if r[1] == "top1 primary"]
+    (primary,) = [r for r in page.tables["bench-cub-demo-v1"] if r[1] == "top1 ↑ primary"]
     assert primary[4] == "1 of 1 transductive1 of 4 all together"  # two lines
     assert "Transductive: this submission used the unlabelled test images" in texts(
         site, "submissions/t@1.0.html"
     )
     inductive = scan(site / "submissions" / "a@1.0.html")
-    (row,) = [r for r in inductive.tables["bench-cub-demo-v1"] if r[1] == "top1 primary"]
+    (row,) = [r for r in inductive.tables["bench-cub-demo-v1"] if r[1] == "top1 ↑ primary"]
     assert row[4] == "1 of 32 of 4 all together" and row[5] == "1 of 2"
 
 
 def test_results_json_carries_the_flag_and_every_ranking(site: Path) -> None:
     data = json.loads((site / "results.json").read_text(encoding="utf-8"))
-    assert data["format"] == "zsl-leaderboard-results/2"
+    assert data["format"] == "zsl-leaderboard-results/3"
     (cub,) = [b for b in data["benchmarks"] if b["id"] == "cub-demo"]
     (zsl,) = cub["settings"]
     assert [

@@ -124,6 +124,7 @@ def test_save_run_reporting_says_what_it_replaced(engine: Engine) -> None:
         created_at=T0,
         primary={"zsl": 0.5, "gzsl": 0.48},
         hidden=False,
+        package_hash=first.submission.package_hash,
     )
     assert load_runs(engine) == [second]
 

@@ -43,6 +43,7 @@ from harness.data.imagenet.splits import (
     split_classes,
     split_structure,
 )
+from harness.data.sources import RawSource
 from harness.hierarchy.class_sets import imagenet_lists_dir, resolve_class_set
 from harness.hierarchy.imagenet_isa import load_isa_hierarchy
 
@@ -180,6 +181,22 @@ def _pretrained(spec: Spec, lists_dir: Path) -> frozenset[str]:
         raise SpecError(f"{spec.path}: features.pretrained_on.class_set: {err}") from None
 
 
+def _embedding_files(spec: Spec, params: ImageNetParams) -> dict[str, str]:
+    """The class-embedding files of the feature directory, by embedding name (those not given
+    as embedding sets)."""
+    return {
+        e.name: embedding_file(e.name, default=e.name == spec.default_embedding)
+        for e in spec.class_embeddings
+        if e.name not in params.embedding_sets
+    }
+
+
+def _feature_files(directory: Path, embeddings: dict[str, str]) -> dict[str, Path]:
+    """The files of the user's feature directory that ``load`` reads."""
+    names = (FEATURES_FILE, LABELS_FILE, WNIDS_FILE, *embeddings.values())
+    return {name: directory / name for name in names if (directory / name).is_file()}
+
+
 class ImageNetAdapter:
     """Adapter ``imagenet``: ILSVRC-2012 training classes, an ImageNet-21K test split, and the
     user's features (see :mod:`harness.data.imagenet.adapter`)."""
@@ -213,6 +230,9 @@ class ImageNetAdapter:
         )
         return out
 
+    def sources(self, spec: Spec, params: ImageNetParams) -> dict[str, Path]:
+        return _feature_files(_features_dir(spec, params), _embedding_files(spec, params))
+
     def load(self, spec: Spec, params: ImageNetParams) -> RawBenchmark:
         split, lists_dir, counts = _resolve_split(spec, params)
         train_all, test_all = split_classes(
@@ -224,11 +244,7 @@ class ImageNetAdapter:
                 f"{spec.path}: data.params.embedding_sets names {unknown}, which class_embeddings"
                 " does not declare"
             )
-        names = {
-            e.name: embedding_file(e.name, default=e.name == spec.default_embedding)
-            for e in spec.class_embeddings
-            if e.name not in params.embedding_sets
-        }
+        names = _embedding_files(spec, params)
         user = open_user_features(_features_dir(spec, params), names)
         set_rows = _embedding_sets(spec, params, user.embeddings)
         if user.dim != spec.features.dim:
@@ -364,6 +380,12 @@ class ImageNetAdapter:
             sets_used = {name: found[2] for name, found in set_rows.items()}
             meta["provenance"] = {"class_embeddings": embedding_provenance(sets_used)}
         return RawBenchmark(
+            source=RawSource(
+                "own",
+                "ImageNet features brought by the user (data.params.features_dir or"
+                f" ${ENV_FEATURES_DIR}) for the class lists' images",
+                files=_feature_files(user.directory, names),
+            ),
             features=features,
             labels=labels,
             class_ids=class_ids,

@@ -9,28 +9,42 @@ column chooser groups score columns by their metric's registered group.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jinja2 import Environment
 
-from harness.records import ScoreEntry
+from harness.records import RunRecord, ScoreEntry
+from harness.results.reported import ReportedValue
 from harness.site import figures, stats
 from harness.site.csv_tables import CsvCell, CsvTable, header_for
 from harness.site.model import (
     Badge,
     BenchmarkPage,
     Column,
+    LeftOut,
     SettingTable,
     SiteModel,
+    data_badges,
     record_badges,
     registered_metric,
 )
 from harness.site.pages.columns import darts_reached, is_operating_point
 from harness.site.pages.leakage import benchmark_leakage, leakage_note
 from harness.site.pages.page import Page, PageFile, SiteFile, TableFile, pages
-from harness.site.pages.shared import FLAGS, Ranking, protocol_badges, rankings, score_interval
+from harness.site.pages.shared import (
+    FLAGS,
+    Ranking,
+    badge_texts,
+    filter_flags,
+    interval_note,
+    left_out_note,
+    protocol_badges,
+    rankings,
+    score_interval,
+)
+from harness.site.reported import Beside, reported_beside
 from harness.site.slugs import slug
 from harness.site.text import format_value, isolate_text
 
@@ -102,31 +116,53 @@ class ColumnGroup:
     id: str
     label: str
     span: int  # adjacent columns (header) or all of the group's columns (chooser)
-    shown: bool  # shown by default (with the script; without it every column shows)
+    shown: bool  # shown whole by default (with the script; without it every column shows)
+    lead: str = ""  # the chooser entry's lead column, shown even when the group is unchecked
+    leads: int = 0  # a header's columns that stay when its group is unchecked (0 or 1)
+
+
+def group_leads(columns: list[Column]) -> list[bool]:
+    """Whether each column leads its group, which an unchecked group still shows: the primary
+    metric's column, else the group's first (the spec lists a benchmark's metrics in order,
+    so its main hierarchical metric comes first)."""
+    ids = [column_group(c.function) for c in columns]
+    lead: dict[str, int] = {}
+    for i, (group, column) in enumerate(zip(ids, columns, strict=True)):
+        if group not in lead or (column.primary and not columns[lead[group]].primary):
+            lead[group] = i
+    return [lead[group] == i for i, group in enumerate(ids)]
 
 
 def column_groups(columns: list[Column]) -> tuple[list[ColumnGroup], list[ColumnGroup]]:
     """The group header cells over ``columns`` and the chooser's entries, each with whether
-    the group is shown by default: all are, until more than :data:`MAX_DEFAULT_COLUMNS` score
-    columns would show; then groups are hidden in the order of ``_HIDE_FIRST``, except the
-    primary metric's and DARTS."""
+    the group is shown whole by default: all are, until more than :data:`MAX_DEFAULT_COLUMNS`
+    score columns would show; then groups are hidden in the order of ``_HIDE_FIRST``, except
+    the primary metric's and DARTS, each down to its lead column (:func:`group_leads`)."""
     ids = [column_group(c.function) for c in columns]
     counts = {g: ids.count(g) for g in COLUMN_GROUPS if g in ids}
     keep = {column_group(c.function) for c in columns if c.primary} | {"darts"}
     hidden: set[str] = set()
     for group in _HIDE_FIRST:
-        if sum(n for g, n in counts.items() if g not in hidden) <= MAX_DEFAULT_COLUMNS:
+        shown = sum(1 if g in hidden else n for g, n in counts.items())
+        if shown <= MAX_DEFAULT_COLUMNS:
             break
         if group in counts and group not in keep:
             hidden.add(group)
+    is_lead = group_leads(columns)
     header: list[ColumnGroup] = []
-    for group in ids:
+    for group, lead in zip(ids, is_lead, strict=True):
         if header and header[-1].id == group:
             last = header[-1]
-            header[-1] = ColumnGroup(last.id, last.label, last.span + 1, last.shown)
+            header[-1] = replace(last, span=last.span + 1, leads=last.leads + lead)
         else:
-            header.append(ColumnGroup(group, COLUMN_GROUPS[group], 1, group not in hidden))
-    chooser = [ColumnGroup(g, COLUMN_GROUPS[g], n, g not in hidden) for g, n in counts.items()]
+            shown = group not in hidden
+            header.append(ColumnGroup(group, COLUMN_GROUPS[group], 1, shown, leads=int(lead)))
+    leads = {
+        g: columns[i].metric for i, (g, lead) in enumerate(zip(ids, is_lead, strict=True)) if lead
+    }
+    chooser = [
+        ColumnGroup(g, COLUMN_GROUPS[g], n, g not in hidden, leads[g]) for g, n in counts.items()
+    ]
     return header, chooser
 
 
@@ -139,9 +175,13 @@ class SettingView:
     figures: list[figures.Figure]
     groups_note: str
     column_groups: list[str]  # each column's group id, in column order
+    column_leads: list[bool]  # whether each column leads its group (shown when unchecked)
     header_groups: list[ColumnGroup]  # the header row over the score columns
     chooser: list[ColumnGroup]  # one entry per group (no chooser with a single group)
     csv_files: dict[str, str]  # table id -> its CSV file name (beside the page)
+    interval_note: str  # what the intervals and the groups resample, in one line
+    reported: list[Beside]  # what papers report beside the runs' scores
+    flags: tuple[str, ...]  # the filter bar's checkboxes
 
     @property
     def table_ids(self) -> str:
@@ -156,14 +196,23 @@ class SettingView:
 
 
 def benchmark_page(
-    template: Any, bench: BenchmarkPage, common: dict[str, Any]
+    template: Any,
+    bench: BenchmarkPage,
+    common: dict[str, Any],
+    reported: Sequence[ReportedValue] = (),
+    left_out: Sequence[LeftOut] = (),
 ) -> tuple[str, list[CsvTable]]:
-    """The page and the CSV file of each of its score tables."""
+    """The page and the CSV file of each of its score tables (and of the reported values);
+    ``left_out``: the model's :class:`LeftOut` items of this benchmark."""
     views = []
     tables: list[CsvTable] = []
+    beside = reported_beside(bench, reported)
+    # Runs whose data differ from the rest's carry their own data badges, and a filter.
+    mixed = len({_data_kinds(r) for r in bench.records.values()}) > 1
+    flags = filter_flags(mixed and bool(bench.uncounted))
     for plan in bench.settings:
         inductive, transductive, combined = rankings(plan)
-        combined_rows = _rows(bench, plan, combined) if plan.transductive else []
+        combined_rows = _rows(bench, plan, combined, mixed) if plan.transductive else []
         csv_files: dict[str, str] = {}
         for ranking, suffix, shown in (
             (inductive, "", bool(plan.order) or not plan.transductive),  # as the page shows
@@ -177,24 +226,38 @@ def benchmark_page(
             )
             csv_files[f"table-{plan.setting}{suffix}"] = table.filename
             tables.append(table)
+        side = [b for b in beside if b.column.setting == plan.setting]
+        if side:
+            table = _reported_csv(f"{bench.stem}-{slug(plan.setting)}-reported.csv", bench, side)
+            csv_files[f"reported-{plan.setting}"] = table.filename
+            tables.append(table)
         header, chooser = column_groups(plan.columns)
         views.append(
             SettingView(
                 plan=plan,
-                rows=_rows(bench, plan, inductive),
-                transductive_rows=_rows(bench, plan, transductive),
+                rows=_rows(bench, plan, inductive, mixed),
+                transductive_rows=_rows(bench, plan, transductive, mixed),
                 combined_rows=combined_rows,
                 figures=figures.setting_figures(bench, plan, lambda path: path),
                 groups_note=_groups_note(plan),
                 column_groups=[column_group(c.function) for c in plan.columns],
+                column_leads=group_leads(plan.columns),
                 header_groups=header,
                 chooser=chooser if len(chooser) > 1 else [],
                 csv_files=csv_files,
+                interval_note=interval_note(plan.columns, groups=plan.primary is not None),
+                reported=side,
+                flags=flags,
             )
         )
+    info = bench.latest.benchmark
     html = template.render(
         bench=bench,
-        info=bench.latest.benchmark,
+        info=info,
+        data_badges=bench.data_badges,
+        counted=not bench.uncounted,
+        left_out=left_out_note(left_out),
+        synthetic=any(b.kind == "data-synthetic" for b in bench.data_badges),
         leakage=benchmark_leakage(bench),
         leakage_note=leakage_note(bench),
         protocol=protocol_badges(bench.records.values()),
@@ -219,7 +282,8 @@ def benchmark_pages(
     """Every benchmark version's page, with the CSV files of its tables beside it."""
     template = env.get_template("benchmark.html")
     for bench in model.benchmarks:
-        html, tables = benchmark_page(template, bench, common)
+        left_out = model.left_out_of([bench])
+        html, tables = benchmark_page(template, bench, common, model.reported, left_out)
         yield PageFile(f"benchmarks/{bench.filename}", html)
         for table in tables:
             yield TableFile("benchmarks", table)
@@ -239,6 +303,8 @@ def _score_csv(
             sub.name,
             sub.version,
             key in bench.transductive,
+            badge_texts(data_badges(bench.records[key].benchmark)),
+            key not in bench.uncounted,
         ]
         for column in plan.columns:
             entry = column.entries.get(key)
@@ -249,8 +315,62 @@ def _score_csv(
                 interval.hi if interval else None,
             ]
         rows.append(tuple(cells))
-    header = ("rank", "group", "submission", "version", "transductive", *header_for(names))
+    header = (
+        "rank",
+        "group",
+        "submission",
+        "version",
+        "transductive",
+        "data",
+        "counted_across_benchmarks",
+        *header_for(names),
+    )
     return CsvTable(filename, header, rows)
+
+
+def _reported_csv(filename: str, bench: BenchmarkPage, side: list[Beside]) -> CsvTable:
+    """The reported values beside the runs, as data: the run, the value and its source, the
+    run's score and interval, and the difference (empty where it is not compared)."""
+    rows: list[tuple[CsvCell, ...]] = []
+    for item in side:
+        sub, interval = bench.records[item.key].submission, item.entry.interval
+        rows.append(
+            (
+                sub.name,
+                sub.version,
+                item.column.setting,
+                item.column.metric,
+                item.value.percent,
+                item.value.paper,
+                item.value.table,
+                item.value.transcribed_from,
+                100 * item.entry.value if item.column.percent else item.entry.value,
+                (100 * interval.lo if item.column.percent else interval.lo) if interval else None,
+                (100 * interval.hi if item.column.percent else interval.hi) if interval else None,
+                item.difference,
+                item.why_not,
+            )
+        )
+    header = (
+        "submission",
+        "version",
+        "setting",
+        "metric",
+        "reported_percent",
+        "paper",
+        "table",
+        "transcribed_from",
+        "reproduced",
+        "reproduced_lo",
+        "reproduced_hi",
+        "difference_pp",
+        "not_compared",
+    )
+    return CsvTable(filename, header, rows)
+
+
+def _data_kinds(record: RunRecord) -> tuple[str, ...]:
+    return tuple(b.kind for b in data_badges(record.benchmark))
 
 
 def _groups_note(plan: SettingTable) -> str:
@@ -271,13 +391,15 @@ def _groups_note(plan: SettingTable) -> str:
     return ""
 
 
-def _rows(bench: BenchmarkPage, plan: SettingTable, ranking: Ranking) -> list[Row]:
+def _rows(bench: BenchmarkPage, plan: SettingTable, ranking: Ranking, mixed: bool) -> list[Row]:
+    """The rows of ``ranking``; with ``mixed`` (runs on differing data), each row carries its
+    run's data badges (else the page's header shows them once)."""
     rows = []
     seen_groups: set[int] = set()
     for key in ranking.keys:
         record = bench.records[key]
         sub = record.submission
-        badges = record_badges(record)
+        badges = (data_badges(record.benchmark) if mixed else []) + record_badges(record)
         rank = ranking.ranks.get(key)
         group = ranking.group_of.get(key)
         group_title = ""

@@ -14,12 +14,24 @@ from jinja2 import Environment
 
 from harness.site import figures
 from harness.site.csv_tables import RANK_HEADER, CsvTable
-from harness.site.model import SETTING_LABELS, BenchmarkPage, SettingTable, SiteModel, setting_key
+from harness.site.model import (
+    SETTING_LABELS,
+    UNCOUNTED,
+    UNCOUNTED_SUFFIX,
+    BenchmarkPage,
+    RankMatrices,
+    SettingTable,
+    SiteModel,
+    setting_key,
+)
 from harness.site.pages.leakage import benchmark_leakage
 from harness.site.pages.page import NavLink, Page, PageFile, SiteFile, TableFile, pages
 from harness.site.pages.shared import (
     FLAGS,
     Ranking,
+    badge_texts,
+    filter_flags,
+    left_out_note,
     metric_markup,
     protocol_badges,
     rankings,
@@ -44,36 +56,17 @@ def index_page(env: Environment, model: SiteModel, common: dict[str, Any]) -> It
             {
                 "bench": bench,
                 "info": bench.latest.benchmark,
+                "data": bench.data_badges,
                 "leakage": benchmark_leakage(bench),
                 "protocol": protocol_badges(bench.records.values()),
                 "leaders": leaders,
             }
         )
-    settings = {
-        *model.rank_matrices,
-        *model.transductive_rank_matrices,
-        *model.combined_rank_matrices,
-    }
-    rank_views = []
-    rank_tables: list[CsvTable] = []
-    for setting in sorted(settings, key=setting_key):
-        apart = model.transductive_rank_matrices.get(setting)
-        everyone = model.combined_rank_matrices.get(setting)
-        main_view = _rank_view(model.rank_matrices.get(setting), setting, "")
-        apart_view = _rank_view(apart, setting, "transductive")
-        # one ranking of every run: only worth offering when some are transductive
-        combined_view = _rank_view(everyone, setting, "combined") if apart else None
-        rank_views.append(
-            {
-                "setting": setting,
-                "label": SETTING_LABELS.get(setting, setting),
-                "main": main_view,
-                "transductive": apart_view,
-                "combined": combined_view,
-            }
-        )
-        views = (main_view, apart_view, combined_view)
-        rank_tables += [view["csv"] for view in views if view is not None]
+    rank_views, rank_tables = _rank_views(model.ranks, "")
+    uncounted_views: list[dict[str, Any]] = []
+    if model.ranks_with_uncounted is not None:
+        uncounted_views, tables = _rank_views(model.ranks_with_uncounted, UNCOUNTED_SUFFIX)
+        rank_tables += tables
     subs = []
     for sub in model.submissions.values():
         info = sub.latest.submission
@@ -93,6 +86,12 @@ def index_page(env: Environment, model: SiteModel, common: dict[str, Any]) -> It
         benchmarks=rows,
         submissions=subs,
         rank_views=rank_views,
+        uncounted_views=uncounted_views,
+        # a filter for runs on data left out by default only where a submission has some
+        submission_flags=filter_flags(
+            any(b.flag == UNCOUNTED for sub in model.submissions.values() for b in sub.badges)
+        ),
+        left_out=left_out_note(model.left_out),
         csv_files={"benchmarks": tables[0].filename, "submissions": tables[1].filename},
         root="",
         page_title="Leaderboard",
@@ -119,6 +118,8 @@ def _index_tables(model: SiteModel) -> tuple[CsvTable, CsvTable]:
                 info.n_seen if known else None,
                 info.n_unseen if known else None,
                 len(bench.records),
+                badge_texts(bench.data_badges),
+                len(bench.records) - len(bench.uncounted),
             )
         )
     subs = [
@@ -144,6 +145,8 @@ def _index_tables(model: SiteModel) -> tuple[CsvTable, CsvTable]:
                 "seen_classes",
                 "unseen_classes",
                 "submissions",
+                "data",
+                "submissions_counted",
             ),
             list(benchmarks),
         ),
@@ -155,12 +158,45 @@ def _index_tables(model: SiteModel) -> tuple[CsvTable, CsvTable]:
     )
 
 
-def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[str, Any] | None:
+def _rank_views(ranks: RankMatrices, view: str) -> tuple[list[dict[str, Any]], list[CsvTable]]:
+    """Per setting, its rank matrices (inductive, transductive, combined) as figures and table
+    rows, and their CSV tables; ``view`` ends every id and file name ("" or
+    :data:`UNCOUNTED_SUFFIX`: the matrices with the runs left out by default)."""
+    settings = {*ranks.inductive, *ranks.transductive, *ranks.combined}
+    views = []
+    tables: list[CsvTable] = []
+    for setting in sorted(settings, key=setting_key):
+        apart = ranks.transductive.get(setting)
+        main_view = _rank_view(ranks.inductive.get(setting), setting, "", view)
+        apart_view = _rank_view(apart, setting, "transductive", view)
+        # one ranking of every run: only worth offering when some are transductive
+        combined_view = (
+            _rank_view(ranks.combined.get(setting), setting, "combined", view) if apart else None
+        )
+        views.append(
+            {
+                "setting": setting,
+                "id": f"ranks-{setting}{view}",
+                "label": SETTING_LABELS.get(setting, setting),
+                "main": main_view,
+                "transductive": apart_view,
+                "combined": combined_view,
+            }
+        )
+        tables += [v["csv"] for v in (main_view, apart_view, combined_view) if v is not None]
+    return views, tables
+
+
+def _rank_view(
+    ranks: dict[str, Any] | None, setting: str, which: str, view: str
+) -> dict[str, Any] | None:
     """A rank matrix's figure and table rows; ``which`` is "", "transductive" or "combined"."""
     if ranks is None:
         return None
-    suffix = f"-{which}" if which else ""
-    fig = figures.rank_figure(ranks, setting, lambda path: path, suffix=suffix)
+    suffix = (f"-{which}" if which else "") + view
+    fig = figures.rank_figure(
+        ranks, setting, lambda path: path, suffix=suffix, uncounted=bool(view)
+    )
     view_rows = []
     for s, sub in enumerate(ranks["submission_refs"]):
         cells = []
@@ -180,6 +216,7 @@ def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[s
             }
         )
     benches: list[BenchmarkPage] = ranks["benchmark_pages"]
+    heads = [{"bench": b, "badges": b.data_badges, "uncounted": bool(b.uncounted)} for b in benches]
     csv = CsvTable(
         f"index-ranks-{slug(setting)}{suffix}.csv",
         (*RANK_HEADER, *(f"{b.id} v{b.version}" for b in benches)),
@@ -200,7 +237,7 @@ def _rank_view(ranks: dict[str, Any] | None, setting: str, which: str) -> dict[s
         "id": f"ranks-{setting}{suffix}",
         "table_id": f"table-ranks-{setting}{suffix}",
         "figure": fig,
-        "benchmarks": benches,
+        "benchmarks": heads,
         "rows": view_rows,
         "csv": csv,
     }

@@ -15,12 +15,12 @@ from markupsafe import Markup, escape
 
 from harness.site import stats
 from harness.site.csv_tables import CsvLines, csv_line, csv_number
-from harness.site.model import BenchmarkPage, SiteModel, Submission
+from harness.site.model import Badge, BenchmarkPage, SiteModel, Submission, data_badges
 from harness.site.pages.columns import Reached, column_title, darts_reached
 from harness.site.pages.page import NavLink, Page, PageFile, SiteFile, TableFile, pages
-from harness.site.pages.shared import metric_markup, plain_label
+from harness.site.pages.shared import direction, metric_markup, plain_label
 from harness.site.slugs import pair_slug
-from harness.site.text import format_diff, format_p, format_value
+from harness.site.text import format_diff, format_p, format_value, isolate
 
 
 def comparable_pairs(model: SiteModel) -> list[tuple[Submission, Submission]]:
@@ -70,6 +70,7 @@ class PairColumn:
 
     setting: str
     metric: Markup
+    direction: Markup  # the better direction's arrow
     primary: bool
     percent: bool
     higher_is_better: bool
@@ -128,6 +129,7 @@ def pair_columns(
                         ),
                         setting=plan.label,
                         metric=metric_markup(column),
+                        direction=direction(column),
                         primary=column.primary,
                         percent=column.percent,
                         higher_is_better=column.higher_is_better,
@@ -166,6 +168,9 @@ def pair_page(
     blocks = []
     csv_rows: list[str] = []
     counts = {"A": 0, "B": 0, "tied": 0}
+    # The verdict cell and CSV value of each outcome: the better submission's name, "tied".
+    names = {"A": _name_markup(a), "B": _name_markup(b)}
+    in_csv = {"A": csv_line((a.label,)), "B": csv_line((b.label,)), "tied": "tied"}
     only_a: list[BenchmarkPage] = []
     only_b: list[BenchmarkPage] = []
     for bench in model.benchmarks:
@@ -186,17 +191,22 @@ def pair_page(
                     f'<tr class="setting-row"><th scope="rowgroup" colspan="7">'
                     f"{escape(setting)}</th></tr>"
                 )
-            verdict, row = _pair_row(column, i, j)
+            verdict, row = _pair_row(column, i, j, names)
             counts[verdict] += 1
             rows.append(row)
             tested = ",".join(csv_number(m[i][j]) for m in column.matrices)
             csv_rows.append(
                 f"{column.csv_prefix},{column.csv_scores[i]},{column.csv_scores[j]},"
-                f"{tested},{verdict}"
+                f"{tested},{in_csv[verdict]}"
             )
+        found: dict[str, Badge] = {}
+        for key in (a.key, b.key):
+            for badge in data_badges(bench.records[key].benchmark):
+                found.setdefault(badge.kind, badge)
         blocks.append(
             {
                 "bench": bench,
+                "data": list(found.values()),
                 "rows": Markup("\n".join(rows)),
                 "untested": untested.get((bench.id, bench.version), Markup()),
             }
@@ -250,8 +260,16 @@ def _reached_html(column: PairColumn, i: int) -> Markup:
     )
 
 
-def _pair_row(column: PairColumn, i: int, j: int) -> tuple[str, str]:
-    """The verdict and the table row (markup: the only text, the label, is escaped already)."""
+def _name_markup(sub: Submission) -> Markup:
+    """A submission's name and version in a cell of a pair page, each part isolated."""
+    return Markup('{} <span class="muted">{}</span>').format(
+        isolate(sub.name), isolate(sub.version)
+    )
+
+
+def _pair_row(column: PairColumn, i: int, j: int, names: dict[str, Markup]) -> tuple[str, str]:
+    """The verdict ("A", "B" or "tied") and the table row, whose verdict cell names the better
+    submission (``names``; markup: the label and the names are escaped already)."""
     diffs, los, his, p_values = column.matrices  # lists: no numpy scalar per cell
     diff = diffs[i][j]
     p = p_values[i][j]
@@ -263,12 +281,16 @@ def _pair_row(column: PairColumn, i: int, j: int) -> tuple[str, str]:
     hi = format_diff(his[i][j], percent=percent, unit=False)
     attrs = ' class="primary-row"' if column.primary else ""
     row = (
-        f'<tr{attrs}><td title="{escape(column.title)}">{column.metric}</td>'
+        f'<tr{attrs}><td title="{escape(column.title)}">{column.metric} {column.direction}</td>'
         f"<td>{column.scores[i]}{_reached_html(column, i)}</td>"
         f"<td>{column.scores[j]}{_reached_html(column, j)}</td>"
         f"<td>{format_diff(diff, percent=percent)}</td>"
         f"<td>{lo} to {hi}</td><td>{format_p(p)}</td>"
-        + ('<td class="tied">tied</td></tr>' if verdict == "tied" else f"<td>{verdict}</td></tr>")
+        + (
+            '<td class="tied">tied</td></tr>'
+            if verdict == "tied"
+            else f"<td>{names[verdict]}</td></tr>"
+        )
     )
     return verdict, row
 

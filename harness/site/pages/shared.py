@@ -15,14 +15,94 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from harness.core.hashing import short_hash
 from harness.records import RunRecord, ScoreEntry
 from harness.site import glossary
-from harness.site.model import Badge, Column, SettingTable, Submission, record_badges
+from harness.site.model import (
+    UNCOUNTED,
+    Badge,
+    Column,
+    LeftOut,
+    SettingTable,
+    Submission,
+    record_badges,
+)
 from harness.site.pages.columns import column_title
-from harness.site.text import interval_text, isolate, isolate_text, short_hash
+from harness.site.text import interval_text, isolate, isolate_text
 
-#: Badge flags a table row carries for the filter bar (``data-flags``).
-FLAGS = ("leakage", "transductive", "extra-data")
+#: The filter bar's checkboxes on every table it filters.
+FILTER_FLAGS = ("leakage", "transductive", "extra-data")
+#: Badge flags a table row carries for the filter bar (``data-flags``): a bar offers the last,
+#: hiding runs on data not counted across benchmarks, only where some rows have it.
+FLAGS = (*FILTER_FLAGS, UNCOUNTED)
+
+
+def filter_flags(uncounted: bool) -> tuple[str, ...]:
+    """The filter bar's checkboxes: with ``uncounted``, one for runs whose data do not count."""
+    return FLAGS if uncounted else FILTER_FLAGS
+
+
+#: What an interval resamples, by the scheme a record names (:class:`harness.records.Interval`).
+_RESAMPLED = {
+    "images_within_class": "the test images, resampled within each class",
+    "classes": "the classes",
+}
+
+
+@dataclass(frozen=True)
+class LeftOutNote:
+    """What a cross-benchmark view leaves out by default: runs, benchmarks and why."""
+
+    n_runs: int
+    n_benchmarks: int
+    reasons: list[tuple[str, int]]  # (why, runs): a benchmark version's, or more for one
+
+    @property
+    def summary(self) -> str:
+        """``3 runs on 2 benchmarks``."""
+        runs = f"{self.n_runs} run{'s' if self.n_runs != 1 else ''}"
+        return f"{runs} on {self.n_benchmarks} benchmark{'s' if self.n_benchmarks != 1 else ''}"
+
+
+def left_out_note(items: Iterable[LeftOut]) -> LeftOutNote | None:
+    """The note on what a view leaves out by default (None: nothing)."""
+    found = list(items)
+    if not found:
+        return None
+    return LeftOutNote(
+        n_runs=sum(len(item.keys) for item in found),
+        n_benchmarks=len({(item.bench.id, item.bench.version) for item in found}),
+        reasons=[(item.why, len(item.keys)) for item in found],
+    )
+
+
+def badge_texts(badges: Iterable[Badge]) -> str:
+    """Badges as one CSV cell: their texts, ``; ``-separated."""
+    return "; ".join(b.text for b in badges)
+
+
+def interval_note(columns: Iterable[Column], *, groups: bool) -> str:
+    """One line on what a ranked table's intervals resample (from the schemes its records
+    name) and, with ``groups``, what its groups do: classes, a stricter question."""
+    schemes = sorted({e.interval.scheme for c in columns for e in c.entries.values() if e.interval})
+    shown = " or ".join(_RESAMPLED.get(s, s) for s in schemes)
+    text = f"Intervals: 95% bootstrap over {shown}" if shown else "No intervals in these records"
+    if groups:
+        return (
+            f"{text}; groups: a paired bootstrap over the classes (within seen and unseen), "
+            "which asks whether a difference holds for other classes."
+        )
+    return (
+        f"{text}. Whether two scores differ beyond chance is the benchmark pages' group "
+        "(a paired bootstrap over classes), not overlapping intervals."
+    )
+
+
+def direction(column: Column) -> Markup:
+    """The better direction of a column as an arrow with its meaning in a tooltip."""
+    if column.higher_is_better:
+        return Markup('<span class="dir" title="higher is better">↑</span>')
+    return Markup('<span class="dir" title="lower is better">↓</span>')
 
 
 @dataclass(frozen=True)
@@ -122,6 +202,7 @@ def environment() -> Environment:
     env.filters["metric"] = metric_markup
     env.filters["column_title"] = column_title
     env.filters["metric_anchor"] = _metric_anchor
+    env.filters["direction"] = direction
     env.globals["gloss"] = glossary_link
     env.globals["term_anchor"] = glossary.term_anchor
     env.globals["metric_anchor"] = glossary.metric_anchor

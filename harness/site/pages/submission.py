@@ -12,12 +12,21 @@ from typing import Any
 from jinja2 import Environment
 
 from harness.records import ClassValues, RunRecord, ScoredClass
+from harness.results import standing
 from harness.site.csv_tables import CsvCell, CsvTable
-from harness.site.model import BenchmarkPage, SiteModel, Submission, record_badges
+from harness.site.model import BenchmarkPage, SiteModel, Submission, data_badges, record_badges
 from harness.site.pages.columns import column_title, darts_reached
 from harness.site.pages.page import Page, PageFile, SiteFile, TableFile, pages
 from harness.site.pages.pair import comparable_pairs
-from harness.site.pages.shared import metric_markup, plain_label, score_interval
+from harness.site.pages.shared import (
+    badge_texts,
+    direction,
+    interval_note,
+    metric_markup,
+    plain_label,
+    score_interval,
+)
+from harness.site.reported import reported_beside
 from harness.site.slugs import pair_slug
 from harness.site.text import Link, format_value, isolate_text, safe_href
 
@@ -39,11 +48,19 @@ def submission_page(
         bench = benches[(record.benchmark.id, record.benchmark.version)]
         rows = []
         anchor = f"sub-{sub.key}"
+        badges = data_badges(record.benchmark)
+        beside = {
+            (b.column.setting, b.column.metric, b.column.version): b
+            for b in reported_beside(bench, model.reported, key=sub.key)
+        }
+        columns_shown = []
         for plan in bench.settings:
             for column in plan.columns:
                 entry = column.entries.get(sub.key)
                 if entry is None:
                     continue
+                columns_shown.append(column)
+                reported = beside.get((plan.setting, column.metric, column.version))
                 rank, n_ranked = column.rank_of(sub.key)
                 apart = sub.key in bench.transductive
                 group_of, groups = (
@@ -71,13 +88,20 @@ def submission_page(
                         rank,
                         n_ranked if rank else None,
                         group,
+                        badge_texts(badges),
+                        sub.key not in bench.uncounted,
+                        reported.value.percent if reported else None,
+                        reported.value.source if reported else None,
+                        reported.difference if reported else None,
                     )
                 )
                 rows.append(
                     {
                         "setting": plan.label,
                         "metric": metric_markup(column, unit=False),
+                        "direction": direction(column),
                         "metric_title": column_title(column),
+                        "reported": reported,
                         "reached": darts_reached(entry),
                         "primary": column.primary,
                         "value": format_value(entry.value, percent=column.percent)
@@ -100,8 +124,11 @@ def submission_page(
                 "bench": bench,
                 "record": record,
                 "anchor": anchor,
-                "badges": record_badges(record),
+                "badges": [*badges, *record_badges(record)],
+                "left_out": standing.excluded_why(record.benchmark),
                 "rows": rows,
+                "has_reported": bool(beside),
+                "interval_note": interval_note(columns_shown, groups=True),
                 "created": record.created_at.isoformat(timespec="seconds"),
                 "predictions": sorted(record.predictions_hashes.items()),
                 "environment": _pairs_text(record.environment),
@@ -135,6 +162,11 @@ def submission_page(
             "rank",
             "ranked",
             "group",
+            "data",
+            "counted_across_benchmarks",
+            "reported_percent",
+            "reported_in",
+            "difference_pp",
         ),
         csv_rows,
     )

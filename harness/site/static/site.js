@@ -188,6 +188,13 @@
       boxes.forEach(function (box) {
         tables.forEach(function (table) {
           table.classList.toggle("hide-" + box.value, !box.checked);
+          // An unchecked group keeps its lead column: its header spans just that one (or,
+          // over a run of its columns without the lead, none, and hides).
+          Array.prototype.forEach.call(table.querySelectorAll("th.cg-head.cg-" + box.value), function (head) {
+            var span = Number(box.checked ? head.getAttribute("data-span") : head.getAttribute("data-lead-span"));
+            head.hidden = span === 0;
+            head.colSpan = Math.max(span, 1);
+          });
         });
       });
     }
