@@ -6,6 +6,8 @@ well above chance (1/20 on ZSL top-1); each loss is checked on a tiny hand-compu
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -138,3 +140,28 @@ def test_runs_on_the_demo_above_chance(name: str, demo_record: Callable[[str], R
     assert _value(first, "gzsl", "H") > METHODS[name][2]
     # Speed is measured by `make bench`, not asserted here (a busy CI machine took 32 s).
     assert first.timings["run"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_a_prediction_pass_does_not_import_torch(name: str) -> None:
+    # Each prediction pass is a fresh process: importing torch there cost about 2 s of CPU for
+    # a numpy product. Only training imports it.
+    script = f"""
+import importlib.util, sys
+import numpy as np
+spec = importlib.util.spec_from_file_location("model", {str(SUBMISSIONS / name / "model.py")!r})
+module = importlib.util.module_from_spec(spec)
+sys.path.insert(0, {str(SUBMISSIONS / name)!r})
+spec.loader.exec_module(module)
+model = getattr(module, {METHODS[name][0]!r})()
+model.mean_, model.std_ = np.zeros(4, np.float32), np.ones(4, np.float32)
+model.w_, model.embedding_ = np.eye(4, 3, dtype=np.float32), np.eye(5, 3, dtype=np.float32)
+scores = model.predict(np.ones((2, 4), np.float32), np.array([0, 2]))
+assert scores.shape == (2, 2), scores.shape
+print("torch" in sys.modules)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

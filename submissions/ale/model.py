@@ -20,10 +20,14 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    # Imported where training needs it: a prediction pass runs numpy only and does not pay
+    # torch's import (about 2 s of CPU in each fresh process).
+    import torch
 
 
 # >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
@@ -190,6 +194,8 @@ def _setup(seed: int) -> torch.device:
     """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread. The device is the
     GPU when the runner shows one (its ``CUDA_VISIBLE_DEVICES``), else the CPU; deterministic
     cuBLAS needs its workspace setting before the first GPU matrix product."""
+    import torch
+
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
@@ -256,6 +262,8 @@ class _Bilinear:
         self, x: np.ndarray, y: np.ndarray, emb: np.ndarray, lr: float, seed: int
     ) -> Iterator[torch.Tensor]:
         """W after each epoch (1, 2, ...) of one training run, for as long as it is asked."""
+        import torch
+
         device = _setup(seed)
         gen = torch.Generator().manual_seed(seed)
         xt = torch.from_numpy(x).to(device)
@@ -349,6 +357,8 @@ class ALE(_Bilinear):
     @staticmethod
     def loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Rank-weighted hinge, averaged over images (``scores [n, C]``, ``labels [n]``)."""
+        import torch
+
         true = scores.gather(1, labels[:, None])
         margins = (1.0 + scores - true).clamp(min=0.0)
         margins = margins.scatter(1, labels[:, None], 0.0)

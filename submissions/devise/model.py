@@ -18,10 +18,14 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    # Imported where training needs it: a prediction pass runs numpy only and does not pay
+    # torch's import (about 2 s of CPU in each fresh process).
+    import torch
 
 
 # >>> copied block "state-files": keep byte-identical (tests/test_reference_packages.py)
@@ -189,6 +193,8 @@ def _setup(seed: int) -> torch.device:
     """Bit-identical runs: fixed seed, deterministic kernels, one CPU thread. The device is the
     GPU when the runner shows one (its ``CUDA_VISIBLE_DEVICES``), else the CPU; deterministic
     cuBLAS needs its workspace setting before the first GPU matrix product."""
+    import torch
+
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
@@ -255,6 +261,8 @@ class _Bilinear:
         self, x: np.ndarray, y: np.ndarray, emb: np.ndarray, lr: float, seed: int
     ) -> Iterator[torch.Tensor]:
         """W after each epoch (1, 2, ...) of one training run, for as long as it is asked."""
+        import torch
+
         device = _setup(seed)
         gen = torch.Generator().manual_seed(seed)
         xt = torch.from_numpy(x).to(device)
