@@ -50,7 +50,7 @@ from harness.results.records_io import (
     read_records,
     write_records,
 )
-from harness.results.reported import reported_beside
+from harness.results.reported import reported_in
 from harness.results.reproduction import result_differences
 from harness.results.standing import badges_text, excluded_why
 from harness.runners import sandbox
@@ -776,7 +776,7 @@ def run_pull_request(
     site: Path | None = None
     try:
         site = harness.site.build_site(
-            after, out_dir / SITE_DIRNAME, reported=reported_beside(results_dir)
+            after, out_dir / SITE_DIRNAME, reported=reported_in(results_dir.parent / "reported")
         )
     except Exception as err:  # the report must still be written
         problems.append(f"site build failed: {_error_text(err, root)}")

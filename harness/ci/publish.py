@@ -10,7 +10,7 @@ from pathlib import Path
 
 import harness.site
 from harness.results.records_io import read_records
-from harness.results.reported import reported_beside
+from harness.results.reported import reported_in
 
 __all__ = ["publish_site"]
 
@@ -22,4 +22,6 @@ def publish_site(results_dir: Path, out_dir: Path) -> Path:
     Returns the path of the site's ``index.html``.
     """
     records = read_records(results_dir) if results_dir.is_dir() else []
-    return harness.site.build_site(records, out_dir, reported=reported_beside(results_dir))
+    return harness.site.build_site(
+        records, out_dir, reported=reported_in(results_dir.parent / "reported")
+    )

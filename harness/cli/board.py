@@ -84,7 +84,10 @@ def build(
         finally:
             engine.dispose()
     # The default folder is the repository's; a folder named on the command line must exist.
-    skipped = reported == REPORTED_DIR and not reported.exists()
-    values = [] if skipped else reported_values.load_reported(reported)
+    values = (
+        reported_values.reported_in(reported)
+        if reported == REPORTED_DIR
+        else reported_values.load_reported(reported)
+    )
     index = site.build_site(records, out, reported=values)
     stdout.print(str(index), soft_wrap=True)

@@ -59,7 +59,7 @@ def _print_raw_inputs(frozen: artifacts.FrozenBenchmark, spec: spec_module.Spec)
     raw = sources.raw_inputs(frozen.raw_inputs, frozen.hash, spec.data.checksum)
     badges = standing.input_badges(raw, experimental=spec.experimental)
     shown = " ".join(badge.text() for badge in badges)
-    stdout.print(f"  raw inputs: {shown} {raw.how}", soft_wrap=True, markup=False)
+    stdout.print(f"  raw inputs: {shown} {raw.how}", soft_wrap=True)
     if not all(badge.counted for badge in badges):
         stdout.print(
             "    its runs stay out of the cross-benchmark tables (across, ranks, robustness)"

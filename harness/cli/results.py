@@ -200,7 +200,7 @@ def _report(outcome: RescoreOutcome) -> None:
         return
     if outcome.ok:
         badges = standing.badges_text(outcome.record.benchmark)
-        stdout.print(f"{outcome.status}: {outcome.run} {badges}", soft_wrap=True, markup=False)
+        stdout.print(f"{outcome.status}: {outcome.run} {badges}", soft_wrap=True)
         for line in outcome.changes or ["no score changed"]:
             stdout.print(f"  {line}", soft_wrap=True)
         return
@@ -271,7 +271,6 @@ def list_(
             f"{record.created_at:%Y-%m-%d %H:%M}  {_primary_text(stored) or '-'}"
             f"  {standing.badges_text(record.benchmark)}" + ("  [hidden]" if stored.hidden else ""),
             soft_wrap=True,
-            markup=False,
         )
     hidden = sum(s.hidden for s in runs)
     where = " matching" if benchmark is not None or submission is not None else ""

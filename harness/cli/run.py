@@ -206,7 +206,6 @@ def run(
         stdout.print(
             _summary(record) + (" (not stored: --no-store)" if no_store else ""),
             soft_wrap=True,
-            markup=False,
         )
         _warn_below_chance(record)
         return
@@ -228,7 +227,7 @@ def run(
     below = 0
     for result in report.results:
         if result.record is not None:
-            stdout.print(_summary(result.record), markup=False)
+            stdout.print(_summary(result.record))
             if result.replaced is not None:
                 _note(pipeline.replacement_message(result.replaced, result.record))
             below += _warn_below_chance(result.record)
@@ -371,9 +370,9 @@ def demo(
                 package = planning.plan_package(package_dir, tmp, runner=runner)
             plan = planning.plan_run(benchmark, package, runner=runner, timings=steps.timings)
             record = pipeline.run_planned(plan, database_url=database_url, steps=steps)
-        stdout.print(_summary(record), markup=False)
+        stdout.print(_summary(record))
         _warn_below_chance(record)
     runs = run_store.load_runs(run_store.open_store(database_url))
-    values = reported_values.load_reported(REPORTED_DIR) if REPORTED_DIR.exists() else []
+    values = reported_values.reported_in(REPORTED_DIR)
     index = site_builder.build_site(runs, out, reported=values)
     stdout.print(f"leaderboard: {index.resolve()}")

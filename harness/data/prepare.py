@@ -255,9 +255,8 @@ def prepare(spec: Spec, *, no_audit: str | None = None, refresh: bool = False) -
     root = benchmark_dir(spec.benchmark, spec.version)
     data_hash = spec.data_hash()
     action = cache_action(root, data_hash)
-    adapter, params = _adapter(spec)
     if refresh and action != "create":
-        frozen = _refreeze(spec, root, adapter, params, no_audit)
+        frozen = _refreeze(spec, root, *_adapter(spec), no_audit)
     elif action == "conflict":
         raise IntegrityError(
             f"{root} holds {spec.benchmark} v{spec.version} frozen from different spec data."
@@ -273,7 +272,7 @@ def prepare(spec: Spec, *, no_audit: str | None = None, refresh: bool = False) -
         _check_audit_rule(spec, frozen)
         check_frozen_sources(spec, frozen)
     else:
-        frozen = _freeze(spec, root, adapter, params, no_audit)
+        frozen = _freeze(spec, root, *_adapter(spec), no_audit)
     if spec.data.checksum is not None and frozen.hash != spec.data.checksum:
         raise IntegrityError(
             f"{spec.benchmark} v{spec.version}: the frozen data hash {frozen.hash} differs from"

@@ -847,7 +847,9 @@ class Xlsa17Adapter:
                 " does not use them"
             )
         return RawBenchmark(
-            source=_raw_source(release, params, how, root),
+            source=_raw_source(
+                release, params, how, root, fetched=local_root(params, spec) is None
+            ),
             features=release.features,
             labels=release.labels,
             class_ids=np.asarray(class_ids, dtype=str),
@@ -859,13 +861,10 @@ class Xlsa17Adapter:
         )
 
     def sources(self, spec: Spec, params: Xlsa17Params) -> dict[str, Path] | None:
-        if params.path is not None:
-            root = _resolve(params.path, spec)
-        elif os.environ.get(ENV_DIR):
-            root = Path(os.environ[ENV_DIR]).expanduser().resolve()
-        else:
+        named = local_root(params, spec)
+        if named is None:
             return None  # in the download cache, found by the archive's hash: fetch checks it
-        return _source_files(root, params)
+        return _source_files(named[0], params)
 
 
 #: The release's files the adapter reads, per dataset folder (class lists where present).
@@ -884,9 +883,12 @@ def _source_files(root: Path, params: Xlsa17Params) -> dict[str, Path]:
     return {f"{params.dataset}/{n}": folder / n for n in names if (folder / n).is_file()}
 
 
-def _raw_source(release: Release, params: Xlsa17Params, how: str, root: Path) -> RawSource:
+def _raw_source(
+    release: Release, params: Xlsa17Params, how: str, root: Path, *, fetched: bool
+) -> RawSource:
     """Where the release was read from: synthetic whenever its image file names say so; the
-    release, verified when it came from an archive checked against data.params.checksum."""
+    release, verified when it came from an archive ``fetched`` against data.params.checksum
+    (a folder the spec names is not hashed)."""
     files = _source_files(root, params)
     if release.synthetic:
         return RawSource(
@@ -896,8 +898,6 @@ def _raw_source(release: Release, params: Xlsa17Params, how: str, root: Path) ->
             " `zsl data synthetic-xlsa17`) beside the release's split files",
             files=files,
         )
-    # `locate` says how it found the folder; only an archive it fetched was hashed.
-    fetched = how.startswith(("download", "data.params.mirror"))
     way = how.split(" (")[0]  # without the machine's paths: this goes into records
     return RawSource(
         "release",

@@ -33,7 +33,7 @@ __all__ = [
     "ReportedValue",
     "check_reported",
     "load_reported",
-    "reported_beside",
+    "reported_in",
 ]
 
 FORMAT = "zsl-reported/1"
@@ -210,8 +210,7 @@ def _listed(problems: list[str]) -> str:
     return f"{count} in the reported values:\n  " + "\n  ".join(problems)
 
 
-def reported_beside(results_dir: Path) -> list[ReportedValue]:
-    """The values of the ``reported`` folder beside a records folder (``leaderboard/results``
-    → ``leaderboard/reported``), as CI builds the site; none when there is no such folder."""
-    folder = results_dir.parent / "reported"
+def reported_in(folder: Path) -> list[ReportedValue]:
+    """:func:`load_reported` of ``folder``, or none when there is no such folder (a checkout
+    without ``leaderboard/reported``, a results folder with nothing beside it)."""
     return load_reported(folder) if folder.exists() else []
