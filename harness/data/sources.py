@@ -3,8 +3,8 @@
 An adapter reports, with the arrays it read, a :class:`RawSource`: the origin of its inputs (a
 dataset's release, a synthetic stand-in, a generated benchmark, the user's own data), how it
 told, whether it checked them against a pinned checksum, and the files it read. ``prepare``
-freezes that into the manifest (:func:`source_manifest`: each file's path, size, modification
-time and sha256) and the record carries it (:func:`raw_inputs`). A frozen copy is reused only
+freezes that into the manifest (:func:`source_manifest`: each file's path, stat and sha256)
+and the record carries it (:func:`raw_inputs`). A frozen copy is reused only
 while its sources have not changed under it (:func:`check_sources`): the same files, or other
 files with the same bytes, or files since deleted (the frozen copy stands alone). A changed
 source is an error that says how to freeze again. See docs/data.md, "Where the raw inputs came
@@ -51,24 +51,26 @@ class SourcesChangedError(IntegrityError):
     """A frozen benchmark whose source files changed since it was frozen (exit code 2)."""
 
 
-def _stat(path: Path) -> tuple[int, int]:
+#: What a file's stat must still say for it to count as unchanged without hashing it again. The
+#: size and modification time can be put back by hand (``touch -r``, ``cp -p``); the change time
+#: and the inode cannot, so a file swapped under the same name and times is hashed again.
+_STAT_KEYS = ("size", "mtime_ns", "ctime_ns", "inode")
+
+
+def _stat(path: Path) -> dict[str, int]:
     stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
+    values = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    return dict(zip(_STAT_KEYS, values, strict=True))
 
 
 def source_manifest(source: RawSource) -> dict[str, Any]:
     """The manifest's ``raw_inputs`` section: the adapter's report and each file's path, size,
-    modification time and sha256, sealed by a hash of the rest (an edit is refused)."""
+    modification and change times, inode and sha256, sealed by a hash of the rest (an edit is
+    refused)."""
     files = {}
     for name in sorted(source.files):
         path = Path(source.files[name]).resolve()
-        size, mtime_ns = _stat(path)
-        files[name] = {
-            "path": str(path),
-            "size": size,
-            "mtime_ns": mtime_ns,
-            "sha256": file_sha256(path),
-        }
+        files[name] = {"path": str(path), **_stat(path), "sha256": file_sha256(path)}
     section: dict[str, Any] = {
         "origin": source.origin,
         "how": source.how,
@@ -113,7 +115,8 @@ def _changed(name: str, entry: Mapping[str, Any], path: Path) -> str | None:
     """How the file at ``path`` differs from the recorded ``entry``; None when it does not."""
     recorded = Path(entry["path"])
     same_place = path.resolve() == recorded
-    if same_place and _stat(path) == (entry["size"], entry["mtime_ns"]):
+    stat = _stat(path)
+    if same_place and all(entry.get(key) == stat[key] for key in _STAT_KEYS):
         return None  # unchanged since it was hashed: not read again
     digest = file_sha256(path)
     if digest == entry["sha256"]:

@@ -8,6 +8,7 @@ other features, or moved: each case says what the harness records and whether it
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -239,3 +240,29 @@ def test_the_badges_and_what_counts_across_benchmarks() -> None:
     for benchmark, labels, counted in cases:
         assert [b.label for b in data_badges(benchmark)] == labels
         assert counted_by_default(benchmark) is counted
+
+
+@pytest.mark.slow  # a release copied and frozen
+def test_a_file_swapped_under_the_same_name_size_and_times_is_hashed_again(
+    tmp_path: Path, release: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cp -p` or `touch -r` puts the size and modification time back; the change time and the
+    # inode they cannot, so the stat shortcut does not take the swapped file for the old one.
+    monkeypatch.setenv(ENV_DIR, str(release))
+    spec = _spec(tmp_path)
+    frozen = prepare(spec, no_audit="a test")
+    res101 = release / "APY" / "res101.mat"
+    before = res101.stat()
+    data = bytearray(res101.read_bytes())
+    data[-1] ^= 0xFF  # the last byte of the features: same size, other content
+    swapped = res101.with_name("swapped.mat")
+    swapped.write_bytes(bytes(data))
+    os.utime(swapped, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(swapped, res101)
+    assert (res101.stat().st_size, res101.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
+    with pytest.raises(SourcesChangedError, match=r"APY/res101\.mat: .* changed since it was"):
+        prepare(spec)
+    assert FrozenBenchmark(frozen.root).hash == frozen.hash
