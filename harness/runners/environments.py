@@ -305,7 +305,7 @@ def _parse_listing(data: bytes, what: str) -> Distributions:
     """The listing's JSON, checked field by field (the image is not the harness's)."""
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nesting: RecursionError
         raise RunnerError(f"{what}: unreadable answer {data[:200]!r}") from None
     pairs = value.get("distributions") if isinstance(value, dict) else None
     markers = value.get("markers") if isinstance(value, dict) else None

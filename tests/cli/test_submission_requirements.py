@@ -190,6 +190,7 @@ def test_an_image_not_built_by_the_harness_is_asked_what_it_holds(
     ("answer", "problem"),
     [
         ("not json", "unreadable answer"),
+        ("[" * 50_000, "unreadable answer"),  # nested past the parser's recursion limit
         ('{"distributions": {}}', "lacks 'distributions' or 'markers'"),
         ('{"distributions": [["a"]], "markers": {}}', r"not a \[name, version\] pair"),
         ('{"distributions": [["a", 1]], "markers": {}}', r"not a \[name, version\] pair"),
