@@ -153,6 +153,9 @@ class AuditStatus(StrEnum):
     AUDITED = "audited"
     #: the features were not pre-trained on a class set: nothing to relate
     NOT_APPLICABLE = "not applicable"
+    #: the features were pre-trained on a web corpus (``pretrained_on: {web: ...}``): image-text
+    #: pairs that no class list describes, so overlap can be neither counted nor ruled out
+    NOT_AUDITABLE = "not auditable against a class list"
     #: frozen without an audit on purpose (``zsl data prepare --no-audit REASON``)
     NOT_AUDITED = "not audited"
     #: could not be made where the run was scored: runs of older harnesses (which audited at
@@ -251,6 +254,12 @@ class LeakageAudit(_Frozen):
         """One line: what is counted, then every relation's class count (or why there is none)."""
         if self.status == AuditStatus.NOT_APPLICABLE:
             return "not applicable: the features were not pre-trained on a class set"
+        if self.status == AuditStatus.NOT_AUDITABLE:
+            return (
+                f"not auditable against a class list: the features were pre-trained on the web"
+                f" corpus {self.source}, which no class list describes; the test classes may"
+                " have been seen"
+            )
         if self.status == AuditStatus.NOT_AUDITED:
             return f"not audited ({self.source}): frozen without a leakage audit: {self.error}"
         if self.error is not None:
@@ -269,7 +278,10 @@ class LeakageAudit(_Frozen):
 
     def inputs_text(self) -> str:
         """What the audit was computed from, in one line (empty when not recorded)."""
-        if self.inputs is None or self.status == AuditStatus.NOT_APPLICABLE:
+        if self.inputs is None or self.status in (
+            AuditStatus.NOT_APPLICABLE,
+            AuditStatus.NOT_AUDITABLE,
+        ):
             return ""
         given = self.inputs
         parts = [f"class set {given.class_set} ({given.n_pretrained} classes"]
@@ -484,6 +496,10 @@ def spec_audit(
         n_test=len(set(class_ids)),
         status=AuditStatus.UNAVAILABLE,
     )
+    if class_set is None and pretrained_on.web is not None:
+        return unavailable.model_copy(
+            update={"status": AuditStatus.NOT_AUDITABLE, "source": pretrained_on.web}
+        )
     try:
         pretrained = pretrained_classes(
             name, None if class_set else pretrained_on.wnids, lists_dir=_lists_dir(spec)
@@ -548,7 +564,8 @@ def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
 
     ``without_audit``: freeze without an audit, recording this reason (``not audited``); it is
     ignored for features not pre-trained on a class set, which always record
-    ``not applicable``, so a spec has one frozen form whatever is asked.
+    ``not applicable``, and for features pre-trained on a web corpus, which always record
+    ``not auditable against a class list``, so a spec has one frozen form whatever is asked.
 
     Raises
     ------
@@ -564,6 +581,8 @@ def plan_audit(spec: Spec, *, without_audit: str | None = None) -> AuditPlan:
         return AuditPlan(
             AuditStatus.NOT_APPLICABLE, "none", AuditInputs(class_set="none", n_pretrained=0)
         )
+    if pretrained_on.web is not None:  # no class list to relate the test classes to
+        return AuditPlan(AuditStatus.NOT_AUDITABLE, pretrained_on.web)
     if without_audit is not None:
         reason = " ".join(without_audit.split())
         if not reason:

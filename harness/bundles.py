@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from harness.class_embedding import EmbeddingChoice, every_embedding
 from harness.core.atomic import directory_atomic
 from harness.core.errors import HarnessError, RunnerError
 
@@ -64,7 +65,17 @@ class TrainTask:
 
     @property
     def embedding(self) -> np.ndarray:
-        """The default class embedding table ``[n_classes, dim]``."""
+        """The default class embedding table ``[n_classes, dim]``.
+
+        Raises ``LookupError`` for a package declaring ``class_embedding: none``: it is given
+        no class embedding (:mod:`harness.class_embedding`).
+        """
+        if not self.class_embeddings:
+            raise LookupError(
+                "this task holds no class embedding: the package declares"
+                " `class_embedding: none` in submission.yaml; declare `default` (or a kind) to"
+                " be given the benchmark's"
+            )
         return self.class_embeddings[self.default_embedding]
 
     @property
@@ -180,16 +191,23 @@ class RowMap:
     test_features: dict[str, Path] = field(default_factory=dict)
 
 
-def write_bundle(bench: PreparedBenchmark, out: Path, *, validation: bool | None = None) -> Path:
+def write_bundle(
+    bench: PreparedBenchmark,
+    out: Path,
+    *,
+    validation: bool | None = None,
+    embeddings: EmbeddingChoice | None = None,
+) -> Path:
     """Write the *generator* bundle of ``bench`` into the empty directory ``out``.
 
     It carries ``test/<setting>/rows.npy`` so that :meth:`Bundle.test` can serve prediction
     generators (trusted code) in the contract's row order. Model code gets a model bundle
     (:func:`write_model_bundle`), which does not say which images belong to which setting.
     ``validation`` (default: whether a spec metric needs validation predictions) adds the
-    validation fit and its ``<setting>_val`` prediction settings.
+    validation fit and its ``<setting>_val`` prediction settings; ``embeddings``: the class
+    embeddings it holds (default: every one; :mod:`harness.class_embedding`).
     """
-    _write(bench, out, validation=validation, row_files=True)
+    _write(bench, out, validation=validation, row_files=True, embeddings=embeddings)
     return out
 
 
@@ -220,6 +238,7 @@ def write_model_bundles(
     secret: Path,
     *,
     validation: bool | None = None,
+    embeddings: EmbeddingChoice | None = None,
 ) -> RowMap:
     """Write one bundle per fit for model code into ``root/<fit>`` (``root`` empty or new).
 
@@ -228,6 +247,7 @@ def write_model_bundles(
     ``root`` that no runner shows to model code), named in the returned :class:`RowMap`, which
     also says which of those rows each setting scores. The validation fit's bundle holds the
     training classes only, so nothing of the validation classes reaches its fit.
+    ``embeddings``: the class embeddings the bundles hold (default: every one).
     """
     if secret.resolve().is_relative_to(root.resolve()):
         raise RunnerError(f"{secret}: the test features must live outside the bundles")
@@ -236,6 +256,7 @@ def write_model_bundles(
         raise RunnerError(f"{root}: model bundles are written into an empty directory")
     secret.mkdir(parents=True, exist_ok=True)
     plan = _fit_plans(bench, validation)
+    held = embeddings or every_embedding(bench.spec)
     rowmap = RowMap(fits={}, n_rows={}, rows={})
     for fit, (settings, images, classes) in plan.items():
         out = root / fit
@@ -249,8 +270,10 @@ def write_model_bundles(
             row_files=False,
             test_features=path,
         )
-        _write_common(bench, out)
-        _write_task(bench, out, settings, [], n_rows={fit: n}, row_files=False, fit=fit, model=True)
+        _write_common(bench, out, held)
+        _write_task(
+            bench, out, settings, [], held, n_rows={fit: n}, row_files=False, fit=fit, model=True
+        )
         rowmap.fits.update({s: fit for s in settings})
         rowmap.n_rows[fit] = n
         rowmap.rows.update(rows)
@@ -296,6 +319,7 @@ def _write(
     *,
     validation: bool | None,
     row_files: bool,
+    embeddings: EmbeddingChoice | None = None,
 ) -> RowMap:
     """The generator bundle: the main fit at the top, the validation fit under ``validation/``,
     test images (and, with ``row_files``, each setting's rows) inside."""
@@ -316,20 +340,22 @@ def _write(
         rowmap.fits.update({s: fit for s in settings})
         rowmap.n_rows[fit] = n
         rowmap.rows.update(rows)
-    _write_common(bench, out)
+    held = embeddings or every_embedding(bench.spec)
+    _write_common(bench, out, held)
     main = plans["main"][0]
     val = plans["validation"][0] if "validation" in plans else []
-    _write_task(bench, out, main, val, n_rows=rowmap.n_rows, row_files=row_files)
+    _write_task(bench, out, main, val, held, n_rows=rowmap.n_rows, row_files=row_files)
     return rowmap
 
 
-def _write_common(bench: PreparedBenchmark, out: Path) -> None:
-    """What every fit shares: class ids and names, class embeddings, the hierarchy."""
+def _write_common(bench: PreparedBenchmark, out: Path, embeddings: EmbeddingChoice) -> None:
+    """What every fit shares: class ids and names, the class ``embeddings`` (no other: a
+    package declaring a kind sees nothing of the others), the hierarchy."""
     a = bench.array
     _save(out, "classes/ids", a("class_ids"))
     _save(out, "classes/names", a("class_names"))
-    for emb in bench.spec.class_embeddings:
-        _save(out, f"embeddings/{emb.name}", a(f"embeddings/{emb.name}"))
+    for name in embeddings.names:
+        _save(out, f"embeddings/{name}", a(f"embeddings/{name}"))
     if bench.hierarchy is not None:
         for key, value in bench.hierarchy.to_arrays().items():
             _save(out, f"hierarchy/{key}", value)
@@ -340,6 +366,7 @@ def _write_task(
     out: Path,
     settings: list[str],
     val_settings: list[str],
+    embeddings: EmbeddingChoice,
     *,
     n_rows: dict[str, int],
     row_files: bool,
@@ -356,8 +383,8 @@ def _write_task(
         "validation_settings": val_settings,
         "predictions": bench.spec.predictions.model_dump(mode="json"),
         "class_order_hashes": {s: bench.class_order_hash(s) for s in settings + val_settings},
-        "embeddings": [e.name for e in bench.spec.class_embeddings],
-        "default_embedding": bench.spec.default_embedding,
+        "embeddings": list(embeddings.names),
+        "default_embedding": embeddings.default,
         "has_hierarchy": bench.hierarchy is not None,
         "test_rows": n_rows,
         "row_files": row_files,

@@ -24,6 +24,7 @@ import harness
 import harness.store  # lazy: SQLAlchemy is imported when a store is first used
 from harness.audit import benchmark_audit
 from harness.bundles import write_bundle
+from harness.class_embedding import embeddings_for
 from harness.core.errors import SubmissionError
 from harness.core.hashing import short_hash
 from harness.core.registry import freeze_all
@@ -87,6 +88,7 @@ def _run_model(
         work,
         name=package.name,
         transductive=package.manifest.declarations.transductive,
+        class_embedding=package.manifest.declarations.class_embedding,
     )
 
 
@@ -133,7 +135,9 @@ def generate_prediction_files(
     runner = runner or default_runner(package)
     with run_directory("zsl-gen-") as tmp:
         work = Path(tmp)
-        bundle = write_bundle(bench, work / "bundle")
+        declared = package.manifest.declarations.class_embedding
+        embeddings = embeddings_for(declared, bench.spec, package=package.name)
+        bundle = write_bundle(bench, work / "bundle", embeddings=embeddings)
         out = work / "out"
         out.mkdir()
         time_s = timeout_s if timeout_s is not None else package.manifest.resources.time_s

@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from harness.class_embedding import check_applicable
 from harness.core.errors import HarnessError
 from harness.core.registry import freeze_all
 from harness.data.artifacts import benchmark_dir, cache_action
@@ -173,8 +174,10 @@ def plan_run(
     (:func:`~harness.runners.environments.check_requirements`) and its resources capped by
     this machine;
     for a predictions package, its files (missing ones are named with the command that writes
-    them)."""
+    them). A package using a kind of class embedding the benchmark lacks is refused first
+    (:class:`~harness.core.errors.NotApplicableError`)."""
     manifest = package.package.manifest
+    check_applicable(manifest.name, manifest.declarations.class_embedding, benchmark.spec)
     if manifest.kind == "model":
         if runner is None:
             runner = default_runner(package.package)

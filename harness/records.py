@@ -216,6 +216,17 @@ class FeatureProvenance(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
 
 
+class PromptTemplates(BaseModel):
+    """The prompt templates of a clip-text class embedding (``zsl embeddings build
+    --templates``): enough to name them and tell two sets apart."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="the preset's name, or the templates file's name")
+    count: int = Field(ge=1)
+    sha256: str = Field(description="hash of the templates, in order")
+
+
 class EmbeddingProvenance(BaseModel):
     """How a class-embedding set was made (``zsl embeddings build``)."""
 
@@ -225,6 +236,22 @@ class EmbeddingProvenance(BaseModel):
     model: str | None = None
     model_files: dict[str, str] = Field(default_factory=dict, description="file -> sha256")
     text: str | None = Field(None, description="what was embedded per class")
+    arch: str | None = Field(
+        None, description="the text tower's open_clip architecture (clip-text)"
+    )
+    templates: PromptTemplates | None = Field(
+        None, description="the prompt templates averaged per class (clip-text)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_prompts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Embeddings of models without prompts serialize as before these keys existed, so their
+        # records keep their ids.
+        data: dict[str, Any] = handler(self)
+        for name in ("arch", "templates"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class BenchmarkProvenance(BaseModel):

@@ -28,16 +28,23 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
+from harness.class_embedding import DEFAULT_KIND, EmbeddingKind
 from harness.core import yamlio
 from harness.core.errors import SpecError
 from harness.core.hashing import file_sha256, json_sha256
-from harness.features.backbones import is_weights_name, named_weights_pretrained_on
+from harness.features.backbones import (
+    is_weights_name,
+    named_weights_pretrained_on,
+    open_clip_arch,
+)
 from harness.features.preprocess import PRESETS, Preprocessing
 from harness.metrics import metrics
 from harness.metrics.base import MetricParams
@@ -49,6 +56,9 @@ MetricKey = Annotated[
     str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9@._-]*$", max_length=32)
 ]
 WNID = Annotated[str, StringConstraints(pattern=r"^n\d{8}$")]
+WebCorpus = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100, pattern=r"^\S")
+]
 
 
 class _Strict(BaseModel):
@@ -66,16 +76,35 @@ class DataSource(_Strict):
 
 
 class PretrainedOn(_Strict):
-    """What the feature backbone was trained on, for the leakage audit."""
+    """What the feature backbone was trained on, for the leakage audit: a class set, or a web
+    corpus (image-text pairs, which no class list describes: the audit then says so)."""
 
     class_set: str | None = Field(None, description="named class set, e.g. 'ilsvrc2012' or 'none'")
     wnids: list[WNID] | None = Field(None, description="explicit WordNet ids")
+    web: WebCorpus | None = Field(
+        None,
+        description="a named web corpus, e.g. 'LAION-2B' (vision-language pre-training): not"
+        " auditable against a class list",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> PretrainedOn:
-        if (self.class_set is None) == (self.wnids is None):
-            raise ValueError("give exactly one of 'class_set' or 'wnids'")
+        given = [name for name in ("class_set", "wnids", "web") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'class_set', 'wnids' or 'web'"
+                + (f"; got {' and '.join(given)}" if given else "")
+            )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_web(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Specs that declare no web corpus hash as before the key existed (their frozen
+        # benchmarks and records keep their hashes).
+        data: dict[str, Any] = handler(self)
+        if data.get("web") is None:
+            data.pop("web", None)
+        return data
 
 
 class ExtractSpec(_Strict):
@@ -87,13 +116,18 @@ class ExtractSpec(_Strict):
         description="folder of class folders, or an image list ('path<TAB>class_id[<TAB>box]'),"
         " relative to the spec file"
     )
-    backbone: str = Field("resnet101", description="torchvision classification model name")
+    backbone: str = Field(
+        "resnet101",
+        description="torchvision classification model name, or open_clip:<arch> (the image"
+        " tower of an open_clip model, e.g. open_clip:ViT-B-32)",
+    )
     layer: str | None = Field(
         None, description="node to read (default: the input of the classifier head)"
     )
     weights: str = Field(
         description="weights file (relative to the spec file) or torchvision weights name"
-        " (IMAGENET1K_V2, DEFAULT)"
+        " (IMAGENET1K_V2, DEFAULT); for open_clip:<arch>, a file or a pretrained tag in the"
+        " open_clip cache"
     )
     weights_sha256: Checksum | None = Field(
         None, description="the weights file's sha256 ('sha256:<hex>'); other weights are refused"
@@ -138,7 +172,8 @@ class ExtractSpec(_Strict):
 
     @model_validator(mode="after")
     def _declared_training(self) -> ExtractSpec:
-        named = is_weights_name(self.weights)
+        # torchvision weights names carry their training set; open_clip's never do
+        named = is_weights_name(self.weights) and open_clip_arch(self.backbone) is None
         if named:
             named_weights_pretrained_on(self.weights)  # a name torchvision's ImageNet weights use
         if named and self.pretrained_on is not None:
@@ -148,8 +183,9 @@ class ExtractSpec(_Strict):
             )
         if not named and self.pretrained_on is None:
             raise ValueError(
-                f"weights file {self.weights!r}: declare what it was trained on in"
-                " 'pretrained_on' (class_set: ilsvrc2012, none, ... or wnids)"
+                f"weights {self.weights!r}: declare what it was trained on in"
+                " 'pretrained_on' (class_set: ilsvrc2012, none, ...; wnids; or web: LAION-2B,"
+                " ... for web-scale image-text pre-training)"
             )
         return self
 
@@ -236,6 +272,12 @@ class ClassEmbeddingSpec(_Strict):
     dim: int = Field(gt=0)
     description: str = ""
     default: bool = False
+    kind: EmbeddingKind = Field(
+        DEFAULT_KIND,
+        description="what the embedding is: attributes (the default), word-vectors, sentence,"
+        " or clip-text (a vision-language text tower's prompt embeddings, for image features of"
+        " the same model); a package declaring a kind runs only where the spec has one",
+    )
 
 
 class HierarchySpec(_Strict):
@@ -421,6 +463,20 @@ class Spec(_Strict):
         return value
 
     @model_validator(mode="after")
+    def _clip_text_in_the_feature_space(self) -> Spec:
+        # A CLIP model's text tower embeds into the space of its image tower: a clip-text
+        # embedding of another width cannot go with these features. Which model made each is
+        # not in the spec (only in the sets' provenance), so this is all a spec can check.
+        for i, entry in enumerate(self.class_embeddings):
+            if entry.kind == "clip-text" and entry.dim != self.features.dim:
+                raise ValueError(
+                    f"class_embeddings[{i}].dim: {entry.dim}, but a clip-text embedding lives in"
+                    f" the image features' space (features.dim {self.features.dim}): its text"
+                    " tower must be the features' model's"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _cross_checks(self) -> Spec:
         # Each message starts with the key path it is about ('primary.zsl: ...'), which
         # parse_spec turns back into the file and line of that key.
@@ -526,6 +582,8 @@ class Spec(_Strict):
             mode="json", include={"benchmark", "version", "data", "features", "class_embeddings"}
         )
         payload["data"].pop("checksum", None)  # an expectation about the data, not a definition
+        for entry in payload["class_embeddings"]:
+            del entry["kind"]  # what the arrays are, said of them: it makes no array
         _drop_absent_extract(payload)
         payload["splits"] = self.splits.variant
         hierarchy = self.hierarchy_path()
@@ -540,6 +598,9 @@ class Spec(_Strict):
             del payload["family"]
         if not payload["experimental"]:  # and so do specs that are not experimental
             del payload["experimental"]
+        for entry in payload["class_embeddings"]:  # and embeddings of the default kind
+            if entry["kind"] == DEFAULT_KIND:
+                del entry["kind"]
         _drop_absent_extract(payload)
         payload["_data"] = self.data_hash()
         audit_map = self.audit_map_path()

@@ -34,19 +34,22 @@ END = re.compile(r'^# <<< copied block "(?P<name>[a-z0-9-]+)"$')
 # block -> the packages ("template": the submission template) that carry a copy of it
 EXPECTED = {
     "bilinear": {"ale", "devise", "sje"},
+    "clip-logits": {"clip-template-selection", "clip-zero-shot"},
     "grid-search": {
-        "ale", "conse", "dap", "devise", "eszsl", "flat-seen-classifier", "sae", "sje",
-        "trivial-hierarchy",
+        "ale", "cada-vae", "conse", "dap", "devise", "eszsl", "f-clswgan", "flat-seen-classifier",
+        "sae", "sje", "trivial-hierarchy",
     },
     "per-class-top1": {
-        "ale", "conse", "dap", "devise", "eszsl", "sae", "sje", "trivial-hierarchy", "template"
+        "ale", "cada-vae", "clip-template-selection", "conse", "dap", "devise", "eszsl",
+        "f-clswgan", "sae", "sje", "trivial-hierarchy", "template",
     },
     "seen-classifier": {"conse", "flat-seen-classifier", "trivial-hierarchy"},
     "nearest-seen": {"flat-seen-classifier", "trivial-hierarchy"},
     "psd-eigh": {"eszsl", "sae"},
     "state-files": {
-        "ale", "conse", "dap", "devise", "eszsl", "flat-seen-classifier", "sae", "sje",
-        "trivial-hierarchy", "template",
+        "ale", "cada-vae", "clip-template-selection", "clip-zero-shot", "conse", "dap", "devise",
+        "eszsl", "f-clswgan", "flat-seen-classifier", "sae", "sje", "trivial-hierarchy",
+        "template",
     },
 }  # fmt: skip
 

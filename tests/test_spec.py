@@ -150,7 +150,8 @@ CASES = [
             "    class_set: none\n", "    class_set: none\n    wnids: [n02084071]\n"
         ),
         "class_set: none",
-        r"features\.pretrained_on\.class_set: give exactly one of 'class_set' or 'wnids'",
+        r"features\.pretrained_on\.class_set: give exactly one of 'class_set', 'wnids' or 'web';"
+        " got class_set and wnids",
     ),
     (
         "bad-checksum",

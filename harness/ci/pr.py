@@ -36,6 +36,7 @@ from harness.ci.git import (
     work_tree_changes,
 )
 from harness.ci.markdown import MAX_DETAIL, escape_markdown, one_line, short_list
+from harness.class_embedding import not_applicable_reason
 from harness.core.atomic import write_text_atomic
 from harness.core.errors import HarnessError, error_text
 from harness.core.tempdirs import run_directory
@@ -56,6 +57,7 @@ from harness.results.standing import badges_text, excluded_why
 from harness.runners import sandbox
 from harness.scoring import below_chance
 from harness.site.text import format_value
+from harness.spec import load_spec
 from harness.store import open_store, save_run
 from harness.submission.package import DATA_SUFFIXES, MANIFEST
 from harness.submission.resources import CapNote, ResourceCaps, cap_resources
@@ -82,14 +84,16 @@ _MAX_PROBLEM = 1000  # characters of one problem of the job (with its field path
 
 @dataclass(frozen=True)
 class PackageOutcome:
-    """What CI made of one package: ``ok``, ``invalid``, ``failed`` (its run) or ``deleted``.
+    """What CI made of one package: ``ok``, ``invalid``, ``failed`` (its run), ``deleted`` or
+    ``not-applicable`` (it uses a kind of class embedding no benchmark CI scores on has, so it
+    ran nowhere: not a failure; :mod:`harness.class_embedding`).
 
     ``warnings``: one line per warning about one of its runs (a score below chance,
     :func:`harness.scoring.below_chance`), shown under the package's result.
     """
 
     package: str
-    status: Literal["ok", "invalid", "failed", "deleted"]
+    status: Literal["ok", "invalid", "failed", "deleted", "not-applicable"]
     detail: str
     warnings: tuple[str, ...] = ()
 
@@ -107,11 +111,17 @@ def render_report(
     if not outcomes:
         lines.append("No submission package changed.")
     else:
-        scored = [o for o in outcomes if o.status != "deleted"]
+        scored = [o for o in outcomes if o.status not in ("deleted", "not-applicable")]
         if failed:
             lines.append(f"**{len(failed)} of {len(scored)} packages failed.**")
         elif scored:
             lines.append(f"All {len(scored)} changed packages passed.")
+        inapplicable = sum(o.status == "not-applicable" for o in outcomes)
+        if inapplicable:
+            lines.append(
+                f"{inapplicable} package{'s' if inapplicable != 1 else ''} not applicable to"
+                " any benchmark CI scores on (not a failure: see below)."
+            )
         warned = sum(len(o.warnings) for o in outcomes)
         if warned:
             lines.append(
@@ -124,6 +134,7 @@ def render_report(
             "invalid": "❌ invalid",
             "failed": "❌ failed",
             "deleted": "deleted",
+            "not-applicable": "➖ not applicable",
         }
         for outcome in outcomes:
             detail = escape_markdown(outcome.detail, limit=MAX_DETAIL)
@@ -211,11 +222,12 @@ def _undeclared_detail(package: str, files: Sequence[str], rule: _FileRule) -> s
 
 def _validate(
     package: str, repo_root: Path, caps: ResourceCaps, rule: _FileRule
-) -> tuple[PackageOutcome | None, tuple[CapNote, ...]]:
-    """(None, notes) when ``package`` (repository-relative) opens as a valid package within
-    ``caps`` (the CI configuration's ``max_resources``), holding only files the leaderboard
-    accepts (:meth:`~harness.submission.package.Package.undeclared_files` with ``rule``), with
-    a note per resource its runs get less of than it declares; else (its outcome, ()).
+) -> tuple[PackageOutcome | None, tuple[CapNote, ...], str]:
+    """(None, notes, class embedding) when ``package`` (repository-relative) opens as a valid
+    package within ``caps`` (the CI configuration's ``max_resources``), holding only files the
+    leaderboard accepts (:meth:`~harness.submission.package.Package.undeclared_files` with
+    ``rule``), with a note per resource its runs get less of than it declares and its
+    ``declarations.class_embedding``; else (its outcome, (), "default").
 
     A package asking for more GPUs than ``caps`` is ``invalid``. Any exception while validating
     is this package's failure (``invalid``, with a one-line reason), never the job's: a hostile
@@ -229,11 +241,11 @@ def _validate(
             capped.check(f"{package}/{MANIFEST}")
             undeclared = loaded.undeclared_files(rule.allowed)
     except Exception as err:  # any failure of one package is that package's (see above)
-        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), ()
+        return PackageOutcome(package, "invalid", _error_text(err, repo_root)), (), "default"
     if undeclared:
         detail = one_line(_undeclared_detail(package, undeclared, rule))
-        return PackageOutcome(package, "invalid", detail), ()
-    return None, capped.notes
+        return PackageOutcome(package, "invalid", detail), (), "default"
+    return None, capped.notes, loaded.manifest.declarations.class_embedding
 
 
 def _with_caps(outcome: PackageOutcome, notes: Sequence[CapNote]) -> PackageOutcome:
@@ -251,10 +263,16 @@ def _with_caps(outcome: PackageOutcome, notes: Sequence[CapNote]) -> PackageOutc
 
 
 def _package_outcome(
-    package: str, results: Sequence[RunResult], *, repo_root: Path, spec_root: Path
+    package: str,
+    results: Sequence[RunResult],
+    *,
+    repo_root: Path,
+    spec_root: Path,
+    not_applicable: Sequence[str] = (),
 ) -> PackageOutcome:
     """One package's outcome from its runs on every spec: ``ok`` with each benchmark's primary
-    scores, or ``failed`` with every failing spec's reason joined into one line."""
+    scores, or ``failed`` with every failing spec's reason joined into one line;
+    ``not-applicable`` when it ran on none, ``not_applicable`` saying why for each spec."""
     failures = [
         f"{_shown(r.request.spec, [repo_root, spec_root])}: {one_line(r.error or '', repo_root)}"
         for r in results
@@ -271,7 +289,11 @@ def _package_outcome(
     ]
     if failures:
         return PackageOutcome(package, "failed", one_line("; ".join(failures)))
+    if not results and not_applicable:
+        return PackageOutcome(package, "not-applicable", one_line("; ".join(not_applicable)))
     detail = "scored on " + "; ".join(_primary_summary(r.record) for r in results if r.record)
+    if not_applicable:
+        detail += f"; not applicable: {'; '.join(not_applicable)}"
     warnings = tuple(
         f"{describe_key(run_key(r.record))}: {warning}"
         for r in results
@@ -465,6 +487,7 @@ def _score_packages(
     takes the others' results down."""
     checked: dict[str, PackageOutcome | None] = {}
     notes: dict[str, tuple[CapNote, ...]] = {}
+    uses: dict[str, str] = {}
     for package in packages:
         name = manifest_name_at("HEAD", package, repo_root)
         others = [f for f in owners.get(name, []) if f != package] if name is not None else []
@@ -476,12 +499,16 @@ def _score_packages(
             )
             checked[package] = PackageOutcome(package, "invalid", detail)
         else:
-            checked[package], notes[package] = _validate(package, repo_root, caps, rule)
+            checked[package], notes[package], uses[package] = _validate(
+                package, repo_root, caps, rule
+            )
+    reasons = _not_applicable(uses, specs, [repo_root, spec_root])
     requests = [
         RunRequest(repo_root / package, spec, runner, caps)
         for package, problem in checked.items()
         if problem is None
         for spec in specs
+        if (package, spec) not in reasons
     ]
     report = run_matrix(
         requests,
@@ -502,7 +529,11 @@ def _score_packages(
     failed: set[str] = set()
     for package, problem in checked.items():
         outcome = problem or _package_outcome(
-            package, runs.get(package, []), repo_root=repo_root, spec_root=spec_root
+            package,
+            runs.get(package, []),
+            repo_root=repo_root,
+            spec_root=spec_root,
+            not_applicable=[why for (p, _), why in reasons.items() if p == package],
         )
         outcome = _with_caps(outcome, notes.get(package, ()))
         if package in rerun:
@@ -519,6 +550,25 @@ def _score_packages(
             if result.record is not None:
                 fresh[run_key(result.record)] = result.record
     return outcomes, fresh, failed
+
+
+def _not_applicable(
+    uses: dict[str, str], specs: Sequence[Path], roots: Sequence[Path]
+) -> dict[tuple[str, Path], str]:
+    """``(package, spec) -> why`` for each pair whose package uses a kind of class embedding
+    the spec lacks (``uses``: each package's declaration): that pair is not run. A spec that
+    does not load is left to its runs, which report it."""
+    found: dict[tuple[str, Path], str] = {}
+    for spec_path in specs:
+        try:
+            spec = load_spec(spec_path)
+        except HarnessError:
+            continue
+        for package, declared in uses.items():
+            reason = not_applicable_reason(declared, spec)
+            if reason is not None:
+                found[package, spec_path] = f"{_shown(spec_path, roots)}: {reason}"
+    return found
 
 
 def _unreproduced(name: str, owners: dict[str, list[str]], failed: set[str], config: str) -> str:

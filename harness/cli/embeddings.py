@@ -42,7 +42,10 @@ BUILD_EPILOG = "\n\n".join(
         _models_text(),
         "Word models average the vectors of the words of each class name (unknown words are"
         " left out of the mean and listed; a class with no known word is an error). Sentence"
-        " models embed 'name: gloss'. Nothing is downloaded: every model runs offline.",
+        " models embed 'name: gloss'. clip-text fills each prompt template with the class name,"
+        " encodes it with an open_clip text tower, L2-normalises, averages per class and"
+        " L2-normalises the mean (CLIP's zero-shot classifier). Nothing is downloaded: every"
+        " model runs offline.",
         "A class list line is 'class_id<TAB>name', 'class_id<TAB>name<TAB>gloss', or a WordNet"
         " 3.0 noun id alone, which takes its first lemma and definition from WordNet"
         " (ZSL_WORDNET_DIR).",
@@ -51,6 +54,8 @@ BUILD_EPILOG = "\n\n".join(
         " --out emb/minilm",
         "  zsl embeddings build --classes classes.tsv --model glove --vectors glove.txt"
         " --out emb/glove",
+        "  zsl embeddings build --classes classes.tsv --model clip-text --arch ViT-B-32"
+        " --weights open_clip_model.safetensors --templates imagenet-80 --out emb/clip",
     ]
 )
 
@@ -98,6 +103,32 @@ def build(
             show_default=False,
         ),
     ] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="open_clip architecture (ViT-B-32, ...), for --model clip-text",
+            show_default=False,
+        ),
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="its weights: a state-dict file, or a pretrained tag in the open_clip cache;"
+            " for --model clip-text",
+            show_default=False,
+        ),
+    ] = None,
+    templates: Annotated[
+        str | None,
+        typer.Option(
+            "--templates",
+            help="prompt templates: imagenet-80, photo, or a file of templates (one per line,"
+            " each with one {} for the class name); for --model clip-text",
+            show_default=False,
+        ),
+    ] = None,
     normalize: Annotated[
         Normalize,
         typer.Option("--normalize", help="divide each row by its L2 norm (l2) or not (none)"),
@@ -122,6 +153,9 @@ def build(
         wordnet_dir=wordnet_dir,
         lexnames=lexnames,
         progress=progress,
+        arch=arch,
+        weights=weights,
+        templates=templates,
     )
     provenance = built.provenance
     stdout.print(
@@ -129,6 +163,13 @@ def build(
         f" ({provenance['model']}, {provenance['text']}, normalize {provenance['normalize']})",
         soft_wrap=True,
     )
+    if "templates" in provenance:
+        used = provenance["templates"]
+        stdout.print(
+            f"templates: {used['name']} ({used['count']}, {used['sha256']}); text tower"
+            f" {provenance['clip']['arch']}, weights {provenance['clip']['weights']['sha256']}",
+            soft_wrap=True,
+        )
     stdout.print(f"hash: {built.hash}", soft_wrap=True)
     summary = embeddings.unknown_words_summary(provenance["unknown_words"])
     if summary:

@@ -1,5 +1,5 @@
-"""``zsl features``: extract image features with a torchvision backbone into a frozen, hashed
-feature set (resumable), and check one."""
+"""``zsl features``: extract image features with a torchvision backbone or an open_clip image
+tower into a frozen, hashed feature set (resumable), and check one."""
 
 from __future__ import annotations
 
@@ -34,15 +34,31 @@ else:
 
 app = typer.Typer(
     no_args_is_help=True,
-    epilog=("Example: zsl features extract --images photos/ --weights IMAGENET1K_V2 --out feats/"),
+    epilog=(
+        "Examples: zsl features extract --images photos/ --weights IMAGENET1K_V2 --out feats/\n\n"
+        "zsl features extract --images photos/ --backbone open_clip:ViT-B-32 --weights"
+        " open_clip_model.safetensors --pretrained-on-web LAION-2B --out clip-feats/"
+    ),
 )
 
 
-def _pretrained_on(class_set: str | None, wnids: Path | None) -> dict[str, Any] | None:
-    if class_set is not None and wnids is not None:
-        raise HarnessError("give --pretrained-on or --pretrained-on-wnids, not both")
+def _pretrained_on(
+    class_set: str | None, wnids: Path | None, web: str | None
+) -> dict[str, Any] | None:
+    given = {
+        "--pretrained-on": class_set,
+        "--pretrained-on-wnids": wnids,
+        "--pretrained-on-web": web,
+    }
+    named = [option for option, value in given.items() if value is not None]
+    if len(named) > 1:
+        raise HarnessError(
+            f"{' and '.join(named)}: give one of them, not {'both' if len(named) == 2 else 'all'}"
+        )
     if wnids is not None:
         return {"wnids": wordnet.read_wnid_list(wnids)}
+    if web is not None:
+        return {"web": web}
     return None if class_set is None else {"class_set": class_set}
 
 
@@ -74,15 +90,21 @@ def extract(
         str,
         typer.Option(
             "--weights",
-            help="Weights file (.safetensors, .pth, .pt) or torchvision weights name"
-            " (IMAGENET1K_V2, DEFAULT); its sha256 is recorded.",
+            help="Weights file (.safetensors, .pth, .pt, .bin) or torchvision weights name"
+            " (IMAGENET1K_V2, DEFAULT); for open_clip:<arch>, a file or a pretrained tag in the"
+            " open_clip cache (never downloaded). Its sha256 is recorded.",
         ),
     ],
     out: Annotated[
         Path, typer.Option("--out", help="Folder to write the feature set to.", file_okay=False)
     ],
     backbone: Annotated[
-        str, typer.Option("--backbone", help="torchvision classification model name.")
+        str,
+        typer.Option(
+            "--backbone",
+            help="torchvision classification model name, or open_clip:<arch> (the image tower"
+            " of an open_clip model, e.g. open_clip:ViT-B-32).",
+        ),
     ] = "resnet101",
     layer: Annotated[
         str | None,
@@ -108,12 +130,21 @@ def extract(
             "--pretrained-on-wnids", help="File of the WordNet ids a weights file was trained on."
         ),
     ] = None,
+    pretrained_on_web: Annotated[
+        str | None,
+        typer.Option(
+            "--pretrained-on-web",
+            help="Web corpus the weights were trained on (LAION-2B, ...): vision-language"
+            " pre-training, which the leakage audit cannot relate to a class list.",
+        ),
+    ] = None,
     preprocessing: Annotated[
         str | None,
         typer.Option(
             "--preprocessing",
             help="Preset (imagenet-eval, whole-image-224, box-224) or a YAML/JSON file of the"
-            " steps; default: the weights' own transform, else imagenet-eval.",
+            " steps; default: the weights' own transform (an open_clip model's own), else"
+            " imagenet-eval.",
         ),
     ] = None,
     precision: Annotated[
@@ -155,7 +186,9 @@ def extract(
                 "layer": layer,
                 "weights": weights,
                 "weights_sha256": weights_sha256,
-                "pretrained_on": _pretrained_on(pretrained_on, pretrained_on_wnids),
+                "pretrained_on": _pretrained_on(
+                    pretrained_on, pretrained_on_wnids, pretrained_on_web
+                ),
                 "preprocessing": _preprocessing(preprocessing),
                 "precision": precision,
                 "batch_size": batch_size,

@@ -24,13 +24,19 @@ from harness.cli._common import (
     stderr,
     stdout,
 )
-from harness.core.errors import HarnessError, PredictionError, SpecError, SubmissionError
+from harness.core.errors import (
+    HarnessError,
+    NotApplicableError,
+    PredictionError,
+    SpecError,
+    SubmissionError,
+)
 from harness.core.lazy import lazy_module
 from harness.core.registry import freeze_all
 from harness.core.tempdirs import run_directory
 
 if TYPE_CHECKING:
-    from harness import pipeline, records, scoring
+    from harness import class_embedding, pipeline, records, scoring
     from harness import plan as planning
     from harness import spec as spec_module
     from harness import store as run_store
@@ -46,6 +52,7 @@ if TYPE_CHECKING:
 else:
     # The implementation, imported when a command runs: the --help of `zsl run` and `zsl demo`
     # must not import it (pydantic models, NumPy, SQLAlchemy, Jinja2).
+    class_embedding = lazy_module("harness.class_embedding")
     pipeline = lazy_module("harness.pipeline")
     planning = lazy_module("harness.plan")
     records = lazy_module("harness.records")
@@ -214,8 +221,9 @@ def run(
             "--no-store runs one package on one --spec (no --matrix, --executor, --jobs or"
             " --ray-address): the matrix stores each run as it arrives"
         )
+    pairs = _applicable_pairs(packages, specs)
     report = executor_matrix.run_matrix(
-        [executor_matrix.RunRequest(p, s, runner) for s in specs for p in packages],
+        [executor_matrix.RunRequest(p, s, runner) for p, s in pairs],
         executor=chosen_executor(executor, ray_address),
         jobs=jobs,
         ray_address=ray_address,
@@ -267,6 +275,9 @@ def _dry_run(
         except HarnessError as err:
             if len(pairs) == 1:
                 raise
+            if isinstance(err, NotApplicableError):  # not a failure: the pair is left out
+                _note(f"skipped {package} on {spec_path}: {err}")
+                continue
             stderr.print(
                 Text.assemble(("error: ", "bold red"), f"{package} on {spec_path}: {err}"),
                 soft_wrap=True,
@@ -293,6 +304,42 @@ def family_specs(specs: list[Path]) -> list[Path]:
         for member in found.members:
             expanded.setdefault(member.path, member.path)
     return list(expanded)
+
+
+def _applicable_pairs(packages: list[Path], specs: list[Path]) -> list[tuple[Path, Path]]:
+    """Every (package, spec) pair of a matrix but those whose package uses a kind of class
+    embedding the spec lacks (:mod:`harness.class_embedding`), each left out with a note.
+
+    A package archive, or a spec or package that does not load, stays in: its run says what is
+    wrong with it."""
+    uses = {package: _declared_class_embedding(package) for package in packages}
+    pairs = []
+    for spec_path in specs:
+        try:
+            spec = spec_module.load_spec(spec_path)
+        except HarnessError:
+            spec = None
+        for package in packages:
+            declared = uses[package]
+            reason = None
+            if spec is not None and declared is not None:
+                reason = class_embedding.not_applicable_reason(declared, spec)
+            if reason is None:
+                pairs.append((package, spec_path))
+            else:
+                _note(f"skipped {package} on {spec_path}: not applicable: {reason}")
+    return pairs
+
+
+def _declared_class_embedding(package: Path) -> str | None:
+    """A package folder's ``declarations.class_embedding``; None for an archive or a folder
+    that is not a valid package."""
+    if not package.is_dir():
+        return None
+    try:
+        return submission_package.load_package(package).manifest.declarations.class_embedding
+    except HarnessError:
+        return None
 
 
 def _matrix_inputs(
@@ -360,9 +407,16 @@ def demo(
     with prepared("prepare", f"prepare {loaded.benchmark} v{loaded.version}"):
         benchmark = planning.plan_benchmark(loaded, spec)
     for package_dir in packages:
-        _ensure_predictions(
-            submission_package.load_package(package_dir), benchmark.prepared, runner
+        shipped = submission_package.load_package(package_dir)
+        # A package for another kind of benchmark (CLIP zero-shot needs CLIP text embeddings)
+        # is no failure of the demo: one line says why it is left out.
+        reason = class_embedding.not_applicable_reason(
+            shipped.manifest.declarations.class_embedding, loaded
         )
+        if reason is not None:
+            _note(f"skipped {shipped.name}: not applicable: {reason}")
+            continue
+        _ensure_predictions(shipped, benchmark.prepared, runner)
         steps = planning.Steps()
         steps.timings.update(prepared.timings)
         with run_directory("zsl-run-") as tmp:

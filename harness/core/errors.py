@@ -3,6 +3,7 @@ __all__ = [
     "HierarchyError",
     "IntegrityError",
     "MetricError",
+    "NotApplicableError",
     "PredictionError",
     "RunnerError",
     "SpecError",
@@ -44,6 +45,12 @@ class SubmissionError(HarnessError):
 
 class PredictionError(SubmissionError):
     """A prediction file was refused."""
+
+
+class NotApplicableError(SubmissionError):
+    """A valid package cannot run on this benchmark: it uses a kind of class embedding the
+    benchmark lacks (:mod:`harness.class_embedding`). Not the package's fault: ``zsl demo``
+    skips it and ``zsl ci pr`` reports it as not applicable."""
 
 
 class RunnerError(HarnessError):

@@ -164,9 +164,57 @@ def embedding_provenance(embeddings: dict[str, sets.ArtifactSet]) -> dict[str, A
             "model": table.provenance.get("model"),
             "model_files": table.provenance.get("model_files", {}),
             "text": table.provenance.get("text"),
+            **_prompt_provenance(table.provenance),
         }
         for name, table in sorted(embeddings.items())
     }
+
+
+def _prompt_provenance(provenance: dict[str, Any]) -> dict[str, Any]:
+    """A clip-text set's text tower and templates, as a record keeps them (else nothing)."""
+    if "templates" not in provenance or "clip" not in provenance:
+        return {}
+    templates = provenance["templates"]
+    return {
+        "arch": provenance["clip"]["arch"],
+        "templates": {k: templates[k] for k in ("name", "count", "sha256")},
+    }
+
+
+def _check_prompt_embeddings(
+    spec: Spec, features: dict[str, Any], embeddings: dict[str, sets.ArtifactSet]
+) -> None:
+    """Refuse a ``clip-text`` class embedding that is not the text tower of the image features'
+    own model (the same open_clip architecture and weights file, by sha256), and a prompt
+    embedding declared as another kind or the reverse: cosine between the two towers means
+    something only for the pair trained together."""
+    kinds = {e.name: e.kind for e in spec.class_embeddings}
+    backbone = features["backbone"]["name"]
+    image_weights = features.get("weights", {}).get("sha256")
+    for name, table in sorted(embeddings.items()):
+        where = f"{spec.path}: class_embeddings '{name}'"
+        clip = table.provenance.get("clip")
+        if clip is None:
+            if kinds[name] == "clip-text":
+                raise SpecError(
+                    f"{where}: kind is clip-text, but its set was built with"
+                    f" {table.provenance.get('model')!r}, not an image-text model's text tower;"
+                    " build it with `zsl embeddings build --model clip-text` or declare its kind"
+                )
+            continue
+        if kinds[name] != "clip-text":
+            raise SpecError(
+                f"{where}: its set holds prompt embeddings of open_clip {clip['arch']}'s text"
+                f" tower; declare kind: clip-text (it says {kinds[name]})"
+            )
+        text_weights = clip["weights"]["sha256"]
+        if backbone != f"open_clip:{clip['arch']}" or image_weights != text_weights:
+            raise SpecError(
+                f"{where}: the text tower is open_clip:{clip['arch']} with weights"
+                f" {text_weights[:19]}…, but the image features come from {backbone} with"
+                f" weights {str(image_weights)[:19]}…; the two towers must be one model's"
+                " (build both from the same --arch and --weights)"
+            )
 
 
 def _set_manifests(features: Path | None, embeddings: dict[str, Path]) -> dict[str, Path]:
@@ -233,7 +281,7 @@ class FeatureSetAdapter:
             )
         class_ids = features.strings("class_ids")
         index = {c: i for i, c in enumerate(class_ids)}
-        embeddings = self._embeddings(spec, params, class_ids)
+        embeddings = self._embeddings(spec, params, class_ids, features.provenance)
         return self._split(spec, params, features, index, embeddings)
 
     def sources(self, spec: Spec, params: FeatureSetParams) -> dict[str, Path]:
@@ -242,7 +290,11 @@ class FeatureSetAdapter:
         return {n: p for n, p in _set_manifests(features, embeddings).items() if p.is_file()}
 
     def _embeddings(
-        self, spec: Spec, params: FeatureSetParams, class_ids: list[str]
+        self,
+        spec: Spec,
+        params: FeatureSetParams,
+        class_ids: list[str],
+        features_provenance: dict[str, Any],
     ) -> dict[str, sets.ArtifactSet]:
         wanted = {e.name for e in spec.class_embeddings}
         if set(params.embeddings) != wanted:
@@ -262,6 +314,7 @@ class FeatureSetAdapter:
                     f" first {missing[0]!r}; build the set from a class list holding every class"
                 )
             found[name] = table
+        _check_prompt_embeddings(spec, features_provenance, found)
         return found
 
     def _split(

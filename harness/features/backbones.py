@@ -8,7 +8,7 @@ See docs/features.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,17 +16,29 @@ from harness.core.errors import HarnessError, network_error_text
 from harness.core.hashing import file_sha256
 
 __all__ = [
+    "OPEN_CLIP_PREFIX",
     "Backbone",
     "WeightsRef",
     "is_weights_name",
     "load_backbone",
     "named_weights_pretrained_on",
+    "open_clip_arch",
     "resolve_weights",
 ]
 
 WEIGHT_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
+#: ``--backbone open_clip:<arch>``: the image tower of an open_clip model (harness.features.clip).
+OPEN_CLIP_PREFIX = "open_clip:"
 _WEIGHTS_NAME = re.compile(r"^(?:[A-Za-z0-9_]+_Weights\.)?[A-Z0-9_]+$")
 _HASH_PREFIX = re.compile(r"-([0-9a-f]{8,64})\.[a-z]+$")
+
+
+def open_clip_arch(backbone: str) -> str | None:
+    """The open_clip architecture a backbone name ``open_clip:<arch>`` names (``None``: a
+    torchvision model)."""
+    return (
+        backbone.removeprefix(OPEN_CLIP_PREFIX) if backbone.startswith(OPEN_CLIP_PREFIX) else None
+    )
 
 
 def is_weights_name(value: str) -> bool:
@@ -50,8 +62,8 @@ def named_weights_pretrained_on(name: str) -> str:
 class WeightsRef:
     """Weights resolved to a file on disk, with its sha256."""
 
-    source: Literal["file", "torchvision"]
-    name: str  # the file name, or the torchvision weights name in full
+    source: Literal["file", "torchvision", "open_clip"]
+    name: str  # the file name, the torchvision weights name in full, or the open_clip tag
     path: Path
     sha256: str
 
@@ -179,6 +191,10 @@ class Backbone:
     weights: WeightsRef
     num_params: int
     module: Any
+    #: more of what the provenance records (an open_clip model's architecture, its output)
+    details: dict[str, Any] = field(default_factory=dict)
+    #: distributions beyond torch's whose versions the provenance records
+    libraries: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -186,6 +202,7 @@ class Backbone:
             "layer": self.layer,
             "spatial_average_pool": self.pooled,
             "num_params": self.num_params,
+            **self.details,
         }
 
 

@@ -307,13 +307,17 @@ class Embedded:
     versions: dict[str, str]
     unknown_words: dict[str, list[str]] = field(default_factory=dict)
     no_known_word: tuple[int, ...] = ()
+    #: more for the set's provenance (clip-text: the text tower, the templates)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
-#: What a text model's ``embed`` target names: ``embed(entries, path)``, ``path`` being what the
-#: model ``needs`` (``None`` when it needs nothing).
-EmbedFunction = Callable[[Sequence[ClassEntry], Path | None], Embedded]
+#: What a text model's ``embed`` target names: ``embed(entries, given)``, ``given`` being what the
+#: model ``needs``: a path (``vectors``, ``model_dir``), a ``harness.features.clip.ClipTextInputs``
+#: (``clip``), ``None`` when it needs nothing.
+EmbedFunction = Callable[[Sequence[ClassEntry], Any], Embedded]
 
 _OPTION = {"vectors": "--vectors", "model_dir": "--model-dir"}
+_PROMPT_OPTION = {"arch": "--arch", "weights": "--weights", "templates": "--templates"}
 
 
 def _versions(*distributions: str) -> dict[str, str]:
@@ -663,7 +667,7 @@ def _model_path(
                 f"{_OPTION[option]} is only for model {' or '.join(map(repr, users))}; model"
                 f" {model.name!r} does not use it"
             )
-    if model.needs is None:
+    if model.needs is None or model.needs not in given:  # prompt models: _prompt_inputs
         return None
     value = given[model.needs]
     if value is None:
@@ -673,6 +677,36 @@ def _model_path(
             f" ships in a package: {', '.join(n for n, m in text_models.items() if not m.needs)}"
         )
     return Path(value)
+
+
+def _prompt_inputs(
+    model: TextModel, arch: str | None, weights: str | None, templates: str | None
+) -> Any:
+    """What a prompt model (``needs="clip"``) embeds with, its templates read (a
+    ``ClipTextInputs``); ``None`` for other models, which must get none of its options."""
+    given = {"arch": arch, "weights": weights, "templates": templates}
+    if model.needs != "clip":
+        used = [_PROMPT_OPTION[name] for name, value in given.items() if value is not None]
+        if used:
+            users = [m.name for _, m in text_models.items() if m.needs == "clip"]
+            raise EmbeddingError(
+                f"{', '.join(used)}: only for model {' or '.join(map(repr, users))}; model"
+                f" {model.name!r} does not use {'it' if len(used) == 1 else 'them'}"
+            )
+        return None
+    missing = [_PROMPT_OPTION[name] for name, value in given.items() if value is None]
+    if missing:
+        raise EmbeddingError(
+            f"model {model.name!r} needs {', '.join(missing)}: --arch an open_clip"
+            " architecture (ViT-B-32, ...), --weights its weights file or a pretrained tag in"
+            " the open_clip cache, --templates a preset (imagenet-80, photo) or a file of"
+            " templates, one per line, each with one {} for the class name"
+        )
+    # imported here: harness.features.clip imports this module
+    from harness.features.clip import ClipTextInputs, resolve_templates
+
+    assert arch is not None and weights is not None and templates is not None
+    return ClipTextInputs(arch, weights, resolve_templates(templates))
 
 
 def _no_known_word(source: Path, model: str, entries: list[ClassEntry]) -> EmbeddingError:
@@ -700,6 +734,9 @@ def build_class_embeddings(
     wordnet_dir: str | os.PathLike[str] | None = None,
     lexnames: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    arch: str | None = None,
+    weights: str | None = None,
+    templates: str | None = None,
 ) -> ArtifactSet:
     """Embed the classes of a class list with a text model and freeze them as a set at ``out``.
 
@@ -713,13 +750,14 @@ def build_class_embeddings(
         )
     text_model = text_models.get(model)
     path = _model_path(text_model, vectors, model_dir)
+    prompts = _prompt_inputs(text_model, arch, weights, templates)
     target = Path(out)
     _refuse_existing(target)
     source = Path(classes_file)
     entries = read_class_list(source, wordnet_dir=wordnet_dir, lexnames=lexnames)
     say(f"embedding {len(entries)} classes with {model}")
     embed: EmbedFunction = import_target(text_model.embed)
-    embedded = embed(entries, path)
+    embedded = embed(entries, path if prompts is None else prompts)
     if embedded.no_known_word:
         raise _no_known_word(source, model, [entries[i] for i in embedded.no_known_word])
     class_ids = [entry.class_id for entry in entries]
@@ -734,6 +772,7 @@ def build_class_embeddings(
         "classes_file_sha256": file_sha256(source),
         "n_classes": len(entries),
         "versions": dict(sorted(embedded.versions.items())),
+        **embedded.provenance,
     }
     if any(entry.wordnet for entry in entries):
         provenance["wordnet"] = WORDNET_VERSION

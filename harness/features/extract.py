@@ -27,7 +27,13 @@ import numpy as np
 
 from harness.core.errors import HarnessError
 from harness.core.hashing import json_sha256
-from harness.features.backbones import Backbone, WeightsRef, load_backbone, resolve_weights
+from harness.features.backbones import (
+    Backbone,
+    WeightsRef,
+    load_backbone,
+    open_clip_arch,
+    resolve_weights,
+)
 from harness.features.images import ImageList, read_image, read_images
 from harness.features.preprocess import Preprocessing, preset, transform
 from harness.features.sets import MANIFEST, ArtifactSet, write_set
@@ -136,17 +142,34 @@ def plan_extraction(
     images listed, weights found and hashed (a declared sha256 that differs is refused),
     preprocessing resolved (a preset, the steps, or the named weights' own transform)."""
     images = read_images(base / extract.images)
-    weights = resolve_weights(
-        extract.backbone,
-        extract.weights,
-        expected_sha256=extract.weights_sha256,
-        download=download,
-        base=base,
-    )
+    arch = open_clip_arch(extract.backbone)
+    if arch is not None:
+        # open_clip is imported only when a CLIP backbone is asked for
+        from harness.features import clip
+
+        if download:
+            raise HarnessError(
+                "--download fetches torchvision weights; open_clip weights are never downloaded"
+                " by the harness (give a file, or a pretrained tag already in the open_clip"
+                " cache)"
+            )
+        weights = clip.resolve_clip_weights(
+            arch, extract.weights, expected_sha256=extract.weights_sha256, base=base
+        )
+    else:
+        weights = resolve_weights(
+            extract.backbone,
+            extract.weights,
+            expected_sha256=extract.weights_sha256,
+            download=download,
+            base=base,
+        )
     if isinstance(extract.preprocessing, Preprocessing):
         preprocessing = extract.preprocessing
     elif isinstance(extract.preprocessing, str):
         preprocessing = preset(extract.preprocessing)
+    elif arch is not None:
+        preprocessing = clip.clip_preprocessing(arch, weights)  # the model's own transform
     elif weights.source == "torchvision":
         preprocessing = weights_preprocessing(extract.backbone, extract.weights)
     else:
@@ -316,9 +339,9 @@ def _batches(chunks: list[_Chunk], batch_size: int) -> list[list[int]]:
     ]
 
 
-def _versions() -> dict[str, str]:
+def _versions(*libraries: str) -> dict[str, str]:
     found = {}
-    for dist in ("torch", "torchvision", "pillow", "numpy"):
+    for dist in ("torch", "torchvision", "pillow", "numpy", *libraries):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -414,6 +437,17 @@ def _run_chunks(
     return time.perf_counter() - started
 
 
+def _load_backbone(request: ExtractionRequest) -> Backbone:
+    """A torchvision backbone cut at its layer, or an open_clip image tower."""
+    input_size = request.preprocessing.output_size()
+    if open_clip_arch(request.backbone) is not None:
+        # open_clip is imported only when a CLIP backbone is asked for
+        from harness.features.clip import load_image_tower
+
+        return load_image_tower(request.backbone, request.weights, request.layer, input_size)
+    return load_backbone(request.backbone, request.weights, request.layer, input_size)
+
+
 def _existing(out: Path, key: dict[str, Any]) -> ArtifactSet | None:
     if not out.exists():
         return None
@@ -462,9 +496,7 @@ def extract_features(
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    backbone = load_backbone(
-        request.backbone, request.weights, request.layer, request.preprocessing.output_size()
-    )
+    backbone = _load_backbone(request)
     partial = partial_dir(out)
     _open_partial(partial, key)
     n = len(request.images)
@@ -570,5 +602,5 @@ def _provenance(
             "content_sha256": images.content_sha256(digests),
         },
         "skipped": [{"path": b.path, "reason": b.reason} for b in bad],
-        "versions": _versions(),
+        "versions": _versions(*backbone.libraries),
     }

@@ -16,12 +16,13 @@ from typing import Literal
 
 from harness.core.registry import Registry
 
-__all__ = ["SENTENCE_TEXT", "WORD_TEXT", "Normalize", "TextModel", "text_models"]
+__all__ = ["PROMPT_TEXT", "SENTENCE_TEXT", "WORD_TEXT", "Normalize", "TextModel", "text_models"]
 
 Normalize = Literal["l2", "none"]
 #: What a model's vectors are made from, as recorded in the provenance's ``text``.
 WORD_TEXT = "name tokens, averaged"
 SENTENCE_TEXT = "name: gloss"
+PROMPT_TEXT = "name in prompt templates, averaged"
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class TextModel:
     """
 
     name: str
-    kind: Literal["word", "sentence"]
-    needs: Literal["vectors", "model_dir"] | None
+    kind: Literal["word", "sentence", "prompts"]
+    needs: Literal["vectors", "model_dir", "clip"] | None
     summary: str
     #: ``"module:function"``: ``function(entries, path)`` makes the model's ``Embedded``.
     embed: str
@@ -41,7 +42,7 @@ class TextModel:
     @property
     def text(self) -> str:
         """The provenance's ``text``: what the vectors are made from."""
-        return WORD_TEXT if self.kind == "word" else SENTENCE_TEXT
+        return {"word": WORD_TEXT, "sentence": SENTENCE_TEXT, "prompts": PROMPT_TEXT}[self.kind]
 
 
 #: The text models, by name.
@@ -75,6 +76,14 @@ for _model in (
         needs="model_dir",
         summary="a local sentence-transformers model folder given with --model-dir",
         embed="harness.features.embeddings:embed_sentence_model_dir",
+    ),
+    TextModel(
+        name="clip-text",
+        kind="prompts",
+        needs="clip",
+        summary="the text tower of an open_clip model (--arch, --weights): class-name prompts"
+        " from --templates, averaged per class as CLIP does",
+        embed="harness.features.clip:embed_clip_text",
     ),
 ):
     text_models.add(_model.name, _model)

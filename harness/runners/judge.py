@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.bundles import RowMap, write_model_bundles
+from harness.class_embedding import embeddings_for
 from harness.core.errors import RunnerError
 from harness.core.tempdirs import remove_tree
 from harness.hyperparameters import Hyperparameters
@@ -690,15 +691,19 @@ def run_model(
     *,
     name: str,
     transductive: bool,
+    class_embedding: str = "default",
 ) -> ModelRun:
     """Run a model package on ``bench``: per fit, the fit phase and its prediction passes, each
     in a fresh run of ``runner`` built from ``base`` (the package's snapshot, seed and
-    resources); returns the prediction files it wrote under ``work/predictions``.
+    resources); returns the prediction files it wrote under ``work/predictions``. Its bundles
+    hold the class embeddings its ``class_embedding`` declaration asks for
+    (:func:`harness.class_embedding.embeddings_for`; a kind ``bench`` lacks is refused).
 
     Raises :class:`RunnerError` with the phase's explanation (the model's message and line,
     the log's path) when a phase fails or the harness refuses the passes.
     """
-    rowmap = write_model_bundles(bench, work / "bundles", work / "secret")
+    embeddings = embeddings_for(class_embedding, bench.spec, package=name)
+    rowmap = write_model_bundles(bench, work / "bundles", work / "secret", embeddings=embeddings)
     phases = _Phases(base, runner, name, work)
     states: dict[str, str] = {}
     chosen: dict[str, Hyperparameters] = {}

@@ -198,6 +198,7 @@ def smoke_run(
                 work / "run",
                 name=package.name,
                 transductive=package.manifest.declarations.transductive,
+                class_embedding=package.manifest.declarations.class_embedding,
             )
         except RunnerError as err:
             said = str(err) if limit >= resources.time_s else _smoke_timeout(str(err), limit)

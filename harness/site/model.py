@@ -397,6 +397,8 @@ def record_badges(record: RunRecord) -> list[Badge]:
         badges.append(
             Badge("not audited", "muted", f"frozen without a leakage audit: {audit.error}")
         )
+    elif audit is not None and audit.status == "not auditable against a class list":
+        badges.append(Badge(audit.status.value, "muted", audit.summary()))
     elif audit is not None and audit.error is not None:
         badges.append(Badge("leakage audit unavailable", "muted", audit.error))
     elif audit is not None and audit.n_overlap > 0:

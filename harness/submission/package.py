@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from harness import __version__
+from harness.class_embedding import ClassEmbeddingUse
 from harness.core import yamlio
 from harness.core.errors import PredictionError, SubmissionError
 from harness.submission.content import content_problem
@@ -229,7 +230,12 @@ class PredictionFiles(_Strict):
 
 
 class Declarations(_Strict):
-    class_embedding: str = Field("default", description="which class embedding the method uses")
+    class_embedding: ClassEmbeddingUse = Field(
+        "default",
+        description="which class embedding the method uses: 'default' (the benchmark's"
+        " default), 'none', or a kind (attributes, word-vectors, sentence, clip-text): it then"
+        " gets the benchmark's embeddings of that kind only, and runs only where there is one",
+    )
     features: str = Field(
         "benchmark", description="'benchmark' (the frozen features) or what else it used"
     )

@@ -240,6 +240,7 @@ def test_model_options_are_checked(classes: Path, vectors: Path, tmp_path: Path)
 def test_the_registry_says_what_each_model_needs() -> None:
     assert {name: (m.kind, m.needs) for name, m in text_models.items()} == {
         "all-minilm-l6-v2": ("sentence", None),
+        "clip-text": ("prompts", "clip"),
         "glove": ("word", "vectors"),
         "glove-6b-50d": ("word", None),
         "sentence-transformer": ("sentence", "model_dir"),
@@ -425,8 +426,8 @@ def test_cli_unknown_model_lists_the_available_ones(classes: Path, tmp_path: Pat
     )
     assert result.exit_code == 1
     assert (
-        "unknown text model 'word2vec'. Available: all-minilm-l6-v2, glove, glove-6b-50d,"
-        " sentence-transformer"
+        "unknown text model 'word2vec'. Available: all-minilm-l6-v2, clip-text, glove,"
+        " glove-6b-50d, sentence-transformer"
     ) in result.output
 
 

@@ -368,15 +368,15 @@ def test_ci_validation_caps_and_refuses_gpus(tmp_path: Path) -> None:
     root = _huge_package(tmp_path / "big")
     caps = CIConfig(specs=["s.yaml"]).resource_caps("leaderboard/ci.yaml")
     rule = _FileRule(allowed=(), config_shown="leaderboard/ci.yaml")
-    outcome, notes = _validate(root.relative_to(tmp_path).as_posix(), tmp_path, caps, rule)
-    assert outcome is None
+    outcome, notes, uses = _validate(root.relative_to(tmp_path).as_posix(), tmp_path, caps, rule)
+    assert outcome is None and uses == "default"  # its declarations.class_embedding
     assert [n.field for n in notes] == ["cpus", "memory_gb", "time_s"]
     assert str(notes[0]) == (
         "resources.cpus: 64 declared, capped to 2 (the leaderboard's leaderboard/ci.yaml"
         " `max_resources.cpus`)"
     )
     gpu = _huge_package(tmp_path / "gpu", "resources:\n  gpus: 1\n")
-    outcome, notes = _validate(gpu.relative_to(tmp_path).as_posix(), tmp_path, caps, rule)
+    outcome, notes, _ = _validate(gpu.relative_to(tmp_path).as_posix(), tmp_path, caps, rule)
     assert outcome is not None and outcome.status == "invalid" and notes == ()
     assert outcome.detail == (
         "gpu/eszsl/submission.yaml: resources.gpus: 1 declared, more than the 0 allowed (the"

@@ -15,7 +15,8 @@ from typing import Any
 
 from jinja2 import Environment
 
-from harness.records import RunRecord, ScoreEntry
+from harness.features.backbones import open_clip_arch
+from harness.records import BenchmarkInfo, RunRecord, ScoreEntry
 from harness.results.reported import ReportedValue
 from harness.site import figures, stats
 from harness.site.csv_tables import CsvCell, CsvTable, header_for
@@ -260,6 +261,7 @@ def benchmark_page(
         synthetic=any(b.kind == "data-synthetic" for b in bench.data_badges),
         leakage=benchmark_leakage(bench),
         leakage_note=leakage_note(bench),
+        image_arch=_image_arch(info),
         protocol=protocol_badges(bench.records.values()),
         settings=views,
         structure_facts=figures.structure_facts(bench),
@@ -274,6 +276,14 @@ def benchmark_page(
         **common,
     )
     return html, tables
+
+
+def _image_arch(info: BenchmarkInfo) -> str | None:
+    """The open_clip architecture whose image tower made the benchmark's features, if one did."""
+    provenance = info.provenance
+    if provenance is None or provenance.features is None:
+        return None
+    return open_clip_arch(provenance.features.backbone)
 
 
 def benchmark_pages(

@@ -69,6 +69,8 @@ def benchmark_leakage(bench: BenchmarkPage) -> Leakage | None:
     audit = _benchmark_audit(bench)
     if audit is None or audit.status == AuditStatus.NOT_APPLICABLE:
         return None
+    if audit.status == AuditStatus.NOT_AUDITABLE:  # web pre-training: never "no overlap"
+        return Leakage(audit.status.value, audit.source, (), audit.summary(), unavailable=True)
     if audit.status == AuditStatus.NOT_AUDITED:
         return Leakage(
             "not audited",
