@@ -6,18 +6,24 @@ from collections.abc import Callable
 
 import pytest
 
+from harness.class_embedding import not_applicable_reason
 from harness.pipeline import run_submission
 from harness.records import RunRecord
 from harness.runners.sandbox import available
+from harness.spec import load_spec
 from harness.submission.package import load_package
 from tests.conftest import SPECS, SUBMISSIONS
 
 pytestmark = pytest.mark.slow  # end to end: `make test-fast` leaves it out
 
+#: The model packages that run on the demo (`zsl demo` skips those whose declared class
+#: embedding kind the demo lacks: the CLIP packages; tests/test_clip_end_to_end.py runs them).
 MODEL_PACKAGES = sorted(
     p.parent.name
     for p in SUBMISSIONS.glob("*/submission.yaml")
-    if load_package(p.parent).manifest.kind == "model"
+    if (manifest := load_package(p.parent).manifest).kind == "model"
+    and not_applicable_reason(manifest.declarations.class_embedding, load_spec(SPECS / "demo.yaml"))
+    is None
 )
 
 
